@@ -1,0 +1,528 @@
+/* Streaming decoder of XSpace protobufs (xla/tsl/profiler/protobuf/xplane.proto) into flat
+ * column buffers.
+ *
+ * Why C: a profile holds millions of XEvents with a few XStats each. Walking protobuf message
+ * objects from Python costs ~1 us per event; this decoder reads the wire format once, writes
+ * fixed-width columns and interns repeated strings, so trace_parsers/xplane.py only wraps the
+ * buffers with numpy. Every read is bounds-checked: malformed input raises ValueError naming
+ * the byte offset and the reason, never crashes.
+ *
+ * Field numbers (the wire contract, from the public xplane.proto):
+ *   XSpace   planes=1 errors=2 warnings=3 hostnames=4
+ *   XPlane   id=1 name=2 lines=3 event_metadata=4 (map) stat_metadata=5 (map) stats=6
+ *   XLine    id=1 name=2 timestamp_ns=3 events=4 duration_ps=9 display_id=10 display_name=11
+ *   XEvent   metadata_id=1 offset_ps=2 duration_ps=3 stats=4 num_occurrences=5
+ *   XStat    metadata_id=1 double=2 uint64=3 int64=4 str=5 bytes=6 ref=7
+ *   XEventMetadata id=1 name=2 metadata=3 display_name=4 stats=5 child_id=6
+ *   XStatMetadata  id=1 name=2 description=3
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- growable columns */
+
+typedef struct {
+    char *data;
+    size_t len;  /* elements */
+    size_t cap;
+    size_t width;
+} Col;
+
+static int col_reserve(Col *c, size_t need) {
+    if (need <= c->cap) return 0;
+    size_t cap = c->cap ? c->cap : 1024;
+    while (cap < need) cap *= 2;
+    char *p = (char *)PyMem_Realloc(c->data, cap * c->width);
+    if (!p) { PyErr_NoMemory(); return -1; }
+    c->data = p;
+    c->cap = cap;
+    return 0;
+}
+
+static inline int col_push(Col *c, const void *v) {
+    if (c->len == c->cap && col_reserve(c, c->len + 1) < 0) return -1;
+    memcpy(c->data + c->len * c->width, v, c->width);
+    c->len++;
+    return 0;
+}
+
+static PyObject *col_take(Col *c) { /* -> bytearray, frees the column */
+    PyObject *b = PyByteArray_FromStringAndSize(c->data ? c->data : "", (Py_ssize_t)(c->len * c->width));
+    PyMem_Free(c->data);
+    c->data = NULL;
+    c->len = c->cap = 0;
+    return b;
+}
+
+/* Stats of one owner kind: events, planes or event metadata. */
+typedef struct {
+    Col owner;   /* int64: event row / plane index / metadata row */
+    Col meta;    /* int64: XStat.metadata_id */
+    Col kind;    /* int8: 0 none 1 double 2 uint64 3 int64 4 str 5 bytes 6 ref */
+    Col ival;    /* int64 (uint64 and ref stored bitwise) */
+    Col dval;    /* float64 */
+    Col sid;     /* int32: interned string index for str/bytes, -1 otherwise */
+} Stats;
+
+typedef struct {
+    const uint8_t *base;
+    Py_ssize_t size;
+    /* events */
+    Col ev_plane, ev_line, ev_meta, ev_off, ev_dur, ev_stat0, ev_nstat;
+    /* aggregated events (num_occurrences) */
+    Col ag_plane, ag_line, ag_meta, ag_occ, ag_dur;
+    Stats est, pst, mst;
+    PyObject *lines, *planes, *evmeta, *statmeta, *hostnames, *errors, *warnings;
+    PyObject *strings, *string_index; /* list[str], dict[bytes, int] */
+    int32_t plane_idx, line_idx;
+} Ctx;
+
+#define W(c, t) ((c).width = sizeof(t))
+
+/* ---------------------------------------------------------------- wire reading */
+
+typedef struct {
+    const uint8_t *p, *end;
+} Buf;
+
+static int fail(Ctx *x, const uint8_t *at, const char *what) {
+    PyErr_Format(PyExc_ValueError, "%s at byte %zd", what, (Py_ssize_t)(at - x->base));
+    return -1;
+}
+
+static inline int rd_varint(Ctx *x, Buf *b, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (b->p >= b->end) return fail(x, b->p, "truncated varint");
+        uint8_t byte = *b->p++;
+        v |= (uint64_t)(byte & 0x7f) << shift;
+        if (!(byte & 0x80)) { *out = v; return 0; }
+    }
+    return fail(x, b->p, "varint longer than 10 bytes");
+}
+
+static inline int rd_len(Ctx *x, Buf *b, Buf *sub) {
+    uint64_t n;
+    if (rd_varint(x, b, &n) < 0) return -1;
+    if (n > (uint64_t)(b->end - b->p)) return fail(x, b->p, "truncated: length-delimited field runs past the end of its message");
+    sub->p = b->p;
+    sub->end = b->p + n;
+    b->p += n;
+    return 0;
+}
+
+/* Skips a field whose tag was read; groups (wire types 3/4) are not valid in proto3 XPlane. */
+static int skip(Ctx *x, Buf *b, uint32_t wt) {
+    uint64_t v;
+    Buf s;
+    switch (wt) {
+    case 0: return rd_varint(x, b, &v);
+    case 1: if (b->end - b->p < 8) return fail(x, b->p, "truncated fixed64"); b->p += 8; return 0;
+    case 2: return rd_len(x, b, &s);
+    case 5: if (b->end - b->p < 4) return fail(x, b->p, "truncated fixed32"); b->p += 4; return 0;
+    default: return fail(x, b->p, "invalid wire type (not a protobuf XSpace)");
+    }
+}
+
+static inline int rd_tag(Ctx *x, Buf *b, uint32_t *field, uint32_t *wt) {
+    uint64_t t;
+    if (rd_varint(x, b, &t) < 0) return -1;
+    *field = (uint32_t)(t >> 3);
+    *wt = (uint32_t)(t & 7);
+    if (*field == 0) return fail(x, b->p, "field number 0 (not a protobuf XSpace)");
+    return 0;
+}
+
+#define EXPECT(wt_want)                                                         \
+    if (wt != (wt_want)) return fail(x, b.p, "unexpected wire type for a known field");
+
+static PyObject *mkstr(Ctx *x, Buf s, int strict) {
+    PyObject *o = PyUnicode_DecodeUTF8((const char *)s.p, s.end - s.p, strict ? NULL : "replace");
+    if (!o && strict) {
+        PyErr_Clear();
+        fail(x, s.p, "invalid UTF-8 in a name (not an XSpace)");
+    }
+    return o;
+}
+
+/* Interns a string stat value; returns its index or -1 on error. */
+static int32_t intern(Ctx *x, Buf s) {
+    PyObject *key = PyBytes_FromStringAndSize((const char *)s.p, s.end - s.p);
+    if (!key) return -1;
+    PyObject *found = PyDict_GetItemWithError(x->string_index, key);
+    if (found) { Py_DECREF(key); return (int32_t)PyLong_AsLong(found); }
+    if (PyErr_Occurred()) { Py_DECREF(key); return -1; }
+    PyObject *val = PyUnicode_DecodeUTF8((const char *)s.p, s.end - s.p, "replace");
+    if (!val) { Py_DECREF(key); return -1; }
+    Py_ssize_t idx = PyList_GET_SIZE(x->strings);
+    PyObject *pidx = PyLong_FromSsize_t(idx);
+    int rc = pidx ? PyList_Append(x->strings, val) : -1;
+    if (rc == 0) rc = PyDict_SetItem(x->string_index, key, pidx);
+    Py_XDECREF(pidx);
+    Py_DECREF(val);
+    Py_DECREF(key);
+    return rc < 0 ? -1 : (int32_t)idx;
+}
+
+/* ---------------------------------------------------------------- messages */
+
+static int parse_stat(Ctx *x, Buf b, Stats *st, int64_t owner) {
+    int64_t meta = 0, iv = 0;
+    double dv = 0.0;
+    int8_t kind = 0;
+    int32_t sid = -1;
+    uint32_t f, wt;
+    uint64_t v;
+    Buf s;
+    while (b.p < b.end) {
+        if (rd_tag(x, &b, &f, &wt) < 0) return -1;
+        switch (f) {
+        case 1: EXPECT(0); if (rd_varint(x, &b, &v) < 0) return -1; meta = (int64_t)v; break;
+        case 2: EXPECT(1);
+            if (b.end - b.p < 8) return fail(x, b.p, "truncated double");
+            memcpy(&dv, b.p, 8); b.p += 8; kind = 1; sid = -1; break;
+        case 3: case 4: case 7: EXPECT(0);
+            if (rd_varint(x, &b, &v) < 0) return -1;
+            iv = (int64_t)v; kind = f == 3 ? 2 : f == 4 ? 3 : 6; sid = -1; break;
+        case 5: EXPECT(2);
+            if (rd_len(x, &b, &s) < 0) return -1;
+            if ((sid = intern(x, s)) < 0) return -1;
+            kind = 4; break;
+        case 6: EXPECT(2); /* opaque payloads (e.g. serialized HLO): keep the size only */
+            if (rd_len(x, &b, &s) < 0) return -1;
+            iv = (int64_t)(s.end - s.p); kind = 5; sid = -1; break;
+        default: if (skip(x, &b, wt) < 0) return -1;
+        }
+    }
+    if (col_push(&st->owner, &owner) < 0 || col_push(&st->meta, &meta) < 0 ||
+        col_push(&st->kind, &kind) < 0 || col_push(&st->ival, &iv) < 0 ||
+        col_push(&st->dval, &dv) < 0 || col_push(&st->sid, &sid) < 0)
+        return -1;
+    return 0;
+}
+
+static int parse_event(Ctx *x, Buf b) {
+    int64_t meta = 0, off = 0, dur = 0, occ = 0;
+    int has_occ = 0;
+    uint32_t f, wt;
+    uint64_t v;
+    Buf s;
+    int64_t row = (int64_t)x->ev_meta.len; /* provisional: stats are rolled back for aggregates */
+    int64_t stat0 = (int64_t)x->est.owner.len;
+    while (b.p < b.end) {
+        if (rd_tag(x, &b, &f, &wt) < 0) return -1;
+        switch (f) {
+        case 1: EXPECT(0); if (rd_varint(x, &b, &v) < 0) return -1; meta = (int64_t)v; break;
+        case 2: EXPECT(0); if (rd_varint(x, &b, &v) < 0) return -1; off = (int64_t)v; has_occ = 0; break;
+        case 3: EXPECT(0); if (rd_varint(x, &b, &v) < 0) return -1; dur = (int64_t)v; break;
+        case 5: EXPECT(0); if (rd_varint(x, &b, &v) < 0) return -1; occ = (int64_t)v; has_occ = 1; break;
+        case 4: EXPECT(2);
+            if (rd_len(x, &b, &s) < 0 || parse_stat(x, s, &x->est, row) < 0) return -1;
+            break;
+        default: if (skip(x, &b, wt) < 0) return -1;
+        }
+    }
+    if (has_occ) {
+        /* Aggregates have no time: keep them off the timeline, and drop their stats from the
+         * event-stat table (they are not timeline rows). */
+        Stats *st = &x->est;
+        st->owner.len = st->meta.len = st->kind.len = st->ival.len = st->dval.len = st->sid.len = (size_t)stat0;
+        return col_push(&x->ag_plane, &x->plane_idx) | col_push(&x->ag_line, &x->line_idx) |
+               col_push(&x->ag_meta, &meta) | col_push(&x->ag_occ, &occ) | col_push(&x->ag_dur, &dur);
+    }
+    int32_t nstat = (int32_t)((int64_t)x->est.owner.len - stat0);
+    if (col_push(&x->ev_plane, &x->plane_idx) < 0 || col_push(&x->ev_line, &x->line_idx) < 0 ||
+        col_push(&x->ev_meta, &meta) < 0 || col_push(&x->ev_off, &off) < 0 ||
+        col_push(&x->ev_dur, &dur) < 0 || col_push(&x->ev_stat0, &stat0) < 0 ||
+        col_push(&x->ev_nstat, &nstat) < 0)
+        return -1;
+    return 0;
+}
+
+static int parse_line(Ctx *x, Buf b) {
+    int64_t id = 0, display_id = 0, ts = 0, dur = 0;
+    PyObject *name = NULL, *dname = NULL;
+    uint32_t f, wt;
+    uint64_t v;
+    Buf s;
+    int64_t ev0 = (int64_t)x->ev_meta.len;
+    while (b.p < b.end) {
+        if (rd_tag(x, &b, &f, &wt) < 0) goto err;
+        switch (f) {
+        case 1: EXPECT(0); if (rd_varint(x, &b, &v) < 0) goto err; id = (int64_t)v; break;
+        case 10: EXPECT(0); if (rd_varint(x, &b, &v) < 0) goto err; display_id = (int64_t)v; break;
+        case 3: EXPECT(0); if (rd_varint(x, &b, &v) < 0) goto err; ts = (int64_t)v; break;
+        case 9: EXPECT(0); if (rd_varint(x, &b, &v) < 0) goto err; dur = (int64_t)v; break;
+        case 2: case 11: EXPECT(2);
+            if (rd_len(x, &b, &s) < 0) goto err;
+            PyObject *o = mkstr(x, s, 1);
+            if (!o) goto err;
+            if (f == 2) { Py_XSETREF(name, o); } else { Py_XSETREF(dname, o); }
+            break;
+        case 4: EXPECT(2);
+            if (rd_len(x, &b, &s) < 0 || parse_event(x, s) < 0) goto err;
+            break;
+        default: if (skip(x, &b, wt) < 0) goto err;
+        }
+    }
+    {
+        PyObject *t = Py_BuildValue("(iLLOOLLLL)", x->plane_idx, id, display_id,
+                                    name ? name : Py_None, dname ? dname : Py_None, ts, dur, ev0,
+                                    (long long)((int64_t)x->ev_meta.len - ev0));
+        Py_XDECREF(name);
+        Py_XDECREF(dname);
+        if (!t) return -1;
+        int rc = PyList_Append(x->lines, t);
+        Py_DECREF(t);
+        x->line_idx++;
+        return rc;
+    }
+err:
+    Py_XDECREF(name);
+    Py_XDECREF(dname);
+    return -1;
+}
+
+/* One map entry of event_metadata (kind 0) or stat_metadata (kind 1). */
+static int parse_meta_entry(Ctx *x, Buf b, int kind) {
+    int64_t key = 0, id = 0;
+    PyObject *name = NULL, *dname = NULL;
+    Py_ssize_t blob = 0;
+    uint32_t f, wt;
+    uint64_t v;
+    Buf s, val = {NULL, NULL};
+    while (b.p < b.end) {
+        if (rd_tag(x, &b, &f, &wt) < 0) return -1;
+        if (f == 1) { EXPECT(0); if (rd_varint(x, &b, &v) < 0) return -1; key = (int64_t)v; }
+        else if (f == 2) { EXPECT(2); if (rd_len(x, &b, &val) < 0) return -1; }
+        else if (skip(x, &b, wt) < 0) return -1;
+    }
+    int64_t row = kind == 0 ? (int64_t)PyList_GET_SIZE(x->evmeta) : 0;
+    int64_t stat0 = (int64_t)x->mst.owner.len;
+    b = val;
+    while (b.p && b.p < b.end) {
+        if (rd_tag(x, &b, &f, &wt) < 0) goto err;
+        if (f == 1 && wt == 0) { if (rd_varint(x, &b, &v) < 0) goto err; id = (int64_t)v; }
+        else if ((f == 2 || (kind == 0 && f == 4) || (kind == 1 && f == 3)) && wt == 2) {
+            if (rd_len(x, &b, &s) < 0) goto err;
+            PyObject *o = mkstr(x, s, f == 2);
+            if (!o) goto err;
+            if (f == 2) { Py_XSETREF(name, o); } else { Py_XSETREF(dname, o); }
+        } else if (kind == 0 && f == 3 && wt == 2) {
+            if (rd_len(x, &b, &s) < 0) goto err;
+            blob = s.end - s.p;
+        } else if (kind == 0 && f == 5 && wt == 2) {
+            if (rd_len(x, &b, &s) < 0 || parse_stat(x, s, &x->mst, row) < 0) goto err;
+        } else if (skip(x, &b, wt) < 0) goto err;
+    }
+    (void)id; /* the map key is authoritative, as in XProf's XPlaneVisitor */
+    PyObject *t;
+    if (kind == 0)
+        t = Py_BuildValue("(iLOOnLL)", x->plane_idx, key, name ? name : Py_None,
+                          dname ? dname : Py_None, blob, stat0,
+                          (long long)((int64_t)x->mst.owner.len - stat0));
+    else
+        t = Py_BuildValue("(iLOO)", x->plane_idx, key, name ? name : Py_None, dname ? dname : Py_None);
+    Py_XDECREF(name);
+    Py_XDECREF(dname);
+    if (!t) return -1;
+    int rc = PyList_Append(kind == 0 ? x->evmeta : x->statmeta, t);
+    Py_DECREF(t);
+    return rc;
+err:
+    Py_XDECREF(name);
+    Py_XDECREF(dname);
+    return -1;
+}
+
+static int parse_plane(Ctx *x, Buf b) {
+    int64_t id = 0;
+    PyObject *name = NULL;
+    uint32_t f, wt;
+    uint64_t v;
+    Buf s;
+    while (b.p < b.end) {
+        if (rd_tag(x, &b, &f, &wt) < 0) goto err;
+        switch (f) {
+        case 1: EXPECT(0); if (rd_varint(x, &b, &v) < 0) goto err; id = (int64_t)v; break;
+        case 2: EXPECT(2);
+            if (rd_len(x, &b, &s) < 0) goto err;
+            { PyObject *o = mkstr(x, s, 1); if (!o) goto err; Py_XSETREF(name, o); }
+            break;
+        case 3: EXPECT(2); if (rd_len(x, &b, &s) < 0 || parse_line(x, s) < 0) goto err; break;
+        case 4: EXPECT(2); if (rd_len(x, &b, &s) < 0 || parse_meta_entry(x, s, 0) < 0) goto err; break;
+        case 5: EXPECT(2); if (rd_len(x, &b, &s) < 0 || parse_meta_entry(x, s, 1) < 0) goto err; break;
+        case 6: EXPECT(2);
+            if (rd_len(x, &b, &s) < 0 || parse_stat(x, s, &x->pst, x->plane_idx) < 0) goto err;
+            break;
+        default: if (skip(x, &b, wt) < 0) goto err;
+        }
+    }
+    {
+        PyObject *t = Py_BuildValue("(LO)", id, name ? name : Py_None);
+        Py_XDECREF(name);
+        if (!t) return -1;
+        int rc = PyList_Append(x->planes, t);
+        Py_DECREF(t);
+        return rc;
+    }
+err:
+    Py_XDECREF(name);
+    return -1;
+}
+
+static int parse_space(Ctx *x, Buf b) {
+    uint32_t f, wt;
+    Buf s;
+    while (b.p < b.end) {
+        if (rd_tag(x, &b, &f, &wt) < 0) return -1;
+        if (f == 1) {
+            EXPECT(2);
+            if (rd_len(x, &b, &s) < 0 || parse_plane(x, s) < 0) return -1;
+            x->plane_idx++;
+        } else if (f >= 2 && f <= 4) {
+            EXPECT(2);
+            if (rd_len(x, &b, &s) < 0) return -1;
+            PyObject *o = mkstr(x, s, 0);
+            if (!o) return -1;
+            int rc = PyList_Append(f == 2 ? x->errors : f == 3 ? x->warnings : x->hostnames, o);
+            Py_DECREF(o);
+            if (rc < 0) return -1;
+        } else if (skip(x, &b, wt) < 0) return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- module functions */
+
+static void stats_init(Stats *s) {
+    memset(s, 0, sizeof(*s));
+    W(s->owner, int64_t); W(s->meta, int64_t); W(s->kind, int8_t);
+    W(s->ival, int64_t); W(s->dval, double); W(s->sid, int32_t);
+}
+
+static void stats_free(Stats *s) {
+    Col *cs[] = {&s->owner, &s->meta, &s->kind, &s->ival, &s->dval, &s->sid};
+    for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) PyMem_Free(cs[i]->data);
+}
+
+static PyObject *stats_take(Stats *s) {
+    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N}", "owner", col_take(&s->owner),
+                         "metadata_id", col_take(&s->meta), "kind", col_take(&s->kind),
+                         "ival", col_take(&s->ival), "dval", col_take(&s->dval),
+                         "sid", col_take(&s->sid));
+}
+
+static PyObject *decode_xspace(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    Ctx x;
+    memset(&x, 0, sizeof(x));
+    x.base = (const uint8_t *)view.buf;
+    x.size = view.len;
+    W(x.ev_plane, int32_t); W(x.ev_line, int32_t); W(x.ev_meta, int64_t); W(x.ev_off, int64_t);
+    W(x.ev_dur, int64_t); W(x.ev_stat0, int64_t); W(x.ev_nstat, int32_t);
+    W(x.ag_plane, int32_t); W(x.ag_line, int32_t); W(x.ag_meta, int64_t); W(x.ag_occ, int64_t);
+    W(x.ag_dur, int64_t);
+    stats_init(&x.est); stats_init(&x.pst); stats_init(&x.mst);
+    x.lines = PyList_New(0); x.planes = PyList_New(0); x.evmeta = PyList_New(0);
+    x.statmeta = PyList_New(0); x.hostnames = PyList_New(0); x.errors = PyList_New(0);
+    x.warnings = PyList_New(0); x.strings = PyList_New(0); x.string_index = PyDict_New();
+    PyObject *out = NULL;
+    Col *cols[] = {&x.ev_plane, &x.ev_line, &x.ev_meta, &x.ev_off, &x.ev_dur, &x.ev_stat0,
+                   &x.ev_nstat, &x.ag_plane, &x.ag_line, &x.ag_meta, &x.ag_occ, &x.ag_dur};
+    if (!x.lines || !x.planes || !x.evmeta || !x.statmeta || !x.hostnames || !x.errors ||
+        !x.warnings || !x.strings || !x.string_index)
+        goto done;
+    Buf b = {x.base, x.base + x.size};
+    if (parse_space(&x, b) < 0) goto done;
+    out = Py_BuildValue(
+        "{" "s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N," "s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O}",
+        "ev_plane", col_take(&x.ev_plane), "ev_line", col_take(&x.ev_line),
+        "ev_metadata_id", col_take(&x.ev_meta), "ev_offset_ps", col_take(&x.ev_off),
+        "ev_duration_ps", col_take(&x.ev_dur), "ev_stat0", col_take(&x.ev_stat0),
+        "ev_nstat", col_take(&x.ev_nstat), "ag_plane", col_take(&x.ag_plane),
+        "ag_line", col_take(&x.ag_line), "ag_metadata_id", col_take(&x.ag_meta),
+        "ag_num_occurrences", col_take(&x.ag_occ), "ag_duration_ps", col_take(&x.ag_dur),
+        "event_stats", stats_take(&x.est), "plane_stats", stats_take(&x.pst),
+        "metadata_stats", stats_take(&x.mst), "lines", x.lines, "planes", x.planes,
+        "event_metadata", x.evmeta, "stat_metadata", x.statmeta, "hostnames", x.hostnames,
+        "errors", x.errors, "warnings", x.warnings, "strings", x.strings);
+done:
+    for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) PyMem_Free(cols[i]->data);
+    stats_free(&x.est); stats_free(&x.pst); stats_free(&x.mst);
+    Py_XDECREF(x.lines); Py_XDECREF(x.planes); Py_XDECREF(x.evmeta); Py_XDECREF(x.statmeta);
+    Py_XDECREF(x.hostnames); Py_XDECREF(x.errors); Py_XDECREF(x.warnings);
+    Py_XDECREF(x.strings); Py_XDECREF(x.string_index);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* nest(group, start, end, depth_out, parent_out, self_out)
+ *
+ * Events must be sorted by (group, start asc, end desc). For each event: depth within its group
+ * (a line), the row of its innermost enclosing event (-1 at top level), and self time = its
+ * duration minus the union of its direct children's time (children clipped to the parent, so
+ * partial overlaps never make self time negative). One pass with an explicit stack; this is the
+ * one sequential loop of the parser (GUIDE convention 2).
+ */
+static PyObject *nest(PyObject *self, PyObject *args) {
+    Py_buffer g, s, e, d, p, sf;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*", &g, &s, &e, &d, &p, &sf)) return NULL;
+    Py_ssize_t n = s.len / 8;
+    PyObject *res = NULL;
+    int64_t *stack = NULL, *covered = NULL;
+    if (g.len != n * 8 || e.len != n * 8 || d.len != n * 4 || p.len != n * 8 || sf.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "nest: column lengths differ");
+        goto out;
+    }
+    const int64_t *grp = g.buf, *st = s.buf, *en = e.buf;
+    int32_t *depth = d.buf;
+    int64_t *parent = p.buf, *selft = sf.buf;
+    stack = PyMem_Malloc(sizeof(int64_t) * (n ? n : 1));
+    covered = PyMem_Malloc(sizeof(int64_t) * (n ? n : 1)); /* end of children union so far */
+    if (!stack || !covered) { PyErr_NoMemory(); goto out; }
+    Py_ssize_t top = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i > 0 && grp[i] != grp[i - 1]) top = 0;
+        while (top > 0 && en[stack[top - 1]] <= st[i]) top--;
+        /* An event that starts inside the parent but outlasts it is still its child (clipped),
+         * matching how trace viewers draw it. */
+        int64_t par = top > 0 ? stack[top - 1] : -1;
+        depth[i] = (int32_t)top;
+        parent[i] = par;
+        selft[i] = en[i] - st[i];
+        covered[i] = st[i];
+        if (par >= 0) {
+            int64_t lo = st[i] > covered[par] ? st[i] : covered[par];
+            int64_t hi = en[i] < en[par] ? en[i] : en[par];
+            if (hi > lo) { selft[par] -= hi - lo; covered[par] = hi; }
+        }
+        stack[top++] = i;
+    }
+    Py_END_ALLOW_THREADS
+    res = Py_None;
+    Py_INCREF(res);
+out:
+    PyMem_Free(stack);
+    PyMem_Free(covered);
+    PyBuffer_Release(&g); PyBuffer_Release(&s); PyBuffer_Release(&e);
+    PyBuffer_Release(&d); PyBuffer_Release(&p); PyBuffer_Release(&sf);
+    return res;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_xspace", decode_xspace, METH_O,
+     "decode_xspace(buffer) -> dict of column buffers and small tables; ValueError if malformed."},
+    {"nest", nest, METH_VARARGS,
+     "nest(group, start, end, depth_out, parent_out, self_out): nesting within sorted groups."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_xplane_fast",
+                                    "Fast XSpace wire decoder (see trace_parsers/xplane.py).", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__xplane_fast(void) { return PyModule_Create(&moddef); }

@@ -1,0 +1,198 @@
+"""``load(path)``: a file, bytes, a run folder or a logdir → one merged ``TraceFrames``.
+
+Accepted inputs:
+
+* bytes of one capture;
+* one file (``<worker>.xplane.pb``, plain or gzip);
+* a run folder (``<logdir>/plugins/profile/<session>/``) with one file per worker;
+* a logdir holding ``plugins/profile/<session>/`` folders: the newest session, or ``session=``.
+
+Workers are labelled by file name (``host_port``), so two workers on one host never collide.
+One bad worker file does not lose the others: they load, and the failure is listed in
+``frames.failures``.
+
+    >>> from trace_parsers import load
+    >>> frames = load("runs/demo", session="2026_11_30_07_00_00")
+    >>> frames.workers[["worker", "capture_start_ns"]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import union_categoricals
+
+from trace_parsers.cache import FrameCache
+from trace_parsers.errors import TraceParseError
+from trace_parsers.schema import CAT, SCHEMA, TraceFrames, validate
+from trace_parsers.xplane import parse_xplane
+
+Parser = Callable[..., TraceFrames]
+
+
+@dataclass(frozen=True)
+class Format:
+    """A trace format: how to recognise its files and how to parse their bytes."""
+
+    name: str
+    suffixes: tuple[str, ...]
+    parse: Parser
+
+
+#: Parsers by format name. Android formats register here too (same ``parse`` signature).
+PARSERS: Mapping[str, Format] = {
+    "xplane": Format("xplane", (".xplane.pb", ".xplane.pb.gz"), parse_xplane),
+}
+
+PROFILE_SUBDIR = Path("plugins") / "profile"
+
+
+def worker_label(path: Path) -> str:
+    """The worker label of a capture file: its name without the format suffix."""
+    name = path.name
+    for fmt in PARSERS.values():
+        for suffix in fmt.suffixes:
+            if name.endswith(suffix):
+                return name[: -len(suffix)]
+    return path.stem
+
+
+def trace_files(folder: Path) -> list[Path]:
+    """Capture files directly in ``folder``, sorted by name."""
+    suffixes = tuple(s for f in PARSERS.values() for s in f.suffixes)
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(suffixes))
+
+
+def sessions(logdir: Path) -> list[str]:
+    """Session folder names under ``<logdir>/plugins/profile``, oldest first."""
+    root = logdir / PROFILE_SUBDIR
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and trace_files(p))
+
+
+def resolve(path: str | Path, session: str | None = None) -> list[Path]:
+    """The capture files that ``path`` (file, run folder or logdir) designates.
+
+    Raises:
+        TraceParseError: the path does not exist, holds no capture, or names an unknown session.
+    """
+    p = Path(path)
+    if p.is_file():
+        return [p]
+    if not p.is_dir():
+        raise TraceParseError(p, "unknown", "no such file or folder")
+    files = trace_files(p)
+    if files and session is None:
+        return files
+    known = sessions(p)
+    if session is not None:
+        if session not in known:
+            raise TraceParseError(p, "unknown", f"no session {session!r}; known: {', '.join(known) or 'none'}")
+        return trace_files(p / PROFILE_SUBDIR / session)
+    if not known:
+        raise TraceParseError(p, "unknown", "no capture files (*.xplane.pb) and no plugins/profile/<session> folder")
+    return trace_files(p / PROFILE_SUBDIR / known[-1])
+
+
+def format_of(path: Path, head: bytes) -> Format:
+    """The format of a file, by suffix first, then by content."""
+    for fmt in PARSERS.values():
+        if path.name.endswith(fmt.suffixes):
+            return fmt
+    # XSpace starts with field 1..4, wire type 2 (tags 0x0a, 0x12, 0x1a, 0x22), or gzip.
+    if head[:2] == b"\x1f\x8b" or head[:1] in (b"\x0a", b"\x12", b"\x1a", b"\x22"):
+        return PARSERS["xplane"]
+    raise TraceParseError(path, "unknown", f"unrecognised trace format; known: {', '.join(PARSERS)}")
+
+
+def load(
+    path: str | Path | bytes,
+    *,
+    session: str | None = None,
+    cache: bool = True,
+    cache_dir: str | Path | None = None,
+    on_file: Callable[[Path], None] | None = None,
+) -> TraceFrames:
+    """Parses a capture (see the module docstring for what ``path`` may be).
+
+    Args:
+        path: bytes, a file, a run folder or a logdir.
+        session: with a logdir, the session to load (default: the newest).
+        cache: reuse / write parsed frames in the Parquet cache.
+        cache_dir: cache location (default: ``FrameCache.default_dir()``).
+        on_file: called before each file is parsed (progress display).
+
+    Returns:
+        Merged, validated frames of every worker that parsed.
+
+    Raises:
+        TraceParseError: nothing could be parsed (the message lists each file's reason).
+    """
+    if isinstance(path, bytes | bytearray | memoryview):
+        return parse_xplane(bytes(path), worker="worker0", source="<bytes>")
+    files = resolve(path, session)
+    store = FrameCache(Path(cache_dir) if cache_dir else FrameCache.default_dir()) if cache else None
+    parts: list[TraceFrames] = []
+    failures: list[TraceParseError] = []
+    for f in files:
+        if on_file:
+            on_file(f)
+        try:
+            parts.append(_load_file(f, store))
+        except TraceParseError as e:
+            failures.append(e)
+    if not parts:
+        if len(failures) == 1:
+            raise failures[0]
+        reasons = "; ".join(f"{Path(e.path).name}: {e.reason}" for e in failures)
+        raise TraceParseError(path, "xplane", f"no worker file could be parsed ({reasons})")
+    merged = merge(parts) if len(parts) > 1 else parts[0]
+    if failures:
+        merged = TraceFrames(**{n: f for n, f in merged.frames()}, failures=tuple(failures))
+    return merged
+
+
+def _load_file(path: Path, store: FrameCache | None) -> TraceFrames:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise TraceParseError(path, "unknown", f"cannot read: {e.strerror or e}") from e
+    fmt = format_of(path, data[:4])
+    key = store.key(path, data) if store else None
+    if store and key:
+        hit = store.get(key)
+        if hit is not None:
+            return hit
+    frames = fmt.parse(data, worker=worker_label(path), source=str(path))
+    if store and key:
+        store.put(key, frames)
+    return frames
+
+
+def merge(parts: Sequence[TraceFrames]) -> TraceFrames:
+    """Concatenates per-worker frames: categoricals are unioned, row references shifted.
+
+    ``events.parent`` and ``stats.event_row`` refer to rows of the merged ``events``.
+    """
+    offsets = np.cumsum([0] + [len(p.events) for p in parts[:-1]])
+    out: dict[str, pd.DataFrame] = {}
+    for name, want in SCHEMA.items():
+        frames = [getattr(p, name) for p in parts]
+        cols = {}
+        for col, dtype in want.items():
+            series = [f[col] for f in frames]
+            if dtype == CAT:
+                cols[col] = union_categoricals([pd.Categorical(s) for s in series], ignore_order=True)
+            elif (name, col) in (("events", "parent"), ("stats", "event_row")):
+                cols[col] = np.concatenate([
+                    np.where(s.to_numpy() >= 0, s.to_numpy() + off, -1) for s, off in zip(series, offsets, strict=True)
+                ])
+            else:
+                cols[col] = pd.concat(series, ignore_index=True)
+        out[name] = pd.DataFrame(cols)
+    return validate(TraceFrames(**out), "<merge>")

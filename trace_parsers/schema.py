@@ -1,0 +1,198 @@
+"""The one declaration of every frame PodScope's parsers produce, and its validator.
+
+Every parser ends with ``validate(frames)``; analyzers rely on these names and dtypes.
+Times are integers with the unit in the name (``start_ns``, ``dur_ps``); strings that repeat are
+categoricals; optional numbers use pandas' nullable dtypes (``Int64``, ``boolean``).
+
+    >>> from trace_parsers import load
+    >>> frames = load("run/plugins/profile/2026_01_01_00_00_00")
+    >>> frames.events[["worker", "name", "start_ns", "dur_ps"]].head()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields
+
+import pandas as pd
+
+from trace_parsers.errors import SchemaError
+
+CAT = "category"
+
+#: Version of the parsed layout; part of the cache key, bump on any change to the frames.
+PARSER_VERSION = "1"
+
+#: Stat keys promoted from ``stats`` to typed ``events`` columns (a stat lives in exactly one).
+PROMOTED_STATS: Mapping[str, str] = {
+    "step_num": "Int64",
+    "group_id": "Int64",
+    "correlation_id": "Int64",
+    "tf_op": CAT,
+    "is_eager": "boolean",
+    "flops": "Int64",
+    "bytes_accessed": "Int64",
+    "kernel_details": CAT,
+    "memcpy_details": CAT,
+}
+
+#: frame name -> ordered {column: dtype}.
+SCHEMA: Mapping[str, Mapping[str, str]] = {
+    # One row per timed event. `parent` is the row of the enclosing event on the same line
+    # (-1 at top level); `self_ps` is dur_ps minus the union of its children's time.
+    "events": {
+        "worker": CAT,
+        "plane": CAT,
+        "line_id": "int64",
+        "line": CAT,
+        "metadata_id": "int64",
+        "name": CAT,
+        "display_name": CAT,
+        "start_ns": "int64",
+        "dur_ps": "int64",
+        "depth": "int16",
+        "parent": "int64",
+        "self_ps": "int64",
+        **PROMOTED_STATS,
+        "op_name": CAT,
+        "op_type": CAT,
+    },
+    # Every event stat that is not a promoted column, long format. Exactly one of the value
+    # columns is set, by `kind` (int, uint, double, str, bytes, ref); ref stats are resolved to
+    # the referenced string. bytes values are kept as their length in `int_value`.
+    "stats": {
+        "event_row": "int64",
+        "key": CAT,
+        "kind": CAT,
+        "int_value": "Int64",
+        "float_value": "Float64",
+        "str_value": CAT,
+    },
+    # Stats attached to a plane (device capabilities, profile start/stop times…).
+    "plane_stats": {
+        "worker": CAT,
+        "plane": CAT,
+        "key": CAT,
+        "kind": CAT,
+        "int_value": "Int64",
+        "float_value": "Float64",
+        "str_value": CAT,
+    },
+    # Event types; their stats hold for every event of that type (XEventMetadata.stats).
+    "event_metadata": {
+        "worker": CAT,
+        "plane": CAT,
+        "metadata_id": "int64",
+        "name": CAT,
+        "display_name": CAT,
+        "metadata_bytes": "int64",
+    },
+    "metadata_stats": {
+        "worker": CAT,
+        "plane": CAT,
+        "metadata_id": "int64",
+        "key": CAT,
+        "kind": CAT,
+        "int_value": "Int64",
+        "float_value": "Float64",
+        "str_value": CAT,
+    },
+    # Aggregated events (XEvent.num_occurrences): totals without a time, never on the timeline.
+    "aggregates": {
+        "worker": CAT,
+        "plane": CAT,
+        "line_id": "int64",
+        "line": CAT,
+        "name": CAT,
+        "num_occurrences": "int64",
+        "dur_ps": "int64",
+    },
+    "planes": {
+        "worker": CAT,
+        "plane_id": "int64",
+        "plane": CAT,
+        "n_lines": "int64",
+        "n_events": "int64",
+    },
+    "lines": {
+        "worker": CAT,
+        "plane": CAT,
+        "line_id": "int64",
+        "display_id": "int64",
+        "line": CAT,
+        "timestamp_ns": "int64",
+        "duration_ps": "int64",
+        "n_events": "int64",
+    },
+    # One row per worker (one input file). `time_base` is "epoch" when start_ns is nanoseconds
+    # since the UNIX epoch, "relative" when the capture carries no absolute start.
+    "workers": {
+        "worker": CAT,
+        "host": "string",
+        "port": "Int64",
+        "file": "string",
+        "capture_start_ns": "Int64",
+        "capture_stop_ns": "Int64",
+        "time_base": "string",
+        "hostnames": "string",
+        "errors": "string",
+        "warnings": "string",
+    },
+}
+
+
+def empty_frame(name: str) -> pd.DataFrame:
+    """An empty frame with the declared columns and dtypes of frame ``name``."""
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in SCHEMA[name].items()})
+
+
+@dataclass(frozen=True)
+class TraceFrames:
+    """All frames parsed from one trace session (one or more workers).
+
+    Attributes:
+        events, stats, plane_stats, event_metadata, metadata_stats, aggregates, planes, lines,
+        workers: frames declared in ``SCHEMA``.
+        failures: per-file errors of a multi-file load whose other files parsed.
+    """
+
+    events: pd.DataFrame = field(default_factory=lambda: empty_frame("events"))
+    stats: pd.DataFrame = field(default_factory=lambda: empty_frame("stats"))
+    plane_stats: pd.DataFrame = field(default_factory=lambda: empty_frame("plane_stats"))
+    event_metadata: pd.DataFrame = field(default_factory=lambda: empty_frame("event_metadata"))
+    metadata_stats: pd.DataFrame = field(default_factory=lambda: empty_frame("metadata_stats"))
+    aggregates: pd.DataFrame = field(default_factory=lambda: empty_frame("aggregates"))
+    planes: pd.DataFrame = field(default_factory=lambda: empty_frame("planes"))
+    lines: pd.DataFrame = field(default_factory=lambda: empty_frame("lines"))
+    workers: pd.DataFrame = field(default_factory=lambda: empty_frame("workers"))
+    failures: tuple[Exception, ...] = ()
+
+    def frames(self) -> Iterator[tuple[str, pd.DataFrame]]:
+        """Yields ``(name, frame)`` for every frame in ``SCHEMA`` order."""
+        for f in fields(self):
+            if f.name in SCHEMA:
+                yield f.name, getattr(self, f.name)
+
+
+def validate(frames: TraceFrames, source: str = "<frames>") -> TraceFrames:
+    """Checks every frame's columns (names, order) and dtypes against ``SCHEMA``.
+
+    Args:
+        frames: the parser's output.
+        source: the input's name, for the error message.
+
+    Returns:
+        ``frames`` unchanged, so parsers can ``return validate(...)``.
+
+    Raises:
+        SchemaError: a frame misses a column, has an extra one, or a column has another dtype.
+    """
+    for name, frame in frames.frames():
+        want = SCHEMA[name]
+        if list(frame.columns) != list(want):
+            raise SchemaError(source, "schema", f"{name}: columns {list(frame.columns)} != {list(want)}")
+        for col, dtype in want.items():
+            got = str(frame[col].dtype)
+            if got != dtype:
+                raise SchemaError(source, "schema", f"{name}.{col}: dtype {got} != {dtype}")
+    return frames

@@ -1,0 +1,60 @@
+"""TensorFlow op names: ``"model/dense/MatMul:MatMul"`` → op name and op type, as XProf does.
+
+Rules follow XProf's ``ParseTfOpFullname``: ``<name>:<Type>`` where the name matches
+``[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*`` and the type ``[A-Z_][A-Za-z0-9_]*``; tf.data iterator
+events (``Iterator::…``) get type ``Dataset``. Parsing runs once per distinct string (on the
+categories), never per row.
+
+    >>> from trace_parsers.tfop import parse_tf_op
+    >>> parse_tf_op("dense/MatMul:_MklMatMul"), parse_tf_op("ThreadpoolListener::Record")
+    (('dense/MatMul', '_MklMatMul'), None)
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from trace_parsers._columns import cat
+
+_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>\-]*\Z")
+_TYPE = re.compile(r"[A-Z_][A-Za-z0-9_]*\Z")
+DATASET_OP = "Dataset"
+
+
+def parse_tf_op(fullname: str) -> tuple[str, str] | None:
+    """``(op_name, op_type)`` of a TF op full name, or None if it is not a TF op."""
+    if fullname.startswith("Iterator::"):
+        return fullname, DATASET_OP
+    name, sep, op_type = fullname.partition(":")
+    if sep and _NAME.match(name) and _TYPE.match(op_type):
+        return name, op_type
+    return None
+
+
+def split_tf_op(tf_op: pd.Categorical, name: pd.Categorical) -> tuple[pd.Categorical, pd.Categorical]:
+    """Per event: op name and type from the ``tf_op`` stat, else from the event name.
+
+    Args:
+        tf_op: the events' ``tf_op`` stat (missing where the event has none).
+        name: the events' names.
+
+    Returns:
+        ``(op_name, op_type)`` categoricals, missing for events that are not TF ops.
+    """
+    names: list[str | None] = []
+    types: list[str | None] = []
+    for col in (tf_op, name):
+        for c in col.categories:
+            parsed = parse_tf_op(str(c))
+            names.append(parsed[0] if parsed else None)
+            types.append(parsed[1] if parsed else None)
+    n_a = len(tf_op.categories)
+    ca = np.asarray(tf_op.codes, dtype=np.int64)
+    cb = np.asarray(name.codes, dtype=np.int64)
+    is_op_a = np.array([n is not None for n in names[:n_a]] + [False], dtype=bool)
+    from_stat = is_op_a[np.where(ca < 0, n_a, ca)]
+    codes = np.where(from_stat, ca, np.where(cb < 0, -1, cb + n_a))
+    return cat(codes, names), cat(codes, types)

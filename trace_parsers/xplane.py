@@ -1,0 +1,375 @@
+"""XPlane (``.xplane.pb``, plain or gzip) → ``TraceFrames``.
+
+The wire format is decoded by the C extension ``_xplane_fast`` into flat columns; this module
+turns those into the typed frames of ``trace_parsers.schema`` with numpy, never looping over
+events in Python.
+
+    >>> from trace_parsers.xplane import parse_xplane
+    >>> frames = parse_xplane(open("host_6000.xplane.pb", "rb").read(), worker="host_6000")
+    >>> frames.events.groupby("name", observed=True)["dur_ps"].sum().nlargest(5)
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from trace_parsers import _xplane_fast
+from trace_parsers._columns import cat
+from trace_parsers.errors import TraceParseError
+from trace_parsers.nesting import nest_columns
+from trace_parsers.schema import CAT, PROMOTED_STATS, SCHEMA, TraceFrames, validate
+from trace_parsers.tfop import split_tf_op
+
+FORMAT = "xplane"
+#: Stat kinds as written by the decoder (XStat's value oneof).
+KINDS = ["none", "double", "uint64", "int64", "str", "bytes", "ref"]
+_DOUBLE, _UINT, _INT, _STR, _BYTES, _REF = 1, 2, 3, 4, 5, 6
+#: Line timestamps below this are offsets from the capture start, not epoch times
+#: (TF 2.x writes them relative to the Task Environment plane's profile_start_time;
+#: checked on a TF 2.21 capture: line.timestamp_ns = 14551, profile_start_time = 1.796e18).
+_EPOCH_NS_MIN = 10**17
+
+
+def decompress(data: bytes, source: str) -> bytes:
+    """Returns ``data`` gunzipped when it carries the gzip magic, else unchanged.
+
+    Raises:
+        TraceParseError: the gzip stream is corrupt or truncated.
+    """
+    if data[:2] != b"\x1f\x8b":
+        return data
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as e:
+        raise TraceParseError(source, FORMAT, f"corrupt gzip stream ({e})") from e
+
+
+def parse_xplane(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceFrames:
+    """Parses one serialized XSpace (one worker's capture).
+
+    Args:
+        data: the file's bytes, plain or gzip-compressed.
+        worker: label for this capture (``host_port``), written to every frame's ``worker``.
+        source: file name for error messages and the ``workers`` frame.
+
+    Returns:
+        Validated ``TraceFrames``.
+
+    Raises:
+        TraceParseError: empty, truncated, corrupt or non-XPlane input.
+    """
+    data = decompress(data, source)
+    if not data:
+        raise TraceParseError(source, FORMAT, "empty file")
+    try:
+        raw = _xplane_fast.decode_xspace(data)
+    except ValueError as e:
+        raise TraceParseError(source, FORMAT, str(e)) from e
+    if not raw["planes"]:
+        raise TraceParseError(source, FORMAT, "no XPlane in the data (not an XSpace capture)")
+    return validate(_Builder(raw, worker, source).build(), source)
+
+
+def _lookup(plane_of: np.ndarray, ids: np.ndarray, table_plane: np.ndarray, table_ids: np.ndarray) -> np.ndarray:
+    """Row of (plane, id) in a (table_plane, table_ids) table, -1 where absent. Vectorized."""
+    out = np.full(len(ids), -1, dtype=np.int64)
+    for p in np.unique(plane_of):
+        rows = np.flatnonzero(table_plane == p)
+        sel = np.flatnonzero(plane_of == p)
+        if not len(rows) or not len(sel):
+            continue
+        order = np.argsort(table_ids[rows], kind="stable")
+        sorted_ids = table_ids[rows][order]
+        pos = np.searchsorted(sorted_ids, ids[sel])
+        pos_c = np.minimum(pos, len(sorted_ids) - 1)
+        hit = sorted_ids[pos_c] == ids[sel]
+        out[sel[hit]] = rows[order[pos_c[hit]]]
+    return out
+
+
+class _Builder:
+    """Turns the decoder's raw dict into frames (one instance per file, used once)."""
+
+    def __init__(self, raw: dict[str, Any], worker: str, source: str) -> None:
+        self.raw = raw
+        self.worker = worker
+        self.source = source
+        planes = raw["planes"]
+        self.plane_names = [name or "" for _, name in planes]
+        self.plane_ids = np.array([pid for pid, _ in planes], dtype=np.int64)
+        lines = raw["lines"]
+        self.line_plane = np.array([ln[0] for ln in lines], dtype=np.int64)
+        self.line_ids = np.array([ln[1] for ln in lines], dtype=np.int64)
+        self.line_names = [ln[4] or ln[3] or "" for ln in lines]
+        self.line_ts = np.array([ln[5] for ln in lines], dtype=np.int64)
+        sm = raw["stat_metadata"]
+        self.sm_plane = np.array([r[0] for r in sm], dtype=np.int64)
+        self.sm_ids = np.array([r[1] for r in sm], dtype=np.int64)
+        self.sm_names = [r[2] or "" for r in sm]
+        em = raw["event_metadata"]
+        self.em_plane = np.array([r[0] for r in em], dtype=np.int64)
+        self.em_ids = np.array([r[1] for r in em], dtype=np.int64)
+        self.em_names = [r[2] or "" for r in em]
+        self.em_display = [r[3] or "" for r in em]
+        # Strings of str stats, then stat-metadata names (targets of ref stats), one code space.
+        self.strings = list(raw["strings"]) + self.sm_names
+        self.plane_stats = self._stat_table(raw["plane_stats"], owner_plane=None)
+        self.start_base, self.stop_ns, self.time_base = self._time_base()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _stat_table(self, st: dict[str, bytes], owner_plane: np.ndarray | None) -> dict[str, np.ndarray]:
+        """Typed numpy columns of one stat table, with keys and ref strings resolved."""
+        owner = np.frombuffer(st["owner"], dtype=np.int64)
+        plane = owner if owner_plane is None else owner_plane[owner]
+        meta = np.frombuffer(st["metadata_id"], dtype=np.int64)
+        kind = np.frombuffer(st["kind"], dtype=np.int8)
+        ival = np.frombuffer(st["ival"], dtype=np.int64)
+        sid = np.frombuffer(st["sid"], dtype=np.int32).astype(np.int64)
+        key_row = _lookup(plane, meta, self.sm_plane, self.sm_ids)
+        is_ref = kind == _REF
+        if is_ref.any():
+            ref_row = _lookup(plane[is_ref], ival[is_ref], self.sm_plane, self.sm_ids)
+            sid = sid.copy()
+            sid[is_ref] = np.where(ref_row >= 0, len(self.raw["strings"]) + ref_row, -1)
+        return {
+            "owner": owner,
+            "plane": plane,
+            "key_row": key_row,
+            "kind": kind,
+            "ival": ival,
+            "dval": np.frombuffer(st["dval"], dtype=np.float64),
+            "sid": sid,
+        }
+
+    def _key_names(self, key_row: np.ndarray) -> pd.Categorical:
+        names = [*self.sm_names, ""]
+        return cat(np.where(key_row >= 0, key_row, len(self.sm_names)), names)
+
+    def _time_base(self) -> tuple[int, int | None, str]:
+        ps = self.plane_stats
+        keys = np.array(self.sm_names, dtype=object)[ps["key_row"]] if len(ps["key_row"]) else []
+        values = {k: int(v) for k, v in zip(keys, ps["ival"], strict=True) if k in ("profile_start_time", "profile_stop_time")}
+        start, stop = values.get("profile_start_time"), values.get("profile_stop_time")
+        relative = bool(len(self.line_ts)) and int(self.line_ts.max()) < _EPOCH_NS_MIN
+        if start is not None and relative:
+            return start, stop, "epoch"
+        return 0, stop, "relative" if relative else "epoch"
+
+    def _values(self, t: dict[str, np.ndarray], rows: np.ndarray, dtype: str) -> Any:
+        """Stat values of ``rows`` as the promoted column's dtype (numbers or string codes)."""
+        kind, ival, dval, sid = t["kind"][rows], t["ival"][rows], t["dval"][rows], t["sid"][rows]
+        if dtype == CAT:
+            return sid
+        return np.where(kind == _DOUBLE, dval, ival.astype(np.float64)) if (kind == _DOUBLE).any() else ival
+
+    # ------------------------------------------------------------------ frames
+
+    def build(self) -> TraceFrames:
+        raw = self.raw
+        ev_plane = np.frombuffer(raw["ev_plane"], dtype=np.int32).astype(np.int64)
+        ev_line = np.frombuffer(raw["ev_line"], dtype=np.int32).astype(np.int64)
+        ev_meta = np.frombuffer(raw["ev_metadata_id"], dtype=np.int64)
+        off = np.frombuffer(raw["ev_offset_ps"], dtype=np.int64)
+        dur = np.frombuffer(raw["ev_duration_ps"], dtype=np.int64)
+        n = len(ev_meta)
+        meta_row = _lookup(ev_plane, ev_meta, self.em_plane, self.em_ids)
+
+        # Order: by line, then start, then longest first, so parents precede their children.
+        ts0 = int(self.line_ts.min()) if len(self.line_ts) else 0
+        rel_ps = (self.line_ts[ev_line] - ts0) * 1000 + off
+        order = np.lexsort((-(rel_ps + dur), rel_ps, ev_line)) if n else np.zeros(0, dtype=np.int64)
+        inverse = np.empty(n, dtype=np.int64)
+        inverse[order] = np.arange(n)
+        depth, parent, self_ps = nest_columns(ev_line[order], rel_ps[order], (rel_ps + dur)[order])
+
+        start_ns = self.start_base + self.line_ts[ev_line] + off // 1000
+        worker = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[self.worker])
+        cols: dict[str, Any] = {
+            "worker": worker,
+            "plane": cat(ev_plane[order], self.plane_names),
+            "line_id": self.line_ids[ev_line[order]],
+            "line": cat(ev_line[order], self.line_names),
+            "metadata_id": ev_meta[order],
+            "name": cat(np.where(meta_row >= 0, meta_row, len(self.em_names))[order], [*self.em_names, ""]),
+            "display_name": cat(np.where(meta_row >= 0, meta_row, len(self.em_names))[order], [*self.em_display, ""]),
+            "start_ns": start_ns[order],
+            "dur_ps": dur[order],
+            "depth": depth.astype(np.int16),
+            "parent": parent,
+            "self_ps": self_ps,
+        }
+        est = self._stat_table(raw["event_stats"], owner_plane=ev_plane)
+        mst = self._stat_table(raw["metadata_stats"], owner_plane=self.em_plane)
+        promoted = self._promote(est, mst, meta_row, n)
+        for key, dtype in PROMOTED_STATS.items():
+            cols[key] = promoted[key][order] if dtype != CAT else cat(promoted[key][order], self.strings)
+        op_name, op_type = split_tf_op(cols["tf_op"], cols["name"])
+        cols["op_name"], cols["op_type"] = op_name, op_type
+        events = pd.DataFrame({c: _as(cols[c], t) for c, t in SCHEMA["events"].items()})
+
+        keep = ~np.isin(est["key_row"], self._promoted_rows())
+        stats = self._long_stats("stats", est, keep, {"event_row": inverse[est["owner"][keep]]})
+        return TraceFrames(
+            events=events,
+            stats=stats,
+            plane_stats=self._long_stats(
+                "plane_stats",
+                self.plane_stats,
+                np.ones(len(self.plane_stats["owner"]), dtype=bool),
+                {"worker": self._worker_col(len(self.plane_stats["owner"])),
+                 "plane": cat(self.plane_stats["owner"], self.plane_names)},
+            ),
+            event_metadata=self._event_metadata(),
+            metadata_stats=self._long_stats(
+                "metadata_stats",
+                mst,
+                np.ones(len(mst["owner"]), dtype=bool),
+                {"worker": self._worker_col(len(mst["owner"])),
+                 "plane": cat(mst["plane"], self.plane_names),
+                 "metadata_id": self.em_ids[mst["owner"]]},
+            ),
+            aggregates=self._aggregates(),
+            planes=self._planes(ev_plane),
+            lines=self._lines(),
+            workers=self._workers(),
+        )
+
+    def _promoted_rows(self) -> np.ndarray:
+        return np.flatnonzero(np.isin(np.array(self.sm_names, dtype=object), list(PROMOTED_STATS)))
+
+    def _promote(self, est: dict[str, np.ndarray], mst: dict[str, np.ndarray], meta_row: np.ndarray, n: int) -> dict[str, np.ndarray]:
+        """Per promoted key, a per-event array: metadata stats first, event stats override."""
+        names = np.array([*self.sm_names, ""], dtype=object)
+        est_key = names[est["key_row"]]
+        mst_key = names[mst["key_row"]]
+        out: dict[str, np.ndarray] = {}
+        for key, dtype in PROMOTED_STATS.items():
+            if dtype == CAT:
+                col: np.ndarray = np.full(n, -1, dtype=np.int64)
+            else:
+                col = np.full(n, np.nan, dtype=np.float64) if key in ("flops", "bytes_accessed") else np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+            m_rows = np.flatnonzero(mst_key == key)
+            if len(m_rows):
+                per_meta = np.full(len(self.em_ids) + 1, col[0] if n else 0, dtype=col.dtype)
+                per_meta[mst["owner"][m_rows]] = self._values(mst, m_rows, dtype)
+                has = meta_row >= 0
+                col[has] = per_meta[meta_row[has]]
+            e_rows = np.flatnonzero(est_key == key)
+            if len(e_rows):
+                col[est["owner"][e_rows]] = self._values(est, e_rows, dtype)
+            out[key] = col
+        return out
+
+    def _long_stats(self, frame: str, t: dict[str, np.ndarray], keep: np.ndarray, lead: dict[str, Any]) -> pd.DataFrame:
+        """A long stats frame (``stats``, ``plane_stats``, ``metadata_stats``) of rows ``keep``."""
+        kind = t["kind"][keep]
+        is_int = np.isin(kind, (_UINT, _INT, _BYTES))
+        is_str = np.isin(kind, (_STR, _REF))
+        cols = {
+            **lead,
+            "key": self._key_names(t["key_row"][keep]),
+            "kind": pd.Categorical.from_codes(kind.astype(np.int64), categories=KINDS),
+            # uint64 values above 2**63 keep their bit pattern (they read as negative Int64).
+            "int_value": pd.arrays.IntegerArray(t["ival"][keep].copy(), ~is_int),
+            "float_value": pd.arrays.FloatingArray(t["dval"][keep].copy(), kind != _DOUBLE),
+            "str_value": cat(np.where(is_str, t["sid"][keep], -1), self.strings),
+        }
+        return pd.DataFrame({c: _as(cols[c], d) for c, d in SCHEMA[frame].items()})
+
+    def _worker_col(self, n: int) -> pd.Categorical:
+        return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[self.worker])
+
+    def _event_metadata(self) -> pd.DataFrame:
+        em = self.raw["event_metadata"]
+        n = len(em)
+        return pd.DataFrame({
+            "worker": self._worker_col(n),
+            "plane": cat(self.em_plane, self.plane_names),
+            "metadata_id": self.em_ids,
+            "name": pd.Categorical(self.em_names),
+            "display_name": pd.Categorical(self.em_display),
+            "metadata_bytes": np.array([r[4] for r in em], dtype=np.int64),
+        })
+
+    def _aggregates(self) -> pd.DataFrame:
+        raw = self.raw
+        plane = np.frombuffer(raw["ag_plane"], dtype=np.int32).astype(np.int64)
+        line = np.frombuffer(raw["ag_line"], dtype=np.int32).astype(np.int64)
+        meta = np.frombuffer(raw["ag_metadata_id"], dtype=np.int64)
+        row = _lookup(plane, meta, self.em_plane, self.em_ids)
+        return pd.DataFrame({
+            "worker": self._worker_col(len(meta)),
+            "plane": cat(plane, self.plane_names),
+            "line_id": self.line_ids[line] if len(line) else np.zeros(0, dtype=np.int64),
+            "line": cat(line, self.line_names),
+            "name": cat(np.where(row >= 0, row, len(self.em_names)), [*self.em_names, ""]),
+            "num_occurrences": np.frombuffer(raw["ag_num_occurrences"], dtype=np.int64),
+            "dur_ps": np.frombuffer(raw["ag_duration_ps"], dtype=np.int64),
+        })
+
+    def _planes(self, ev_plane: np.ndarray) -> pd.DataFrame:
+        k = len(self.plane_names)
+        return pd.DataFrame({
+            "worker": self._worker_col(k),
+            "plane_id": self.plane_ids,
+            "plane": pd.Categorical(self.plane_names),
+            "n_lines": np.bincount(self.line_plane, minlength=k).astype(np.int64)[:k],
+            "n_events": np.bincount(ev_plane, minlength=k).astype(np.int64)[:k],
+        })
+
+    def _lines(self) -> pd.DataFrame:
+        lines = self.raw["lines"]
+        return pd.DataFrame({
+            "worker": self._worker_col(len(lines)),
+            "plane": cat(self.line_plane, self.plane_names),
+            "line_id": self.line_ids,
+            "display_id": np.array([ln[2] for ln in lines], dtype=np.int64),
+            "line": pd.Categorical(self.line_names),
+            "timestamp_ns": self.line_ts,
+            "duration_ps": np.array([ln[6] for ln in lines], dtype=np.int64),
+            "n_events": np.array([ln[8] for ln in lines], dtype=np.int64),
+        })
+
+    def _workers(self) -> pd.DataFrame:
+        host, port = split_worker_label(self.worker)
+        raw = self.raw
+        start = self.start_base if self.time_base == "epoch" and self.start_base else None
+        return pd.DataFrame({
+            "worker": pd.Categorical([self.worker]),
+            "host": pd.array([host], dtype="string"),
+            "port": pd.array([port], dtype="Int64"),
+            "file": pd.array([self.source], dtype="string"),
+            "capture_start_ns": pd.array([start], dtype="Int64"),
+            "capture_stop_ns": pd.array([self.stop_ns], dtype="Int64"),
+            "time_base": pd.array([self.time_base], dtype="string"),
+            "hostnames": pd.array([",".join(raw["hostnames"])], dtype="string"),
+            "errors": pd.array(["\n".join(raw["errors"])], dtype="string"),
+            "warnings": pd.array(["\n".join(raw["warnings"])], dtype="string"),
+        })
+
+
+def split_worker_label(label: str) -> tuple[str, int | None]:
+    """``"10.0.0.1_6009"`` → ``("10.0.0.1", 6009)``; a label without a port → ``(label, None)``."""
+    host, sep, port = label.rpartition("_")
+    if sep and port.isdigit():
+        return host, int(port)
+    return label, None
+
+
+def _as(values: Any, dtype: str) -> Any:
+    """Column in the declared dtype; promoted numbers use the int64 minimum / NaN / -1 as 'absent'."""
+    if dtype == CAT:
+        return values if isinstance(values, pd.Categorical) else pd.Categorical(values)
+    if dtype in ("Int64", "boolean") and isinstance(values, np.ndarray) and values.dtype.kind in "if":
+        missing = np.isnan(values) if values.dtype.kind == "f" else values == np.iinfo(np.int64).min
+        filled = np.where(missing, 0, values).astype(np.int64)
+        if dtype == "boolean":
+            return pd.arrays.BooleanArray(filled != 0, missing)
+        return pd.arrays.IntegerArray(filled, missing)
+    return values
