@@ -14,9 +14,16 @@ def cat(codes: np.ndarray, labels: Any) -> pd.Categorical:
     Labels are factorized once (their count, not the rows', sets the cost); code -1 is missing.
     """
     label_codes, uniques = pd.factorize(pd.Index(list(labels), dtype=object), use_na_sentinel=True)
-    codes = np.asarray(codes, dtype=np.int64)
-    if len(label_codes):
-        mapped = np.where(codes >= 0, label_codes[np.clip(codes, 0, len(label_codes) - 1)], -1)
-    else:
-        mapped = np.full(len(codes), -1, dtype=np.int64)
-    return pd.Categorical.from_codes(mapped, categories=pd.Index(uniques, dtype=object))
+    categories = pd.Index(np.asarray(uniques, dtype=object).tolist(), dtype="str")
+    codes = np.asarray(codes)
+    if not len(label_codes):
+        return pd.Categorical.from_codes(
+            np.full(len(codes), -1, dtype=np.int8), categories=categories
+        )
+    # Appending -1 makes code -1 (and a -1 label code) read as missing.
+    lookup = np.append(label_codes, -1).astype(_code_dtype(len(categories)))
+    return pd.Categorical.from_codes(np.take(lookup, codes), categories=categories, validate=False)
+
+
+def _code_dtype(n: int) -> type[np.signedinteger]:
+    return np.int8 if n < 127 else np.int16 if n < 32_767 else np.int32

@@ -24,19 +24,21 @@
 /* ---------------------------------------------------------------- growable columns */
 
 typedef struct {
+    PyObject *buf; /* bytearray that holds the column: grown in place, handed to Python as is */
     char *data;
-    size_t len;  /* elements */
+    size_t len;    /* elements */
     size_t cap;
     size_t width;
 } Col;
 
 static int col_reserve(Col *c, size_t need) {
     if (need <= c->cap) return 0;
-    size_t cap = c->cap ? c->cap : 1024;
+    size_t cap = c->cap ? c->cap : 4096;
     while (cap < need) cap *= 2;
-    char *p = (char *)PyMem_Realloc(c->data, cap * c->width);
-    if (!p) { PyErr_NoMemory(); return -1; }
-    c->data = p;
+    if (!c->buf && !(c->buf = PyByteArray_FromStringAndSize(NULL, 0))) return -1;
+    /* Large bytearrays live in mmap'd memory: growing them remaps pages instead of copying. */
+    if (PyByteArray_Resize(c->buf, (Py_ssize_t)(cap * c->width)) < 0) return -1;
+    c->data = PyByteArray_AS_STRING(c->buf);
     c->cap = cap;
     return 0;
 }
@@ -48,11 +50,18 @@ static inline int col_push(Col *c, const void *v) {
     return 0;
 }
 
-static PyObject *col_take(Col *c) { /* -> bytearray, frees the column */
-    PyObject *b = PyByteArray_FromStringAndSize(c->data ? c->data : "", (Py_ssize_t)(c->len * c->width));
-    PyMem_Free(c->data);
+static void col_free(Col *c) {
+    Py_CLEAR(c->buf);
     c->data = NULL;
     c->len = c->cap = 0;
+}
+
+static PyObject *col_take(Col *c) { /* -> bytearray of exactly len elements; the column is reset */
+    if (!c->buf && !(c->buf = PyByteArray_FromStringAndSize(NULL, 0))) return NULL;
+    if (PyByteArray_Resize(c->buf, (Py_ssize_t)(c->len * c->width)) < 0) return NULL;
+    PyObject *b = c->buf;
+    c->buf = NULL;
+    col_free(c);
     return b;
 }
 
@@ -405,7 +414,7 @@ static void stats_init(Stats *s) {
 
 static void stats_free(Stats *s) {
     Col *cs[] = {&s->owner, &s->meta, &s->kind, &s->ival, &s->dval, &s->sid};
-    for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) PyMem_Free(cs[i]->data);
+    for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) col_free(cs[i]);
 }
 
 static PyObject *stats_take(Stats *s) {
@@ -451,7 +460,7 @@ static PyObject *decode_xspace(PyObject *self, PyObject *arg) {
         "event_metadata", x.evmeta, "stat_metadata", x.statmeta, "hostnames", x.hostnames,
         "errors", x.errors, "warnings", x.warnings, "strings", x.strings);
 done:
-    for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) PyMem_Free(cols[i]->data);
+    for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) col_free(cols[i]);
     stats_free(&x.est); stats_free(&x.pst); stats_free(&x.mst);
     Py_XDECREF(x.lines); Py_XDECREF(x.planes); Py_XDECREF(x.evmeta); Py_XDECREF(x.statmeta);
     Py_XDECREF(x.hostnames); Py_XDECREF(x.errors); Py_XDECREF(x.warnings);

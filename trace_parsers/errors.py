@@ -1,8 +1,8 @@
 """Typed errors of the trace parsers: every failure names the file, the format and the reason.
 
-    >>> from trace_parsers.errors import TraceParseError
-    >>> str(TraceParseError("w0.xplane.pb", "xplane", "truncated varint at byte 12"))
-    'w0.xplane.pb: cannot parse as xplane: truncated varint at byte 12'
+>>> from trace_parsers.errors import TraceParseError
+>>> str(TraceParseError("w0.xplane.pb", "xplane", "truncated varint at byte 12"))
+'w0.xplane.pb: cannot parse as xplane: truncated varint at byte 12'
 """
 
 from __future__ import annotations
@@ -30,5 +30,4 @@ class TraceParseError(Exception):
 
 
 class SchemaError(TraceParseError):
-    """A parser produced a frame that does not match ``trace_parsers.schema`` (a bug in PodScope)."""
-
+    """A parser produced a frame that does not match ``trace_parsers.schema`` (a PodScope bug)."""

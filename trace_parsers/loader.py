@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -92,10 +93,14 @@ def resolve(path: str | Path, session: str | None = None) -> list[Path]:
     known = sessions(p)
     if session is not None:
         if session not in known:
-            raise TraceParseError(p, "unknown", f"no session {session!r}; known: {', '.join(known) or 'none'}")
+            raise TraceParseError(
+                p, "unknown", f"no session {session!r}; known: {', '.join(known) or 'none'}"
+            )
         return trace_files(p / PROFILE_SUBDIR / session)
     if not known:
-        raise TraceParseError(p, "unknown", "no capture files (*.xplane.pb) and no plugins/profile/<session> folder")
+        raise TraceParseError(
+            p, "unknown", "no capture files (*.xplane.pb) and no plugins/profile/<session> folder"
+        )
     return trace_files(p / PROFILE_SUBDIR / known[-1])
 
 
@@ -107,7 +112,9 @@ def format_of(path: Path, head: bytes) -> Format:
     # XSpace starts with field 1..4, wire type 2 (tags 0x0a, 0x12, 0x1a, 0x22), or gzip.
     if head[:2] == b"\x1f\x8b" or head[:1] in (b"\x0a", b"\x12", b"\x1a", b"\x22"):
         return PARSERS["xplane"]
-    raise TraceParseError(path, "unknown", f"unrecognised trace format; known: {', '.join(PARSERS)}")
+    raise TraceParseError(
+        path, "unknown", f"unrecognised trace format; known: {', '.join(PARSERS)}"
+    )
 
 
 def load(
@@ -136,7 +143,9 @@ def load(
     if isinstance(path, bytes | bytearray | memoryview):
         return parse_xplane(bytes(path), worker="worker0", source="<bytes>")
     files = resolve(path, session)
-    store = FrameCache(Path(cache_dir) if cache_dir else FrameCache.default_dir()) if cache else None
+    store = (
+        FrameCache(Path(cache_dir) if cache_dir else FrameCache.default_dir()) if cache else None
+    )
     parts: list[TraceFrames] = []
     failures: list[TraceParseError] = []
     for f in files:
@@ -159,15 +168,15 @@ def load(
 
 def _load_file(path: Path, store: FrameCache | None) -> TraceFrames:
     try:
+        key = store.key(path) if store else None
+        if store and key:
+            hit = store.get(key)
+            if hit is not None:
+                return hit
         data = path.read_bytes()
     except OSError as e:
         raise TraceParseError(path, "unknown", f"cannot read: {e.strerror or e}") from e
     fmt = format_of(path, data[:4])
-    key = store.key(path, data) if store else None
-    if store and key:
-        hit = store.get(key)
-        if hit is not None:
-            return hit
     frames = fmt.parse(data, worker=worker_label(path), source=str(path))
     if store and key:
         store.put(key, frames)
@@ -180,18 +189,22 @@ def merge(parts: Sequence[TraceFrames]) -> TraceFrames:
     ``events.parent`` and ``stats.event_row`` refer to rows of the merged ``events``.
     """
     offsets = np.cumsum([0] + [len(p.events) for p in parts[:-1]])
-    out: dict[str, pd.DataFrame] = {}
+    out: dict[str, Any] = {}
     for name, want in SCHEMA.items():
         frames = [getattr(p, name) for p in parts]
-        cols = {}
+        cols: dict[str, Any] = {}
         for col, dtype in want.items():
             series = [f[col] for f in frames]
             if dtype == CAT:
-                cols[col] = union_categoricals([pd.Categorical(s) for s in series], ignore_order=True)
+                cols[col] = union_categoricals(
+                    [pd.Categorical(s) for s in series], ignore_order=True
+                )
             elif (name, col) in (("events", "parent"), ("stats", "event_row")):
-                cols[col] = np.concatenate([
-                    np.where(s.to_numpy() >= 0, s.to_numpy() + off, -1) for s, off in zip(series, offsets, strict=True)
-                ])
+                shifted = [
+                    np.where(s.to_numpy() >= 0, s.to_numpy() + off, -1)
+                    for s, off in zip(series, offsets, strict=True)
+                ]
+                cols[col] = np.concatenate(shifted).astype(np.int32)
             else:
                 cols[col] = pd.concat(series, ignore_index=True)
         out[name] = pd.DataFrame(cols)

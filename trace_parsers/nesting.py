@@ -1,20 +1,23 @@
 """Nesting of events on one timeline: depth, parent row and self time.
 
-    >>> import numpy as np
-    >>> from trace_parsers.nesting import nest_columns
-    >>> depth, parent, self_t = nest_columns(np.zeros(2, np.int64), np.array([0, 2]), np.array([10, 5]))
-    >>> depth.tolist(), parent.tolist(), self_t.tolist()
-    ([0, 1], [-1, 0], [7, 3])
+>>> import numpy as np
+>>> from trace_parsers.nesting import nest_columns
+>>> depth, parent, self_t = nest_columns(np.zeros(2, np.int64), np.array([0, 2]), np.array([10, 5]))
+>>> depth.tolist(), parent.tolist(), self_t.tolist()
+([0, 1], [-1, 0], [7, 3])
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from trace_parsers import _xplane_fast
 
 
-def nest_columns(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def nest_columns(
+    group: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Depth, parent row and self time of events sorted by (group, start, end descending).
 
     A child is clipped to its parent, so partial overlaps never make a self time negative; the
@@ -37,3 +40,37 @@ def nest_columns(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple
     self_t = np.empty(n, dtype=np.int64)
     _xplane_fast.nest(g, s, e, depth, parent, self_t)
     return depth, parent, self_t
+
+
+def nest_events(events: pd.DataFrame) -> pd.DataFrame:
+    """Nesting among the given events only, e.g. TF ops without the runtime events around them.
+
+    Args:
+        events: rows of an ``events`` frame (columns ``worker``, ``plane``, ``line_id``,
+            ``start_ns``, ``dur_ps``), any order.
+
+    Returns:
+        A frame on the same index with ``depth``, ``parent`` (an index label of ``events``, or
+        -1) and ``self_ps`` computed as if only these events existed.
+    """
+    group = (
+        events.groupby(["worker", "plane", "line_id"], observed=True, sort=False)
+        .ngroup()
+        .to_numpy()
+    )
+    start_ps = (
+        events["start_ns"].to_numpy() - (events["start_ns"].min() if len(events) else 0)
+    ) * 1000
+    end_ps = start_ps + events["dur_ps"].to_numpy()
+    order = np.lexsort((-end_ps, start_ps, group))
+    depth, parent, self_t = nest_columns(group[order], start_ps[order], end_ps[order])
+    labels = events.index.to_numpy()[order]
+    out = pd.DataFrame(
+        {
+            "depth": depth,
+            "parent": np.where(parent >= 0, labels[np.maximum(parent, 0)], -1),
+            "self_ps": self_t,
+        },
+        index=labels,
+    )
+    return out.loc[events.index]

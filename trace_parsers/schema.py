@@ -38,8 +38,9 @@ PROMOTED_STATS: Mapping[str, str] = {
 
 #: frame name -> ordered {column: dtype}.
 SCHEMA: Mapping[str, Mapping[str, str]] = {
-    # One row per timed event. `parent` is the row of the enclosing event on the same line
-    # (-1 at top level); `self_ps` is dur_ps minus the union of its children's time.
+    # One row per timed event, ordered by worker, line, start. `parent` is the row of the
+    # enclosing event on the same line (-1 at top level; int32: a session holds < 2**31
+    # events); `self_ps` is dur_ps minus the union of its children's time.
     "events": {
         "worker": CAT,
         "plane": CAT,
@@ -51,7 +52,7 @@ SCHEMA: Mapping[str, Mapping[str, str]] = {
         "start_ns": "int64",
         "dur_ps": "int64",
         "depth": "int16",
-        "parent": "int64",
+        "parent": "int32",
         "self_ps": "int64",
         **PROMOTED_STATS,
         "op_name": CAT,
@@ -61,7 +62,7 @@ SCHEMA: Mapping[str, Mapping[str, str]] = {
     # columns is set, by `kind` (int, uint, double, str, bytes, ref); ref stats are resolved to
     # the referenced string. bytes values are kept as their length in `int_value`.
     "stats": {
-        "event_row": "int64",
+        "event_row": "int32",
         "key": CAT,
         "kind": CAT,
         "int_value": "Int64",
@@ -146,6 +147,27 @@ def empty_frame(name: str) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in SCHEMA[name].items()})
 
 
+def conform(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Casts columns whose dtype drifted in a round trip to the declared ones.
+
+    Parquet stores an all-missing categorical without categories as object, and gives empty
+    categories the object dtype; categories are always strings (pandas' ``str``) here.
+    """
+    for col, dtype in SCHEMA[name].items():
+        s = frame[col]
+        if dtype == CAT:
+            if not isinstance(s.dtype, pd.CategoricalDtype):
+                s = s.astype(CAT)
+            if s.cat.categories.dtype != "str":
+                cats = pd.Index(s.cat.categories.astype(str), dtype="str")
+                s = pd.Series(pd.Categorical.from_codes(s.cat.codes, cats), index=s.index)
+        elif str(s.dtype) != dtype:
+            s = s.astype(dtype)
+        if s is not frame[col]:
+            frame[col] = s  # column-wise: never re-blocks (copies) the untouched columns
+    return frame
+
+
 @dataclass(frozen=True)
 class TraceFrames:
     """All frames parsed from one trace session (one or more workers).
@@ -190,7 +212,9 @@ def validate(frames: TraceFrames, source: str = "<frames>") -> TraceFrames:
     for name, frame in frames.frames():
         want = SCHEMA[name]
         if list(frame.columns) != list(want):
-            raise SchemaError(source, "schema", f"{name}: columns {list(frame.columns)} != {list(want)}")
+            raise SchemaError(
+                source, "schema", f"{name}: columns {list(frame.columns)} != {list(want)}"
+            )
         for col, dtype in want.items():
             got = str(frame[col].dtype)
             if got != dtype:

@@ -34,7 +34,9 @@ def parse_tf_op(fullname: str) -> tuple[str, str] | None:
     return None
 
 
-def split_tf_op(tf_op: pd.Categorical, name: pd.Categorical) -> tuple[pd.Categorical, pd.Categorical]:
+def split_tf_op(
+    tf_op: pd.Categorical, name: pd.Categorical
+) -> tuple[pd.Categorical, pd.Categorical]:
     """Per event: op name and type from the ``tf_op`` stat, else from the event name.
 
     Args:

@@ -33,6 +33,8 @@ _DOUBLE, _UINT, _INT, _STR, _BYTES, _REF = 1, 2, 3, 4, 5, 6
 #: (TF 2.x writes them relative to the Task Environment plane's profile_start_time;
 #: checked on a TF 2.21 capture: line.timestamp_ns = 14551, profile_start_time = 1.796e18).
 _EPOCH_NS_MIN = 10**17
+_INT_NA = np.iinfo(np.int64).min
+_FLOAT_PROMOTED = frozenset({"flops", "bytes_accessed"})
 
 
 def decompress(data: bytes, source: str) -> bytes:
@@ -75,20 +77,30 @@ def parse_xplane(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceF
     return validate(_Builder(raw, worker, source).build(), source)
 
 
-def _lookup(plane_of: np.ndarray, ids: np.ndarray, table_plane: np.ndarray, table_ids: np.ndarray) -> np.ndarray:
-    """Row of (plane, id) in a (table_plane, table_ids) table, -1 where absent. Vectorized."""
+def _lookup(
+    plane_of: np.ndarray, ids: np.ndarray, table_plane: np.ndarray, table_ids: np.ndarray
+) -> np.ndarray:
+    """Row of (plane, id) in a (table_plane, table_ids) table, -1 where absent. Vectorized.
+
+    Metadata ids are small dense integers in practice (XPlaneBuilder numbers them from 1), so a
+    dense (plane, id) → row table is used; other ids fall back to a sorted search.
+    """
     out = np.full(len(ids), -1, dtype=np.int64)
-    for p in np.unique(plane_of):
-        rows = np.flatnonzero(table_plane == p)
-        sel = np.flatnonzero(plane_of == p)
-        if not len(rows) or not len(sel):
-            continue
-        order = np.argsort(table_ids[rows], kind="stable")
-        sorted_ids = table_ids[rows][order]
-        pos = np.searchsorted(sorted_ids, ids[sel])
-        pos_c = np.minimum(pos, len(sorted_ids) - 1)
-        hit = sorted_ids[pos_c] == ids[sel]
-        out[sel[hit]] = rows[order[pos_c[hit]]]
+    if not len(ids) or not len(table_ids):
+        return out
+    width = int(table_ids.max()) + 1
+    if table_ids.min() >= 0 and width * (int(table_plane.max()) + 1) <= 1 << 24:
+        dense = np.full(width * (int(table_plane.max()) + 1), -1, dtype=np.int64)
+        dense[table_plane * width + table_ids] = np.arange(len(table_ids))
+        ok = (ids >= 0) & (ids < width) & (plane_of <= table_plane.max())
+        out[ok] = dense[plane_of[ok] * width + ids[ok]]
+        return out
+    key_t = np.rec.fromarrays([table_plane, table_ids])
+    order = np.argsort(key_t, kind="stable")
+    key_q = np.rec.fromarrays([plane_of, ids])
+    pos = np.minimum(np.searchsorted(key_t[order], key_q), len(order) - 1)
+    hit = key_t[order][pos] == key_q
+    out[hit] = order[pos[hit]]
     return out
 
 
@@ -116,6 +128,9 @@ class _Builder:
         self.em_ids = np.array([r[1] for r in em], dtype=np.int64)
         self.em_names = [r[2] or "" for r in em]
         self.em_display = [r[3] or "" for r in em]
+        # Index into PROMOTED_STATS of each stat-metadata row, -1 for stats kept long.
+        pos = {k: i for i, k in enumerate(PROMOTED_STATS)}
+        self.sm_promoted = np.array([pos.get(nm, -1) for nm in self.sm_names], dtype=np.int8)
         # Strings of str stats, then stat-metadata names (targets of ref stats), one code space.
         self.strings = list(raw["strings"]) + self.sm_names
         self.plane_stats = self._stat_table(raw["plane_stats"], owner_plane=None)
@@ -123,7 +138,9 @@ class _Builder:
 
     # ------------------------------------------------------------------ helpers
 
-    def _stat_table(self, st: dict[str, bytes], owner_plane: np.ndarray | None) -> dict[str, np.ndarray]:
+    def _stat_table(
+        self, st: dict[str, bytes], owner_plane: np.ndarray | None
+    ) -> dict[str, np.ndarray]:
         """Typed numpy columns of one stat table, with keys and ref strings resolved."""
         owner = np.frombuffer(st["owner"], dtype=np.int64)
         plane = owner if owner_plane is None else owner_plane[owner]
@@ -137,10 +154,12 @@ class _Builder:
             ref_row = _lookup(plane[is_ref], ival[is_ref], self.sm_plane, self.sm_ids)
             sid = sid.copy()
             sid[is_ref] = np.where(ref_row >= 0, len(self.raw["strings"]) + ref_row, -1)
+        promoted_of_row = np.append(self.sm_promoted, -1)
         return {
             "owner": owner,
             "plane": plane,
             "key_row": key_row,
+            "promoted": promoted_of_row[key_row],
             "kind": kind,
             "ival": ival,
             "dval": np.frombuffer(st["dval"], dtype=np.float64),
@@ -154,7 +173,11 @@ class _Builder:
     def _time_base(self) -> tuple[int, int | None, str]:
         ps = self.plane_stats
         keys = np.array(self.sm_names, dtype=object)[ps["key_row"]] if len(ps["key_row"]) else []
-        values = {k: int(v) for k, v in zip(keys, ps["ival"], strict=True) if k in ("profile_start_time", "profile_stop_time")}
+        values = {
+            k: int(v)
+            for k, v in zip(keys, ps["ival"], strict=True)
+            if k in ("profile_start_time", "profile_stop_time")
+        }
         start, stop = values.get("profile_start_time"), values.get("profile_stop_time")
         relative = bool(len(self.line_ts)) and int(self.line_ts.max()) < _EPOCH_NS_MIN
         if start is not None and relative:
@@ -166,7 +189,11 @@ class _Builder:
         kind, ival, dval, sid = t["kind"][rows], t["ival"][rows], t["dval"][rows], t["sid"][rows]
         if dtype == CAT:
             return sid
-        return np.where(kind == _DOUBLE, dval, ival.astype(np.float64)) if (kind == _DOUBLE).any() else ival
+        return (
+            np.where(kind == _DOUBLE, dval, ival.astype(np.float64))
+            if (kind == _DOUBLE).any()
+            else ival
+        )
 
     # ------------------------------------------------------------------ frames
 
@@ -180,59 +207,76 @@ class _Builder:
         n = len(ev_meta)
         meta_row = _lookup(ev_plane, ev_meta, self.em_plane, self.em_ids)
 
-        # Order: by line, then start, then longest first, so parents precede their children.
+        # Row order: by line, then start, then longest first, so parents precede children.
+        # Captures are usually written in that order already; then no permutation is needed.
         ts0 = int(self.line_ts.min()) if len(self.line_ts) else 0
-        rel_ps = (self.line_ts[ev_line] - ts0) * 1000 + off
-        order = np.lexsort((-(rel_ps + dur), rel_ps, ev_line)) if n else np.zeros(0, dtype=np.int64)
-        inverse = np.empty(n, dtype=np.int64)
-        inverse[order] = np.arange(n)
-        depth, parent, self_ps = nest_columns(ev_line[order], rel_ps[order], (rel_ps + dur)[order])
+        rel_ps = (self.line_ts - ts0)[ev_line] * 1000 + off
+        end_ps = rel_ps + dur
+        order = (
+            None if _is_sorted(ev_line, rel_ps, end_ps) else np.lexsort((-end_ps, rel_ps, ev_line))
+        )
 
-        start_ns = self.start_base + self.line_ts[ev_line] + off // 1000
-        worker = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[self.worker])
+        def take(a: np.ndarray) -> np.ndarray:
+            return a if order is None else a[order]
+
+        depth, parent, self_ps = nest_columns(take(ev_line), take(rel_ps), take(end_ps))
+        name_codes = take(np.where(meta_row >= 0, meta_row, len(self.em_names)))
         cols: dict[str, Any] = {
-            "worker": worker,
-            "plane": cat(ev_plane[order], self.plane_names),
-            "line_id": self.line_ids[ev_line[order]],
-            "line": cat(ev_line[order], self.line_names),
-            "metadata_id": ev_meta[order],
-            "name": cat(np.where(meta_row >= 0, meta_row, len(self.em_names))[order], [*self.em_names, ""]),
-            "display_name": cat(np.where(meta_row >= 0, meta_row, len(self.em_names))[order], [*self.em_display, ""]),
-            "start_ns": start_ns[order],
-            "dur_ps": dur[order],
+            "worker": self._worker_col(n),
+            "plane": cat(take(ev_plane), self.plane_names),
+            "line_id": self.line_ids[take(ev_line)],
+            "line": cat(take(ev_line), self.line_names),
+            "metadata_id": take(ev_meta),
+            "name": cat(name_codes, [*self.em_names, ""]),
+            "display_name": cat(name_codes, [*self.em_display, ""]),
+            "start_ns": take((self.line_ts + self.start_base)[ev_line] + off // 1000),
+            "dur_ps": take(dur),
             "depth": depth.astype(np.int16),
-            "parent": parent,
+            "parent": parent.astype(np.int32),
             "self_ps": self_ps,
         }
         est = self._stat_table(raw["event_stats"], owner_plane=ev_plane)
         mst = self._stat_table(raw["metadata_stats"], owner_plane=self.em_plane)
         promoted = self._promote(est, mst, meta_row, n)
         for key, dtype in PROMOTED_STATS.items():
-            cols[key] = promoted[key][order] if dtype != CAT else cat(promoted[key][order], self.strings)
-        op_name, op_type = split_tf_op(cols["tf_op"], cols["name"])
-        cols["op_name"], cols["op_type"] = op_name, op_type
-        events = pd.DataFrame({c: _as(cols[c], t) for c, t in SCHEMA["events"].items()})
+            if key not in promoted:
+                cols[key] = _missing(n, dtype)
+            elif dtype == CAT:
+                cols[key] = cat(take(promoted[key]), self.strings)
+            else:
+                cols[key] = take(promoted[key])
+        cols["op_name"], cols["op_type"] = split_tf_op(cols["tf_op"], cols["name"])
+        events = pd.DataFrame({c: _as(cols[c], t) for c, t in SCHEMA["events"].items()}, copy=False)
 
-        keep = ~np.isin(est["key_row"], self._promoted_rows())
-        stats = self._long_stats("stats", est, keep, {"event_row": inverse[est["owner"][keep]]})
+        keep = est["promoted"] < 0
+        owner = est["owner"][keep]
+        if order is not None:
+            inverse = np.empty(n, dtype=np.int64)
+            inverse[order] = np.arange(n)
+            owner = inverse[owner]
+        n_ps, n_ms = len(self.plane_stats["owner"]), len(mst["owner"])
         return TraceFrames(
             events=events,
-            stats=stats,
+            stats=self._long_stats("stats", est, keep, {"event_row": owner.astype(np.int32)}),
             plane_stats=self._long_stats(
                 "plane_stats",
                 self.plane_stats,
-                np.ones(len(self.plane_stats["owner"]), dtype=bool),
-                {"worker": self._worker_col(len(self.plane_stats["owner"])),
-                 "plane": cat(self.plane_stats["owner"], self.plane_names)},
+                np.ones(n_ps, dtype=bool),
+                {
+                    "worker": self._worker_col(n_ps),
+                    "plane": cat(self.plane_stats["owner"], self.plane_names),
+                },
             ),
             event_metadata=self._event_metadata(),
             metadata_stats=self._long_stats(
                 "metadata_stats",
                 mst,
-                np.ones(len(mst["owner"]), dtype=bool),
-                {"worker": self._worker_col(len(mst["owner"])),
-                 "plane": cat(mst["plane"], self.plane_names),
-                 "metadata_id": self.em_ids[mst["owner"]]},
+                np.ones(n_ms, dtype=bool),
+                {
+                    "worker": self._worker_col(n_ms),
+                    "plane": cat(mst["plane"], self.plane_names),
+                    "metadata_id": self.em_ids[mst["owner"]],
+                },
             ),
             aggregates=self._aggregates(),
             planes=self._planes(ev_plane),
@@ -240,33 +284,40 @@ class _Builder:
             workers=self._workers(),
         )
 
-    def _promoted_rows(self) -> np.ndarray:
-        return np.flatnonzero(np.isin(np.array(self.sm_names, dtype=object), list(PROMOTED_STATS)))
+    def _promote(
+        self, est: dict[str, np.ndarray], mst: dict[str, np.ndarray], meta_row: np.ndarray, n: int
+    ) -> dict[str, np.ndarray]:
+        """Per promoted key, a per-event array: metadata stats first, event stats override.
 
-    def _promote(self, est: dict[str, np.ndarray], mst: dict[str, np.ndarray], meta_row: np.ndarray, n: int) -> dict[str, np.ndarray]:
-        """Per promoted key, a per-event array: metadata stats first, event stats override."""
-        names = np.array([*self.sm_names, ""], dtype=object)
-        est_key = names[est["key_row"]]
-        mst_key = names[mst["key_row"]]
+        Absent values: -1 (string codes), int64 min (integers), NaN (flops / bytes, which some
+        producers write as doubles); ``_as`` turns them into missing values.
+        """
         out: dict[str, np.ndarray] = {}
-        for key, dtype in PROMOTED_STATS.items():
+        present_e = set(np.flatnonzero(np.bincount(est["promoted"] + 1, minlength=1)[1:]).tolist())
+        present_m = set(np.flatnonzero(np.bincount(mst["promoted"] + 1, minlength=1)[1:]).tolist())
+        for k, (key, dtype) in enumerate(PROMOTED_STATS.items()):
+            if k not in present_e and k not in present_m:
+                continue  # absent from this capture: built as an all-missing column
             if dtype == CAT:
                 col: np.ndarray = np.full(n, -1, dtype=np.int64)
+            elif key in _FLOAT_PROMOTED:
+                col = np.full(n, np.nan, dtype=np.float64)
             else:
-                col = np.full(n, np.nan, dtype=np.float64) if key in ("flops", "bytes_accessed") else np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-            m_rows = np.flatnonzero(mst_key == key)
-            if len(m_rows):
+                col = np.full(n, _INT_NA, dtype=np.int64)
+            if k in present_m:
+                m_rows = np.flatnonzero(mst["promoted"] == k)
                 per_meta = np.full(len(self.em_ids) + 1, col[0] if n else 0, dtype=col.dtype)
                 per_meta[mst["owner"][m_rows]] = self._values(mst, m_rows, dtype)
-                has = meta_row >= 0
-                col[has] = per_meta[meta_row[has]]
-            e_rows = np.flatnonzero(est_key == key)
-            if len(e_rows):
+                col = per_meta[meta_row]  # meta_row -1 reads the trailing 'absent' slot
+            if k in present_e:
+                e_rows = np.flatnonzero(est["promoted"] == k)
                 col[est["owner"][e_rows]] = self._values(est, e_rows, dtype)
             out[key] = col
         return out
 
-    def _long_stats(self, frame: str, t: dict[str, np.ndarray], keep: np.ndarray, lead: dict[str, Any]) -> pd.DataFrame:
+    def _long_stats(
+        self, frame: str, t: dict[str, np.ndarray], keep: np.ndarray, lead: dict[str, Any]
+    ) -> pd.DataFrame:
         """A long stats frame (``stats``, ``plane_stats``, ``metadata_stats``) of rows ``keep``."""
         kind = t["kind"][keep]
         is_int = np.isin(kind, (_UINT, _INT, _BYTES))
@@ -274,28 +325,30 @@ class _Builder:
         cols = {
             **lead,
             "key": self._key_names(t["key_row"][keep]),
-            "kind": pd.Categorical.from_codes(kind.astype(np.int64), categories=KINDS),
+            "kind": cat(kind.astype(np.int64), KINDS),
             # uint64 values above 2**63 keep their bit pattern (they read as negative Int64).
-            "int_value": pd.arrays.IntegerArray(t["ival"][keep].copy(), ~is_int),
-            "float_value": pd.arrays.FloatingArray(t["dval"][keep].copy(), kind != _DOUBLE),
+            "int_value": pd.arrays.IntegerArray(t["ival"][keep], ~is_int),
+            "float_value": pd.arrays.FloatingArray(t["dval"][keep], kind != _DOUBLE),
             "str_value": cat(np.where(is_str, t["sid"][keep], -1), self.strings),
         }
         return pd.DataFrame({c: _as(cols[c], d) for c, d in SCHEMA[frame].items()})
 
     def _worker_col(self, n: int) -> pd.Categorical:
-        return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[self.worker])
+        return cat(np.zeros(n, dtype=np.int64), [self.worker])
 
     def _event_metadata(self) -> pd.DataFrame:
         em = self.raw["event_metadata"]
         n = len(em)
-        return pd.DataFrame({
-            "worker": self._worker_col(n),
-            "plane": cat(self.em_plane, self.plane_names),
-            "metadata_id": self.em_ids,
-            "name": pd.Categorical(self.em_names),
-            "display_name": pd.Categorical(self.em_display),
-            "metadata_bytes": np.array([r[4] for r in em], dtype=np.int64),
-        })
+        return pd.DataFrame(
+            {
+                "worker": self._worker_col(n),
+                "plane": cat(self.em_plane, self.plane_names),
+                "metadata_id": self.em_ids,
+                "name": pd.Categorical(self.em_names),
+                "display_name": pd.Categorical(self.em_display),
+                "metadata_bytes": np.array([r[4] for r in em], dtype=np.int64),
+            }
+        )
 
     def _aggregates(self) -> pd.DataFrame:
         raw = self.raw
@@ -303,55 +356,63 @@ class _Builder:
         line = np.frombuffer(raw["ag_line"], dtype=np.int32).astype(np.int64)
         meta = np.frombuffer(raw["ag_metadata_id"], dtype=np.int64)
         row = _lookup(plane, meta, self.em_plane, self.em_ids)
-        return pd.DataFrame({
-            "worker": self._worker_col(len(meta)),
-            "plane": cat(plane, self.plane_names),
-            "line_id": self.line_ids[line] if len(line) else np.zeros(0, dtype=np.int64),
-            "line": cat(line, self.line_names),
-            "name": cat(np.where(row >= 0, row, len(self.em_names)), [*self.em_names, ""]),
-            "num_occurrences": np.frombuffer(raw["ag_num_occurrences"], dtype=np.int64),
-            "dur_ps": np.frombuffer(raw["ag_duration_ps"], dtype=np.int64),
-        })
+        return pd.DataFrame(
+            {
+                "worker": self._worker_col(len(meta)),
+                "plane": cat(plane, self.plane_names),
+                "line_id": self.line_ids[line] if len(line) else np.zeros(0, dtype=np.int64),
+                "line": cat(line, self.line_names),
+                "name": cat(np.where(row >= 0, row, len(self.em_names)), [*self.em_names, ""]),
+                "num_occurrences": np.frombuffer(raw["ag_num_occurrences"], dtype=np.int64),
+                "dur_ps": np.frombuffer(raw["ag_duration_ps"], dtype=np.int64),
+            }
+        )
 
     def _planes(self, ev_plane: np.ndarray) -> pd.DataFrame:
         k = len(self.plane_names)
-        return pd.DataFrame({
-            "worker": self._worker_col(k),
-            "plane_id": self.plane_ids,
-            "plane": pd.Categorical(self.plane_names),
-            "n_lines": np.bincount(self.line_plane, minlength=k).astype(np.int64)[:k],
-            "n_events": np.bincount(ev_plane, minlength=k).astype(np.int64)[:k],
-        })
+        return pd.DataFrame(
+            {
+                "worker": self._worker_col(k),
+                "plane_id": self.plane_ids,
+                "plane": pd.Categorical(self.plane_names),
+                "n_lines": np.bincount(self.line_plane, minlength=k).astype(np.int64)[:k],
+                "n_events": np.bincount(ev_plane, minlength=k).astype(np.int64)[:k],
+            }
+        )
 
     def _lines(self) -> pd.DataFrame:
         lines = self.raw["lines"]
-        return pd.DataFrame({
-            "worker": self._worker_col(len(lines)),
-            "plane": cat(self.line_plane, self.plane_names),
-            "line_id": self.line_ids,
-            "display_id": np.array([ln[2] for ln in lines], dtype=np.int64),
-            "line": pd.Categorical(self.line_names),
-            "timestamp_ns": self.line_ts,
-            "duration_ps": np.array([ln[6] for ln in lines], dtype=np.int64),
-            "n_events": np.array([ln[8] for ln in lines], dtype=np.int64),
-        })
+        return pd.DataFrame(
+            {
+                "worker": self._worker_col(len(lines)),
+                "plane": cat(self.line_plane, self.plane_names),
+                "line_id": self.line_ids,
+                "display_id": np.array([ln[2] for ln in lines], dtype=np.int64),
+                "line": pd.Categorical(self.line_names),
+                "timestamp_ns": self.line_ts,
+                "duration_ps": np.array([ln[6] for ln in lines], dtype=np.int64),
+                "n_events": np.array([ln[8] for ln in lines], dtype=np.int64),
+            }
+        )
 
     def _workers(self) -> pd.DataFrame:
         host, port = split_worker_label(self.worker)
         raw = self.raw
         start = self.start_base if self.time_base == "epoch" and self.start_base else None
-        return pd.DataFrame({
-            "worker": pd.Categorical([self.worker]),
-            "host": pd.array([host], dtype="string"),
-            "port": pd.array([port], dtype="Int64"),
-            "file": pd.array([self.source], dtype="string"),
-            "capture_start_ns": pd.array([start], dtype="Int64"),
-            "capture_stop_ns": pd.array([self.stop_ns], dtype="Int64"),
-            "time_base": pd.array([self.time_base], dtype="string"),
-            "hostnames": pd.array([",".join(raw["hostnames"])], dtype="string"),
-            "errors": pd.array(["\n".join(raw["errors"])], dtype="string"),
-            "warnings": pd.array(["\n".join(raw["warnings"])], dtype="string"),
-        })
+        return pd.DataFrame(
+            {
+                "worker": pd.Categorical([self.worker]),
+                "host": pd.array([host], dtype="string"),
+                "port": pd.array([port], dtype="Int64"),
+                "file": pd.array([self.source], dtype="string"),
+                "capture_start_ns": pd.array([start], dtype="Int64"),
+                "capture_stop_ns": pd.array([self.stop_ns], dtype="Int64"),
+                "time_base": pd.array([self.time_base], dtype="string"),
+                "hostnames": pd.array([",".join(raw["hostnames"])], dtype="string"),
+                "errors": pd.array(["\n".join(raw["errors"])], dtype="string"),
+                "warnings": pd.array(["\n".join(raw["warnings"])], dtype="string"),
+            }
+        )
 
 
 def split_worker_label(label: str) -> tuple[str, int | None]:
@@ -363,13 +424,37 @@ def split_worker_label(label: str) -> tuple[str, int | None]:
 
 
 def _as(values: Any, dtype: str) -> Any:
-    """Column in the declared dtype; promoted numbers use the int64 minimum / NaN / -1 as 'absent'."""
+    """Column in the declared dtype; promoted numbers use int64 min / NaN / -1 as 'absent'."""
     if dtype == CAT:
         return values if isinstance(values, pd.Categorical) else pd.Categorical(values)
-    if dtype in ("Int64", "boolean") and isinstance(values, np.ndarray) and values.dtype.kind in "if":
-        missing = np.isnan(values) if values.dtype.kind == "f" else values == np.iinfo(np.int64).min
+    if (
+        dtype in ("Int64", "boolean")
+        and isinstance(values, np.ndarray)
+        and values.dtype.kind in "if"
+    ):
+        missing = np.isnan(values) if values.dtype.kind == "f" else values == _INT_NA
         filled = np.where(missing, 0, values).astype(np.int64)
         if dtype == "boolean":
             return pd.arrays.BooleanArray(filled != 0, missing)
         return pd.arrays.IntegerArray(filled, missing)
     return values
+
+
+def _is_sorted(line: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
+    """True if rows are ordered by (line, start ascending, end descending)."""
+    if len(line) < 2:
+        return True
+    dl, ds = np.diff(line), np.diff(start)
+    return bool(np.all((dl > 0) | ((dl == 0) & ((ds > 0) | ((ds == 0) & (end[1:] <= end[:-1]))))))
+
+
+def _missing(n: int, dtype: str) -> Any:
+    """An all-missing column of ``n`` rows (zeros are calloc'd lazily, so this is cheap)."""
+    if dtype == CAT:
+        return pd.Categorical.from_codes(
+            np.full(n, -1, dtype=np.int8), categories=pd.Index([], dtype="str")
+        )
+    mask = np.ones(n, dtype=bool)
+    if dtype == "boolean":
+        return pd.arrays.BooleanArray(np.zeros(n, dtype=bool), mask)
+    return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), mask)

@@ -1,0 +1,47 @@
+# PodScope: `make demo` and `make test` work on a fresh machine (they create .venv and install).
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# Re-install when the packaging files change.
+STAMP = $(VENV)/.installed-$(1)-$(shell cat pyproject.toml setup.py trace_parsers/_xplane_fast.c | sha1sum | cut -c1-12)
+BUILD_TMP := $(CURDIR)/build/tmp
+PACKAGES := app collectors trace_parsers analyzers reference_engine
+
+.PHONY: test lint typecheck pytest bench demo install-test install-engine clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(call STAMP,test): | $(PY)
+	$(PIP) install --quiet -e '.[test]'
+	@touch $@
+
+$(call STAMP,engine): | $(PY)
+	$(PIP) install --quiet -e '.[engine]'
+	@touch $@
+
+install-test: $(call STAMP,test)
+install-engine: $(call STAMP,engine)
+
+lint: install-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install-test
+	$(VENV)/bin/mypy $(wildcard $(PACKAGES)) bench
+
+pytest: install-test
+	@mkdir -p $(BUILD_TMP)
+	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/pytest --basetemp=$(BUILD_TMP)/pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest
+
+bench: install-test
+	$(PIP) install --quiet -e '.[bench]'
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m bench $(BENCH_ARGS)
+
+clean:
+	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache

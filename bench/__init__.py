@@ -1,0 +1,1 @@
+"""PodScope benchmarks (``make bench``): medians and ratios against peers run alongside."""

@@ -1,0 +1,75 @@
+"""One measurement in a fresh process: ``python -m bench.measure TOOL PATH [CACHE_DIR]``.
+
+Prints one JSON line: ``seconds`` (the tool's work, imports excluded), ``peak_rss_mb`` of this
+process, and tool-specific numbers. Run by bench/__main__.py so each tool starts cold.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def _podscope_parse(path: str, cache_dir: str | None) -> dict[str, Any]:
+    from trace_parsers import load
+
+    t = time.perf_counter()
+    frames = load(path, cache=cache_dir is not None, cache_dir=cache_dir)
+    seconds = time.perf_counter() - t
+    events_bytes = int(frames.events.memory_usage(deep=True).sum())
+    all_bytes = sum(int(f.memory_usage(deep=True).sum()) for _, f in frames.frames())
+    n = len(frames.events)
+    return {
+        "seconds": seconds,
+        "events": n,
+        "events_bytes_per_event": events_bytes / n,
+        "all_bytes_per_event": all_bytes / n,
+    }
+
+
+def _podscope_op_table(path: str, cache_dir: str | None) -> dict[str, Any]:
+    """Parse + per-op occurrences, total and self time (what framework_op_stats shows)."""
+    from trace_parsers import load
+    from trace_parsers.nesting import nest_events
+
+    t = time.perf_counter()
+    ev = load(path, cache=cache_dir is not None, cache_dir=cache_dir).events
+    ops = ev[ev["op_type"].notna()]
+    ops = ops.assign(op_self_ps=nest_events(ops)["self_ps"])
+    table = ops.groupby(["worker", "op_type", "op_name"], observed=True).agg(
+        occurrences=("dur_ps", "size"), total_ps=("dur_ps", "sum"), self_ps=("op_self_ps", "sum")
+    )
+    return {"seconds": time.perf_counter() - t, "ops": len(table)}
+
+
+def _xprof_framework_op_stats(path: str, cache_dir: str | None) -> dict[str, Any]:
+    from xprof.convert import raw_to_tool_data
+
+    t = time.perf_counter()
+    data, _ = raw_to_tool_data.xspace_to_tool_data(
+        [path], "framework_op_stats", {"use_saved_result": False}
+    )
+    return {"seconds": time.perf_counter() - t, "bytes_out": len(data or b"")}
+
+
+TOOLS: dict[str, Callable[[str, str | None], dict[str, Any]]] = {
+    "podscope_parse": _podscope_parse,
+    "podscope_op_table": _podscope_op_table,
+    "xprof_framework_op_stats": _xprof_framework_op_stats,
+}
+
+
+def main() -> None:
+    tool, path = sys.argv[1], sys.argv[2]
+    cache_dir = sys.argv[3] if len(sys.argv) > 3 else None
+    result = TOOLS[tool](path, cache_dir)
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""``podscope parse`` as a user runs it: a subprocess, with a timeout."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from tests.xspace_builder import SpaceBuilder
+
+
+def podscope(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from app.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PODSCOPE_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin"},
+    )
+
+
+def make_run(root: Path) -> Path:
+    run = root / "logdir" / "plugins" / "profile" / "2026_11_30_07_00_00"
+    run.mkdir(parents=True)
+    for port in (2222, 2223):
+        b = SpaceBuilder()
+        p = b.plane("/host:CPU")
+        line = p.line(1, "python")
+        for i in range(4):
+            p.event(line, "train", i * 1_000_000, 900_000, step_num=i, _r=1)
+        b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+        (run / f"localhost_{port}.xplane.pb").write_bytes(b.bytes())
+    return root / "logdir"
+
+
+def test_parse_json_summary_and_csv_frames(tmp_path: Path) -> None:
+    logdir = make_run(tmp_path)
+    out = tmp_path / "frames"
+    r = podscope(
+        "parse", str(logdir), "--json", "--out", str(out), "--format", "csv", cache=tmp_path / "c"
+    )
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert [w["worker"] for w in summary["workers"]] == ["localhost_2222", "localhost_2223"]
+    assert [w["steps"] for w in summary["workers"]] == [4, 4]
+    assert summary["events"] == 8
+    events = pd.read_csv(out / "events.csv")
+    assert len(events) == 8 and {"worker", "start_ns", "dur_ps", "step_num"} <= set(events.columns)
+    assert sorted(p.name for p in out.iterdir())[:3] == [
+        "aggregates.csv",
+        "event_metadata.csv",
+        "events.csv",
+    ]
+
+
+def test_parse_writes_parquet_and_prints_table(tmp_path: Path) -> None:
+    logdir = make_run(tmp_path)
+    r = podscope(
+        "parse", str(logdir), "--out", str(tmp_path / "pq"), "--no-cache", cache=tmp_path / "c"
+    )
+    assert r.returncode == 0, r.stderr
+    assert "localhost_2222" in r.stdout and "8 events" in r.stdout
+    assert len(pd.read_parquet(tmp_path / "pq" / "events.parquet")) == 8
+    assert not (tmp_path / "c").exists()
+
+
+def test_parse_bad_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "w.xplane.pb"
+    bad.write_bytes(b"\x0a\xff\xff")
+    r = podscope("parse", str(bad), cache=tmp_path / "c")
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0
+    assert str(bad) in r.stderr and "truncated" in r.stderr

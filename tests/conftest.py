@@ -1,0 +1,88 @@
+"""Shared fixtures: the public trace samples in ../shared/traces and real TF captures."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_TRACES = REPO.parent / "shared" / "traces"
+FIXTURE_CACHE = REPO / "build" / "fixtures"
+
+
+def shared_trace(*parts: str) -> Path:
+    """A file or folder of ../shared/traces; skips the test (with the reason) when absent."""
+    path = SHARED_TRACES.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"public trace samples not present: {path}")
+    return path
+
+
+def real_xplanes() -> list[Path]:
+    """Every real .xplane.pb sample in ../shared/traces/xplane (empty list when absent)."""
+    root = SHARED_TRACES / "xplane"
+    return sorted(root.rglob("*.xplane.pb")) if root.is_dir() else []
+
+
+def require_tf() -> None:
+    pytest.importorskip("tensorflow", reason="TensorFlow (extra 'engine') is not installed")
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A real TF capture made by tests/tf_captures.py."""
+
+    kind: str
+    logdir: Path
+    steps: int
+
+    @property
+    def files(self) -> list[Path]:
+        return sorted(self.logdir.rglob("*.xplane.pb"))
+
+
+def _make_capture(kind: str, steps: int) -> Capture:
+    """Runs tests/tf_captures.py once per (kind, steps, script, TF version); cached on disk."""
+    require_tf()
+    import tensorflow as tf
+
+    script = REPO / "tests" / "tf_captures.py"
+    key = hashlib.sha1(
+        f"{kind}-{steps}-{tf.__version__}".encode() + script.read_bytes()
+    ).hexdigest()[:12]
+    logdir = FIXTURE_CACHE / f"{kind}-{key}"
+    if not list(logdir.rglob("*.xplane.pb")):
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+        subprocess.run(
+            [sys.executable, str(script), kind, str(logdir), str(steps)],
+            check=True,
+            env=env,
+            timeout=300,
+        )
+    return Capture(kind, logdir, steps)
+
+
+@pytest.fixture(scope="session")
+def loop_capture() -> Capture:
+    return _make_capture("loop", 8)
+
+
+@pytest.fixture(scope="session")
+def fit_capture() -> Capture:
+    return _make_capture("fit", 6)
+
+
+@pytest.fixture(scope="session")
+def xla_capture() -> Capture:
+    return _make_capture("xla", 6)
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path) -> Path:
+    return tmp_path / "cache"

@@ -1,0 +1,66 @@
+"""Frame cache: warm loads equal cold parses; any change of the file invalidates."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.xspace_builder import SpaceBuilder
+from trace_parsers import load
+
+
+def capture(n: int) -> bytes:
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    line = p.line(1, "python")
+    for i in range(n):
+        p.event(line, "train", i * 1000, 900, step_num=i, shape="(1,2)")
+    b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+    return b.bytes()
+
+
+def test_warm_load_equals_cold_parse(tmp_path: Path, cache_dir: Path) -> None:
+    path = tmp_path / "h_1.xplane.pb"
+    path.write_bytes(capture(20))
+    cold = load(path, cache_dir=cache_dir)
+    assert len([p for p in cache_dir.iterdir() if p.name != "hashes"]) == 1
+    warm = load(path, cache_dir=cache_dir)
+    for (name, a), (_, b) in zip(cold.frames(), warm.frames(), strict=True):
+        if len(a):  # an empty frame keeps its columns and dtypes, not unused categories
+            pd.testing.assert_frame_equal(a, b, obj=name)
+        assert list(a.columns) == list(b.columns) and len(a) == len(b)
+
+
+def test_changed_content_with_same_size_and_mtime_is_reparsed(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    path = tmp_path / "h_1.xplane.pb"
+    path.write_bytes(capture(20))
+    st = path.stat()
+    assert len(load(path, cache_dir=cache_dir).events) == 20
+    data = bytearray(path.read_bytes())
+    data[data.index(b"train")] = ord("T")  # same size
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert "Train" in load(path, cache_dir=cache_dir).events["name"].tolist()
+
+
+def test_damaged_cache_entry_is_a_miss(tmp_path: Path, cache_dir: Path) -> None:
+    path = tmp_path / "h_1.xplane.pb"
+    path.write_bytes(capture(5))
+    load(path, cache_dir=cache_dir)
+    entry = next(p for p in cache_dir.iterdir() if p.name != "hashes")
+    (entry / "events.arrow").write_bytes(b"not arrow")
+    assert len(load(path, cache_dir=cache_dir).events) == 5
+
+
+def test_unwritable_cache_still_parses(tmp_path: Path) -> None:
+    path = tmp_path / "h_1.xplane.pb"
+    path.write_bytes(capture(5))
+    blocker = tmp_path / "file-not-dir"
+    blocker.write_text("x")
+    with pytest.warns(UserWarning, match="parse cache not written"):
+        assert len(load(path, cache_dir=blocker / "cache").events) == 5

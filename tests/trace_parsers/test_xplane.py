@@ -1,0 +1,209 @@
+"""XPlane parser: conformance to the protobuf reference decode, nesting, stats, time base."""
+
+from __future__ import annotations
+
+import gzip
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.conftest import real_xplanes
+from tests.xspace_builder import SpaceBuilder
+from trace_parsers import load, validate
+from trace_parsers.proto import xplane_pb2 as xp
+from trace_parsers.schema import PROMOTED_STATS, SCHEMA
+from trace_parsers.xplane import parse_xplane
+
+
+def reference_counts(data: bytes) -> dict[str, object]:
+    """Counts read with the generated protobuf classes (the reference decoder)."""
+    space = xp.XSpace()
+    space.ParseFromString(data)
+    timed = aggregates = 0
+    stat_keys: Counter[str] = Counter()
+    for plane in space.planes:
+        names = {k: v.name for k, v in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for ev in line.events:
+                if ev.WhichOneof("data") == "num_occurrences":
+                    aggregates += 1
+                    continue
+                timed += 1
+                for st in ev.stats:
+                    stat_keys[names.get(st.metadata_id, "")] += 1
+    return {
+        "timed": timed,
+        "aggregates": aggregates,
+        "stat_keys": stat_keys,
+        "planes": len(space.planes),
+        "lines": sum(len(p.lines) for p in space.planes),
+    }
+
+
+@pytest.mark.parametrize("path", real_xplanes(), ids=lambda p: p.name[:40])
+def test_real_captures_match_reference_decode(path: Path) -> None:
+    data = path.read_bytes()
+    frames = parse_xplane(data, worker="w", source=str(path))
+    ref = reference_counts(data)
+    assert len(frames.events) == ref["timed"]
+    assert len(frames.aggregates) == ref["aggregates"]
+    assert len(frames.planes) == ref["planes"]
+    assert len(frames.lines) == ref["lines"]
+    assert_every_stat_kept(frames, ref["stat_keys"])  # type: ignore[arg-type]
+    assert (frames.events["self_ps"] <= frames.events["dur_ps"]).all()
+    assert (frames.events["self_ps"] >= 0).all()
+
+
+def assert_every_stat_kept(frames, stat_keys: Counter[str]) -> None:
+    """Every event stat is either a typed column or a row of ``stats``."""
+    long_counts = frames.stats["key"].value_counts()
+    for key, n in stat_keys.items():
+        if key in PROMOTED_STATS:
+            assert frames.events[key].notna().sum() >= n, key
+        else:
+            assert long_counts.get(key, 0) == n, key
+
+
+def test_nesting_parent_depth_and_self_time() -> None:
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    line = p.line(1, "thread")
+    # outer [0, 100) with children a [10, 30) and c [60, 120) (outlasting its parent: clipped);
+    # grandchild g [12, 15); b [20, 50) starts while a is open, so it nests under a (clipped).
+    p.events(
+        line,
+        [
+            ("outer", 0, 100_000),
+            ("a", 10_000, 20_000),
+            ("g", 12_000, 3_000),
+            ("b", 20_000, 30_000),
+            ("c", 60_000, 60_000),
+            ("next", 200_000, 5_000),
+        ],
+    )
+    rows = parse_xplane(b.bytes(), worker="w").events
+    ev = rows.set_index("name")
+    assert ev["depth"].to_dict() == {"outer": 0, "a": 1, "g": 2, "b": 2, "c": 1, "next": 0}
+    parent_name = {
+        n: (rows.loc[p_, "name"] if p_ >= 0 else None)
+        for n, p_ in zip(rows["name"], rows["parent"], strict=True)
+    }
+    assert parent_name == {
+        "outer": None,
+        "a": "outer",
+        "g": "a",
+        "b": "a",
+        "c": "outer",
+        "next": None,
+    }
+    assert ev.loc["outer", "self_ps"] == 100_000 - 20_000 - 40_000
+    assert ev.loc["a", "self_ps"] == 20_000 - 3_000 - 10_000
+    assert ev.loc["next", "self_ps"] == 5_000
+    assert (rows["self_ps"] >= 0).all()
+
+
+def test_stats_kinds_promoted_columns_and_metadata_stats() -> None:
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    p.event_meta("MatMul", stats={"flops": 1000})
+    line = p.line(7, "tf_Compute")
+    p.event(
+        line,
+        "MatMul",
+        0,
+        10,
+        step_num=3,
+        tf_op="dense/MatMul:MatMul",
+        is_eager=1,
+        correlation_id=2**63 + 5,
+        shape="(32,64)",
+        ratio=0.5,
+        blob=b"\x00\x01\x02",
+        kernel_details=("ref", "regs:32 grid:1,1,1"),
+    )
+    f = parse_xplane(b.bytes(), worker="w")
+    e = f.events.iloc[0]
+    assert e["step_num"] == 3 and bool(e["is_eager"])
+    assert e["op_name"] == "dense/MatMul" and e["op_type"] == "MatMul"
+    assert e["flops"] == 1000  # from the event's metadata stats
+    assert e["kernel_details"] == "regs:32 grid:1,1,1"  # ref stat resolved
+    s = f.stats.set_index("key")
+    assert s.loc["shape", "str_value"] == "(32,64)"
+    assert s.loc["ratio", "float_value"] == 0.5
+    assert s.loc["blob", "kind"] == "bytes" and s.loc["blob", "int_value"] == 3
+    assert f.metadata_stats["key"].tolist() == ["flops"]
+
+
+def test_aggregated_events_stay_off_the_timeline() -> None:
+    b = SpaceBuilder()
+    p = b.plane("/device:TPU:0")
+    line = p.line(1, "XLA Ops")
+    p.event(line, "fusion", 0, 10)
+    agg = line.events.add()
+    agg.metadata_id, agg.num_occurrences, agg.duration_ps = p.event_meta("all-reduce"), 12, 3400
+    f = parse_xplane(b.bytes(), worker="w")
+    assert f.events["name"].tolist() == ["fusion"]
+    assert f.aggregates[["name", "num_occurrences", "dur_ps"]].values.tolist() == [
+        ["all-reduce", 12, 3400]
+    ]
+
+
+def test_absolute_time_from_task_environment() -> None:
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    line = p.line(1, "python", timestamp_ns=1_000)
+    p.event(line, "x", 2_500_000, 10)
+    b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+    f = parse_xplane(gzip.compress(b.bytes()), worker="h_1")
+    assert f.events["start_ns"].tolist() == [1_700_000_000_000_000_000 + 1_000 + 2_500]
+    assert f.workers["time_base"].tolist() == ["epoch"]
+    assert f.workers[["host", "port"]].values.tolist() == [["h", 1]]
+
+
+def test_relative_time_without_task_environment() -> None:
+    f = load(real_or_skip("gpu_tf_multiworker_v100/34.83.195.179_6003.xplane.pb"), cache=False)
+    assert f.workers["time_base"].tolist() == ["relative"]
+    assert f.workers["worker"].tolist() == ["34.83.195.179_6003"]
+    assert f.workers["port"].tolist() == [6003]
+
+
+def real_or_skip(rel: str) -> Path:
+    from tests.conftest import shared_trace
+
+    return shared_trace("xplane", *rel.split("/"))
+
+
+def test_multi_worker_merge_keeps_row_references(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    for i, host in enumerate(["10.0.0.1_2222", "10.0.0.1_2223"]):
+        b = SpaceBuilder()
+        p = b.plane("/host:CPU")
+        line = p.line(1, "t")
+        p.event(line, "outer", 0, 100, step_num=i)
+        p.event(line, "inner", 10, 10, note=f"w{i}")
+        (run / f"{host}.xplane.pb").write_bytes(b.bytes())
+    f = validate(load(run, cache=False))
+    assert f.events["worker"].cat.categories.tolist() == ["10.0.0.1_2222", "10.0.0.1_2223"]
+    inner = f.events[f.events["name"] == "inner"]
+    assert f.events.loc[inner["parent"], "name"].tolist() == ["outer", "outer"]
+    assert f.events.loc[inner["parent"], "worker"].tolist() == inner["worker"].tolist()
+    assert f.events.loc[f.stats["event_row"], "worker"].astype(str).tolist() == [
+        "10.0.0.1_2222",
+        "10.0.0.1_2223",
+    ]
+
+
+@pytest.mark.parametrize("path", real_xplanes()[:3], ids=lambda p: p.name[:40])
+def test_frames_conform_to_schema(path: Path) -> None:
+    frames = validate(parse_xplane(path.read_bytes(), worker="w"))
+    for name, frame in frames.frames():
+        assert list(frame.columns) == list(SCHEMA[name])
+        for col, dtype in SCHEMA[name].items():
+            if dtype == "category":
+                assert isinstance(frame[col].dtype, pd.CategoricalDtype)
+    ev = frames.events
+    assert ev["start_ns"].dtype == np.int64 and ev["dur_ps"].dtype == np.int64
