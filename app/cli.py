@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from app.cli_cluster import cluster_cli
 from app.summary import summarize
 
 cli = typer.Typer(
@@ -20,6 +21,7 @@ cli = typer.Typer(
     no_args_is_help=True,
     help="PodScope: capture, parse and explain TF traces.",
 )
+cli.add_typer(cluster_cli, name="cluster")
 
 
 @cli.callback()

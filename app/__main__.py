@@ -1,0 +1,5 @@
+"""``python -m app`` = the ``podscope`` command."""
+
+from app.cli import main
+
+main()

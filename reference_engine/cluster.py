@@ -1,0 +1,331 @@
+"""Local cluster: spawns the tasks of a run as processes on 127.0.0.1 and stops them all.
+
+    >>> from reference_engine.cluster import up, wait, down
+    >>> m = up(EngineConfig(workload="mwms-loop", steps=20), workers=2, run_dir=Path("runs/x"))
+    >>> results = wait(m, timeout_s=300); down(m)
+
+The manifest (``<run_dir>/cluster.json``) lists every task: role, index, pid, TF_CONFIG
+address, profiler address and log file, so ``podscope cluster status/down`` work from any
+process. Tasks run in their own process groups; ``down`` sends SIGINT (TF's preemption handler
+ignores SIGTERM), waits a grace period, then SIGKILLs what is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from reference_engine.config import EngineConfig, EngineError
+
+MANIFEST = "cluster.json"
+HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """One task of the manifest."""
+
+    role: str
+    index: int
+    pid: int
+    address: str
+    profiler_address: str
+    log: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}:{self.index}"
+
+
+@dataclass(frozen=True)
+class Manifest:
+    run_dir: str
+    workload: str
+    scenario: str
+    tasks: tuple[TaskInfo, ...]
+    started_at: float
+
+    def save(self) -> Path:
+        path = Path(self.run_dir) / MANIFEST
+        path.write_text(
+            json.dumps({**asdict(self), "tasks": [asdict(t) for t in self.tasks]}, indent=2)
+        )
+        return path
+
+    @classmethod
+    def load(cls, run_dir: Path) -> Manifest:
+        path = run_dir / MANIFEST if run_dir.is_dir() else run_dir
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise EngineError(f"no cluster manifest at {path}: {e}") from e
+        return cls(**{**data, "tasks": tuple(TaskInfo(**t) for t in data["tasks"])})
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free TCP ports on 127.0.0.1 (held open together so they differ)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _roles(workload: str, workers: int, ps: int) -> list[tuple[str, int]]:
+    if workload == "ps":
+        if ps < 1 or workers < 1:
+            raise EngineError("the ps workload needs --ps >= 1 and --workers >= 1")
+        return (
+            [("chief", 0)]
+            + [("worker", i) for i in range(workers)]
+            + [("ps", i) for i in range(ps)]
+        )
+    if ps:
+        raise EngineError(f"{workload} uses no parameter servers (--ps 0)")
+    return [("worker", i) for i in range(workers)]
+
+
+def up(
+    cfg: EngineConfig, *, workers: int, ps: int = 0, run_dir: Path, ready_timeout_s: float = 180.0
+) -> Manifest:
+    """Starts every task and returns once all report ready.
+
+    Raises:
+        EngineError: bad config, or a task exited / was not ready in time (the others are
+            stopped; the message has the task's last log lines).
+    """
+    cfg.validate()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "engine.json").write_text(cfg.to_json())
+    roles = _roles(cfg.workload, workers, ps)
+    ports = free_ports(2 * len(roles))
+    cluster: dict[str, list[str]] = {}
+    for (role, _), port in zip(roles, ports, strict=False):
+        cluster.setdefault(role, []).append(f"{HOST}:{port}")
+    tasks = []
+    for i, (role, index) in enumerate(roles):
+        task_dir = run_dir / f"{role}-{index}"
+        task_dir.mkdir(exist_ok=True)
+        log = task_dir / "task.log"
+        # ps-workload workers and ps serve the profiler on their TF server port already.
+        serves_profiler = cfg.workload == "ps" and role in ("worker", "ps")
+        profiler_port = 0 if serves_profiler else ports[len(roles) + i]
+        env = {
+            **os.environ,
+            "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": role, "index": index}}),
+            "TF_USE_LEGACY_KERAS": "1",
+            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+            "PYTHONUNBUFFERED": "1",
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "reference_engine.worker",
+            "--config",
+            str((run_dir / "engine.json").resolve()),
+        ]
+        cmd += ["--profiler-port", str(profiler_port)]
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=task_dir,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        address = cluster[role][index]
+        tasks.append(
+            TaskInfo(
+                role,
+                index,
+                proc.pid,
+                address,
+                address if serves_profiler else f"{HOST}:{profiler_port}",
+                str(log),
+            )
+        )
+    manifest = Manifest(str(run_dir), cfg.workload, cfg.scenario, tuple(tasks), time.time())
+    manifest.save()
+    try:
+        _wait_ready(manifest, ready_timeout_s)
+    except EngineError:
+        down(manifest)
+        raise
+    return manifest
+
+
+def events(task: TaskInfo) -> list[dict[str, Any]]:
+    """The JSON events a task has logged so far (other log lines skipped)."""
+    out: list[dict[str, Any]] = []
+    try:
+        text = Path(task.log).read_text(errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        if line.startswith('{"event"'):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue  # a line being written right now
+    return out
+
+
+def alive(pid: int) -> bool:
+    """True if the process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _reap(pid: int) -> int | None:
+    """Exit code of our own child if it has ended (None if running or not our child)."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status) if done else None
+
+
+def _tail(task: TaskInfo, n: int = 8) -> str:
+    try:
+        lines = Path(task.log).read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(lines[-n:])
+
+
+def _wait_ready(manifest: Manifest, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    pending = {t.name: t for t in manifest.tasks}
+    while pending:
+        for name, task in list(pending.items()):
+            if any(e["event"] in ("ready", "serving") for e in events(task)):
+                del pending[name]
+            elif not alive(task.pid):
+                _reap(task.pid)
+                raise EngineError(f"task {name} exited before it was ready:\n{_tail(task)}")
+        if pending and time.monotonic() > deadline:
+            raise EngineError(
+                f"tasks not ready after {timeout_s:.0f} s: {', '.join(sorted(pending))}"
+            )
+        time.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    name: str
+    pid: int
+    alive: bool
+    last_event: str | None
+    steps: int
+    last_loss: float | None
+
+
+def status(manifest: Manifest) -> list[TaskStatus]:
+    """Per task: alive or not, last event, steps done, last loss."""
+    out = []
+    for t in manifest.tasks:
+        ev = events(t)
+        steps = [e for e in ev if e["event"] == "step"]
+        if not alive(t.pid):
+            _reap(t.pid)
+        out.append(
+            TaskStatus(
+                t.name,
+                t.pid,
+                alive(t.pid),
+                ev[-1]["event"] if ev else None,
+                len(steps),
+                steps[-1]["loss"] if steps else None,
+            )
+        )
+    return out
+
+
+def wait(
+    manifest: Manifest, timeout_s: float, roles: tuple[str, ...] = ("worker", "chief")
+) -> dict[str, dict[str, Any]]:
+    """Waits until the training tasks (``roles``) log ``done`` or ``error``; returns their last events.
+
+    In the ``ps`` workload only the chief finishes (workers and ps serve until ``down``).
+
+    Raises:
+        EngineError: timeout, or a task died without a final event.
+    """
+    trainers = [
+        t
+        for t in manifest.tasks
+        if t.role in roles and not (manifest.workload == "ps" and t.role == "worker")
+    ]
+    deadline = time.monotonic() + timeout_s
+    results: dict[str, dict[str, Any]] = {}
+    while len(results) < len(trainers):
+        for t in trainers:
+            if t.name in results:
+                continue
+            final = [e for e in events(t) if e["event"] in ("done", "error")]
+            if final:
+                results[t.name] = final[-1]
+            elif not alive(t.pid):
+                _reap(t.pid)
+                final = [e for e in events(t) if e["event"] in ("done", "error")]
+                results[t.name] = final[-1] if final else {"event": "died", "log_tail": _tail(t)}
+        if len(results) < len(trainers) and time.monotonic() > deadline:
+            raise EngineError(f"training not finished after {timeout_s:.0f} s")
+        time.sleep(0.2)
+    return results
+
+
+def kill_task(task: TaskInfo) -> None:
+    """SIGKILLs one task's process group now (failure injection)."""
+    try:
+        os.killpg(task.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    _reap(task.pid)
+
+
+def down(manifest: Manifest, grace_s: float = 5.0) -> list[str]:
+    """Stops every task (process group): SIGINT, then SIGKILL after ``grace_s``.
+
+    Returns:
+        Names of the tasks that had to be SIGKILLed.
+    """
+    for t in manifest.tasks:
+        try:
+            os.killpg(t.pid, signal.SIGINT)
+        except ProcessLookupError:
+            continue
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(alive(t.pid) for t in manifest.tasks):
+        for t in manifest.tasks:
+            _reap(t.pid)
+        time.sleep(0.1)
+    killed = []
+    for t in manifest.tasks:
+        if alive(t.pid):
+            killed.append(t.name)
+            kill_task(t)
+    for t in manifest.tasks:
+        for _ in range(50):
+            _reap(t.pid)
+            if not alive(t.pid):
+                break
+            time.sleep(0.05)
+    return killed

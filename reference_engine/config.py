@@ -1,0 +1,100 @@
+"""The engine's configuration: one frozen dataclass, written as JSON for every task process."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+
+class EngineError(Exception):
+    """A bad engine request (unknown workload, scenario or model, impossible option)."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """What every task of a run trains, and how.
+
+    Attributes:
+        workload: a key of ``reference_engine.workloads.WORKLOADS``.
+        scenario: a key of ``reference_engine.scenarios.SCENARIOS``.
+        model: a key of ``reference_engine.models.MODELS``.
+        steps: training steps (per worker for MWMS; scheduled steps for ``ps``); None = forever.
+        batch_size: per-worker batch size.
+        mixed_precision: None, ``mixed_float16`` or ``mixed_bfloat16``.
+        tf32: TensorFloat-32 on Ampere+ GPUs (TF's default is on).
+        jit_compile: compile the step with XLA.
+        clip_norm: if set, a gradient transformer clips gradients to this global norm.
+        straggler_task: index of the worker that the ``straggler`` scenario slows down.
+        straggler_ms: its extra time per step.
+        input_delay_ms: per-batch delay of the ``input-bound`` scenario.
+        host_overhead_ms: per-step host work of the ``host-overhead`` scenario.
+        tiny_ops: small ops added per step by the ``tiny-ops`` scenario.
+        seed: random seed of data and weights.
+    """
+
+    workload: str = "mwms-loop"
+    scenario: str = "baseline"
+    model: str = "mlp"
+    steps: int | None = 50
+    batch_size: int = 32
+    mixed_precision: str | None = None
+    tf32: bool = True
+    jit_compile: bool = False
+    clip_norm: float | None = None
+    straggler_task: int = 1
+    straggler_ms: float = 60.0
+    input_delay_ms: float = 20.0
+    host_overhead_ms: float = 20.0
+    tiny_ops: int = 300
+    learning_rate: float = 0.05
+    seed: int = 7
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> EngineConfig:
+        data = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise EngineError(f"unknown engine config keys: {sorted(unknown)}")
+        return cls(**data)
+
+    @classmethod
+    def load(cls, path: Path) -> EngineConfig:
+        return cls.from_json(path.read_text())
+
+    def validate(self) -> EngineConfig:
+        """Checks names against the registries and options against each other.
+
+        Raises:
+            EngineError: an unknown name (the message lists the known ones) or a bad option.
+        """
+        from reference_engine.models import MODELS
+        from reference_engine.scenarios import SCENARIOS
+        from reference_engine.workloads import WORKLOADS
+
+        for kind, value, registry in (
+            ("workload", self.workload, WORKLOADS),
+            ("scenario", self.scenario, SCENARIOS),
+            ("model", self.model, MODELS),
+        ):
+            if value not in registry:
+                raise EngineError(f"unknown {kind} {value!r}; known: {', '.join(sorted(registry))}")
+        if self.mixed_precision not in (None, "mixed_float16", "mixed_bfloat16"):
+            raise EngineError(
+                f"mixed_precision must be mixed_float16 or mixed_bfloat16, not {self.mixed_precision!r}"
+            )
+        if self.steps is not None and self.steps < 1:
+            raise EngineError("steps must be >= 1 (or None for --forever)")
+        scenario = SCENARIOS[self.scenario]
+        if self.workload not in scenario.workloads:
+            raise EngineError(
+                f"scenario {self.scenario!r} does not apply to workload {self.workload!r}; "
+                f"it applies to: {', '.join(scenario.workloads)}"
+            )
+        return self

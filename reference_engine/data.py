@@ -1,0 +1,88 @@
+"""Input pipeline: synthetic, learnable data preprocessed with ``tf.experimental.numpy`` in tf.data.
+
+Labels are a fixed random linear function of the features, so loss must go down. The
+``input-bound`` scenario adds a sleeping ``map`` and drops ``prefetch``; the ``straggler``
+scenario of the ``ps`` workload adds a ``SleepDataset`` whose delay each worker reads from a
+file in its own working directory (the dataset function runs inside the worker processes).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from reference_engine.config import EngineConfig
+from reference_engine.models import MODELS, NUM_CLASSES
+from reference_engine.scenarios import SCENARIOS
+
+EXAMPLES = 2048
+#: File each ``ps`` worker reads (relative to its working directory) for its per-batch delay.
+STRAGGLER_DELAY_FILE = "straggler_delay_us"
+
+
+def synthetic_arrays(cfg: EngineConfig) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(cfg.seed)
+    shape = MODELS[cfg.model].input_shape
+    x = rng.normal(size=(EXAMPLES, *shape)).astype(np.float32)
+    w = rng.normal(size=(int(np.prod(shape)), NUM_CLASSES)).astype(np.float32)
+    y = np.argmax(x.reshape(EXAMPLES, -1) @ w, axis=1).astype(np.int32)
+    return x, y
+
+
+def make_dataset(
+    cfg: EngineConfig, batch_size: int, tf: Any, per_worker_delay: bool = False
+) -> Any:
+    """The training dataset (infinite), batched by ``batch_size``.
+
+    Args:
+        cfg: engine config (scenario knobs).
+        batch_size: batch size of this dataset (global for MWMS, per worker for ps).
+        tf: the TensorFlow module (imported by the caller inside the task process).
+        per_worker_delay: add the ps straggler's SleepDataset (reads STRAGGLER_DELAY_FILE).
+    """
+    tnp = tf.experimental.numpy
+    scenario = SCENARIOS[cfg.scenario]
+    x, y = synthetic_arrays(cfg)
+
+    def preprocess(features: Any, label: Any) -> tuple[Any, Any]:
+        # tf.experimental.numpy inside tf.data: clip outliers, squash, rescale.
+        f = tnp.clip(tnp.asarray(features), -3.0, 3.0)
+        return tnp.tanh(f * 0.5) * 2.0, label
+
+    ds = (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .repeat()
+        .map(preprocess)
+        .batch(batch_size, drop_remainder=True)
+    )
+    if scenario.input_delay:
+        delay_s = cfg.input_delay_ms / 1000.0
+
+        def slow(features: Any, label: Any) -> tuple[Any, Any]:
+            def sleep(a: np.ndarray) -> np.ndarray:
+                time.sleep(delay_s)
+                return a
+
+            out = tf.numpy_function(sleep, [features], tf.float32)
+            out.set_shape(features.shape)
+            return out, label
+
+        ds = ds.map(slow)
+    if per_worker_delay:
+        delay = tf.strings.to_number(tf.io.read_file(STRAGGLER_DELAY_FILE), out_type=tf.int64)
+        ds = _sleep_dataset(ds, delay, tf)
+    if not scenario.input_delay:
+        ds = ds.prefetch(2)
+    opts = tf.data.Options()
+    opts.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return ds.with_options(opts)
+
+
+def _sleep_dataset(ds: Any, delay_us: Any, tf: Any) -> Any:
+    """``tf.raw_ops.SleepDataset`` wrapped as a Dataset (TF has no public sleep transformation
+    since 2.16; this op runs natively in whichever process iterates the dataset)."""
+    from tensorflow.python.data.experimental.ops import testing
+
+    return ds.apply(testing.sleep(delay_us))

@@ -1,0 +1,82 @@
+"""Scenarios: known bottlenecks the engine injects, each with the symptom it must produce.
+
+A scenario only sets knobs; the workloads read them (``Scenario`` fields). The ``symptom`` text
+is what PodScope's Pod Viewer and diagnostics are tested to report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+ALL = ("mwms-fit", "mwms-loop", "ps")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One injected bottleneck.
+
+    Attributes:
+        description: what the engine does.
+        symptom: what a trace must show.
+        input_delay: the input pipeline's ``map`` sleeps ``input_delay_ms`` per batch, no prefetch.
+        straggler: worker ``straggler_task`` spends ``straggler_ms`` more per step.
+        host_overhead: ``host_overhead_ms`` of Python work between steps (outside the step).
+        tiny_ops: ``tiny_ops`` extra tiny element-wise ops inside each step.
+        eager: the step runs eagerly (no ``tf.function``; Keras ``run_eagerly=True``).
+        step_markers: custom loops wrap each step in ``Trace('train', step_num=…, _r=1)``.
+        workloads: workloads the scenario applies to.
+    """
+
+    description: str
+    symptom: str
+    input_delay: bool = False
+    straggler: bool = False
+    host_overhead: bool = False
+    tiny_ops: bool = False
+    eager: bool = False
+    step_markers: bool = True
+    workloads: tuple[str, ...] = ALL
+
+
+SCENARIOS: Mapping[str, Scenario] = {
+    "baseline": Scenario(
+        "Plain training: prefetching tnp input pipeline, compiled step.",
+        "No bottleneck: no straggler, Input below 5 % of step time.",
+    ),
+    "input-bound": Scenario(
+        "The tf.data map sleeps input_delay_ms per batch and the pipeline has no prefetch.",
+        "IteratorGetNext (waiting for input) >= 20 % of step time on every worker; Input is the largest category.",
+        input_delay=True,
+    ),
+    "straggler": Scenario(
+        "Worker straggler_task spends straggler_ms more per step (host sleep before the step; "
+        "for ps, a SleepDataset in its input pipeline).",
+        "ps: that worker's step time >= 1.5x the others'. MWMS: the others wait for it in the "
+        "all-reduce (collective time ~ straggler_ms per step on the fast workers).",
+        straggler=True,
+    ),
+    "host-overhead": Scenario(
+        "host_overhead_ms of Python work between steps (a Keras callback / loop code outside the step).",
+        "Gaps between steps: time between consecutive step markers ~ host_overhead_ms.",
+        host_overhead=True,
+        workloads=("mwms-fit", "mwms-loop"),
+    ),
+    "tiny-ops": Scenario(
+        "tiny_ops extra tiny element-wise ops in every step.",
+        "Op table dominated by many short ops; ~tiny_ops more op executions per step.",
+        tiny_ops=True,
+    ),
+    "eager": Scenario(
+        "The step runs eagerly (no tf.function; Keras run_eagerly=True).",
+        "Ops carry is_eager; eager op time > 10 % of op time.",
+        eager=True,
+        workloads=("mwms-fit", "mwms-loop"),
+    ),
+    "no-step-markers": Scenario(
+        "The custom loop runs without Trace('train', step_num=...) markers.",
+        "No step markers: steps must be found from the repeated tf.function calls.",
+        step_markers=False,
+        workloads=("mwms-loop",),
+    ),
+}
