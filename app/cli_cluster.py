@@ -76,7 +76,7 @@ def cluster_up(
         f"cluster ready: {len(manifest.tasks)} tasks, manifest {Path(manifest.run_dir) / local.MANIFEST}"
     )
     for t in manifest.tasks:
-        typer.echo(f"  {t.name:10} pid {t.pid:<8} tf {t.address:21} profiler {t.profiler_address}")
+        typer.echo(f"  {t.name:10} pid {t.pid:<8} tf {t.address:21} agent {t.agent_address}")
     if wait:
         try:
             results = local.wait(manifest, timeout_s)

@@ -5,7 +5,7 @@
     >>> results = wait(m, timeout_s=300); down(m)
 
 The manifest (``<run_dir>/cluster.json``) lists every task: role, index, pid, TF_CONFIG
-address, profiler address and log file, so ``podscope cluster status/down`` work from any
+address, PodScope agent address (what ``podscope capture --cluster`` connects to) and log file, so ``podscope cluster status/down`` work from any
 process. Tasks run in their own process groups; ``down`` sends SIGINT (TF's preemption handler
 ignores SIGTERM), waits a grace period, then SIGKILLs what is left.
 """
@@ -37,7 +37,7 @@ class TaskInfo:
     index: int
     pid: int
     address: str
-    profiler_address: str
+    agent_address: str  # answers tensorflow.ProfilerService and PodScope's TraceExport
     log: str
 
     @property
@@ -120,9 +120,6 @@ def up(
         task_dir = run_dir / f"{role}-{index}"
         task_dir.mkdir(exist_ok=True)
         log = task_dir / "task.log"
-        # ps-workload workers and ps serve the profiler on their TF server port already.
-        serves_profiler = cfg.workload == "ps" and role in ("worker", "ps")
-        profiler_port = 0 if serves_profiler else ports[len(roles) + i]
         env = {
             **os.environ,
             "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": role, "index": index}}),
@@ -130,6 +127,7 @@ def up(
             "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
             "PYTHONUNBUFFERED": "1",
         }
+        agent_port = ports[len(roles) + i]
         cmd = [
             sys.executable,
             "-m",
@@ -137,7 +135,7 @@ def up(
             "--config",
             str((run_dir / "engine.json").resolve()),
         ]
-        cmd += ["--profiler-port", str(profiler_port)]
+        cmd += ["--agent-port", str(agent_port)]
         with log.open("wb") as out:
             proc = subprocess.Popen(
                 cmd,
@@ -147,16 +145,8 @@ def up(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        address = cluster[role][index]
         tasks.append(
-            TaskInfo(
-                role,
-                index,
-                proc.pid,
-                address,
-                address if serves_profiler else f"{HOST}:{profiler_port}",
-                str(log),
-            )
+            TaskInfo(role, index, proc.pid, cluster[role][index], f"{HOST}:{agent_port}", str(log))
         )
     manifest = Manifest(str(run_dir), cfg.workload, cfg.scenario, tuple(tasks), time.time())
     manifest.save()

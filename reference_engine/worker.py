@@ -1,8 +1,9 @@
 """Entry point of one task process: ``python -m reference_engine.worker --config engine.json``.
 
-Reads TF_CONFIG, starts a profiler server, reports readiness, runs the workload and writes
-JSON lines (``ready``, ``model``, ``step``, ``done`` or ``error``) on stdout, which the
-launcher redirects to the task's log file.
+Reads TF_CONFIG, starts the PodScope agent (TF profiler server + trace export service, see
+``collectors.agent``), reports readiness, runs the workload and writes JSON lines (``ready``,
+``model``, ``step``, ``done`` or ``error``) on stdout, which the launcher redirects to the
+task's log file.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from collectors import agent
 from reference_engine.config import EngineConfig
 from reference_engine.workloads import WORKLOADS, Task
 
@@ -27,7 +29,7 @@ def report(event: str, **fields: Any) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", type=Path, required=True)
-    ap.add_argument("--profiler-port", type=int, default=0, help="0: no separate profiler server")
+    ap.add_argument("--agent-port", type=int, required=True, help="port of the PodScope agent")
     args = ap.parse_args()
     cfg = EngineConfig.load(args.config)
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf-keras: see reference_engine.models
@@ -36,9 +38,15 @@ def main() -> None:
         import tensorflow as tf
 
         tf.config.threading.set_intra_op_parallelism_threads(1)
-        if args.profiler_port:
-            tf.profiler.experimental.server.start(args.profiler_port)
-        report("ready", role=task.role, index=task.index, pid=os.getpid())
+        podscope = _start_agent(cfg, task, args.agent_port, tf)
+        report(
+            "ready",
+            role=task.role,
+            index=task.index,
+            pid=os.getpid(),
+            agent=podscope.address,
+            profiler=podscope.profiler_address,
+        )
         losses = WORKLOADS[cfg.workload](cfg, task, tf, report)
         report(
             "done",
@@ -49,6 +57,23 @@ def main() -> None:
     except Exception as e:  # the task's last word goes to its log, then it exits non-zero
         report("error", message=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         sys.exit(1)
+
+
+def _start_agent(cfg: EngineConfig, task: Task, port: int, tf: Any) -> agent.Agent:
+    """The agent fronts this task's TF profiler: its own server, or for ps-workload workers and
+    parameter servers the tf.distribute.Server on its TF_CONFIG port (it serves the profiler)."""
+    strategy = "ParameterServerStrategy" if cfg.workload == "ps" else "MultiWorkerMirroredStrategy"
+    profiler_address = None
+    if cfg.workload == "ps" and task.role in ("worker", "ps"):
+        cluster = json.loads(os.environ["TF_CONFIG"])["cluster"]
+        profiler_address = cluster[task.role][task.index]
+    return agent.start(
+        port=port,
+        profiler_address=profiler_address,
+        repository_root=Path.cwd() / "traces",
+        strategy=strategy,
+        tf=tf,
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,127 @@
+"""The PodScope agent, run inside a training process: TF profiler server + trace export service.
+
+Two lines in a training script::
+
+    from collectors import agent
+    podscope = agent.start(port=6010)            # before training; podscope.stop() at the end
+
+The agent's one gRPC port answers TensorFlow's ``ProfilerService`` (forwarded byte for byte
+to the process's TF profiler server, which writes the trace to this machine's disk) and
+PodScope's ``TraceExport`` (streams those files back to the collector). TensorFlow is imported
+here only, lazily, and can be injected (``tf=``) in tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from collectors.export_service import TOKEN_HEADER, WorkerInfo, grpc_options, serve
+
+PROFILER_METHODS = ("Profile", "Terminate")
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _proxy(target: str, token: str | None) -> grpc.GenericRpcHandler:
+    """Forwards ``tensorflow.ProfilerService`` calls as raw bytes to ``target``.
+
+    Bytes in, bytes out: no ProfilerService messages are deserialized, so this agent never
+    registers protobuf types that could clash with TensorFlow's own in this process.
+    """
+    channel = grpc.insecure_channel(target, options=grpc_options())
+
+    def make(method: str) -> grpc.RpcMethodHandler:
+        call = channel.unary_unary(f"/tensorflow.ProfilerService/{method}")
+
+        def handle(request: bytes, context: grpc.ServicerContext) -> bytes:
+            if token is not None and dict(context.invocation_metadata()).get(TOKEN_HEADER) != token:
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "wrong or missing PodScope token")
+            try:
+                return bytes(call(request, timeout=context.time_remaining()))
+            except grpc.RpcError as e:
+                context.abort(e.code(), e.details() or "profiler server error")
+                raise  # unreachable: abort raises
+
+        return grpc.unary_unary_rpc_method_handler(handle)
+
+    return grpc.method_handlers_generic_handler(
+        "tensorflow.ProfilerService", {m: make(m) for m in PROFILER_METHODS}
+    )
+
+
+@dataclass
+class Agent:
+    """A running agent. ``address`` is what collectors connect to."""
+
+    address: str
+    profiler_address: str
+    repository_root: Path
+    _server: grpc.Server
+
+    def stop(self, grace_s: float = 1.0) -> None:
+        """Stops the export service and the proxy (TF's profiler server lives as long as TF)."""
+        self._server.stop(grace_s).wait()
+
+
+def start(
+    *,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    profiler_address: str | None = None,
+    repository_root: Path | None = None,
+    token: str | None = None,
+    strategy: str = "",
+    tf: Any = None,
+) -> Agent:
+    """Starts the TF profiler server (unless ``profiler_address`` names one) and the agent.
+
+    Args:
+        port: the agent's port (0: any free port).
+        host: interface to bind (127.0.0.1 by default; 0.0.0.0 to serve other machines).
+        profiler_address: an existing TF profiler server (e.g. a tf.distribute.Server's port).
+        repository_root: where traces are kept (default: a new temporary folder).
+        token: shared secret the collector must send.
+        strategy: the job's tf.distribute strategy class name (collectors plan safe captures).
+        tf: the TensorFlow module (imported when None).
+
+    Returns:
+        The running agent.
+    """
+    if profiler_address is None:
+        if tf is None:
+            import tensorflow as tf  # type: ignore[no-redef]
+        tf_port = _free_port(host)
+        tf.profiler.experimental.server.start(tf_port)
+        profiler_address = f"{host}:{tf_port}"
+    root = repository_root or Path(tempfile.mkdtemp(prefix="podscope-traces-"))
+    root.mkdir(parents=True, exist_ok=True)
+    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+    info = WorkerInfo(
+        role=str(task.get("type", "")),
+        index=int(task.get("index", 0)),
+        strategy=strategy,
+        tf_version=str(getattr(tf, "__version__", "")),
+        profiler_address=profiler_address,
+    )
+    proxy = _proxy(profiler_address, token)
+    server, bound = serve(
+        root,
+        port=port,
+        host=host,
+        token=token,
+        info=info,
+        extra_handlers=lambda s: s.add_generic_rpc_handlers((proxy,)),
+    )
+    return Agent(f"{host}:{bound}", profiler_address, root, server)

@@ -1,0 +1,446 @@
+"""Capture every worker of a job in one window over gRPC, and bring the traces home.
+
+    >>> from collectors.capture import CaptureOptions, Target, capture
+    >>> result = capture([Target("127.0.0.1:6010"), Target("127.0.0.1:6011")],
+    ...                  CaptureOptions(logdir=Path("runs/demo"), duration_ms=2000))
+    >>> [(w.label, w.status) for w in result.workers]
+
+For each worker: ``Hello`` (PodScope agent: role, strategy, where the worker's profiler
+writes), then one ``tensorflow.ProfilerService/Profile`` request per worker, all with the
+same ``start_timestamp_ns`` so every worker traces the same window, then ``Fetch`` of the
+worker's file into ``<logdir>/plugins/profile/<session>/<host_port>.xplane.pb`` with a
+checksum. ``capture.json`` records options and per-worker results. No TensorFlow here.
+
+Statuses: ok, empty (no events in the window), unreachable (never answered), timeout
+(deadline passed), crashed (answered, then went away mid-capture), busy (another capture is
+running there), failed (the profiler returned another error), transfer_failed (captured but
+the file could not be brought back).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import grpc
+
+from collectors.errors import CaptureError
+from collectors.export_service import TOKEN_HEADER, grpc_options
+from collectors.proto import profiler_service_pb2 as tsl
+from collectors.proto import trace_export_pb2 as pb
+from collectors.proto import trace_export_pb2_grpc as pb_grpc
+
+PROFILE_METHOD = "/tensorflow.ProfilerService/Profile"
+MWMS = "MultiWorkerMirroredStrategy"
+EXIT_OK, EXIT_PARTIAL, EXIT_FAILED = 0, 3, 4
+OK_STATUSES = ("ok",)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A worker to capture: its agent (or bare TF profiler server) address, and a label."""
+
+    address: str
+    label: str | None = None
+
+    @property
+    def worker_label(self) -> str:
+        """``host_port`` (never the bare host: two workers on one host must not collide)."""
+        return self.label or self.address.replace(":", "_")
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    """How to capture.
+
+    Attributes:
+        logdir: traces land in ``<logdir>/plugins/profile/<session>/``.
+        duration_ms: trace window length.
+        delay_ms: the window starts this long after the requests are sent (same instant for
+            every worker), so all of them are tracing before it opens.
+        host_tracer_level, python_tracer_level, device_tracer_level: TF ProfileOptions levels.
+        retries: extra connection attempts for a worker that does not answer (backoff 0.5 s, x2).
+        timeout_s: per-worker deadline of the Profile call (default: delay + duration + 30 s).
+        token: the agents' shared token.
+        session: session folder name (default: UTC time, XProf's format).
+        shared_storage: the workers write straight into ``logdir`` (shared filesystem): no pull.
+        unsafe_full_trace: also host-trace non-chief MultiWorkerMirroredStrategy workers.
+            TF 2.20/2.21 crash there (use-after-free in TraceMeRecorder::Consume); the default
+            plan traces them with the Python tracer only.
+    """
+
+    logdir: Path
+    duration_ms: int = 2000
+    delay_ms: int = 500
+    host_tracer_level: int = 2
+    python_tracer_level: int = 0
+    device_tracer_level: int = 1
+    retries: int = 2
+    timeout_s: float | None = None
+    token: str | None = None
+    session: str | None = None
+    shared_storage: bool = False
+    unsafe_full_trace: bool = False
+
+    def deadline_s(self) -> float:
+        return (
+            self.timeout_s
+            if self.timeout_s is not None
+            else (self.delay_ms + self.duration_ms) / 1000 + 30
+        )
+
+
+@dataclass
+class WorkerResult:
+    """What happened to one worker."""
+
+    label: str
+    address: str
+    status: str = "pending"
+    reason: str = ""
+    role: str = ""
+    index: int | None = None
+    strategy: str = ""
+    host_tracer_level: int | None = None
+    python_tracer_level: int | None = None
+    file: str | None = None
+    bytes: int = 0
+    attempts: int = 0
+    profile_s: float = 0.0
+    transfer_s: float = 0.0
+    plan_note: str = ""
+
+
+@dataclass
+class CaptureResult:
+    session: str
+    session_dir: Path
+    options: CaptureOptions
+    workers: list[WorkerResult] = field(default_factory=list)
+    start_timestamp_ns: int = 0
+
+    def exit_code(self) -> int:
+        ok = sum(w.status in OK_STATUSES for w in self.workers)
+        if ok == len(self.workers):
+            return EXIT_OK
+        return EXIT_PARTIAL if ok else EXIT_FAILED
+
+    def save(self) -> Path:
+        self.session_dir.mkdir(parents=True, exist_ok=True)
+        path = self.session_dir / "capture.json"
+        opts = {
+            k: (str(v) if isinstance(v, Path) else v)
+            for k, v in asdict(self.options).items()
+            if k != "token"
+        }
+        path.write_text(
+            json.dumps(
+                {
+                    "session": self.session,
+                    "start_timestamp_ns": self.start_timestamp_ns,
+                    "options": opts,
+                    "workers": [asdict(w) for w in self.workers],
+                },
+                indent=2,
+            )
+        )
+        return path
+
+
+def _metadata(token: str | None) -> tuple[tuple[str, str], ...]:
+    return ((TOKEN_HEADER, token),) if token else ()
+
+
+def _hello(
+    channel: grpc.Channel, opts: CaptureOptions, result: WorkerResult
+) -> pb.HelloResponse | None:
+    """Agent info, with retries and backoff while the worker does not answer.
+
+    Returns None when the target has no PodScope agent (a bare TF profiler server).
+
+    Raises:
+        CaptureError: unreachable after every attempt, or the agent refused the token.
+    """
+    stub = pb_grpc.TraceExportStub(channel)
+    backoff = 0.5
+    for attempt in range(opts.retries + 1):
+        result.attempts = attempt + 1
+        try:
+            return stub.Hello(pb.HelloRequest(), timeout=5, metadata=_metadata(opts.token))
+        except grpc.RpcError as e:
+            code = e.code()
+            if code == grpc.StatusCode.UNIMPLEMENTED:
+                return None
+            if code == grpc.StatusCode.UNAUTHENTICATED:
+                raise CaptureError(f"agent refused the token: {e.details()}") from None
+            if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise CaptureError(f"{code.name}: {e.details()}") from None
+            if attempt < opts.retries:
+                time.sleep(backoff)
+                backoff *= 2
+    raise CaptureError(
+        f"no answer from {result.address} after {opts.retries + 1} attempts (is the worker running?)"
+    )
+
+
+def plan_levels(hello: pb.HelloResponse | None, opts: CaptureOptions) -> tuple[int, int, str]:
+    """Tracer levels for one worker: (host, python, note). The safe plan for MWMS jobs: the
+    chief gets the full host trace, other workers the Python tracer only (TF 2.20/2.21 crash
+    when non-chief MultiWorkerMirroredStrategy workers are host-traced)."""
+    if hello is not None and hello.strategy == MWMS and not opts.unsafe_full_trace:
+        is_chief = hello.role == "chief" or (hello.role == "worker" and hello.index == 0)
+        if not is_chief and opts.host_tracer_level > 0:
+            return (
+                0,
+                max(1, opts.python_tracer_level),
+                "safe plan: python tracer only on non-chief MWMS worker",
+            )
+    return opts.host_tracer_level, opts.python_tracer_level, ""
+
+
+def _profile(
+    channel: grpc.Channel,
+    opts: CaptureOptions,
+    result: WorkerResult,
+    session: str,
+    start_ns: int,
+    root: str,
+) -> bool:
+    """Sends the Profile request; sets the result's status on failure. True if a trace exists."""
+    call = channel.unary_unary(
+        PROFILE_METHOD,
+        request_serializer=tsl.ProfileRequest.SerializeToString,
+        response_deserializer=tsl.ProfileResponse.FromString,
+    )
+    request = tsl.ProfileRequest(
+        duration_ms=opts.duration_ms,
+        max_events=0,
+        repository_root=root,
+        session_id=session,
+        host_name=result.label,
+        opts=tsl.ProfileOptions(
+            version=1,
+            host_tracer_level=result.host_tracer_level or 0,
+            python_tracer_level=result.python_tracer_level or 0,
+            device_tracer_level=opts.device_tracer_level,
+            start_timestamp_ns=start_ns,
+            duration_ms=opts.duration_ms,  # TF records nothing without it (measured, TF 2.21)
+        ),
+    )
+    t = time.monotonic()
+    try:
+        response = call(request, timeout=opts.deadline_s(), metadata=_metadata(opts.token))
+    except grpc.RpcError as e:
+        result.profile_s = time.monotonic() - t
+        result.status, result.reason = _classify(e, result.profile_s, opts)
+        return False
+    result.profile_s = time.monotonic() - t
+    if response.empty_trace:
+        result.status, result.reason = (
+            "empty",
+            "the profiler collected no events in the window (is the job running?)",
+        )
+        return False
+    return True
+
+
+def _classify(e: grpc.RpcError, elapsed_s: float, opts: CaptureOptions) -> tuple[str, str]:
+    code, details = e.code(), e.details() or ""
+    low = details.lower()
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return "timeout", f"no answer within the {opts.deadline_s():.0f} s deadline"
+    if "no trace event" in low or "empty" in low:
+        return "empty", details
+    if (
+        code in (grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        or "another" in low
+        or "already" in low
+    ):
+        return "busy", f"another profiling session is running on this worker ({details})"
+    if code in (
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+    ):
+        return (
+            "crashed",
+            f"worker went away during the capture after {elapsed_s:.1f} s ({code.name}: {details})",
+        )
+    return "failed", f"{code.name}: {details}"
+
+
+def _fetch(
+    channel: grpc.Channel, opts: CaptureOptions, result: WorkerResult, session: str, dest: Path
+) -> None:
+    """Streams the worker's trace into ``dest``, verifying size and SHA-256."""
+    stub = pb_grpc.TraceExportStub(channel)
+    name = f"{result.label}.xplane.pb"
+    tmp = dest.with_suffix(".part")
+    t = time.monotonic()
+    digest = hashlib.sha256()
+    expected = ""
+    size = 0
+    try:
+        with tmp.open("wb") as out:
+            for chunk in stub.Fetch(
+                pb.FetchRequest(session=session, name=name),
+                timeout=600,
+                metadata=_metadata(opts.token),
+            ):
+                if chunk.offset != size:
+                    raise CaptureError(f"chunk at offset {chunk.offset}, expected {size}")
+                out.write(chunk.data)
+                digest.update(chunk.data)
+                size += len(chunk.data)
+                expected = chunk.sha256 or expected
+        if digest.hexdigest() != expected:
+            raise CaptureError("checksum mismatch: the file changed or was corrupted in transit")
+        tmp.replace(dest)
+    except (grpc.RpcError, CaptureError, OSError) as e:
+        tmp.unlink(missing_ok=True)
+        detail = f"{e.code().name}: {e.details()}" if isinstance(e, grpc.RpcError) else str(e)
+        result.status, result.reason = (
+            "transfer_failed",
+            f"trace captured on the worker but not brought back ({detail})",
+        )
+        return
+    result.transfer_s = time.monotonic() - t
+    result.bytes, result.file, result.status = size, str(dest), "ok"
+
+
+def capture(
+    targets: Sequence[Target],
+    opts: CaptureOptions,
+    on_update: Callable[[WorkerResult], None] | None = None,
+) -> CaptureResult:
+    """Captures every target in one common window and pulls the traces into ``opts.logdir``.
+
+    Never raises for a worker's failure: each one's status and reason are in the result (and
+    in ``capture.json``); the traces of the others are kept.
+
+    Raises:
+        CaptureError: no targets, or two targets with the same label.
+    """
+    labels = [t.worker_label for t in targets]
+    if not targets:
+        raise CaptureError("no workers to capture")
+    if len(set(labels)) != len(labels):
+        raise CaptureError(f"two workers share a label: {labels}")
+    session = opts.session or datetime.now(timezone.utc).strftime("%Y_%m_%d_%H_%M_%S")
+    session_dir = opts.logdir / "plugins" / "profile" / session
+    session_dir.mkdir(parents=True, exist_ok=True)
+    results = [WorkerResult(t.worker_label, t.address) for t in targets]
+    notify = on_update or (lambda r: None)
+    channels = [grpc.insecure_channel(t.address, options=grpc_options()) for t in targets]
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
+            hellos = list(
+                pool.map(
+                    lambda i: _hello_or_fail(channels[i], opts, results[i], notify),
+                    range(len(targets)),
+                )
+            )
+            # One instant for every worker: after the slowest Hello, plus the delay.
+            start_ns = time.time_ns() + opts.delay_ms * 1_000_000
+            list(
+                pool.map(
+                    lambda i: _capture_one(
+                        channels[i],
+                        opts,
+                        results[i],
+                        hellos[i],
+                        session,
+                        session_dir,
+                        start_ns,
+                        notify,
+                    ),
+                    range(len(targets)),
+                )
+            )
+    finally:
+        for ch in channels:
+            ch.close()
+    out = CaptureResult(session, session_dir, opts, results, start_ns)
+    out.save()
+    return out
+
+
+_NO_AGENT = object()
+
+
+def _hello_or_fail(
+    channel: grpc.Channel,
+    opts: CaptureOptions,
+    result: WorkerResult,
+    notify: Callable[[WorkerResult], None],
+) -> object:
+    result.status = "connecting"
+    notify(result)
+    try:
+        hello = _hello(channel, opts, result)
+    except CaptureError as e:
+        result.status, result.reason = (
+            ("unreachable" if "no answer" in str(e) else "failed"),
+            str(e),
+        )
+        notify(result)
+        return None
+    if hello is None:
+        return _NO_AGENT
+    result.role, result.index, result.strategy = hello.role, hello.index, hello.strategy
+    return hello
+
+
+def _capture_one(
+    channel: grpc.Channel,
+    opts: CaptureOptions,
+    result: WorkerResult,
+    hello: object,
+    session: str,
+    session_dir: Path,
+    start_ns: int,
+    notify: Callable[[WorkerResult], None],
+) -> None:
+    if hello is None:
+        return  # unreachable / refused: already reported
+    agent = hello if isinstance(hello, pb.HelloResponse) else None
+    result.host_tracer_level, result.python_tracer_level, result.plan_note = plan_levels(
+        agent, opts
+    )
+    if agent is None and not opts.shared_storage:
+        result.status = "failed"
+        result.reason = (
+            "no PodScope agent at this address (a bare TF profiler server writes the trace to the "
+            "worker's own disk): start collectors.agent in the worker, or pass --shared-storage "
+            "if the logdir is on storage the workers share"
+        )
+        notify(result)
+        return
+    root = str(session_dir.parent.resolve()) if opts.shared_storage else agent.repository_root  # type: ignore[union-attr]
+    result.status = "tracing"
+    notify(result)
+    if not _profile(channel, opts, result, session, start_ns, root):
+        notify(result)
+        return
+    if opts.shared_storage:
+        path = session_dir / f"{result.label}.xplane.pb"
+        if path.exists():
+            result.status, result.file, result.bytes = "ok", str(path), path.stat().st_size
+        else:
+            result.status, result.reason = (
+                "transfer_failed",
+                f"the worker reported a trace but {path} does not exist (is the logdir really shared?)",
+            )
+        notify(result)
+        return
+    result.status = "transferring"
+    notify(result)
+    _fetch(channel, opts, result, session, session_dir / f"{result.label}.xplane.pb")
+    notify(result)
