@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from app.cli_capture import capture_command
 from app.cli_cluster import cluster_cli
 from app.summary import summarize
 
@@ -22,6 +23,7 @@ cli = typer.Typer(
     help="PodScope: capture, parse and explain TF traces.",
 )
 cli.add_typer(cluster_cli, name="cluster")
+cli.command("capture")(capture_command)
 
 
 @cli.callback()

@@ -24,7 +24,8 @@ from collectors.proto import trace_export_pb2 as pb
 from collectors.proto import trace_export_pb2_grpc as pb_grpc
 
 TOKEN_HEADER = "x-podscope-token"
-CHUNK_BYTES = 4 << 20
+#: Below gRPC's default 4 MiB receive limit, so any client can read the stream.
+CHUNK_BYTES = 2 << 20
 #: gRPC message limit for both ends (a chunk plus headroom).
 MAX_MESSAGE_BYTES = 16 << 20
 TRACE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")

@@ -6,10 +6,14 @@ import hashlib
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from reference_engine import cluster
+from reference_engine.config import EngineConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "traces"
@@ -86,3 +90,21 @@ def xla_capture() -> Capture:
 @pytest.fixture
 def cache_dir(tmp_path: Path) -> Path:
     return tmp_path / "cache"
+
+
+@pytest.fixture
+def start_cluster(tmp_path: Path) -> Iterator[Callable[..., cluster.Manifest]]:
+    """``start_cluster(cfg, workers=…, ps=…)`` → manifest; every cluster is stopped at teardown."""
+    require_tf()
+    started: list[cluster.Manifest] = []
+
+    def start(cfg: EngineConfig, workers: int = 2, ps: int = 0) -> cluster.Manifest:
+        run_dir = tmp_path / f"run{len(started)}"
+        m = cluster.up(cfg, workers=workers, ps=ps, run_dir=run_dir, ready_timeout_s=240)
+        started.append(m)
+        return m
+
+    yield start
+    for m in started:
+        cluster.down(m, grace_s=2)
+        assert not [t.name for t in m.tasks if cluster.alive(t.pid)], "processes left after down"

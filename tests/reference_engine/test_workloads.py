@@ -11,7 +11,7 @@ import pytest
 
 from reference_engine import cluster
 from reference_engine.config import EngineConfig, EngineError
-from tests.reference_engine.conftest import StartCluster, decreasing, losses
+from tests.cluster_helpers import StartCluster, decreasing, losses
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow]
 

@@ -1,0 +1,173 @@
+"""``podscope capture``: every worker in one window, traces brought home, one line per worker.
+
+Exit codes: 0 every worker captured; 3 partial (the good traces are kept); 4 nothing
+captured; 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from collectors.capture import CaptureOptions, CaptureResult, Target, WorkerResult, capture
+from collectors.errors import CaptureError
+
+STATUS_STYLE = {
+    "ok": "green",
+    "empty": "yellow",
+    "busy": "yellow",
+    "transfer_failed": "red",
+    "unreachable": "red",
+    "timeout": "red",
+    "crashed": "red",
+    "failed": "red",
+}
+
+
+def targets_from(addresses: str | None, cluster_manifest: Path | None) -> list[Target]:
+    """Targets from ``ADDR[,ADDR…]`` or an engine cluster manifest (its agent addresses).
+
+    Raises:
+        CaptureError: neither or both given, or an unreadable manifest.
+    """
+    if bool(addresses) == bool(cluster_manifest):
+        raise CaptureError(
+            "give worker addresses (host:port,host:port) or --cluster MANIFEST, not both"
+        )
+    if addresses:
+        return [Target(a.strip()) for a in addresses.split(",") if a.strip()]
+    from reference_engine.cluster import Manifest
+    from reference_engine.config import EngineError
+
+    try:
+        manifest = Manifest.load(Path(cluster_manifest))  # type: ignore[arg-type]
+    except EngineError as e:
+        raise CaptureError(str(e)) from None
+    return [Target(t.agent_address) for t in manifest.tasks]
+
+
+def _table(workers: list[WorkerResult]) -> object:
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for col in ("worker", "role", "status", "tracers h/py", "MB", "reason"):
+        table.add_column(col)
+    for w in workers:
+        style = STATUS_STYLE.get(w.status, "cyan")
+        role = f"{w.role}:{w.index}" if w.role else ""
+        levels = (
+            f"{w.host_tracer_level}/{w.python_tracer_level}"
+            if w.host_tracer_level is not None
+            else ""
+        )
+        table.add_row(
+            w.label,
+            role,
+            f"[{style}]{w.status}[/]",
+            levels,
+            f"{w.bytes / 1e6:.1f}" if w.bytes else "",
+            w.reason,
+        )
+    return table
+
+
+def run_capture(targets: list[Target], opts: CaptureOptions, live: bool) -> CaptureResult:
+    """Runs the capture, redrawing a per-worker table while it goes when ``live``."""
+    if not live:
+        return capture(targets, opts)
+    from rich.live import Live
+
+    shown = [WorkerResult(t.worker_label, t.address) for t in targets]
+    lock = threading.Lock()
+    with Live(_table(shown), refresh_per_second=8, transient=True) as screen:  # type: ignore[arg-type]
+
+        def update(r: WorkerResult) -> None:
+            with lock:
+                shown[[w.label for w in shown].index(r.label)] = r
+                screen.update(_table(shown))  # type: ignore[arg-type]
+
+        return capture(targets, opts, on_update=update)
+
+
+def capture_command(
+    addresses: Annotated[
+        str | None, typer.Argument(help="host:port[,host:port…] of the workers' PodScope agents.")
+    ] = None,
+    cluster: Annotated[
+        Path | None,
+        typer.Option(help="An engine cluster manifest (cluster.json) instead of addresses."),
+    ] = None,
+    logdir: Annotated[
+        Path, typer.Option(help="Traces go to LOGDIR/plugins/profile/<session>/.")
+    ] = Path("runs/captures"),
+    duration_ms: Annotated[int, typer.Option(help="Trace window.")] = 2000,
+    delay_ms: Annotated[
+        int, typer.Option(help="Common start: this long after the requests go out.")
+    ] = 500,
+    host_tracer_level: Annotated[
+        int, typer.Option(help="0 off, 1 user, 2 default, 3 verbose.")
+    ] = 2,
+    python_tracer_level: Annotated[int, typer.Option(help="1 traces Python calls.")] = 0,
+    device_tracer_level: Annotated[int, typer.Option(help="1 traces GPUs.")] = 1,
+    retries: Annotated[
+        int, typer.Option(help="Extra attempts for a worker that does not answer (backoff).")
+    ] = 2,
+    timeout_s: Annotated[
+        float | None, typer.Option(help="Per-worker deadline (default delay+duration+30 s).")
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(envvar="PODSCOPE_TOKEN", help="The agents' shared token.")
+    ] = None,
+    session: Annotated[
+        str | None, typer.Option(help="Session folder name (default: UTC time).")
+    ] = None,
+    shared_storage: Annotated[
+        bool, typer.Option("--shared-storage", help="Workers write into LOGDIR directly.")
+    ] = False,
+    unsafe_full_trace: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe-full-trace",
+            help="Host-trace non-chief MWMS workers too. "
+            "WARNING: TF 2.20/2.21 crash them (and the job).",
+        ),
+    ] = False,
+) -> None:
+    """Capture every worker of a job in one window and bring the traces home."""
+    try:
+        targets = targets_from(addresses, cluster)
+        opts = CaptureOptions(
+            logdir=logdir,
+            duration_ms=duration_ms,
+            delay_ms=delay_ms,
+            host_tracer_level=host_tracer_level,
+            python_tracer_level=python_tracer_level,
+            device_tracer_level=device_tracer_level,
+            retries=retries,
+            timeout_s=timeout_s,
+            token=token,
+            session=session,
+            shared_storage=shared_storage,
+            unsafe_full_trace=unsafe_full_trace,
+        )
+        if unsafe_full_trace:
+            typer.echo(
+                "podscope: warning: --unsafe-full-trace host-traces non-chief MultiWorkerMirroredStrategy "
+                "workers; TF 2.20/2.21 crash them (use-after-free in TraceMeRecorder::Consume).",
+                err=True,
+            )
+        result = run_capture(targets, opts, live=sys.stdout.isatty())
+    except CaptureError as e:
+        typer.echo(f"podscope: error: {e}", err=True)
+        raise typer.Exit(2) from None
+    for w in result.workers:
+        detail = f" {w.bytes / 1e6:.1f} MB -> {w.file}" if w.status == "ok" else f": {w.reason}"
+        note = f" ({w.plan_note})" if w.plan_note else ""
+        role = f" [{w.role}:{w.index}]" if w.role else ""
+        typer.echo(f"{w.label}{role} {w.status}{detail}{note}")
+    typer.echo(f"session {result.session}: {result.session_dir / 'capture.json'}")
+    raise typer.Exit(result.exit_code())

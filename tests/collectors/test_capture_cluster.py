@@ -1,0 +1,146 @@
+"""Captures of real engine clusters on loopback: every task, one window, jobs never killed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from collectors.capture import EXIT_OK, EXIT_PARTIAL, CaptureOptions, CaptureResult, Target, capture
+from reference_engine import cluster
+from reference_engine.config import EngineConfig
+from tests.cluster_helpers import StartCluster, losses
+from trace_parsers import load
+
+pytestmark = [pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow]
+
+
+def grab(m: cluster.Manifest, logdir: Path, **kw: object) -> CaptureResult:
+    opts = CaptureOptions(logdir=logdir, **{"duration_ms": 2000, "delay_ms": 300, **kw})  # type: ignore[arg-type]
+    return capture([Target(t.agent_address) for t in m.tasks], opts)
+
+
+def steps_seen(frames_events: pd.DataFrame) -> pd.Series:
+    """Per worker: step markers, else one Python-traced tf.function call per step."""
+    ev = frames_events
+    name = ev["name"].astype(str)
+    markers = ev[(name == "train") & ev["step_num"].notna()].groupby("worker", observed=True).size()
+    calls = ev[
+        name.str.contains(r"polymorphic_function\.py:\d+ __call__", regex=True) & (ev["depth"] <= 1)
+    ]
+    return markers.combine(calls.groupby("worker", observed=True).size(), max, fill_value=0)
+
+
+def wait_steps(task: cluster.TaskInfo, n: int, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(losses(task)) < n and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(losses(task)) >= n, cluster.events(task)[-3:]
+
+
+def test_mwms_three_workers_one_window(start_cluster: StartCluster, tmp_path: Path) -> None:
+    m = start_cluster(EngineConfig(workload="mwms-loop", steps=None), workers=3)
+    wait_steps(m.tasks[0], 5)
+    result = grab(m, tmp_path / "logdir")
+    assert result.exit_code() == EXIT_OK, [(w.label, w.status, w.reason) for w in result.workers]
+    assert [(w.role, w.index) for w in result.workers] == [
+        ("worker", 0),
+        ("worker", 1),
+        ("worker", 2),
+    ]
+    assert [(w.host_tracer_level, w.python_tracer_level) for w in result.workers] == [
+        (2, 0),
+        (0, 1),
+        (0, 1),
+    ]
+    frames = load(result.session_dir, cache=False)
+    assert len(frames.workers) == 3 and not frames.failures
+    starts = frames.events.groupby("worker", observed=True)["start_ns"].min()
+    assert (starts.max() - starts.min()) / 1e6 < 5, starts
+    assert (steps_seen(frames.events) >= 3).all()
+    assert all(cluster.alive(t.pid) for t in m.tasks)
+
+
+def test_ps_cluster_every_task(start_cluster: StartCluster, tmp_path: Path) -> None:
+    m = start_cluster(EngineConfig(workload="ps", steps=None), workers=2, ps=1)
+    wait_steps(next(t for t in m.tasks if t.role == "chief"), 10)
+    result = grab(m, tmp_path / "logdir")
+    assert result.exit_code() == EXIT_OK, [(w.label, w.status, w.reason) for w in result.workers]
+    assert sorted(f"{w.role}:{w.index}" for w in result.workers) == [
+        "chief:0",
+        "ps:0",
+        "worker:0",
+        "worker:1",
+    ]
+    frames = load(result.session_dir, cache=False)
+    starts = frames.events.groupby("worker", observed=True)["start_ns"].min()
+    assert len(starts) == 4 and (starts.max() - starts.min()) / 1e6 < 5, starts
+
+
+def test_stopped_and_killed_workers_keep_the_others(
+    start_cluster: StartCluster, tmp_path: Path
+) -> None:
+    m = start_cluster(EngineConfig(workload="ps", steps=None), workers=2, ps=1)
+    wait_steps(next(t for t in m.tasks if t.role == "chief"), 10)
+    stopped = next(t for t in m.tasks if t.name == "worker:1")
+    cluster.kill_task(stopped)
+    result = grab(m, tmp_path / "a", retries=1)
+    by = {w.address: w for w in result.workers}
+    assert by[stopped.agent_address].status == "unreachable"
+    assert result.exit_code() == EXIT_PARTIAL
+    assert sum(w.status == "ok" for w in result.workers) == 3
+    assert len(load(result.session_dir, cache=False).workers) == 3
+
+    victim = next(t for t in m.tasks if t.name == "worker:0")
+    threading.Timer(1.5, cluster.kill_task, args=(victim,)).start()
+    t0 = time.monotonic()
+    result = grab(m, tmp_path / "b", duration_ms=4000, timeout_s=15)
+    assert time.monotonic() - t0 < 20
+    by = {w.address: w for w in result.workers}
+    assert by[victim.agent_address].status in ("crashed", "timeout"), by[victim.agent_address]
+    # With both workers gone the job stalls: the chief and ps answer, with or without events.
+    for t in m.tasks:
+        if t.role in ("chief", "ps"):
+            assert by[t.agent_address].status in ("ok", "empty"), by[t.agent_address]
+
+
+def test_second_concurrent_capture_is_told_busy(
+    start_cluster: StartCluster, tmp_path: Path
+) -> None:
+    m = start_cluster(EngineConfig(workload="mwms-loop", steps=None), workers=2)
+    wait_steps(m.tasks[0], 5)
+    results: list[CaptureResult] = []
+    first = threading.Thread(
+        target=lambda: results.append(grab(m, tmp_path / "first", duration_ms=3000))
+    )
+    first.start()
+    time.sleep(1.0)
+    second = grab(m, tmp_path / "second", duration_ms=1000)
+    first.join()
+    assert results[0].exit_code() == EXIT_OK
+    statuses = {w.status for w in second.workers}
+    assert statuses <= {"busy", "ok"} and "busy" in statuses, [
+        (w.status, w.reason) for w in second.workers
+    ]
+
+
+def test_twenty_captures_never_kill_mwms_training(
+    start_cluster: StartCluster, tmp_path: Path
+) -> None:
+    """The default (safe) plan on a 3-worker MWMS job: 20 consecutive 2 s captures."""
+    m = start_cluster(EngineConfig(workload="mwms-loop", steps=None), workers=3)
+    wait_steps(m.tasks[0], 5)
+    for i in range(20):
+        result = grab(m, tmp_path / "logdir", session=f"s{i:02d}")
+        assert result.exit_code() == EXIT_OK, (
+            i,
+            [(w.label, w.status, w.reason) for w in result.workers],
+        )
+        assert (steps_seen(load(result.session_dir, cache=False).events) >= 1).sum() == 3, i
+        assert all(cluster.alive(t.pid) for t in m.tasks), f"a worker died during capture {i}"
+    before = len(losses(m.tasks[0]))
+    time.sleep(2)
+    assert len(losses(m.tasks[0])) > before, "training stopped"
