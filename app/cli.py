@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from app.cli_analyze import steps_command
 from app.cli_capture import capture_command
 from app.cli_cluster import cluster_cli
 from app.summary import summarize
@@ -24,6 +25,7 @@ cli = typer.Typer(
 )
 cli.add_typer(cluster_cli, name="cluster")
 cli.command("capture")(capture_command)
+cli.command("steps")(steps_command)
 
 
 @cli.callback()

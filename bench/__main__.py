@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import transfer
 from bench.synth import ensure_capture
 from bench.tf_capture import ensure_tf_capture
 
@@ -133,6 +134,9 @@ def main() -> None:
         help="synthetic steps (302 events each); 0 skips",
     )
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--transfer-mb", type=int, default=200, help="size of the transferred trace; 0 skips"
+    )
     args = ap.parse_args()
     inputs = []
     tf_path = ensure_tf_capture(OUT, args.tf_steps)
@@ -148,6 +152,8 @@ def main() -> None:
         results = bench_parse(path, args.repeat)
         n_events = int(results["podscope parse (cold, no cache)"]["events"])
         report(title, n_events, path.stat().st_size / 1e6, results)
+    if args.transfer_mb:
+        transfer.report(transfer.bench_transfer(args.transfer_mb, args.repeat), args.transfer_mb)
 
 
 if __name__ == "__main__":

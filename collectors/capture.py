@@ -276,7 +276,7 @@ def _classify(e: grpc.RpcError, elapsed_s: float, opts: CaptureOptions) -> tuple
     return "failed", f"{code.name}: {details}"
 
 
-def _fetch(
+def fetch_trace(
     channel: grpc.Channel, opts: CaptureOptions, result: WorkerResult, session: str, dest: Path
 ) -> None:
     """Streams the worker's trace into ``dest``, verifying size and SHA-256."""
@@ -442,5 +442,5 @@ def _capture_one(
         return
     result.status = "transferring"
     notify(result)
-    _fetch(channel, opts, result, session, session_dir / f"{result.label}.xplane.pb")
+    fetch_trace(channel, opts, result, session, session_dir / f"{result.label}.xplane.pb")
     notify(result)

@@ -6,6 +6,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,3 +109,64 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[..., cluster.Manifest]]:
     for m in started:
         cluster.down(m, grace_s=2)
         assert not [t.name for t in m.tasks if cluster.alive(t.pid)], "processes left after down"
+
+
+@dataclass(frozen=True)
+class ScenarioCapture:
+    """A capture of an engine cluster running one scenario (the ground truth for analyses)."""
+
+    workload: str
+    scenario: str
+    session_dir: Path
+    manifest: cluster.Manifest
+    config: EngineConfig
+
+    def label(self, task: str) -> str:
+        """The worker label of task ``role:index`` in the capture."""
+        t = next(t for t in self.manifest.tasks if t.name == task)
+        return t.agent_address.replace(":", "_")
+
+
+@pytest.fixture(scope="session")
+def scenario_capture(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., ScenarioCapture]]:
+    """``scenario_capture(workload, scenario, workers=2, ps=0, **config)``: runs the cluster,
+    waits for warm-up, captures 2 s of every task with the default (safe) plan, stops the
+    cluster. Cached for the session: each scenario runs once however many tests use it."""
+    require_tf()
+    from collectors.capture import CaptureOptions, Target, capture
+
+    made: dict[tuple[object, ...], ScenarioCapture] = {}
+
+    def make(
+        workload: str, scenario: str, workers: int = 2, ps: int = 0, **config: object
+    ) -> ScenarioCapture:
+        key = (workload, scenario, workers, ps, tuple(sorted(config.items())))
+        if key in made:
+            return made[key]
+        root = tmp_path_factory.mktemp(f"{workload}-{scenario}")
+        cfg = EngineConfig(workload=workload, scenario=scenario, steps=None, **config)  # type: ignore[arg-type]
+        m = cluster.up(cfg, workers=workers, ps=ps, run_dir=root / "run", ready_timeout_s=240)
+        try:
+            trainer = (
+                next(t for t in m.tasks if t.role == "chief") if workload == "ps" else m.tasks[0]
+            )
+            deadline = time.monotonic() + 180
+            while (
+                sum(e["event"] == "step" for e in cluster.events(trainer)) < 5
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.2)
+            result = capture(
+                [Target(t.agent_address) for t in m.tasks],
+                CaptureOptions(logdir=root / "logdir", duration_ms=2500, delay_ms=300),
+            )
+            bad = [(w.label, w.status, w.reason) for w in result.workers if w.status != "ok"]
+            assert not bad, bad
+        finally:
+            cluster.down(m, grace_s=2)
+        made[key] = ScenarioCapture(workload, scenario, result.session_dir, m, cfg)
+        return made[key]
+
+    yield make

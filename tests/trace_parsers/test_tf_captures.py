@@ -88,3 +88,27 @@ def test_op_counts_and_self_time_match_xprof(name: str, request: pytest.FixtureR
     assert (
         (both["total_time"] - both["total_ps"] / 1e6).abs() <= 0.01 * both["total_time"] + 1e-3
     ).all()
+
+
+@pytest.mark.cluster
+def test_two_worker_mwms_capture_parses(scenario_capture) -> None:  # type: ignore[no-untyped-def]
+    """A real 2-worker MultiWorkerMirroredStrategy capture (engine + collector, safe plan)."""
+    cap = scenario_capture("mwms-loop", "baseline")
+    files = sorted(cap.session_dir.glob("*.xplane.pb"))
+    assert len(files) == 2
+    for path in files:
+        data = path.read_bytes()
+        frames = validate(parse_xplane(data, worker=path.name, source=str(path)))
+        ref = reference_counts(data)
+        assert len(frames.events) == ref["timed"] > 0
+        assert_every_stat_kept(frames, ref["stat_keys"])  # type: ignore[arg-type]
+    frames = load(cap.session_dir, cache=False)
+    assert sorted(frames.workers["worker"].astype(str)) == sorted(
+        p.name.removesuffix(".xplane.pb") for p in files
+    )
+    chief = frames.events[frames.events["worker"] == cap.label("worker:0")]
+    nums = sorted(
+        chief.loc[(chief["name"] == "train") & chief["step_num"].notna(), "step_num"].astype(int)
+    )
+    # Markers that lie fully inside the window: consecutive step numbers, none lost.
+    assert len(nums) >= 5 and nums == list(range(nums[0], nums[0] + len(nums)))

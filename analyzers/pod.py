@@ -1,0 +1,115 @@
+"""The pod view: per step, every worker side by side; who is slow, how often, and why.
+
+    >>> pod = pod_view(breakdown)            # one row per worker × step
+    >>> stragglers(pod)                      # one row per worker: score, named straggler or not
+
+Synchronous jobs (MultiWorkerMirroredStrategy: every worker ends each step together) and
+asynchronous ones (ParameterServerStrategy) need different evidence:
+
+* synchronous: the straggler is the worker that *arrives* last; the others wait for it inside
+  the all-reduce, so their step times are as long as its. Lateness = step start − the earliest
+  start of that step.
+* asynchronous: the straggler's steps are simply longer. Excess = step time / median step time
+  of all workers − 1.
+
+A worker is named straggler when its score (mean lateness or excess, as a share of the median
+step time) is at least ``min_score`` and at least ``dominance`` times the next worker's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analyzers.breakdown import CATEGORIES
+
+CATEGORY_NAMES = list(CATEGORIES)
+
+
+def pod_view(breakdown: pd.DataFrame) -> pd.DataFrame:
+    """Per worker × step (devices of a worker summed by taking the slowest device).
+
+    Args:
+        breakdown: ``analyzers.breakdown.step_breakdown`` output.
+
+    Returns:
+        Columns ``worker, step, step_num, start_ns, end_ns, step_time_ns, lateness_ns,
+        excess, bottleneck, split`` plus the category ``_ns`` columns; ``bottleneck`` is the
+        largest category (missing when the worker's categories are unknown).
+    """
+    cols = [f"{c}_ns" for c in CATEGORY_NAMES]
+    b = breakdown.sort_values("step_time_ns", ascending=False).drop_duplicates(["worker", "step"])
+    b = b.sort_values(["step", "worker"], ignore_index=True)
+    out = b[["worker", "step", "step_num", "start_ns", "step_time_ns", "split", *cols]].copy()
+    out["end_ns"] = out["start_ns"] + out["step_time_ns"]
+    first_start = out.groupby("step")["start_ns"].transform("min")
+    median_time = out.groupby("step")["step_time_ns"].transform("median")
+    out["lateness_ns"] = out["start_ns"] - first_start
+    out["excess"] = out["step_time_ns"] / median_time - 1.0
+    values = out[cols].astype("float64").to_numpy()
+    has = out["split"].to_numpy(dtype=bool) & ~np.isnan(values).any(axis=1)
+    best = np.where(has, np.nan_to_num(values, nan=-1).argmax(axis=1), -1)
+    out["bottleneck"] = pd.array(
+        [CATEGORY_NAMES[i] if i >= 0 else pd.NA for i in best], dtype="string"
+    )
+    return out
+
+
+def is_synchronous(pod: pd.DataFrame, tolerance: float = 0.1) -> bool:
+    """True when workers end each step together (within ``tolerance`` of the step time)."""
+    if pod["worker"].nunique() < 2:
+        return True
+    end = pod.groupby("step")["end_ns"]
+    spread = (end.transform("max") - end.transform("min")) / pod.groupby("step")[
+        "step_time_ns"
+    ].transform("median")
+    return bool(spread.median() <= tolerance)
+
+
+def stragglers(pod: pd.DataFrame, min_score: float = 0.25, dominance: float = 2.0) -> pd.DataFrame:
+    """One row per worker: straggler score, steps where it was last, and whether it is named.
+
+    Returns:
+        Columns ``worker, score, last_share, mean_step_time_ns, mode, straggler`` sorted by
+        score (highest first). ``last_share`` = share of steps where this worker was the last
+        to arrive (synchronous) or the slowest (asynchronous).
+    """
+    if pod.empty:
+        return pd.DataFrame(
+            columns=["worker", "score", "last_share", "mean_step_time_ns", "mode", "straggler"]
+        )
+    sync = is_synchronous(pod)
+    median_step = float(pod["step_time_ns"].median())
+    metric = pod["lateness_ns"] / median_step if sync else pod["excess"]
+    per_step_max = metric.groupby(pod["step"]).transform("max")
+    out = pd.DataFrame(
+        {
+            "score": metric.groupby(pod["worker"]).mean(),
+            "last_share": (metric == per_step_max).groupby(pod["worker"]).mean(),
+            "mean_step_time_ns": pod.groupby("worker")["step_time_ns"].mean(),
+        }
+    ).reset_index()
+    out["mode"] = "synchronous" if sync else "asynchronous"
+    out = out.sort_values("score", ascending=False, ignore_index=True)
+    second = out["score"].iloc[1] if len(out) > 1 else 0.0
+    named = (
+        (out.index == 0)
+        & (out["score"] >= min_score)
+        & (out["score"] >= dominance * max(second, 0.0))
+    )
+    out["straggler"] = named
+    return out
+
+
+def device_imbalance(breakdown: pd.DataFrame) -> pd.DataFrame:
+    """Per worker with several devices: mean over steps of (max − min) / mean device busy time.
+
+    Busy time = step time − all_others (time some counted event ran on that device).
+    """
+    b = breakdown[breakdown["split"].astype(bool)]
+    busy = (b["step_time_ns"] - b["all_others_ns"].astype("float64")).rename("busy")
+    g = b.assign(busy=busy).groupby(["worker", "step"])["busy"]
+    spread = (g.max() - g.min()) / g.mean().replace(0, np.nan)
+    counts = b.groupby("worker")["device"].nunique()
+    res = spread.groupby("worker").mean().rename("imbalance").reset_index()
+    return res[res["worker"].map(counts) > 1].reset_index(drop=True)

@@ -1,0 +1,197 @@
+"""Training steps per worker, found from step markers or, without them, from documented fallbacks.
+
+``find_steps(events)`` → one row per (worker, step):
+
+    worker            step_num  start_ns             end_ns               method
+    127.0.0.1_4001    12        1796021524369830243  1796021524384470000  marker
+    127.0.0.1_4002    <NA>      1796021524369473531  1796021524384201000  python_call
+
+Methods, tried in this order per worker (the first that finds at least two steps wins):
+
+1. ``marker``: events with a ``step_num`` stat at depth 0 (``Trace('train', step_num=…, _r=1)``,
+   tf-keras ``fit``); ``train`` is preferred when several marker names exist.
+2. ``function``: the most frequent top-level tf.function execution,
+   ``EagerLocalExecute: __inference_<name>`` with ``train`` in the name (custom loops without
+   markers, ParameterServerStrategy workers).
+3. ``python_call``: the Python tracer's ``polymorphic_function.py:<line> __call__`` events at
+   depth ≤ 1 — what the collector's safe plan records on non-chief MWMS workers.
+
+``align_steps`` then numbers the steps every worker has (XProf's ``step`` 0..N-1): by
+``step_num`` where workers have one, else by time overlap with a worker that has.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analyzers._match import matches
+
+METHODS = ("marker", "function", "python_call")
+_FUNCTION = r"^EagerLocalExecute: __inference_\w*train\w*"
+_PY_CALL = r"polymorphic_function\.py:\d+ __call__$"
+STEP_COLUMNS = ["worker", "step_num", "start_ns", "end_ns", "method", "name"]
+
+
+def _rows(ev: pd.DataFrame, method: str) -> pd.DataFrame:
+    out = pd.DataFrame(
+        {
+            "worker": ev["worker"].astype(str),
+            "step_num": ev["step_num"].astype("Int64")
+            if method == "marker"
+            else pd.array([pd.NA] * len(ev), dtype="Int64"),
+            "start_ns": ev["start_ns"].to_numpy(),
+            "end_ns": ev["start_ns"].to_numpy() + ev["dur_ps"].to_numpy() // 1000,
+            "method": method,
+            "name": ev["name"].astype(str),
+        }
+    )
+    return out.sort_values("start_ns", kind="stable")
+
+
+def _worker_steps(ev: pd.DataFrame) -> pd.DataFrame:
+    markers = ev[ev["step_num"].notna() & (ev["depth"] == 0)]
+    if len(markers):
+        names = markers["name"].astype(str)
+        markers = (
+            markers[names == "train"]
+            if (names == "train").any()
+            else markers[names == names.mode().iloc[0]]
+        )
+        if len(markers) >= 2:
+            return _rows(markers, "marker")
+    fn = ev[matches(ev["name"], _FUNCTION)]
+    if len(fn):
+        top = fn[fn["depth"] == fn["depth"].min()]
+        top = top[top["name"].astype(str) == top["name"].astype(str).mode().iloc[0]]
+        if len(top) >= 2:
+            return _rows(top, "function")
+    calls = ev[matches(ev["name"], _PY_CALL) & (ev["depth"] <= 1)]
+    if len(calls) >= 2:
+        calls = calls[calls["depth"] == calls["depth"].min()]
+        return _rows(calls, "python_call")
+    return pd.DataFrame(
+        {
+            c: pd.Series(dtype=t)
+            for c, t in zip(
+                STEP_COLUMNS, ["str", "Int64", "int64", "int64", "str", "str"], strict=True
+            )
+        }
+    )
+
+
+def find_steps(events: pd.DataFrame) -> pd.DataFrame:
+    """Steps of every worker.
+
+    Args:
+        events: ``events`` frame (columns worker, name, start_ns, dur_ps, depth, step_num).
+
+    Returns:
+        Columns ``worker, step_num (Int64, marker's own number), start_ns, end_ns, method,
+        name``, sorted by worker then time. A worker with no steps has no rows (see
+        ``step_methods`` for why).
+    """
+    parts = [_worker_steps(g) for _, g in events.groupby("worker", observed=True, sort=True)]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return _worker_steps(events.iloc[:0])
+    return pd.concat(parts, ignore_index=True)
+
+
+def step_methods(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Per worker: the method that found its steps, or why none were found.
+
+    Returns:
+        Columns ``worker, method, steps, note``.
+    """
+    rows = []
+    found = (
+        steps.groupby("worker")["method"].agg(["first", "size"]) if len(steps) else pd.DataFrame()
+    )
+    for w in (
+        events["worker"].cat.categories
+        if hasattr(events["worker"], "cat")
+        else sorted(events["worker"].unique())
+    ):
+        if w in found.index:
+            method, n = found.loc[w, "first"], int(found.loc[w, "size"])
+            note = {
+                "marker": "step markers (Trace('train', step_num=…) or Keras fit)",
+                "function": "no step markers: one tf.function train call per step",
+                "python_call": "Python tracer only: one tf.function __call__ per step; TF ops not traced",
+            }[method]
+            rows.append((w, method, n, note))
+        else:
+            rows.append(
+                (
+                    w,
+                    "none",
+                    0,
+                    "No step marker observed and no repeated tf.function train call: add "
+                    "`with tf.profiler.experimental.Trace('train', step_num=step, _r=1):` around each step",
+                )
+            )
+    return pd.DataFrame(rows, columns=["worker", "method", "steps", "note"])
+
+
+def align_steps(steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Numbers the steps every worker has, 0..N-1 in time order (XProf's ``step``).
+
+    Workers with marker ``step_num``s are aligned on it; workers without are matched to the
+    reference worker's step whose interval contains the middle of theirs (MWMS steps are
+    synchronous).
+
+    Returns:
+        ``(aligned, missing)``: ``aligned`` = steps present on every worker with column
+        ``step`` (and ``step_num`` filled from the reference); ``missing`` = per worker, the
+        reference ``step_num``s it lacks (columns ``worker, step_num``).
+    """
+    if steps.empty:
+        return steps.assign(step=pd.Series(dtype="int64")), pd.DataFrame(
+            columns=["worker", "step_num"]
+        )
+    workers = sorted(steps["worker"].unique())
+    numbered = steps[steps["step_num"].notna()]
+    if numbered.empty:
+        # No worker has step numbers: align by order (all workers run the same steps).
+        ordered = steps.assign(key=steps.groupby("worker").cumcount())
+    else:
+        ref_worker = numbered.groupby("worker").size().idxmax()
+        ref = (
+            numbered[numbered["worker"] == ref_worker]
+            .drop_duplicates("step_num")
+            .sort_values("start_ns")
+        )
+        parts = []
+        for w in workers:
+            s = steps[steps["worker"] == w]
+            if s["step_num"].notna().all():
+                parts.append(s.assign(key=s["step_num"].astype("int64")))
+                continue
+            mid = (s["start_ns"].to_numpy() + s["end_ns"].to_numpy()) // 2
+            i = np.searchsorted(ref["start_ns"].to_numpy(), mid, side="right") - 1
+            ok = (i >= 0) & (mid < ref["end_ns"].to_numpy()[np.clip(i, 0, None)])
+            parts.append(
+                s[ok].assign(
+                    key=ref["step_num"].to_numpy()[i[ok]].astype("int64"),
+                    step_num=pd.array(ref["step_num"].to_numpy()[i[ok]], dtype="Int64"),
+                )
+            )
+        ordered = pd.concat(parts, ignore_index=True).drop_duplicates(["worker", "key"])
+    counts = ordered.groupby("key")["worker"].nunique()
+    common = counts[counts == len(workers)].index
+    aligned = ordered[ordered["key"].isin(common)].copy()
+    order = aligned.groupby("key")["start_ns"].min().sort_values()
+    aligned["step"] = (
+        aligned["key"].map(pd.Series(np.arange(len(order)), index=order.index)).astype("int64")
+    )
+    present = (
+        ordered.groupby(["key", "worker"])
+        .size()
+        .unstack(fill_value=0)
+        .reindex(columns=workers, fill_value=0)
+    )
+    absent = present[~present.index.isin(common)].eq(0).stack()
+    missing = absent[absent].reset_index()[["worker", "key"]].rename(columns={"key": "step_num"})
+    aligned = aligned.drop(columns="key").sort_values(["worker", "step"], ignore_index=True)
+    return aligned, missing.sort_values(["worker", "step_num"], ignore_index=True)

@@ -1,0 +1,104 @@
+"""``podscope steps``: the per-step time breakdown of every worker and device, as CSV or a table."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+
+STEP_CSV_COLUMNS = [
+    "worker",
+    "device",
+    "step",
+    "step_num",
+    "step_time_us",
+    "device_compute_us",
+    "device_to_device_us",
+    "device_collectives_us",
+    "host_compute_us",
+    "kernel_launch_us",
+    "input_us",
+    "output_us",
+    "compilation_us",
+    "all_others_us",
+    "device_compute_16_us",
+    "method",
+]
+
+
+def steps_table(breakdown: pd.DataFrame) -> pd.DataFrame:
+    """The breakdown in the CLI's units: ``_ns`` integer columns → ``_us`` (3 decimals)."""
+    out = breakdown.copy()
+    for col in [c for c in out.columns if c.endswith("_ns") and c != "start_ns"]:
+        out[col.removesuffix("_ns") + "_us"] = (out[col].astype("Float64") / 1000).round(3)
+    return out[STEP_CSV_COLUMNS]
+
+
+def steps_command(
+    path: Annotated[Path, typer.Argument(help="A .xplane.pb, a run folder or a logdir.")],
+    csv: Annotated[
+        bool, typer.Option("--csv", help="CSV on stdout (one row per worker × device × step).")
+    ] = False,
+    session: Annotated[
+        str | None, typer.Option(help="Session of a logdir (default: newest).")
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache")] = False,
+) -> None:
+    """Step-time breakdown per worker, device and step (XProf's categories)."""
+    from analyzers.breakdown import step_breakdown
+    from analyzers.steps import align_steps, find_steps, step_methods
+    from trace_parsers import TraceParseError, load
+
+    try:
+        frames = load(path, session=session, cache=not no_cache)
+    except TraceParseError as e:
+        typer.echo(f"podscope: error: {e}", err=True)
+        raise typer.Exit(2) from None
+    found = find_steps(frames.events)
+    aligned, missing = align_steps(found)
+    table = steps_table(step_breakdown(frames.events, aligned))
+    for row in step_methods(frames.events, found).itertuples():
+        if row.method != "marker":
+            typer.echo(f"podscope: note: {row.worker}: {row.note}", err=True)
+    if len(missing):
+        typer.echo(
+            f"podscope: note: {len(missing)} (worker, step) pairs missing on some workers were left out",
+            err=True,
+        )
+    if csv:
+        table.to_csv(sys.stdout, index=False)
+        return
+    render_summary(table)
+
+
+SHORT = {
+    "device_compute_us": "dev",
+    "device_to_device_us": "d2d",
+    "device_collectives_us": "coll",
+    "host_compute_us": "host",
+    "kernel_launch_us": "launch",
+    "input_us": "input",
+    "output_us": "out",
+    "compilation_us": "compile",
+    "all_others_us": "other",
+}
+
+
+def render_summary(table: pd.DataFrame) -> None:
+    """Per worker and device: steps, mean step time, and each category's share of it."""
+    from rich.console import Console
+    from rich.table import Table
+
+    g = table.groupby(["worker", "device"])
+    view = Table(title="mean step time and its breakdown (% of step); n/a: Python tracer only")
+    for col in ("worker", "device", "steps", "step ms", *SHORT.values()):
+        view.add_column(col, justify="left" if col in ("worker", "device") else "right")
+    for (worker, device), rows in g:
+        step = rows["step_time_us"].mean()
+        shares = [rows[c].mean() / step * 100 if rows[c].notna().any() else None for c in SHORT]
+        cells = ["n/a" if v is None else f"{v:.0f}" for v in shares]
+        view.add_row(str(worker), str(device), str(len(rows)), f"{step / 1000:.2f}", *cells)
+    Console().print(view)

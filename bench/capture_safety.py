@@ -1,0 +1,86 @@
+"""Crash rate of captures on a 3-worker MultiWorkerMirroredStrategy job, per plan, and worker
+memory across captures: ``python -m bench.capture_safety [--trials N]``.
+
+Plans: ``safe`` (PodScope's default: full host trace of the chief, Python tracer on the other
+workers) and ``unsafe`` (full host trace everywhere; TF 2.20/2.21 crash non-chief workers).
+A trial = a fresh cluster, one 2 s capture, then 3 s more training; it crashed if any worker
+died. Memory: RSS of each worker after each of 10 captures on one cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from collectors.capture import CaptureOptions, Target, capture
+from reference_engine import cluster
+from reference_engine.config import EngineConfig
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def start(root: Path, i: int) -> cluster.Manifest:
+    m = cluster.up(
+        EngineConfig(workload="mwms-loop", steps=None), workers=3, run_dir=root / f"run{i}"
+    )
+    time.sleep(3)
+    return m
+
+
+def trial(root: Path, i: int, unsafe: bool) -> bool:
+    m = start(root, i)
+    try:
+        opts = CaptureOptions(
+            logdir=root / f"logdir{i}", duration_ms=2000, unsafe_full_trace=unsafe, timeout_s=30
+        )
+        capture([Target(t.agent_address) for t in m.tasks], opts)
+        time.sleep(3)
+        return not all(cluster.alive(t.pid) for t in m.tasks)
+    finally:
+        cluster.down(m, grace_s=2)
+
+
+def memory(root: Path, captures: int) -> list[list[float]]:
+    m = start(root, 999)
+    rows = [[rss_mb(t.pid) for t in m.tasks]]
+    try:
+        for i in range(captures):
+            capture(
+                [Target(t.agent_address) for t in m.tasks],
+                CaptureOptions(logdir=root / "mem", session=f"m{i}"),
+            )
+            time.sleep(1)
+            rows.append([rss_mb(t.pid) for t in m.tasks])
+    finally:
+        cluster.down(m, grace_s=2)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.capture_safety")
+    ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument("--memory-captures", type=int, default=10)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="podscope-safety-") as tmp:
+        root = Path(tmp)
+        for name, unsafe in (("safe (default)", False), ("unsafe full trace", True)):
+            crashed = sum(
+                trial(root, i + (100 if unsafe else 0), unsafe) for i in range(args.trials)
+            )
+            print(f"{name:20} crashed jobs: {crashed}/{args.trials}", flush=True)
+        rows = memory(root, args.memory_captures)
+        print("worker RSS MB after each capture (worker:0 full trace, worker:1/2 python tracer):")
+        for i, row in enumerate(rows):
+            print(f"  after {i:2d}: " + "  ".join(f"{v:7.0f}" for v in row))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Step finding, alignment and the priority breakdown on constructed traces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analyzers.breakdown import CATEGORY_COLUMNS, step_breakdown
+from analyzers.pod import pod_view, stragglers
+from analyzers.steps import align_steps, find_steps, step_methods
+from tests.xspace_builder import SpaceBuilder
+from trace_parsers.loader import merge
+from trace_parsers.xplane import parse_xplane
+
+US = 1_000_000  # ps per µs
+
+
+def worker_trace(
+    label: str,
+    steps: int,
+    *,
+    offset_us: int = 0,
+    input_us: int = 0,
+    python_only: bool = False,
+    gpu: bool = False,
+    step_us: int = 1000,
+) -> bytes:
+    b = SpaceBuilder()
+    host = b.plane("/host:CPU")
+    py = host.line(1, "python")
+    ops = host.line(2, "tf_Compute")
+    gpu_plane = b.plane("/device:GPU:0", plane_id=1) if gpu else None
+    stream = gpu_plane.line(7, "Stream #7") if gpu_plane else None
+    for i in range(steps):
+        t0 = (offset_us + i * step_us) * US
+        if python_only:
+            host.event(py, "$polymorphic_function.py:805 __call__", t0, (step_us - 100) * US)
+            continue
+        host.event(py, "train", t0, (step_us - 100) * US, step_num=i, _r=1)
+        if input_us:
+            host.event(ops, "IteratorGetNextOp::DoCompute", t0 + 10 * US, input_us * US)
+        host.event(ops, "dense/MatMul:MatMul", t0 + (20 + input_us) * US, 300 * US)
+        # A collective overlapping the MatMul: collectives outrank host compute.
+        host.event(
+            ops,
+            "allreduce/CollectiveReduceV2:CollectiveReduceV2",
+            t0 + (200 + input_us) * US,
+            200 * US,
+        )
+        if stream is not None and gpu_plane is not None:
+            gpu_plane.event(stream, "volta_h884gemm_64x64", t0 + 50 * US, 100 * US)
+            gpu_plane.event(
+                stream, "MemcpyHtoD", t0 + 160 * US, 20 * US, memcpy_details="kind:HtoD size:64"
+            )
+    b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+    return b.bytes()
+
+
+def frames_of(*workers: tuple[str, bytes]) -> pd.DataFrame:
+    return merge([parse_xplane(data, worker=label) for label, data in workers]).events
+
+
+def test_breakdown_partitions_step_by_priority() -> None:
+    ev = frames_of(("w_1", worker_trace("w_1", 3, input_us=100)))
+    aligned, missing = align_steps(find_steps(ev))
+    b = step_breakdown(ev, aligned)
+    assert missing.empty and list(b["step"]) == [0, 1, 2]
+    row = b.iloc[0]
+    assert row["step_time_ns"] == 900_000
+    assert sum(int(row[c]) for c in CATEGORY_COLUMNS) == row["step_time_ns"]
+    assert row["input_ns"] == 100_000
+    assert row["device_collectives_ns"] == 200_000
+    assert row["host_compute_ns"] == 300_000 - 120_000  # MatMul minus the collective's overlap
+    assert row["all_others_ns"] == 900_000 - 100_000 - 200_000 - 180_000
+
+
+def test_gpu_rows_per_device_with_16_bit_compute_and_h2d() -> None:
+    ev = frames_of(("w_1", worker_trace("w_1", 2, gpu=True)))
+    b = step_breakdown(ev, align_steps(find_steps(ev))[0])
+    assert set(b["device"]) == {"/device:GPU:0"}
+    row = b.iloc[0]
+    assert row["device_compute_ns"] == row["device_compute_16_ns"] == 100_000
+    assert row["input_ns"] == 20_000  # HtoD copy
+
+
+def test_python_only_worker_has_step_times_not_zero_categories() -> None:
+    ev = frames_of(
+        ("w_1", worker_trace("w_1", 4)), ("w_2", worker_trace("w_2", 4, python_only=True))
+    )
+    found = find_steps(ev)
+    methods = step_methods(ev, found).set_index("worker")["method"].to_dict()
+    assert methods == {"w_1": "marker", "w_2": "python_call"}
+    aligned, _ = align_steps(found)
+    b = step_breakdown(ev, aligned)
+    py = b[b["worker"] == "w_2"]
+    assert len(py) == 4 and not py["split"].any() and py["input_ns"].isna().all()
+    assert (py["step_time_ns"] > 0).all()
+    assert sorted(py["step_num"].astype(int)) == [0, 1, 2, 3]  # numbered from the chief's markers
+
+
+def test_steps_missing_on_a_worker_are_reported() -> None:
+    ev = frames_of(("w_1", worker_trace("w_1", 5)), ("w_2", worker_trace("w_2", 3)))
+    aligned, missing = align_steps(find_steps(ev))
+    assert sorted(aligned["step"].unique()) == [0, 1, 2]
+    assert missing.values.tolist() == [["w_2", 3], ["w_2", 4]]
+
+
+def test_no_steps_found_explains_why() -> None:
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    p.event(p.line(1, "t"), "dense/MatMul:MatMul", 0, 100)
+    ev = parse_xplane(b.bytes(), worker="w").events
+    found = find_steps(ev)
+    assert found.empty
+    note = step_methods(ev, found).iloc[0]
+    assert note["method"] == "none" and "step_num=step" in note["note"]
+
+
+@pytest.mark.parametrize(("late_worker", "expect"), [(None, None), ("w_3", "w_3")])
+def test_synchronous_straggler_is_the_last_to_arrive(
+    late_worker: str | None, expect: str | None
+) -> None:
+    traces = []
+    for w in ("w_1", "w_2", "w_3"):
+        late = 400 if w == late_worker else 0
+        # Everyone ends together (synchronous all-reduce); the late one starts later.
+        b = SpaceBuilder()
+        host = b.plane("/host:CPU")
+        py = host.line(1, "python")
+        for i in range(6):
+            t0 = i * 2000
+            host.event(py, "train", (t0 + late) * US, (1500 - late) * US, step_num=i)
+        traces.append((w, b.bytes()))
+    ev = frames_of(*traces)
+    pod = pod_view(step_breakdown(ev, align_steps(find_steps(ev))[0]))
+    s = stragglers(pod)
+    named = s.loc[s["straggler"], "worker"].tolist()
+    assert named == ([expect] if expect else [])
+    assert s["mode"].iloc[0] == "synchronous"
+    if expect:
+        assert s.iloc[0]["score"] > 5 * max(s.iloc[1]["score"], 1e-9)
+
+
+def test_breakdown_scales_to_eight_workers_thousand_steps() -> None:
+    """Correctness at size (the speed target lives in make bench)."""
+    ev = frames_of(*[(f"w_{i}", worker_trace(f"w_{i}", 1000, input_us=50)) for i in range(8)])
+    b = step_breakdown(ev, align_steps(find_steps(ev))[0])
+    assert len(b) == 8000
+    assert np.array_equal(
+        b[CATEGORY_COLUMNS].astype("int64").sum(axis=1).to_numpy(), b["step_time_ns"].to_numpy()
+    )
