@@ -1,0 +1,121 @@
+"""``podscope serve``, ``podscope demo`` and ``podscope export``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def serve_command(
+    logdir: Annotated[
+        Path, typer.Option(help="Folder with plugins/profile/<session>/ captures.")
+    ] = Path("runs"),
+    host: Annotated[
+        str, typer.Option(help="Interface to bind (127.0.0.1: this machine only).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option()] = 8050,
+    cache_dir: Annotated[Path | None, typer.Option(help="Parsed-frame cache folder.")] = None,
+    max_upload_mb: Annotated[int, typer.Option(help="Largest accepted upload.")] = 512,
+) -> None:
+    """Serve the dashboard for a logdir."""
+    from app.settings import AppSettings
+
+    serve(AppSettings(logdir=logdir, cache_dir=cache_dir, max_upload_mb=max_upload_mb), host, port)
+
+
+def serve(settings: object, host: str, port: int) -> None:
+    from app.main import create_app
+
+    settings.logdir.mkdir(parents=True, exist_ok=True)  # type: ignore[attr-defined]
+    app = create_app(settings)  # type: ignore[arg-type]
+    typer.echo(f"serving on http://{host}:{port}", err=False)
+    app.run(host=host, port=port, debug=False)
+
+
+def demo_command(
+    logdir: Annotated[Path, typer.Option(help="Where the demo run and its capture go.")] = Path(
+        "runs/demo"
+    ),
+    scenario: Annotated[
+        str, typer.Option(help="Injected bottleneck of the demo job.")
+    ] = "input-bound",
+    workers: Annotated[int, typer.Option()] = 2,
+    duration_ms: Annotated[int, typer.Option()] = 2000,
+    port: Annotated[int, typer.Option()] = 8050,
+    keep_cluster: Annotated[
+        bool,
+        typer.Option(
+            "--keep-cluster",
+            help="Keep training while serving (capture again from the Capture page).",
+        ),
+    ] = False,
+) -> None:
+    """Local 2-worker job → capture over gRPC → parse → dashboard. Ctrl-C stops everything."""
+    from app.settings import AppSettings
+    from collectors.capture import CaptureOptions, Target, capture
+    from reference_engine import cluster
+    from reference_engine.config import EngineConfig, EngineError
+    from trace_parsers import load
+
+    typer.echo(f"starting a {workers}-worker mwms-loop job (scenario {scenario})…")
+    try:
+        m = cluster.up(
+            EngineConfig(workload="mwms-loop", scenario=scenario, steps=None),
+            workers=workers,
+            run_dir=logdir / "cluster",
+        )
+    except EngineError as e:
+        typer.echo(f"podscope: error: {e}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        deadline = time.monotonic() + 120
+        while (
+            sum(e["event"] == "step" for e in cluster.events(m.tasks[0])) < 5
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.3)
+        typer.echo("capturing every worker…")
+        result = capture(
+            [Target(t.agent_address) for t in m.tasks],
+            CaptureOptions(logdir=logdir, duration_ms=duration_ms),
+        )
+        for w in result.workers:
+            typer.echo(f"  {w.label} [{w.role}:{w.index}] {w.status} {w.reason or w.plan_note}")
+        frames = load(result.session_dir)
+        typer.echo(f"parsed {len(frames.events):,} events from {len(frames.workers)} workers")
+        if not keep_cluster:
+            cluster.down(m, grace_s=2)
+        serve(
+            AppSettings(logdir=logdir, cluster_manifest=Path(m.run_dir) / cluster.MANIFEST),
+            "127.0.0.1",
+            port,
+        )
+    finally:
+        cluster.down(m, grace_s=2)
+
+
+def export_command(
+    session: Annotated[
+        Path, typer.Argument(help="A session folder, a logdir (newest session) or a file.")
+    ],
+    chrome_json: Annotated[
+        Path,
+        typer.Option(
+            "--chrome-json", help="Output .json or .json.gz (Perfetto UI, chrome://tracing)."
+        ),
+    ],
+) -> None:
+    """Export a session as Chrome trace JSON."""
+    from trace_parsers import TraceParseError, load
+    from trace_parsers.chrome import write_chrome_trace
+
+    try:
+        frames = load(session)
+    except TraceParseError as e:
+        typer.echo(f"podscope: error: {e}", err=True)
+        raise typer.Exit(2) from None
+    n = write_chrome_trace(frames, chrome_json)
+    typer.echo(f"wrote {n:,} events to {chrome_json}")

@@ -1,0 +1,1 @@
+"""Pure functions frame → ``go.Figure`` (``<thing>_figure``); no data loading here."""

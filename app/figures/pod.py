@@ -1,0 +1,140 @@
+"""Pod Viewer figures: per-worker stacked breakdown, step time over steps, worker × step heat map."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from analyzers.breakdown import CATEGORIES
+
+COLORS = {
+    "device_compute": "#1f77b4",
+    "device_to_device": "#17becf",
+    "device_collectives": "#9467bd",
+    "host_compute": "#2ca02c",
+    "kernel_launch": "#bcbd22",
+    "input": "#d62728",
+    "output": "#ff7f0e",
+    "compilation": "#8c564b",
+    "all_others": "#c7c7c7",
+}
+LABELS = {
+    "device_compute": "Device compute",
+    "device_to_device": "Device to device",
+    "device_collectives": "Device collectives",
+    "host_compute": "Host compute",
+    "kernel_launch": "Kernel launch",
+    "input": "Input",
+    "output": "Output",
+    "compilation": "Compilation",
+    "all_others": "All others",
+}
+
+
+def _row_label(worker: str, device: str, n_devices: int) -> str:
+    return f"{worker} · {device}" if n_devices > 1 else worker
+
+
+def breakdown_bars_figure(rows: pd.DataFrame, title: str) -> go.Figure:
+    """Stacked horizontal bars, one per worker (and device when a worker has several).
+
+    Args:
+        rows: one row per worker × device with ``step_time_ns`` and ``<category>_ns`` (means
+            in the all-steps mode), optional ``<category>_std_ns``; ``split`` False rows show
+            their step time as one grey "not split" bar.
+        title: figure title.
+    """
+    rows = rows.sort_values(["worker", "device"])
+    n_dev = int(rows.groupby("worker")["device"].nunique().max()) if len(rows) else 1
+    y = [_row_label(w, d, n_dev) for w, d in zip(rows["worker"], rows["device"], strict=True)]
+    fig = go.Figure()
+    step_ms = rows["step_time_ns"].astype(float) / 1e6
+    for cat in CATEGORIES:
+        ms = rows[f"{cat}_ns"].astype("Float64").fillna(0).astype(float) / 1e6
+        pct = (ms / step_ms.where(step_ms > 0) * 100).fillna(0)
+        fig.add_trace(
+            go.Bar(
+                name=LABELS[cat],
+                y=y,
+                x=ms,
+                orientation="h",
+                marker_color=COLORS[cat],
+                customdata=pct,
+                hovertemplate="%{y}<br>"
+                + LABELS[cat]
+                + ": %{x:.3f} ms (%{customdata:.1f} %)<extra></extra>",
+            )
+        )
+    unsplit = ~rows["split"].astype(bool)
+    if unsplit.any():
+        fig.add_trace(
+            go.Bar(
+                name="Not split (Python tracer only)",
+                y=[v for v, u in zip(y, unsplit, strict=True) if u],
+                x=step_ms[unsplit],
+                orientation="h",
+                marker_color="#e9ecef",
+                marker_line_color="#6c757d",
+                marker_line_width=1,
+                hovertemplate="%{y}<br>step time %{x:.3f} ms; categories not traced<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        barmode="stack",
+        title=title,
+        xaxis_title="ms",
+        height=120 + 40 * len(y),
+        margin={"l": 10, "r": 10, "t": 50, "b": 40},
+        legend={"orientation": "h", "y": -0.25},
+    )
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def step_time_lines_figure(pod: pd.DataFrame, selected_step: int | None = None) -> go.Figure:
+    """Step time (ms) over steps, one line per worker; the selected step marked."""
+    fig = go.Figure()
+    for worker, g in pod.sort_values("step").groupby("worker"):
+        fig.add_trace(
+            go.Scatter(
+                x=g["step"],
+                y=g["step_time_ns"] / 1e6,
+                mode="lines+markers",
+                name=str(worker),
+                marker={"size": 4},
+                hovertemplate=f"{worker}<br>step %{{x}}: %{{y:.3f}} ms<extra></extra>",
+            )
+        )
+    if selected_step is not None:
+        fig.add_vline(x=selected_step, line_dash="dot", line_color="#6c757d")
+    fig.update_layout(
+        title="Step time per worker",
+        xaxis_title="step",
+        yaxis_title="ms",
+        height=320,
+        margin={"l": 10, "r": 10, "t": 50, "b": 40},
+    )
+    return fig
+
+
+def step_heatmap_figure(pod: pd.DataFrame, value: str = "lateness_ns") -> go.Figure:
+    """Worker × step heat map of ``value`` (arrival lateness by default), in ms."""
+    grid = pod.pivot_table(index="worker", columns="step", values=value, aggfunc="max") / 1e6
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid.to_numpy(),
+            x=grid.columns.tolist(),
+            y=grid.index.tolist(),
+            colorscale="Reds",
+            colorbar={"title": "ms"},
+            hovertemplate="%{y}<br>step %{x}: %{z:.3f} ms<extra></extra>",
+        )
+    )
+    title = "Arrival lateness per step (ms)" if value == "lateness_ns" else value
+    fig.update_layout(
+        title=title,
+        xaxis_title="step",
+        height=140 + 30 * len(grid),
+        margin={"l": 10, "r": 10, "t": 50, "b": 40},
+    )
+    return fig

@@ -1,0 +1,45 @@
+"""Component ids of every page, in one place, prefixed by page."""
+
+from __future__ import annotations
+
+# Shell
+URL = "shell-url"
+SESSION_PICKER = "shell-session"
+SESSION_ALERT = "shell-session-alert"
+
+# Sessions page
+SESSIONS_TABLE = "sessions-table"
+UPLOAD = "sessions-upload"
+UPLOAD_RESULT = "sessions-upload-result"
+
+# Pod Viewer
+POD_STEP = "pod-step"
+POD_MODE = "pod-mode"
+POD_BARS = "pod-bars"
+POD_LINES = "pod-lines"
+POD_HEATMAP = "pod-heatmap"
+POD_BADGES = "pod-badges"
+POD_TABLE = "pod-table"
+POD_NOTES = "pod-notes"
+POD_CSV = "pod-csv"
+POD_PARQUET = "pod-parquet"
+POD_DOWNLOAD = "pod-download"
+
+# Timeline
+TL_GRAPH = "tl-graph"
+TL_SEARCH = "tl-search"
+TL_WORKER = "tl-worker"
+TL_DETAILS = "tl-details"
+TL_STATS = "tl-stats"
+
+# Capture
+CAP_ADDRESSES = "cap-addresses"
+CAP_MANIFEST = "cap-manifest"
+CAP_DURATION = "cap-duration"
+CAP_DELAY = "cap-delay"
+CAP_HOST_LEVEL = "cap-host-level"
+CAP_PY_LEVEL = "cap-py-level"
+CAP_RETRIES = "cap-retries"
+CAP_START = "cap-start"
+CAP_PROGRESS = "cap-progress"
+CAP_RESULT = "cap-result"

@@ -1,0 +1,56 @@
+"""Helpers shared by pages: resolve the session of the URL, render errors as alerts."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import dcc, html
+
+from app.main import store
+from app.store import Analysis, SessionError
+from trace_parsers import TraceParseError
+
+
+def load_session(session: str | None) -> tuple[str | None, Analysis | None, Any]:
+    """(session name, analysis, alert). With no session given, the newest one is used;
+    a bad or corrupt session yields an alert instead of raising."""
+    names = store().names()
+    if not session:
+        if not names:
+            return (
+                None,
+                None,
+                dbc.Alert(
+                    [
+                        "No sessions yet in ",
+                        html.Code(str(store().logdir)),
+                        ": capture one on the ",
+                        dcc.Link("Capture", href="/capture"),
+                        " page or upload a trace on ",
+                        dcc.Link("Sessions", href="/"),
+                        ".",
+                    ],
+                    color="info",
+                ),
+            )
+        session = names[0]
+    try:
+        return session, store().get(session), None
+    except (SessionError, TraceParseError) as e:
+        return session, None, dbc.Alert(str(e), color="danger")
+
+
+def download_frame(frame: pd.DataFrame, name: str, fmt: str) -> dict[str, Any]:
+    """A ``dcc.Download`` payload of ``frame`` as CSV or Parquet."""
+    if fmt == "parquet":
+        buf = io.BytesIO()
+        frame.to_parquet(buf, index=False)
+        return dcc.send_bytes(buf.getvalue(), f"{name}.parquet")
+    return dcc.send_data_frame(frame.to_csv, f"{name}.csv", index=False)
+
+
+def card(*children: Any, **kw: Any) -> html.Div:
+    return html.Div(list(children), className="podscope-card", **kw)

@@ -1,0 +1,199 @@
+"""Capture: every worker of a job in one window, as a background job with live per-worker status."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Input, Output, State, dcc, html
+
+from app import ids
+from app.background import manager
+from app.main import settings
+from app.pages._common import card
+from collectors.capture import CaptureOptions, WorkerResult, capture
+from collectors.errors import CaptureError
+
+dash.register_page(__name__, path="/capture", name="Capture", order=3)
+
+STATUS_COLOR = {"ok": "success", "empty": "warning", "busy": "warning"}
+
+
+def _field(label: str, component: Any, width: int = 3) -> dbc.Col:
+    return dbc.Col([dbc.Label(label), component], md=width)
+
+
+def layout(**_: str) -> Any:
+    manifest = settings().cluster_manifest
+    return html.Div(
+        [
+            card(
+                html.H5("Capture a job"),
+                html.P(
+                    "Workers run the PodScope agent (collectors.agent); traces come back to "
+                    f"{settings().logdir}/plugins/profile/<session>/.",
+                    className="podscope-muted",
+                ),
+                dbc.Row(
+                    [
+                        _field(
+                            "Worker addresses (host:port, comma-separated)",
+                            dbc.Input(
+                                id=ids.CAP_ADDRESSES, placeholder="127.0.0.1:6010,127.0.0.1:6011"
+                            ),
+                            6,
+                        ),
+                        _field(
+                            "…or an engine cluster manifest",
+                            dbc.Input(id=ids.CAP_MANIFEST, value=str(manifest) if manifest else ""),
+                            6,
+                        ),
+                    ]
+                ),
+                dbc.Row(
+                    [
+                        _field(
+                            "Duration (ms)",
+                            dbc.Input(id=ids.CAP_DURATION, type="number", value=2000, min=100),
+                        ),
+                        _field(
+                            "Delay before the common start (ms)",
+                            dbc.Input(id=ids.CAP_DELAY, type="number", value=500, min=0),
+                        ),
+                        _field(
+                            "Host tracer level",
+                            dbc.Select(
+                                id=ids.CAP_HOST_LEVEL, value="2", options=[str(i) for i in range(4)]
+                            ),
+                        ),
+                        _field(
+                            "Python tracer level",
+                            dbc.Select(id=ids.CAP_PY_LEVEL, value="0", options=["0", "1"]),
+                        ),
+                    ],
+                    className="mt-2",
+                ),
+                dbc.Row(
+                    [
+                        _field(
+                            "Retries",
+                            dbc.Input(id=ids.CAP_RETRIES, type="number", value=2, min=0, max=10),
+                        )
+                    ],
+                    className="mt-2",
+                ),
+                dbc.Button("Capture", id=ids.CAP_START, color="primary", className="mt-3"),
+            ),
+            card(html.Div(id=ids.CAP_PROGRESS), html.Div(id=ids.CAP_RESULT)),
+        ]
+    )
+
+
+def status_table(workers: list[WorkerResult]) -> dbc.Table:
+    head = html.Thead(
+        html.Tr([html.Th(c) for c in ("worker", "role", "status", "tracers h/py", "MB", "reason")])
+    )
+    body = html.Tbody(
+        [
+            html.Tr(
+                [
+                    html.Td(w.label),
+                    html.Td(f"{w.role}:{w.index}" if w.role else ""),
+                    html.Td(
+                        dbc.Badge(
+                            w.status,
+                            color=STATUS_COLOR.get(
+                                w.status,
+                                "danger"
+                                if w.status
+                                in (
+                                    "unreachable",
+                                    "timeout",
+                                    "crashed",
+                                    "failed",
+                                    "transfer_failed",
+                                )
+                                else "secondary",
+                            ),
+                        )
+                    ),
+                    html.Td(
+                        f"{w.host_tracer_level}/{w.python_tracer_level}"
+                        if w.host_tracer_level is not None
+                        else ""
+                    ),
+                    html.Td(f"{w.bytes / 1e6:.1f}" if w.bytes else ""),
+                    html.Td(w.reason or w.plan_note),
+                ]
+            )
+            for w in workers
+        ]
+    )
+    return dbc.Table([head, body], size="sm", className="mb-0")
+
+
+@dash.callback(
+    Output(ids.CAP_RESULT, "children"),
+    Input(ids.CAP_START, "n_clicks"),
+    State(ids.CAP_ADDRESSES, "value"),
+    State(ids.CAP_MANIFEST, "value"),
+    State(ids.CAP_DURATION, "value"),
+    State(ids.CAP_DELAY, "value"),
+    State(ids.CAP_HOST_LEVEL, "value"),
+    State(ids.CAP_PY_LEVEL, "value"),
+    State(ids.CAP_RETRIES, "value"),
+    background=True,
+    manager=manager(),
+    progress=[Output(ids.CAP_PROGRESS, "children")],
+    running=[(Output(ids.CAP_START, "disabled"), True, False)],
+    prevent_initial_call=True,
+)
+def run_capture(
+    set_progress: Any,
+    _n: int,
+    addresses: str | None,
+    manifest: str | None,
+    duration: int,
+    delay: int,
+    host_level: str,
+    py_level: str,
+    retries: int,
+) -> Any:
+    from app.cli_capture import targets_from
+
+    try:
+        targets = targets_from(
+            addresses or None, Path(manifest) if manifest and not addresses else None
+        )
+    except CaptureError as e:
+        return dbc.Alert(str(e), color="danger")
+    opts = CaptureOptions(
+        logdir=settings().logdir,
+        duration_ms=int(duration or 2000),
+        delay_ms=int(delay or 0),
+        host_tracer_level=int(host_level),
+        python_tracer_level=int(py_level),
+        retries=int(retries or 0),
+    )
+    shown = {t.worker_label: WorkerResult(t.worker_label, t.address) for t in targets}
+    lock = threading.Lock()
+
+    def update(r: WorkerResult) -> None:
+        with lock:
+            shown[r.label] = r
+            set_progress(status_table(list(shown.values())))
+
+    result = capture(targets, opts, on_update=update)
+    ok = sum(w.status == "ok" for w in result.workers)
+    color = "success" if ok == len(result.workers) else "warning" if ok else "danger"
+    return dbc.Alert(
+        [
+            f"{ok}/{len(result.workers)} workers captured. Session ",
+            dcc.Link(result.session, href=f"/pod?session={result.session}"),
+            ".",
+        ],
+        color=color,
+    )

@@ -1,0 +1,217 @@
+"""Pod Viewer: the step-time breakdown of every worker and device, stragglers named."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs
+
+import dash
+import dash_ag_grid as dag
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import Input, Output, State, dcc, html
+
+from analyzers.breakdown import CATEGORIES
+from app import ids
+from app.figures.pod import breakdown_bars_figure, step_heatmap_figure, step_time_lines_figure
+from app.pages._common import card, download_frame, load_session
+from app.store import Analysis
+
+dash.register_page(__name__, path="/pod", name="Pod Viewer", order=1)
+
+CAT_NS = [f"{c}_ns" for c in CATEGORIES]
+
+
+def step_rows(analysis: Analysis, step: int | None) -> tuple[pd.DataFrame, str]:
+    """Bars for one step, or means (± std in the hover table) over all steps when None."""
+    b = analysis.breakdown
+    if step is not None:
+        return b[
+            b["step"] == step
+        ], f"Step {step} (step_num {b.loc[b['step'] == step, 'step_num'].iloc[0]})"
+    numeric = ["step_time_ns", *CAT_NS]
+    means = b.groupby(["worker", "device"])[numeric].mean().reset_index()
+    means["split"] = b.groupby(["worker", "device"])["split"].first().to_numpy()
+    return means, f"All {b['step'].nunique()} steps (mean)"
+
+
+def worker_table(analysis: Analysis) -> pd.DataFrame:
+    """Per worker × device: steps, mean/std step time, mean categories (ms), straggler score."""
+    b = analysis.breakdown
+    g = b.groupby(["worker", "device"])
+    out = g.agg(steps=("step", "size"), method=("method", "first")).reset_index()
+    out["step_ms_mean"] = (g["step_time_ns"].mean() / 1e6).round(3).to_numpy()
+    out["step_ms_std"] = (g["step_time_ns"].std() / 1e6).round(3).to_numpy()
+    for c in CATEGORIES:
+        out[f"{c}_ms"] = (g[f"{c}_ns"].mean().astype("Float64") / 1e6).round(3).to_numpy()
+    s = analysis.stragglers.set_index("worker")
+    out["straggler_score"] = out["worker"].map(s["score"]).round(3)
+    out["straggler"] = out["worker"].map(s["straggler"])
+    return out
+
+
+def layout(
+    session: str | None = None, step: str | None = None, worker: str | None = None, **_: str
+) -> Any:
+    session, analysis, alert = load_session(session)
+    if analysis is None:
+        return alert
+    b = analysis.breakdown
+    notes = [
+        html.Li(f"{r.worker}: {r.note}")
+        for r in analysis.methods.itertuples()
+        if r.method != "marker"
+    ]
+    missing = analysis.aligned[1]
+    if len(missing):
+        notes.append(
+            html.Li(
+                f"{len(missing)} steps are missing on some workers and are left out (XProf's rule: "
+                "only steps every worker has)."
+            )
+        )
+    if b.empty:
+        return html.Div(
+            [
+                card(
+                    html.H5("No steps to show"),
+                    html.Ul(notes) if notes else None,
+                    html.P(
+                        "PodScope found no training steps in this session; see the notes above."
+                    ),
+                )
+            ]
+        )
+    n_steps = int(b["step"].max()) + 1
+    selected = min(int(step), n_steps - 1) if step and step.isdigit() else None
+    s = analysis.stragglers
+    badges = [
+        dbc.Badge(
+            f"straggler: {r.worker} (score {r.score:.2f}, {s['mode'].iloc[0]})",
+            color="danger",
+            className="me-1",
+        )
+        for r in s[s["straggler"]].itertuples()
+    ] or [dbc.Badge("no straggler", color="success")]
+    rows, title = step_rows(analysis, selected)
+    table = worker_table(analysis)
+    if worker:
+        table = (
+            table.assign(_sel=table["worker"] == worker)
+            .sort_values("_sel", ascending=False)
+            .drop(columns="_sel")
+        )
+    return html.Div(
+        [
+            card(
+                html.Div(
+                    [
+                        html.Span(
+                            f"Session {session} · {b['worker'].nunique()} workers · {n_steps} steps  "
+                        ),
+                        *badges,
+                    ],
+                    id=ids.POD_BADGES,
+                ),
+                html.Ul(notes, id=ids.POD_NOTES, className="podscope-muted mt-2")
+                if notes
+                else html.Div(id=ids.POD_NOTES),
+                dbc.RadioItems(
+                    id=ids.POD_MODE,
+                    value="all" if selected is None else "step",
+                    inline=True,
+                    className="mt-2",
+                    options=[
+                        {"label": "All steps (mean)", "value": "all"},
+                        {"label": "One step", "value": "step"},
+                    ],
+                ),
+                dcc.Slider(
+                    id=ids.POD_STEP,
+                    min=0,
+                    max=n_steps - 1,
+                    step=1,
+                    value=selected or 0,
+                    marks=None,
+                    tooltip={"placement": "bottom", "always_visible": True},
+                ),
+            ),
+            card(dcc.Graph(id=ids.POD_BARS, figure=breakdown_bars_figure(rows, title))),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        card(
+                            dcc.Graph(
+                                id=ids.POD_LINES,
+                                figure=step_time_lines_figure(analysis.pod, selected),
+                            )
+                        ),
+                        md=6,
+                    ),
+                    dbc.Col(
+                        card(
+                            dcc.Graph(id=ids.POD_HEATMAP, figure=step_heatmap_figure(analysis.pod))
+                        ),
+                        md=6,
+                    ),
+                ]
+            ),
+            card(
+                html.Div(
+                    [
+                        html.H5("Per worker", className="me-auto"),
+                        dbc.Button("CSV", id=ids.POD_CSV, size="sm", className="me-1"),
+                        dbc.Button("Parquet", id=ids.POD_PARQUET, size="sm"),
+                    ],
+                    className="d-flex",
+                ),
+                dag.AgGrid(
+                    id=ids.POD_TABLE,
+                    rowData=table.astype(object).where(table.notna(), None).to_dict("records"),
+                    columnDefs=[
+                        {"field": c, "pinned": "left" if c == "worker" else None}
+                        for c in table.columns
+                    ],
+                    defaultColDef={"sortable": True, "filter": True, "resizable": True},
+                    dashGridOptions={"domLayout": "autoHeight"},
+                ),
+                dcc.Download(id=ids.POD_DOWNLOAD),
+            ),
+        ]
+    )
+
+
+def _session_of(search: str | None) -> str | None:
+    return parse_qs((search or "").lstrip("?")).get("session", [None])[0]
+
+
+@dash.callback(
+    Output(ids.POD_BARS, "figure"),
+    Output(ids.POD_LINES, "figure"),
+    Input(ids.POD_STEP, "value"),
+    Input(ids.POD_MODE, "value"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def select_step(step: int, mode: str, search: str | None) -> tuple[Any, Any]:
+    _, analysis, _ = load_session(_session_of(search))
+    if analysis is None:
+        return dash.no_update, dash.no_update
+    selected = int(step) if mode == "step" else None
+    rows, title = step_rows(analysis, selected)
+    return breakdown_bars_figure(rows, title), step_time_lines_figure(analysis.pod, selected)
+
+
+@dash.callback(
+    Output(ids.POD_DOWNLOAD, "data"),
+    Input(ids.POD_CSV, "n_clicks"),
+    Input(ids.POD_PARQUET, "n_clicks"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def download(_csv: int | None, _pq: int | None, search: str | None) -> Any:
+    session, analysis, _ = load_session(_session_of(search))
+    if analysis is None:
+        return dash.no_update
+    fmt = "parquet" if dash.ctx.triggered_id == ids.POD_PARQUET else "csv"
+    return download_frame(analysis.breakdown, f"pod_{session}", fmt)

@@ -1,0 +1,157 @@
+"""Timeline: tracks per worker → plane → line; zoom, search, click an event for its stats.
+
+Level of detail is decided on the server for every zoom (``app.figures.timeline``): the
+browser never gets more than ~20 k bars, whatever the session size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs
+
+import dash
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import Input, Output, State, dcc, html
+
+from app import ids
+from app.figures.timeline import timeline_figure
+from app.pages._common import card, load_session
+from app.store import Analysis
+
+dash.register_page(__name__, path="/timeline", name="Timeline", order=2)
+
+
+def _window(analysis: Analysis, relayout: dict[str, Any] | None) -> tuple[int, int, int]:
+    ev = analysis.frames.events
+    base = int(ev["start_ns"].min())
+    end = int((ev["start_ns"] + ev["dur_ps"] // 1000).max())
+    if relayout and "xaxis.range[0]" in relayout:
+        t0 = base + int(float(relayout["xaxis.range[0]"]) * 1e6)
+        t1 = base + int(float(relayout["xaxis.range[1]"]) * 1e6)
+        return max(base, t0), min(end, max(t1, t0 + 1000)), base
+    return base, end, base
+
+
+def _events(analysis: Analysis, worker: str | None) -> pd.DataFrame:
+    ev = analysis.frames.events
+    return ev if not worker or worker == "all" else ev[ev["worker"] == worker]
+
+
+def layout(
+    session: str | None = None, worker: str | None = None, q: str | None = None, **_: str
+) -> Any:
+    session, analysis, alert = load_session(session)
+    if analysis is None:
+        return alert
+    if analysis.frames.events.empty:
+        return card(html.H5("This session has no timed events."))
+    workers = ["all", *sorted(analysis.frames.events["worker"].cat.categories)]
+    t0, t1, base = _window(analysis, None)
+    ev = _events(analysis, worker)
+    return html.Div(
+        [
+            card(
+                dbc.Row(
+                    [
+                        dbc.Col(
+                            dcc.Dropdown(
+                                id=ids.TL_WORKER,
+                                options=workers,
+                                value=worker or "all",
+                                clearable=False,
+                            ),
+                            md=4,
+                        ),
+                        dbc.Col(
+                            dbc.Input(
+                                id=ids.TL_SEARCH,
+                                placeholder="search event names…",
+                                value=q or "",
+                                debounce=True,
+                            ),
+                            md=4,
+                        ),
+                        dbc.Col(html.Div(id=ids.TL_STATS, className="podscope-muted"), md=4),
+                    ]
+                )
+            ),
+            card(
+                dcc.Graph(
+                    id=ids.TL_GRAPH,
+                    figure=timeline_figure(ev, t0, t1, base, q or ""),
+                    config={"scrollZoom": True},
+                )
+            ),
+            card(
+                html.H6("Event details"),
+                html.Div("Click an event.", id=ids.TL_DETAILS, className="podscope-mono"),
+            ),
+        ]
+    )
+
+
+@dash.callback(
+    Output(ids.TL_GRAPH, "figure"),
+    Output(ids.TL_STATS, "children"),
+    Input(ids.TL_GRAPH, "relayoutData"),
+    Input(ids.TL_WORKER, "value"),
+    Input(ids.TL_SEARCH, "value"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def redraw(
+    relayout: dict[str, Any] | None, worker: str, query: str | None, search: str | None
+) -> tuple[Any, Any]:
+    _, analysis, _ = load_session(parse_qs((search or "").lstrip("?")).get("session", [None])[0])
+    if analysis is None:
+        return dash.no_update, dash.no_update
+    t0, t1, base = _window(analysis, relayout)
+    ev = _events(analysis, worker)
+    fig = timeline_figure(ev, t0, t1, base, query or "")
+    hits = int(ev["name"].astype(str).str.contains(query, regex=False).sum()) if query else 0
+    meta = fig.layout.meta
+    text = f"{meta['bars']:,} bars + density on {meta['dense_tracks']} tracks · {(t1 - t0) / 1e6:.3f} ms window"
+    return fig, text + (f" · {hits:,} events match '{query}'" if query else "")
+
+
+@dash.callback(
+    Output(ids.TL_DETAILS, "children"),
+    Input(ids.TL_GRAPH, "clickData"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def details(click: dict[str, Any] | None, search: str | None) -> Any:
+    if not click or not click.get("points") or "customdata" not in click["points"][0]:
+        return dash.no_update
+    _, analysis, _ = load_session(parse_qs((search or "").lstrip("?")).get("session", [None])[0])
+    if analysis is None:
+        return dash.no_update
+    row = int(click["points"][0]["customdata"][0])
+    ev = analysis.frames.events.loc[row]
+    stats = analysis.frames.stats[analysis.frames.stats["event_row"] == row]
+    fields = {
+        k: ev[k]
+        for k in (
+            "worker",
+            "plane",
+            "line",
+            "name",
+            "start_ns",
+            "dur_ps",
+            "self_ps",
+            "depth",
+            "step_num",
+            "group_id",
+            "tf_op",
+            "op_type",
+            "is_eager",
+        )
+        if pd.notna(ev[k])
+    }
+    for s in stats.itertuples():
+        value = next((v for v in (s.str_value, s.int_value, s.float_value) if pd.notna(v)), "")
+        fields[str(s.key)] = value
+    return html.Table(
+        [html.Tr([html.Td(k, className="pe-3"), html.Td(str(v))]) for k, v in fields.items()]
+    )

@@ -1,0 +1,126 @@
+"""Server-side store of parsed sessions and their analyses (never sent to the browser).
+
+Sessions are named by their folder under ``<logdir>/plugins/profile``; any name that would
+leave that folder (``..``, separators, absolute paths) is refused. Parsed frames and derived
+analyses are kept in a bounded LRU keyed by (session, files' sizes and mtimes, parser
+version), so a re-captured or replaced session is parsed again, and memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+
+from analyzers.breakdown import step_breakdown
+from analyzers.pod import pod_view, stragglers
+from analyzers.steps import align_steps, find_steps, step_methods
+from trace_parsers import TraceFrames, TraceParseError, load, sessions
+from trace_parsers.loader import PROFILE_SUBDIR, trace_files
+from trace_parsers.schema import PARSER_VERSION
+
+
+class SessionError(Exception):
+    """A session name that is not allowed or does not exist."""
+
+
+@dataclass
+class Analysis:
+    """One parsed session and its derived frames (computed on first use)."""
+
+    frames: TraceFrames
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        return find_steps(self.frames.events)
+
+    @cached_property
+    def aligned(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        return align_steps(self.steps)
+
+    @cached_property
+    def breakdown(self) -> pd.DataFrame:
+        return step_breakdown(self.frames.events, self.aligned[0])
+
+    @cached_property
+    def pod(self) -> pd.DataFrame:
+        return pod_view(self.breakdown)
+
+    @cached_property
+    def stragglers(self) -> pd.DataFrame:
+        return stragglers(self.pod)
+
+    @cached_property
+    def methods(self) -> pd.DataFrame:
+        return step_methods(self.frames.events, self.steps)
+
+
+@dataclass
+class SessionStore:
+    logdir: Path
+    cache_dir: Path | None = None
+    capacity: int = 4
+    _items: OrderedDict[tuple[object, ...], Analysis] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def root(self) -> Path:
+        return self.logdir / PROFILE_SUBDIR
+
+    def names(self) -> list[str]:
+        """Session names, newest first."""
+        return sorted(sessions(self.logdir), reverse=True)
+
+    def path(self, session: str) -> Path:
+        """The session's folder.
+
+        Raises:
+            SessionError: the name leaves the logdir, or no such session.
+        """
+        if (
+            not session
+            or session in (".", "..")
+            or "/" in session
+            or "\\" in session
+            or "\x00" in session
+        ):
+            raise SessionError(f"not a session name: {session!r}")
+        root = self.root.resolve()
+        path = (root / session).resolve()
+        if path.parent != root:
+            raise SessionError(f"session {session!r} is outside the logdir")
+        if not path.is_dir() or not trace_files(path):
+            raise SessionError(f"no session {session!r} in {self.logdir}")
+        return path
+
+    def get(self, session: str) -> Analysis:
+        """The parsed session (from memory, the disk cache, or parsed now).
+
+        Raises:
+            SessionError: bad or unknown session name.
+            TraceParseError: no file of the session could be parsed.
+        """
+        path = self.path(session)
+        key = (
+            session,
+            PARSER_VERSION,
+            tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in trace_files(path)),
+        )
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                return hit
+        analysis = Analysis(load(path, cache=True, cache_dir=self.cache_dir))
+        with self._lock:
+            self._items[key] = analysis
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+        return analysis
+
+
+__all__ = ["Analysis", "SessionError", "SessionStore", "TraceParseError"]

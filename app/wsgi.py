@@ -1,0 +1,8 @@
+"""WSGI entry point: ``gunicorn app.wsgi:server`` (settings from ``PODSCOPE_*`` env vars)."""
+
+from __future__ import annotations
+
+from app.main import create_app
+from app.settings import AppSettings
+
+server = create_app(AppSettings.from_env()).server
