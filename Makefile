@@ -11,7 +11,7 @@ STAMP = $(VENV)/.installed-$(1)-$(shell (cat pyproject.toml setup.py trace_parse
 BUILD_TMP := $(CURDIR)/build/tmp
 PACKAGES := app collectors trace_parsers analyzers reference_engine
 
-.PHONY: test lint typecheck pytest bench demo install-test install-engine clean
+.PHONY: test lint typecheck pytest bench demo install-test install-engine browser clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,11 +35,20 @@ lint: install-test
 typecheck: install-test
 	$(VENV)/bin/mypy $(wildcard $(PACKAGES)) bench
 
-pytest: install-test
+# Headless Chromium for the browser tests (Debian packages; needs root or sudo).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+pytest: install-test browser
 	@mkdir -p $(BUILD_TMP)
 	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/pytest --basetemp=$(BUILD_TMP)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+demo: install-engine
+	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/podscope demo
 
 bench: install-test
 	$(PIP) install --quiet -e '.[bench]'

@@ -63,7 +63,8 @@ def _navbar() -> dbc.Navbar:
             ],
             fluid=True,
         ),
-        color="light",
+        color="dark",
+        dark=True,
         className="mb-3 border-bottom",
     )
 
@@ -112,7 +113,11 @@ def _sync_picker(search: str | None) -> tuple[list[str], str | None]:
 
     names = store().names()
     wanted = parse_qs((search or "").lstrip("?")).get("session", [None])[0]
-    return names, wanted if wanted in names else (names[0] if names else None)
+    if wanted is None:
+        return names, names[0] if names else None
+    # A session that is not in the list stays unselected: the page explains why (never a
+    # silent switch to another session).
+    return names, wanted if wanted in names else None
 
 
 @dash.callback(

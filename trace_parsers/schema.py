@@ -21,7 +21,7 @@ from trace_parsers.errors import SchemaError
 CAT = "category"
 
 #: Version of the parsed layout; part of the cache key, bump on any change to the frames.
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
 
 #: Stat keys promoted from ``stats`` to typed ``events`` columns (a stat lives in exactly one).
 PROMOTED_STATS: Mapping[str, str] = {

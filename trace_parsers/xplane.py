@@ -117,7 +117,7 @@ class _Builder:
         lines = raw["lines"]
         self.line_plane = np.array([ln[0] for ln in lines], dtype=np.int64)
         self.line_ids = np.array([ln[1] for ln in lines], dtype=np.int64)
-        self.line_names = [ln[4] or ln[3] or "" for ln in lines]
+        self.line_names = [ln[4] or ln[3] or f"line {ln[1]}" for ln in lines]
         self.line_ts = np.array([ln[5] for ln in lines], dtype=np.int64)
         sm = raw["stat_metadata"]
         self.sm_plane = np.array([r[0] for r in sm], dtype=np.int64)

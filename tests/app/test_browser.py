@@ -1,0 +1,197 @@
+"""The dashboard in a real browser (headless Debian Chromium driven by Playwright).
+
+Screenshots of every page are saved in build/artifacts/ as test artifacts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.analyzers.test_breakdown import worker_trace
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "artifacts"
+CHROME_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
+
+
+def make_logdir(root: Path) -> Path:
+    for session, late in (("2026_01_01_00_00_00", None), ("2026_01_02_00_00_00", "10.0.0.2_6000")):
+        run = root / "plugins" / "profile" / session
+        run.mkdir(parents=True)
+        for w in ("10.0.0.1_6000", "10.0.0.2_6000"):
+            (run / f"{w}.xplane.pb").write_bytes(
+                worker_trace(w, 30, input_us=200 if w == late else 50)
+            )
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (make test installs it)")
+    pytest.importorskip("playwright")
+    root = make_logdir(tmp_path_factory.mktemp("logdir"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PODSCOPE_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "serve",
+            "--logdir",
+            str(root),
+            "--port",
+            str(port),
+            "--max-upload-mb",
+            "5",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(base + "/healthz", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROME_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, server):  # type: ignore[no-untyped-def]
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    pg = context.new_page()
+    pg.errors = []
+    pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    yield pg
+    context.close()
+
+
+def settle(pg) -> None:  # type: ignore[no-untyped-def]
+    pg.wait_for_load_state("networkidle")
+    pg.wait_for_timeout(500)
+
+
+@pytest.mark.parametrize("path", ["/", "/pod", "/timeline", "/capture"])
+def test_every_page_loads_without_console_errors(page, server, path: str) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + path)
+    settle(page)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(
+        path=str(ARTIFACTS / f"page{path.replace('/', '_') or '_'}.png"), full_page=True
+    )
+    assert page.errors == []
+    assert "PodScope" in page.title()
+
+
+def test_picking_a_session_updates_the_page(page, server) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + "/pod?session=2026_01_01_00_00_00")
+    settle(page)
+    assert "Session 2026_01_01_00_00_00" in page.inner_text("#pod-badges")
+    page.click("#shell-session")
+    page.get_by_text("2026_01_02_00_00_00", exact=True).click()
+    page.wait_for_function(
+        "document.querySelector('#pod-badges')?.innerText.includes('2026_01_02_00_00_00')"
+    )
+    assert "session=2026_01_02_00_00_00" in page.url
+
+
+def test_step_slider_changes_the_bars(page, server) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + "/pod?session=2026_01_01_00_00_00&step=0")
+    settle(page)
+    title = page.locator("#pod-bars .gtitle")
+    assert (title.text_content() or "").startswith("Step 0")
+    page.locator("#pod-step [role=slider]").focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(
+        "document.querySelector('#pod-bars .gtitle')?.textContent.startsWith('Step 1')"
+    )
+    page.screenshot(path=str(ARTIFACTS / "pod_step1.png"), full_page=True)
+
+
+def test_csv_download(page, server) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + "/pod?session=2026_01_01_00_00_00")
+    settle(page)
+    with page.expect_download() as dl:
+        page.click("#pod-csv")
+    text = Path(dl.value.path()).read_text()
+    assert text.splitlines()[0].startswith("worker,device,step,step_num")
+    assert len(text.splitlines()) == 1 + 2 * 30
+
+
+def test_timeline_zooms_on_the_server(page, server) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + "/timeline?session=2026_01_01_00_00_00")
+    settle(page)
+    page.wait_for_function("document.querySelector('#tl-stats')?.innerText.includes('ms window')")
+    before = page.inner_text("#tl-stats")
+    box = page.locator("#tl-graph .nsewdrag").first.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.10, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.12, y, steps=5)
+    page.mouse.up()
+    page.wait_for_function("t => document.querySelector('#tl-stats')?.innerText !== t", arg=before)
+    window_ms = float(page.inner_text("#tl-stats").split("·")[1].split("ms")[0])
+    assert window_ms < 0.1 * 30  # zoomed into ~2 % of a 30 ms session
+    page.screenshot(path=str(ARTIFACTS / "timeline_zoomed.png"), full_page=True)
+
+
+def test_corrupt_upload_shows_an_error_and_the_app_keeps_serving(
+    page, server, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "broken.xplane.pb"
+    bad.write_bytes(b"\x0a\xff\xff\x01 not a trace")
+    page.goto(server + "/")
+    settle(page)
+    page.set_input_files("#sessions-upload input[type=file]", str(bad))
+    page.wait_for_selector("text=Not a readable trace")
+    assert "broken.xplane.pb" in page.inner_text("#sessions-upload-result")
+    assert urllib.request.urlopen(server + "/healthz", timeout=5).status == 200
+
+
+@pytest.mark.parametrize("session", ["..", "../../etc", "%2Fetc"])
+def test_session_outside_the_logdir_is_refused(page, server, session: str) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + f"/pod?session={session}")
+    settle(page)
+    text = page.inner_text("body")
+    assert "not a session name" in text or "outside the logdir" in text

@@ -1,0 +1,78 @@
+"""Figures are pure functions frame → go.Figure; asserted on their data and layout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analyzers.breakdown import CATEGORIES, step_breakdown
+from analyzers.pod import pod_view
+from analyzers.steps import align_steps, find_steps
+from app.figures.pod import breakdown_bars_figure, step_heatmap_figure, step_time_lines_figure
+from app.figures.timeline import MAX_SHAPES, timeline_figure
+from tests.analyzers.test_breakdown import frames_of, worker_trace
+
+
+def events_2w() -> pd.DataFrame:
+    return frames_of(
+        ("w_1", worker_trace("w_1", 5, input_us=100)),
+        ("w_2", worker_trace("w_2", 5, python_only=True)),
+    )
+
+
+def test_bars_stack_every_category_and_mark_unsplit_workers() -> None:
+    ev = events_2w()
+    b = step_breakdown(ev, align_steps(find_steps(ev))[0])
+    fig = breakdown_bars_figure(b[b["step"] == 0], "Step 0")
+    names = [t.name for t in fig.data]
+    assert names[: len(CATEGORIES)] == [
+        "Device compute",
+        "Device to device",
+        "Device collectives",
+        "Host compute",
+        "Kernel launch",
+        "Input",
+        "Output",
+        "Compilation",
+        "All others",
+    ]
+    assert names[-1].startswith("Not split")
+    assert list(fig.data[-1].y) == ["w_2"]
+    inp = next(t for t in fig.data if t.name == "Input")
+    assert list(inp.x)[list(inp.y).index("w_1")] == 0.1  # 100 µs in ms
+    assert fig.layout.barmode == "stack" and fig.layout.title.text == "Step 0"
+
+
+def test_lines_and_heatmap_have_one_series_per_worker() -> None:
+    ev = events_2w()
+    pod = pod_view(step_breakdown(ev, align_steps(find_steps(ev))[0]))
+    lines = step_time_lines_figure(pod, selected_step=2)
+    assert sorted(t.name for t in lines.data) == ["w_1", "w_2"]
+    assert any(s.x0 == 2 for s in lines.layout.shapes)
+    heat = step_heatmap_figure(pod)
+    assert list(heat.data[0].y) == ["w_1", "w_2"] and len(heat.data[0].x) == 5
+
+
+def test_timeline_never_sends_more_than_the_shape_budget() -> None:
+    n = 300_000
+    rng = np.random.default_rng(0)
+    start = np.sort(rng.integers(0, 10**9, n))
+    ev = pd.DataFrame(
+        {
+            "worker": pd.Categorical(["w"] * n),
+            "plane": pd.Categorical(["/host:CPU"] * n),
+            "line": pd.Categorical(rng.choice(["a", "b", "c"], n)),
+            "name": pd.Categorical(rng.choice(["x", "y"], n)),
+            "start_ns": start,
+            "dur_ps": rng.integers(1, 5_000_000, n) * 1000,
+        }
+    )
+    fig = timeline_figure(ev, 0, 10**9, 0, max_shapes=MAX_SHAPES)
+    bars = sum(len(t.x) for t in fig.data)
+    assert (
+        bars <= MAX_SHAPES + 3 * 1600
+    )  # budgeted bars + one density bar per pixel column per track
+    assert fig.layout.meta["bars"] <= MAX_SHAPES and fig.layout.meta["dense_tracks"] == 3
+    zoomed = timeline_figure(ev, 0, 2_000_000, 0)
+    assert zoomed.layout.meta["dense_tracks"] == 0 or zoomed.layout.meta["bars"] > 0
+    assert list(zoomed.layout.xaxis.range) == [0, 2.0]
