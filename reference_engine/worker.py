@@ -30,6 +30,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", type=Path, required=True)
     ap.add_argument("--agent-port", type=int, required=True, help="port of the PodScope agent")
+    ap.add_argument("--agent-host", default="127.0.0.1", help="interface of the agent (0.0.0.0 on a real cluster)")
     args = ap.parse_args()
     cfg = EngineConfig.load(args.config)
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf-keras: see reference_engine.models
@@ -38,7 +39,7 @@ def main() -> None:
         import tensorflow as tf
 
         tf.config.threading.set_intra_op_parallelism_threads(1)
-        podscope = _start_agent(cfg, task, args.agent_port, tf)
+        podscope = _start_agent(cfg, task, args.agent_host, args.agent_port, tf)
         report(
             "ready",
             role=task.role,
@@ -59,7 +60,7 @@ def main() -> None:
         sys.exit(1)
 
 
-def _start_agent(cfg: EngineConfig, task: Task, port: int, tf: Any) -> agent.Agent:
+def _start_agent(cfg: EngineConfig, task: Task, host: str, port: int, tf: Any) -> agent.Agent:
     """The agent fronts this task's TF profiler: its own server, or for ps-workload workers and
     parameter servers the tf.distribute.Server on its TF_CONFIG port (it serves the profiler)."""
     strategy = "ParameterServerStrategy" if cfg.workload == "ps" else "MultiWorkerMirroredStrategy"
@@ -68,6 +69,7 @@ def _start_agent(cfg: EngineConfig, task: Task, port: int, tf: Any) -> agent.Age
         cluster = json.loads(os.environ["TF_CONFIG"])["cluster"]
         profiler_address = cluster[task.role][task.index]
     return agent.start(
+        host=host,
         port=port,
         profiler_address=profiler_address,
         repository_root=Path.cwd() / "traces",
