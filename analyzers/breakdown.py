@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from analyzers._match import isin, matches
+from analyzers.groups import step_groups
 
 # Event types, low → high priority (XProf generic model).
 PRIORITY = (
@@ -78,13 +79,21 @@ DERIVED_LINES = frozenset(
         "Async XLA Ops",
     }
 )
+_NOT_REAL_COMPUTE = r"(?:EagerExecute|EagerLocalExecute|EagerKernelExecute|FunctionRun)|(?:train|test|TraceContext)[^/]*$"
 _HALF = r"(?i)(?:half|fp16|bf16|h884|h1688|hmma|_f16|16816)"
 
 
-def classify(events: pd.DataFrame) -> np.ndarray:
-    """Event type (index into ``PRIORITY``) per event, -1 for events that are not counted
-    (containers such as step markers and runtime bookkeeping; derived device lines).
-    Patterns are tested on the categories, not the rows."""
+def classify(events: pd.DataFrame, grouped: np.ndarray | None = None) -> np.ndarray:
+    """Event type (index into ``PRIORITY``) per event, -1 for events that are not counted.
+
+    Args:
+        events: the ``events`` frame.
+        grouped: per event, True if it belongs to a step (``analyzers.groups``); host events
+            outside every step are then not counted, as in XProf. Without grouping (no step
+            roots), only TF ops and the special events below count on the host.
+
+    Patterns are tested on the categories, not the rows.
+    """
     out = np.full(len(events), -1, dtype=np.int8)
     name, op_type, details = events["name"], events["op_type"], events["memcpy_details"]
     on_device = matches(events["plane"], "/device:", how="startswith")
@@ -107,17 +116,21 @@ def classify(events: pd.DataFrame) -> np.ndarray:
     out[dev & memcpy & h2d] = P["HOST_TO_DEVICE"]
     out[dev & memcpy & d2h] = P["DEVICE_TO_HOST"]
 
-    # Host planes: TF ops are host compute; collectives, compiles, H2D copies, launches and
-    # input waits take precedence with their own type.
-    host = ~on_device
-    out[host & op_type.notna().to_numpy()] = P["HOST_COMPUTE"]
+    # Host planes: grouped events (or, without grouping, TF ops) are host compute;
+    # collectives, compiles, H2D copies, launches and input waits have their own type.
+    host = ~on_device if grouped is None else ~on_device & grouped
+    out[host & (op_type.notna().to_numpy() if grouped is None else True)] = P["HOST_COMPUTE"]
+    # XProf's IsRealCpuCompute: eager/function dispatch wrappers and step-marker-like events
+    # (train*, test*, TraceContext* without "/") span the step and are not compute.
+    out[~on_device & matches(name, _NOT_REAL_COMPUTE, how="match")] = -1
     out[host & matches(op_type, "Collective", how="startswith")] = P["DEVICE_COLLECTIVES"]
     out[host & matches(name, "(?i)compil")] = P["HOST_COMPILE"]
     out[host & isin(op_type, {"InfeedEnqueue", "InfeedEnqueueTuple", "MemcpyHToD"})] = P[
         "HOST_TO_DEVICE"
     ]
     out[host & events["correlation_id"].notna().to_numpy()] = P["HOST_PREPARE"]
-    out[host & matches(name, "IteratorGetNext", how="startswith")] = P["HOST_WAIT_INPUT"]
+    # Waiting for input counts even when the grouping misses the link (tf.data threads).
+    out[~on_device & matches(name, "IteratorGetNext", how="startswith")] = P["HOST_WAIT_INPUT"]
     # Python tracer events ("$file.py:line function") only give step times, never categories.
     out[matches(name, "$", how="startswith")] = -1
     return out
@@ -150,20 +163,31 @@ def _sweep(
     return flat.reshape(len(step_start), ncat).astype(np.int64)
 
 
-def step_breakdown(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+def step_breakdown(
+    events: pd.DataFrame, steps: pd.DataFrame, stats: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Category times per worker × device × step.
 
     Args:
         events: the ``events`` frame.
         steps: aligned steps (``analyzers.steps.align_steps``): worker, step, step_num,
-            start_ns, end_ns, method.
+            start_ns, end_ns, method, event_row.
+        stats: the ``stats`` frame; with it, host events count only when they belong to a
+            step (``analyzers.groups``: nesting and producer/consumer links from the step's
+            event), which is how XProf attributes host time. Without it, only TF ops and the
+            special host events count.
 
     Returns:
         One row per worker × device × step: ``worker, device, step, step_num, start_ns,
         step_time_ns`` + ``<category>_ns`` for the 9 categories + ``device_compute_16_ns``,
         ``split`` (False: categories unknown, Python-tracer-only worker) and ``method``.
     """
-    etype = classify(events)
+    grouped = None
+    if stats is not None and "event_row" in steps and len(steps):
+        roots = steps["event_row"].to_numpy(dtype=np.int64)
+        grouped = step_groups(events, stats, roots) >= 0
+        grouped[roots] = False  # the step's own event spans the step: it is not an activity
+    etype = classify(events, grouped)
     rows = []
     for worker, st in steps.groupby("worker", sort=True):
         st = st.sort_values("start_ns")

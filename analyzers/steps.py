@@ -30,7 +30,7 @@ from analyzers._match import matches
 METHODS = ("marker", "function", "python_call")
 _FUNCTION = r"^EagerLocalExecute: __inference_\w*train\w*"
 _PY_CALL = r"polymorphic_function\.py:\d+ __call__$"
-STEP_COLUMNS = ["worker", "step_num", "start_ns", "end_ns", "method", "name"]
+STEP_COLUMNS = ["worker", "step_num", "start_ns", "end_ns", "method", "name", "event_row"]
 
 
 def _rows(ev: pd.DataFrame, method: str) -> pd.DataFrame:
@@ -44,6 +44,7 @@ def _rows(ev: pd.DataFrame, method: str) -> pd.DataFrame:
             "end_ns": ev["start_ns"].to_numpy() + ev["dur_ps"].to_numpy() // 1000,
             "method": method,
             "name": ev["name"].astype(str),
+            "event_row": ev.index.to_numpy(dtype=np.int64),
         }
     )
     return out.sort_values("start_ns", kind="stable")
@@ -74,7 +75,7 @@ def _worker_steps(ev: pd.DataFrame) -> pd.DataFrame:
         {
             c: pd.Series(dtype=t)
             for c, t in zip(
-                STEP_COLUMNS, ["str", "Int64", "int64", "int64", "str", "str"], strict=True
+                STEP_COLUMNS, ["str", "Int64", "int64", "int64", "str", "str", "int64"], strict=True
             )
         }
     )

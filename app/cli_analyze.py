@@ -59,7 +59,7 @@ def steps_command(
         raise typer.Exit(2) from None
     found = find_steps(frames.events)
     aligned, missing = align_steps(found)
-    table = steps_table(step_breakdown(frames.events, aligned))
+    table = steps_table(step_breakdown(frames.events, aligned, frames.stats))
     for row in step_methods(frames.events, found).itertuples():
         if row.method != "marker":
             typer.echo(f"podscope: note: {row.worker}: {row.note}", err=True)

@@ -44,7 +44,7 @@ class Analysis:
 
     @cached_property
     def breakdown(self) -> pd.DataFrame:
-        return step_breakdown(self.frames.events, self.aligned[0])
+        return step_breakdown(self.frames.events, self.aligned[0], self.frames.stats)
 
     @cached_property
     def pod(self) -> pd.DataFrame:

@@ -65,11 +65,14 @@ def bench_pod(workers: int = 8, steps: int = 1000, repeat: int = 3) -> dict[str,
             (run / f"10.0.0.{w}_6000.xplane.pb").write_bytes(
                 worker_bytes(steps, straggler_us=200 if w == 3 else 0)
             )
-        events = load(run, cache=False).events
+        frames = load(run, cache=False)
+        events = frames.events
         ours = []
         for _ in range(repeat):
             t = time.perf_counter()
-            s = stragglers(pod_view(step_breakdown(events, align_steps(find_steps(events))[0])))
+            s = stragglers(
+                pod_view(step_breakdown(events, align_steps(find_steps(events))[0], frames.stats))
+            )
             ours.append(time.perf_counter() - t)
         result: dict[str, Any] = {
             "podscope_s": statistics.median(ours),

@@ -30,7 +30,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", type=Path, required=True)
     ap.add_argument("--agent-port", type=int, required=True, help="port of the PodScope agent")
-    ap.add_argument("--agent-host", default="127.0.0.1", help="interface of the agent (0.0.0.0 on a real cluster)")
+    ap.add_argument(
+        "--agent-host",
+        default="127.0.0.1",
+        help="interface of the agent (0.0.0.0 on a real cluster)",
+    )
     args = ap.parse_args()
     cfg = EngineConfig.load(args.config)
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf-keras: see reference_engine.models

@@ -14,9 +14,10 @@ pytestmark = [pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow]
 
 
 def analyse(session_dir) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:  # type: ignore[no-untyped-def]
-    ev = load(session_dir, cache=False).events
+    frames = load(session_dir, cache=False)
+    ev = frames.events
     found = find_steps(ev)
-    pod = pod_view(step_breakdown(ev, align_steps(found)[0]))
+    pod = pod_view(step_breakdown(ev, align_steps(found)[0], frames.stats))
     return pod, stragglers(pod), step_methods(ev, found)
 
 
