@@ -19,6 +19,7 @@ import pandas as pd
 from analyzers.breakdown import step_breakdown
 from analyzers.pod import pod_view, stragglers
 from analyzers.steps import align_steps, find_steps, step_methods
+from app.figures.timeline import TimelineIndex
 from trace_parsers import TraceFrames, TraceParseError, load, sessions
 from trace_parsers.loader import PROFILE_SUBDIR, trace_files
 from trace_parsers.schema import PARSER_VERSION
@@ -57,6 +58,10 @@ class Analysis:
     @cached_property
     def methods(self) -> pd.DataFrame:
         return step_methods(self.frames.events, self.steps)
+
+    @cached_property
+    def timeline(self) -> TimelineIndex:
+        return TimelineIndex.build(self.frames.events)
 
 
 @dataclass

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import pod, transfer
+from bench import app_latency, pod, transfer
 from bench.synth import ensure_capture
 from bench.tf_capture import ensure_tf_capture
 
@@ -153,6 +153,8 @@ def main() -> None:
         n_events = int(results["podscope parse (cold, no cache)"]["events"])
         report(title, n_events, path.stat().st_size / 1e6, results)
     pod.report(pod.bench_pod(repeat=args.repeat))
+    if tf_path is not None:
+        app_latency.report(app_latency.bench_app(tf_path))
     if args.transfer_mb:
         transfer.report(transfer.bench_transfer(args.transfer_mb, args.repeat), args.transfer_mb)
 

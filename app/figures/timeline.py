@@ -1,11 +1,15 @@
 """Timeline figure with server-side level of detail.
 
-Whatever the zoom, at most ``max_shapes`` shapes reach the browser: events wide enough to see
-(≥ one pixel of the window) are drawn as bars, up to the budget by duration; the rest of each
-track is summarised as density bars (share of each pixel column that is busy).
+Whatever the zoom, at most ``max_shapes`` bars reach the browser: events wide enough to see
+(≥ one pixel of the window) are drawn as bars, the longest first up to the budget; the rest of
+each track is summarised as density bars (share of each pixel column that is busy). Per session
+the events are indexed once (``TimelineIndex``: numpy columns, integer track codes), so a
+redraw is a few vectorized passes, never per-event Python.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -15,90 +19,129 @@ PIXELS = 1600
 MAX_SHAPES = 20_000
 
 
-def track_names(events: pd.DataFrame) -> pd.Series:
-    """Track label per event: worker / plane / line."""
-    return (
-        events["worker"].astype(str)
-        + " / "
-        + events["plane"].astype(str)
-        + " / "
-        + events["line"].astype(str)
-    )
+@dataclass(frozen=True)
+class TimelineIndex:
+    """Events as flat arrays: times, track code (worker / plane / line), name code."""
 
+    start: np.ndarray
+    end: np.ndarray
+    track: np.ndarray
+    tracks: list[str]
+    worker_of_track: list[str]
+    name: np.ndarray
+    names: pd.Index
+    rows: np.ndarray
 
-def window_events(events: pd.DataFrame, t0: int, t1: int) -> pd.DataFrame:
-    """Events overlapping [t0, t1) (ns)."""
-    end = events["start_ns"] + events["dur_ps"] // 1000
-    return events[(events["start_ns"] < t1) & (end > t0)]
+    @classmethod
+    def build(cls, events: pd.DataFrame) -> TimelineIndex:
+        cols = [events[c] for c in ("worker", "plane", "line")]
+        sizes = [len(c.cat.categories) + 1 for c in cols]
+        key = np.zeros(len(events), dtype=np.int64)
+        for c, size in zip(cols, sizes, strict=True):
+            key = key * size + (c.cat.codes.to_numpy().astype(np.int64) + 1)
+        uniq, codes = np.unique(key, return_inverse=True)
+        parts = []
+        for c, size in zip(reversed(cols), reversed(sizes), strict=True):
+            labels = np.append(c.cat.categories.astype(str).to_numpy(dtype=object), "")
+            parts.append(labels[(uniq % size) - 1])
+            uniq = uniq // size
+        uniques = list(zip(*reversed(parts), strict=True))
+        tracks = [f"{w} / {p} / {ln}" for w, p, ln in uniques]
+        start = events["start_ns"].to_numpy()
+        return cls(
+            start=start,
+            end=start + events["dur_ps"].to_numpy() // 1000,
+            track=codes.astype(np.int32),
+            tracks=tracks,
+            worker_of_track=[str(w) for w, _, _ in uniques],
+            name=events["name"].cat.codes.to_numpy(),
+            names=events["name"].cat.categories,
+            rows=events.index.to_numpy(),
+        )
+
+    def matching(self, text: str) -> np.ndarray:
+        """Row mask of events whose name contains ``text`` (tested per distinct name)."""
+        hit = np.append(np.asarray(self.names.str.contains(text, regex=False), dtype=bool), False)
+        return hit[self.name]
 
 
 def timeline_figure(
-    events: pd.DataFrame,
+    index: TimelineIndex,
     t0: int,
     t1: int,
     base: int,
+    *,
+    worker: str | None = None,
     highlight: str = "",
     max_shapes: int = MAX_SHAPES,
 ) -> go.Figure:
     """Bars for visible events, density bars for the sub-pixel rest.
 
     Args:
-        events: events of the tracks to draw (already filtered by worker etc.).
+        index: the session's events (``TimelineIndex.build``).
         t0, t1: window in epoch ns.
         base: time origin of the x axis (the session's first event), so zoom ranges stay
             comparable across redraws.
+        worker: only this worker's tracks (None: all).
         highlight: a substring; matching events are drawn in red.
         max_shapes: upper bound on bars sent to the browser.
     """
-    ev = window_events(events, t0, t1)
-    tracks = track_names(ev)
-    order = sorted(tracks.unique())
+    sel = (index.start < t1) & (index.end > t0)
+    if worker:
+        keep_tracks = np.array([w == worker for w in index.worker_of_track], dtype=bool)
+        sel &= keep_tracks[index.track]
+    idx = np.flatnonzero(sel)
     pixel_ns = max(1, (t1 - t0) // PIXELS)
-    dur_ns = ev["dur_ps"].to_numpy() // 1000
-    wide = dur_ns >= pixel_ns
+    dur = index.end[idx] - index.start[idx]
+    wide = dur >= pixel_ns
     if wide.sum() > max_shapes:
-        keep = np.argsort(-dur_ns * wide)[:max_shapes]
-        mask = np.zeros(len(ev), dtype=bool)
-        mask[keep] = True
-        wide = mask
+        cut = np.argpartition(-np.where(wide, dur, -1), max_shapes)[:max_shapes]
+        wide = np.zeros(len(idx), dtype=bool)
+        wide[cut] = True
+    used = np.unique(index.track[idx])
+    labels = np.array(index.tracks, dtype=object)
     fig = go.Figure()
-    bars = ev[wide]
+    bars = idx[wide]
     if len(bars):
-        name = bars["name"].astype(str)
-        color = (
-            np.where(name.str.contains(highlight, regex=False), "#d62728", "#4c78a8")
-            if highlight
-            else "#4c78a8"
-        )
+        hot = index.matching(highlight)[bars] if highlight else np.zeros(len(bars), dtype=bool)
         fig.add_trace(
             go.Bar(
                 name="events",
                 orientation="h",
-                y=tracks[wide],
-                base=(bars["start_ns"] - base) / 1e6,
-                x=bars["dur_ps"] / 1e9,
-                marker={"color": color, "line": {"width": 0}},
-                customdata=np.stack([bars.index.to_numpy(), name.to_numpy()], axis=1),
+                y=labels[index.track[bars]],
+                base=(index.start[bars] - base) / 1e6,
+                x=(index.end[bars] - index.start[bars]) / 1e6,
+                marker={"color": np.where(hot, "#d62728", "#4c78a8"), "line": {"width": 0}},
+                customdata=np.stack(
+                    [index.rows[bars], index.names.to_numpy()[index.name[bars]]], axis=1
+                ),
                 hovertemplate="%{customdata[1]}<br>%{x:.3f} ms<extra></extra>",
             )
         )
-    small = ev[~wide]
+    small = idx[~wide]
+    n_dense = 0
     if len(small):
-        tr = tracks[~wide].to_numpy()
-        col = ((small["start_ns"].to_numpy() - t0) // pixel_ns).clip(0, PIXELS - 1)
-        key = pd.DataFrame({"track": tr, "col": col, "busy": small["dur_ps"].to_numpy() / 1000})
-        dens = key.groupby(["track", "col"])["busy"].sum().reset_index()
+        col = ((index.start[small] - t0) // pixel_ns).clip(0, PIXELS - 1)
+        busy = np.bincount(
+            index.track[small].astype(np.int64) * PIXELS + col,
+            weights=index.end[small] - index.start[small],
+            minlength=len(index.tracks) * PIXELS,
+        )
+        cells = np.flatnonzero(busy)
+        tr, cl = cells // PIXELS, cells % PIXELS
+        n_dense = len(np.unique(tr))
         fig.add_trace(
             go.Bar(
                 name="dense (sub-pixel events)",
                 orientation="h",
-                y=dens["track"],
-                base=dens["col"] * pixel_ns / 1e6 + (t0 - base) / 1e6,
-                x=np.full(len(dens), pixel_ns / 1e6),
-                marker={"color": "#9ecae1", "opacity": np.clip(dens["busy"] / pixel_ns, 0.15, 1.0)},
+                y=labels[tr],
+                base=(t0 + cl * pixel_ns - base) / 1e6,
+                x=np.full(len(cells), pixel_ns / 1e6),
+                marker={"color": "#9ecae1", "opacity": np.clip(busy[cells] / pixel_ns, 0.15, 1.0)},
                 hovertemplate="%{y}<br>many short events<extra></extra>",
             )
         )
+    order = sorted(labels[used].tolist())
     fig.update_layout(
         barmode="overlay",
         height=120 + 28 * max(1, len(order)),
@@ -110,7 +153,6 @@ def timeline_figure(
         yaxis={"categoryorder": "array", "categoryarray": order[::-1]},
         margin={"l": 10, "r": 10, "t": 30, "b": 40},
         uirevision="timeline",
+        meta={"base": int(base), "bars": len(bars), "dense_tracks": n_dense},
     )
-    n_dense = int(len(small) and pd.Series(tracks[~wide]).nunique())
-    fig.update_layout(meta={"base": int(base), "bars": int(wide.sum()), "dense_tracks": n_dense})
     return fig

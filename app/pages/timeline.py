@@ -23,9 +23,9 @@ dash.register_page(__name__, path="/timeline", name="Timeline", order=2)
 
 
 def _window(analysis: Analysis, relayout: dict[str, Any] | None) -> tuple[int, int, int]:
-    ev = analysis.frames.events
-    base = int(ev["start_ns"].min())
-    end = int((ev["start_ns"] + ev["dur_ps"] // 1000).max())
+    """(t0, t1, base) in epoch ns: the zoom of ``relayout``, else the whole session."""
+    index = analysis.timeline
+    base, end = int(index.start.min()), int(index.end.max())
     if relayout and "xaxis.range[0]" in relayout:
         t0 = base + int(float(relayout["xaxis.range[0]"]) * 1e6)
         t1 = base + int(float(relayout["xaxis.range[1]"]) * 1e6)
@@ -33,9 +33,12 @@ def _window(analysis: Analysis, relayout: dict[str, Any] | None) -> tuple[int, i
     return base, end, base
 
 
-def _events(analysis: Analysis, worker: str | None) -> pd.DataFrame:
-    ev = analysis.frames.events
-    return ev if not worker or worker == "all" else ev[ev["worker"] == worker]
+def _worker(choice: str | None) -> str | None:
+    return None if not choice or choice == "all" else choice
+
+
+def _session(search: str | None) -> str | None:
+    return parse_qs((search or "").lstrip("?")).get("session", [None])[0]
 
 
 def layout(
@@ -48,7 +51,9 @@ def layout(
         return card(html.H5("This session has no timed events."))
     workers = ["all", *sorted(analysis.frames.events["worker"].cat.categories)]
     t0, t1, base = _window(analysis, None)
-    ev = _events(analysis, worker)
+    fig = timeline_figure(
+        analysis.timeline, t0, t1, base, worker=_worker(worker), highlight=q or ""
+    )
     return html.Div(
         [
             card(
@@ -76,13 +81,7 @@ def layout(
                     ]
                 )
             ),
-            card(
-                dcc.Graph(
-                    id=ids.TL_GRAPH,
-                    figure=timeline_figure(ev, t0, t1, base, q or ""),
-                    config={"scrollZoom": True},
-                )
-            ),
+            card(dcc.Graph(id=ids.TL_GRAPH, figure=fig, config={"scrollZoom": True})),
             card(
                 html.H6("Event details"),
                 html.Div("Click an event.", id=ids.TL_DETAILS, className="podscope-mono"),
@@ -103,16 +102,18 @@ def layout(
 def redraw(
     relayout: dict[str, Any] | None, worker: str, query: str | None, search: str | None
 ) -> tuple[Any, Any]:
-    _, analysis, _ = load_session(parse_qs((search or "").lstrip("?")).get("session", [None])[0])
+    _, analysis, _ = load_session(_session(search))
     if analysis is None:
         return dash.no_update, dash.no_update
     t0, t1, base = _window(analysis, relayout)
-    ev = _events(analysis, worker)
-    fig = timeline_figure(ev, t0, t1, base, query or "")
-    hits = int(ev["name"].astype(str).str.contains(query, regex=False).sum()) if query else 0
+    fig = timeline_figure(
+        analysis.timeline, t0, t1, base, worker=_worker(worker), highlight=query or ""
+    )
     meta = fig.layout.meta
     text = f"{meta['bars']:,} bars + density on {meta['dense_tracks']} tracks · {(t1 - t0) / 1e6:.3f} ms window"
-    return fig, text + (f" · {hits:,} events match '{query}'" if query else "")
+    if query:
+        text += f" · {int(analysis.timeline.matching(query).sum()):,} events match '{query}'"
+    return fig, text
 
 
 @dash.callback(
@@ -124,7 +125,7 @@ def redraw(
 def details(click: dict[str, Any] | None, search: str | None) -> Any:
     if not click or not click.get("points") or "customdata" not in click["points"][0]:
         return dash.no_update
-    _, analysis, _ = load_session(parse_qs((search or "").lstrip("?")).get("session", [None])[0])
+    _, analysis, _ = load_session(_session(search))
     if analysis is None:
         return dash.no_update
     row = int(click["points"][0]["customdata"][0])
@@ -150,8 +151,9 @@ def details(click: dict[str, Any] | None, search: str | None) -> Any:
         if pd.notna(ev[k])
     }
     for s in stats.itertuples():
-        value = next((v for v in (s.str_value, s.int_value, s.float_value) if pd.notna(v)), "")
-        fields[str(s.key)] = value
+        fields[str(s.key)] = next(
+            (v for v in (s.str_value, s.int_value, s.float_value) if pd.notna(v)), ""
+        )
     return html.Table(
         [html.Tr([html.Td(k, className="pe-3"), html.Td(str(v))]) for k, v in fields.items()]
     )

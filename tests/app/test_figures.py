@@ -9,7 +9,7 @@ from analyzers.breakdown import CATEGORIES, step_breakdown
 from analyzers.pod import pod_view
 from analyzers.steps import align_steps, find_steps
 from app.figures.pod import breakdown_bars_figure, step_heatmap_figure, step_time_lines_figure
-from app.figures.timeline import MAX_SHAPES, timeline_figure
+from app.figures.timeline import MAX_SHAPES, TimelineIndex, timeline_figure
 from tests.analyzers.test_breakdown import frames_of, worker_trace
 
 
@@ -67,12 +67,23 @@ def test_timeline_never_sends_more_than_the_shape_budget() -> None:
             "dur_ps": rng.integers(1, 5_000_000, n) * 1000,
         }
     )
-    fig = timeline_figure(ev, 0, 10**9, 0, max_shapes=MAX_SHAPES)
+    index = TimelineIndex.build(ev)
+    fig = timeline_figure(index, 0, 10**9, 0, max_shapes=MAX_SHAPES)
     bars = sum(len(t.x) for t in fig.data)
     assert (
         bars <= MAX_SHAPES + 3 * 1600
     )  # budgeted bars + one density bar per pixel column per track
     assert fig.layout.meta["bars"] <= MAX_SHAPES and fig.layout.meta["dense_tracks"] == 3
-    zoomed = timeline_figure(ev, 0, 2_000_000, 0)
+    zoomed = timeline_figure(index, 0, 2_000_000, 0, worker="w", highlight="x")
     assert zoomed.layout.meta["dense_tracks"] == 0 or zoomed.layout.meta["bars"] > 0
     assert list(zoomed.layout.xaxis.range) == [0, 2.0]
+
+
+def test_timeline_index_labels_each_track() -> None:
+    ev = events_2w()
+    index = TimelineIndex.build(ev)
+    expected = (
+        ev["worker"].astype(str) + " / " + ev["plane"].astype(str) + " / " + ev["line"].astype(str)
+    ).to_numpy()
+    assert (np.array(index.tracks, dtype=object)[index.track] == expected).all()
+    assert index.matching("MatMul").sum() == (ev["name"] == "dense/MatMul:MatMul").sum()
