@@ -65,7 +65,7 @@ def bench_app(capture: Path, n: int = 20) -> dict[str, Any]:
         slider, slider_size = _timed(
             lambda: pod_viewer.select_step(next(steps), "step", "?session=session_a"), n
         )
-        ev = timeline.load_session("session_a")[1].frames.events  # type: ignore[union-attr]
+        ev = timeline.load_session("session_a")[1].frames.events
         span_ms = (
             int((ev["start_ns"] + ev["dur_ps"] // 1000).max()) - int(ev["start_ns"].min())
         ) / 1e6
