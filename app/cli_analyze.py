@@ -102,3 +102,129 @@ def render_summary(table: pd.DataFrame) -> None:
         cells = ["n/a" if v is None else f"{v:.0f}" for v in shares]
         view.add_row(str(worker), str(device), str(len(rows)), f"{step / 1000:.2f}", *cells)
     Console().print(view)
+
+
+def _load_or_exit(path: Path, session: str | None, no_cache: bool) -> object:
+    from trace_parsers import TraceParseError, load
+
+    try:
+        return load(path, session=session, cache=not no_cache)
+    except TraceParseError as e:
+        typer.echo(f"podscope: error: {e}", err=True)
+        raise typer.Exit(2) from None
+
+
+def ops_table(table: pd.DataFrame) -> pd.DataFrame:
+    """``op_stats`` in the CLI's units: ``*_ps`` → ``*_time_us`` / ``*_us`` (3 decimals)."""
+    out = table.rename(columns={"total_ps": "total_time_ps", "self_ps": "self_time_ps"})
+    for col in [c for c in out.columns if c.endswith("_ps")]:
+        out[col.removesuffix("_ps") + "_us"] = (out[col] / 1e6).round(3)
+    out = out.drop(columns=[c for c in out.columns if c.endswith("_ps")])
+    lead = [
+        c
+        for c in (
+            "worker",
+            "device",
+            "kernel",
+            "op_name",
+            "op_type",
+            "occurrences",
+            "total_time_us",
+            "self_time_us",
+            "avg_us",
+            "min_us",
+            "max_us",
+            "p50_us",
+            "p95_us",
+        )
+        if c in out
+    ]
+    return out[lead + [c for c in out.columns if c not in lead]]
+
+
+def ops_command(
+    path: Annotated[Path, typer.Argument(help="A .xplane.pb, a run folder or a logdir.")],
+    csv: Annotated[bool, typer.Option("--csv", help="CSV on stdout.")] = False,
+    by: Annotated[str, typer.Option(help="op, type or kernel.")] = "op",
+    worker: Annotated[str | None, typer.Option(help="Only this worker.")] = None,
+    top: Annotated[int, typer.Option(help="Rows in the table view.")] = 20,
+    session: Annotated[
+        str | None, typer.Option(help="Session of a logdir (default: newest).")
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache")] = False,
+) -> None:
+    """Per-op time per worker and device: occurrences, total and self time, percentiles."""
+    from analyzers.ops import BY, op_stats
+
+    if by not in BY:
+        typer.echo(f"podscope: error: --by must be one of {', '.join(BY)}", err=True)
+        raise typer.Exit(2)
+    frames = _load_or_exit(path, session, no_cache)
+    table = ops_table(op_stats(frames.events, by=by, worker=worker))  # type: ignore[attr-defined]
+    if csv:
+        table.to_csv(sys.stdout, index=False)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    name_col = {"op": "op_name", "type": "op_type", "kernel": "kernel"}[by]
+    view = Table(title=f"top {top} by self time, per worker and device")
+    for col in (
+        "worker",
+        "device",
+        name_col,
+        "occurrences",
+        "self_time_us",
+        "total_time_us",
+        "self_share",
+    ):
+        view.add_column(
+            col,
+            justify="left" if col in ("worker", "device", name_col) else "right",
+            overflow="fold",
+        )
+    for row in table.sort_values("self_time_us", ascending=False).head(top).itertuples(index=False):
+        r = row._asdict()
+        view.add_row(
+            r["worker"],
+            r["device"],
+            str(r[name_col])[:80],
+            f"{r['occurrences']:,}",
+            f"{r['self_time_us']:,.1f}",
+            f"{r['total_time_us']:,.1f}",
+            f"{r['self_share'] * 100:.1f}%",
+        )
+    Console().print(view)
+
+
+def memory_command(
+    path: Annotated[Path, typer.Argument(help="A .xplane.pb, a run folder or a logdir.")],
+    csv: Annotated[
+        bool, typer.Option("--csv", help="The memory timeline as CSV on stdout.")
+    ] = False,
+    session: Annotated[
+        str | None, typer.Option(help="Session of a logdir (default: newest).")
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache")] = False,
+) -> None:
+    """Bytes in use over time per allocator (TF allocator events), and the peak breakdown."""
+    from analyzers.ops import memory_peak, memory_timeline
+
+    frames = _load_or_exit(path, session, no_cache)
+    timeline = memory_timeline(frames.events, frames.stats)  # type: ignore[attr-defined]
+    if timeline.empty:
+        typer.echo(
+            "podscope: this capture has no allocator events (TF records them only when memory "
+            "profiling is on, e.g. on GPU hosts); nothing to show.",
+            err=True,
+        )
+        if csv:
+            timeline.to_csv(sys.stdout, index=False)
+        return
+    if csv:
+        timeline.to_csv(sys.stdout, index=False)
+        return
+    for row in memory_peak(timeline).itertuples():
+        typer.echo(
+            f"{row.worker} {row.allocator}: peak {row.peak_bytes / 2**20:,.1f} MiB; top allocations: {row.top_ops}"
+        )

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from analyzers.breakdown import step_breakdown
+from analyzers.ops import memory_timeline, op_stats
 from analyzers.pod import pod_view, stragglers
 from analyzers.steps import align_steps, find_steps, step_methods
 from app.figures.timeline import TimelineIndex
@@ -34,6 +35,7 @@ class Analysis:
     """One parsed session and its derived frames (computed on first use)."""
 
     frames: TraceFrames
+    _ops: dict[tuple[str, str | None], pd.DataFrame] = field(default_factory=dict)
 
     @cached_property
     def steps(self) -> pd.DataFrame:
@@ -62,6 +64,17 @@ class Analysis:
     @cached_property
     def timeline(self) -> TimelineIndex:
         return TimelineIndex.build(self.frames.events)
+
+    @cached_property
+    def memory(self) -> pd.DataFrame:
+        return memory_timeline(self.frames.events, self.frames.stats)
+
+    def ops(self, by: str, worker: str | None) -> pd.DataFrame:
+        """``analyzers.ops.op_stats`` for (by, worker), computed once."""
+        key = (by, worker)
+        if key not in self._ops:
+            self._ops[key] = op_stats(self.frames.events, by=by, worker=worker)
+        return self._ops[key]
 
 
 @dataclass

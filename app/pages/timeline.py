@@ -19,7 +19,7 @@ from app.figures.timeline import timeline_figure
 from app.pages._common import card, load_session
 from app.store import Analysis
 
-dash.register_page(__name__, path="/timeline", name="Timeline", order=2)
+dash.register_page(__name__, path="/timeline", name="Timeline", order=3)
 
 
 def _window(analysis: Analysis, relayout: dict[str, Any] | None) -> tuple[int, int, int]:

@@ -6,6 +6,7 @@ Screenshots of every page are saved in build/artifacts/ as test artifacts.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.analyzers.test_breakdown import worker_trace
+from tests.analyzers.test_ops import gpu_space
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -42,6 +44,9 @@ def make_logdir(root: Path) -> Path:
             (run / f"{w}.xplane.pb").write_bytes(
                 worker_trace(w, 30, input_us=200 if w == late else 50)
             )
+    gpu = root / "plugins" / "profile" / "2026_01_03_gpu"
+    gpu.mkdir(parents=True)
+    (gpu / "10.0.0.9_6000.xplane.pb").write_bytes(gpu_space())
     return root
 
 
@@ -112,14 +117,15 @@ def settle(pg) -> None:  # type: ignore[no-untyped-def]
     pg.wait_for_timeout(500)
 
 
-@pytest.mark.parametrize("path", ["/", "/pod", "/timeline", "/capture"])
+@pytest.mark.parametrize(
+    "path", ["/", "/pod", "/ops", "/timeline", "/capture", "/ops?session=2026_01_03_gpu&by=kernel"]
+)
 def test_every_page_loads_without_console_errors(page, server, path: str) -> None:  # type: ignore[no-untyped-def]
     page.goto(server + path)
     settle(page)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(
-        path=str(ARTIFACTS / f"page{path.replace('/', '_') or '_'}.png"), full_page=True
-    )
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", path) or "_"
+    page.screenshot(path=str(ARTIFACTS / f"page{name}.png"), full_page=True)
     assert page.errors == []
     assert "PodScope" in page.title()
 

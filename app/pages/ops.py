@@ -1,0 +1,178 @@
+"""Ops: which ops cost what, on which worker and device; workers compared; memory over time."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+import dash
+import dash_ag_grid as dag
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import Input, Output, State, dcc, html
+
+from analyzers.ops import op_comparison
+from app import ids
+from app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure
+from app.pages._common import card, download_frame, load_session
+
+dash.register_page(__name__, path="/ops", name="Ops", order=2)
+
+
+def grid_rows(table: pd.DataFrame, session: str) -> list[dict[str, Any]]:
+    """Table rows in ms, with a link that opens the timeline searching for the op."""
+    view = table.copy()
+    for col in [c for c in view.columns if c.endswith("_ps")]:
+        view[col.removesuffix("_ps") + "_ms"] = (view[col] / 1e9).round(4)
+    view = view.drop(columns=[c for c in view.columns if c.endswith("_ps")])
+    name = (
+        view["kernel"]
+        if "kernel" in view
+        else view["op_name"].where(view["op_name"] != "", view["op_type"])
+    )
+    view.insert(
+        0,
+        "timeline",
+        [
+            f"[open](/timeline?{urlencode({'session': session, 'worker': w, 'q': q})})"
+            for w, q in zip(view["worker"], name, strict=True)
+        ],
+    )
+    return view.astype(object).where(view.notna(), None).to_dict("records")
+
+
+def layout(
+    session: str | None = None, worker: str | None = None, by: str | None = None, **_: str
+) -> Any:
+    session, analysis, alert = load_session(session)
+    if analysis is None:
+        return alert
+    workers = ["all", *sorted(analysis.frames.events["worker"].cat.categories)]
+    mem = analysis.memory
+    memory = (
+        dcc.Graph(figure=memory_figure(mem))
+        if len(mem)
+        else html.P(
+            "This capture has no allocator events (TensorFlow records them only when memory profiling "
+            "is on, e.g. on GPU hosts), so there is no memory timeline.",
+            className="podscope-muted",
+        )
+    )
+    return html.Div(
+        [
+            card(
+                dbc.Row(
+                    [
+                        dbc.Col(
+                            dcc.Dropdown(
+                                id=ids.OPS_WORKER,
+                                options=workers,
+                                value=worker or "all",
+                                clearable=False,
+                            ),
+                            md=4,
+                        ),
+                        dbc.Col(
+                            dbc.RadioItems(
+                                id=ids.OPS_BY,
+                                value=by or "op",
+                                inline=True,
+                                options=[
+                                    {"label": "per op", "value": "op"},
+                                    {"label": "per op type", "value": "type"},
+                                    {"label": "per GPU kernel", "value": "kernel"},
+                                ],
+                            ),
+                            md=5,
+                        ),
+                        dbc.Col(
+                            [
+                                dbc.Button("CSV", id=ids.OPS_CSV, size="sm", className="me-1"),
+                                dbc.Button("Parquet", id=ids.OPS_PARQUET, size="sm"),
+                            ],
+                            md=3,
+                            className="text-end",
+                        ),
+                    ]
+                ),
+                dcc.Download(id=ids.OPS_DOWNLOAD),
+            ),
+            card(
+                dag.AgGrid(
+                    id=ids.OPS_TABLE,
+                    defaultColDef={"sortable": True, "filter": True, "resizable": True},
+                    dashGridOptions={"pagination": True, "paginationPageSize": 25},
+                    style={"height": "560px"},
+                )
+            ),
+            dbc.Row(
+                [
+                    dbc.Col(card(dcc.Graph(id=ids.OPS_TOP)), md=6),
+                    dbc.Col(card(dcc.Graph(id=ids.OPS_TREEMAP)), md=6),
+                ]
+            ),
+            card(
+                html.H5("Across workers (self time, ms): ops that differ most"),
+                html.Div(id=ids.OPS_COMPARE),
+            ),
+            card(html.H5("Memory"), memory),
+        ]
+    )
+
+
+def _table(search: str | None, worker: str, by: str) -> tuple[str | None, pd.DataFrame | None]:
+    session, analysis, _ = load_session(
+        parse_qs((search or "").lstrip("?")).get("session", [None])[0]
+    )
+    if analysis is None:
+        return session, None
+    return session, analysis.ops(by, None if worker == "all" else worker)
+
+
+@dash.callback(
+    Output(ids.OPS_TABLE, "rowData"),
+    Output(ids.OPS_TABLE, "columnDefs"),
+    Output(ids.OPS_TOP, "figure"),
+    Output(ids.OPS_TREEMAP, "figure"),
+    Output(ids.OPS_COMPARE, "children"),
+    Input(ids.OPS_WORKER, "value"),
+    Input(ids.OPS_BY, "value"),
+    State(ids.URL, "search"),
+)
+def show(worker: str, by: str, search: str | None) -> tuple[Any, ...]:
+    session, table = _table(search, worker, by)
+    if table is None or session is None:
+        return dash.no_update, dash.no_update, dash.no_update, dash.no_update, dash.no_update
+    rows = grid_rows(table, session)
+    cols = [
+        {
+            "field": c,
+            "pinned": "left" if c in ("timeline", "worker") else None,
+            "cellRenderer": "markdown" if c == "timeline" else None,
+        }
+        for c in (rows[0] if rows else {})
+    ]
+    comparison = op_comparison(table) if by == "op" and table["worker"].nunique() > 1 else None
+    compare = (
+        dbc.Table.from_dataframe((comparison / 1e9).round(3).reset_index().head(15), size="sm")
+        if comparison is not None
+        else html.P("One worker: nothing to compare.", className="podscope-muted")
+    )
+    return rows, cols, ops_top_figure(table), ops_treemap_figure(table), compare
+
+
+@dash.callback(
+    Output(ids.OPS_DOWNLOAD, "data"),
+    Input(ids.OPS_CSV, "n_clicks"),
+    Input(ids.OPS_PARQUET, "n_clicks"),
+    State(ids.OPS_WORKER, "value"),
+    State(ids.OPS_BY, "value"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def download(_csv: int | None, _pq: int | None, worker: str, by: str, search: str | None) -> Any:
+    session, table = _table(search, worker, by)
+    if table is None:
+        return dash.no_update
+    fmt = "parquet" if dash.ctx.triggered_id == ids.OPS_PARQUET else "csv"
+    return download_frame(table, f"ops_{by}_{session}", fmt)

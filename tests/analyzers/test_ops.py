@@ -1,0 +1,244 @@
+"""Op statistics: self time rules, GPU kernels and Tensor Cores, XProf cross-check, tiny ops."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analyzers.ops import memory_peak, memory_timeline, op_comparison, op_stats, ops_per_step
+from analyzers.steps import find_steps
+from tests.conftest import Capture, shared_trace
+from tests.xspace_builder import SpaceBuilder
+from trace_parsers import load
+from trace_parsers.xplane import parse_xplane
+
+
+def union_ps(start: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of intervals."""
+    order = np.argsort(start)
+    total, cur_s, cur_e = 0, None, None
+    for s, e in zip(start[order], end[order], strict=True):
+        if cur_e is None or s > cur_e:
+            total += (cur_e - cur_s) if cur_e is not None else 0
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return int(total + ((cur_e - cur_s) if cur_e is not None else 0))
+
+
+def assert_self_time_rules(events: pd.DataFrame) -> None:
+    assert (events["self_ps"] <= events["dur_ps"]).all() and (events["self_ps"] >= 0).all()
+    for _, line in events.groupby(["worker", "plane", "line_id"], observed=True):
+        start = (line["start_ns"].to_numpy() - line["start_ns"].min()) * 1000
+        end = start + line["dur_ps"].to_numpy()
+        # Per line, self times partition the busy time: their sum is the union of all events.
+        assert line["self_ps"].sum() == union_ps(start, end)
+
+
+def gpu_space() -> bytes:
+    """Host launches (correlation ids, tf_op) and GPU kernels / memcpy / nccl, modelled on the
+    real V100 capture's stat formats."""
+    b = SpaceBuilder()
+    host = b.plane("/host:CPU")
+    t = host.line(1, "tf_gpu_private")
+    gpu = b.plane("/device:GPU:0", plane_id=1)
+    s = gpu.line(7, "Stream #7")
+    kernels = [
+        (
+            "model/dense/MatMul:MatMul",
+            "volta_h1688gemm_128x128_ldg8_nn",
+            "regs:128 shm:32768 grid:64,1,1 block:256,1,1",
+        ),
+        (
+            "model/dense_1/MatMul:MatMul",
+            "volta_sgemm_128x64_nn",
+            "regs:96 shm:16384 grid:32,1,1 block:128,1,1",
+        ),
+        (
+            "model/conv/Conv2D:Conv2D",
+            "implicit_convolve_sgemm",
+            "regs:64 shm:8192 grid:128,2,1 block:256,1,1",
+        ),
+        (
+            "model/relu:Relu",
+            "void Eigen::internal::EigenMetaKernel",
+            "regs:16 shm:0 grid:160,1,1 block:1024,1,1",
+        ),
+        (
+            "allreduce:NcclAllReduce",
+            "ncclAllReduceRingLLKernel_sum_f32",
+            "regs:72 shm:0 grid:2,1,1 block:256,1,1",
+        ),
+    ]
+    for step in range(3):
+        t0 = step * 1_000_000_000
+        for i, (op, kernel, details) in enumerate(kernels):
+            cid = step * 100 + i
+            host.event(t, op, t0 + i * 20_000_000, 10_000_000)
+            host.event(
+                t,
+                "cudaLaunchKernel",
+                t0 + i * 20_000_000 + 1_000_000,
+                5_000_000,
+                correlation_id=cid,
+            )
+            gpu.event(
+                s,
+                kernel,
+                t0 + i * 20_000_000 + 8_000_000,
+                30_000_000,
+                correlation_id=cid,
+                kernel_details=("ref", details),
+            )
+        gpu.event(
+            s,
+            "MemcpyHtoD",
+            t0 + 200_000_000,
+            4_000_000,
+            memcpy_details="kind:HtoD size:4096 dest:0 async:1",
+        )
+    return b.bytes()
+
+
+def test_gpu_kernel_table_attributes_ops_and_tensor_cores() -> None:
+    ev = parse_xplane(gpu_space(), worker="g_1").events
+    k = op_stats(ev, by="kernel").set_index("kernel")
+    assert k.loc["volta_h1688gemm_128x128_ldg8_nn", "op_type"] == "MatMul"
+    assert bool(k.loc["volta_h1688gemm_128x128_ldg8_nn", "tensor_core"]) and bool(
+        k.loc["volta_h1688gemm_128x128_ldg8_nn", "tc_eligible"]
+    )
+    assert (
+        not k.loc["volta_sgemm_128x64_nn", "tensor_core"]
+        and k.loc["volta_sgemm_128x64_nn", "tc_eligible"]
+    )
+    assert not k.loc["void Eigen::internal::EigenMetaKernel", "tc_eligible"]
+    assert k.loc["ncclAllReduceRingLLKernel_sum_f32", "op_type"] == "NcclAllReduce"
+    assert k.loc[
+        "implicit_convolve_sgemm", ["regs", "shm", "grid_x", "grid_y", "block_x"]
+    ].tolist() == [64, 8192, 128, 2, 256]
+    assert k.loc["volta_h1688gemm_128x128_ldg8_nn", "occurrences"] == 3
+    assert k.loc["MemcpyHtoD", "occurrences"] == 3
+
+
+def test_real_gpu_capture_kernels() -> None:
+    f = load(
+        shared_trace("xplane", "gpu_tf_multiworker_v100", "34.83.195.179_6003.xplane.pb"),
+        cache=False,
+    )
+    k = op_stats(f.events, by="kernel")
+    gpu4 = k[k["device"] == "/device:GPU:4"]
+    assert (
+        gpu4["op_type"] != "(device)"
+    ).mean() > 0.95  # kernels tied to their ops via correlation ids
+    assert gpu4["regs"].notna().mean() > 0.8 and gpu4["grid_x"].max() >= 160
+    assert_self_time_rules(f.events)
+    mem = memory_timeline(f.events, f.stats)
+    peak = memory_peak(mem).set_index("allocator")
+    assert peak.loc["GPU_4_bfc", "peak_bytes"] > 5 * 2**30
+
+
+def test_self_time_rules_on_constructed_nesting() -> None:
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    line = p.line(1, "t")
+    ns = 1000  # offsets in ns (ps would be truncated in start_ns)
+    p.events(
+        line,
+        [
+            (n, o * ns, d * ns)
+            for n, o, d in [
+                ("a:A", 0, 100),
+                ("b:B", 10, 30),
+                ("c:C", 20, 5),
+                ("d:D", 50, 80),
+                ("e:E", 300, 10),
+            ]
+        ],
+    )
+    ev = parse_xplane(b.bytes(), worker="w").events
+    assert_self_time_rules(ev)
+    ops = op_stats(ev).set_index("op_type")
+    assert (ops["self_ps"] <= ops["total_ps"]).all()
+    assert ops.loc["A", "self_ps"] == (100 - 30 - 50) * ns  # d is clipped to a's end
+    assert (
+        ops["self_ps"].sum() == union_ps(np.array([0, 300]), np.array([130, 310])) * ns
+    )  # d outlasts a
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["loop_capture", "fit_capture"])
+def test_matches_xprof_framework_op_stats(
+    name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    capture: Capture = request.getfixturevalue(name)
+    convert = pytest.importorskip("xprof.convert.raw_to_tool_data", reason="xprof is not installed")
+    data, _ = convert.xspace_to_tool_data([str(f) for f in capture.files], "framework_op_stats", {})
+    table = json.loads(data)[0]
+    cols = [c["id"] for c in table["cols"]]
+    theirs = pd.DataFrame([[v.get("v") for v in r["c"]] for r in table["rows"]], columns=cols)
+    theirs = theirs[(theirs["type"] != "IDLE") & (theirs["host_or_device"] == "Host")]
+    ours = op_stats(load(capture.logdir, cache=False).events)
+    ours = ours[ours["device"] == "/host:CPU"]
+    both = theirs.merge(
+        ours,
+        left_on=["type", "operation"],
+        right_on=["op_type", "op_name"],
+        how="outer",
+        indicator=True,
+    )
+    assert (both["_merge"] == "both").all(), both.loc[
+        both["_merge"] != "both", ["type", "operation", "op_type", "op_name"]
+    ]
+    assert (both["occurrences_x"] == both["occurrences_y"]).all()
+    assert (
+        (both["total_time"] - both["total_ps"] / 1e6).abs() <= 0.01 * both["total_time"] + 1e-3
+    ).all()
+    assert (
+        (both["total_self_time"] - both["self_ps"] / 1e6).abs()
+        <= 0.01 * both["total_self_time"] + 1e-3
+    ).all()
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_two_hosts_per_host_match_and_comparison(
+    loop_capture: Capture, xla_capture: Capture, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(loop_capture.files[0], run / "host_1.xplane.pb")
+    shutil.copy(loop_capture.files[0], run / "host_2.xplane.pb")
+    table = op_stats(load(run, cache=False).events)
+    single = op_stats(load(loop_capture.files[0], cache=False).events)
+    for host in ("host_1", "host_2"):
+        mine = table[table["worker"] == host].drop(columns="worker").reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine, single.drop(columns="worker").reset_index(drop=True))
+    comp = op_comparison(table)
+    assert (comp["spread_ps"] == 0).all() and set(comp.columns) >= {"host_1", "host_2", "ratio"}
+
+
+@pytest.mark.cluster
+@pytest.mark.tf
+@pytest.mark.slow
+def test_tiny_ops_dominate_and_are_counted_per_step(scenario_capture) -> None:  # type: ignore[no-untyped-def]
+    def chief(cap):  # type: ignore[no-untyped-def]
+        frames = load(cap.session_dir, cache=False)
+        ev = frames.events[frames.events["worker"] == cap.label("worker:0")]
+        return ev, find_steps(ev)
+
+    ev, steps = chief(scenario_capture("mwms-loop", "tiny-ops", tiny_ops=300))
+    base_ev, base_steps = chief(scenario_capture("mwms-loop", "baseline"))
+    per_step = ops_per_step(ev, steps)
+    assert set(per_step["op_type"].head(2)) == {"Sin", "Mul"}, per_step.head()
+    tiny = per_step.set_index("op_type")["per_step"]
+    assert tiny["Sin"] >= 0.9 * 150 and tiny["Mul"] >= 0.9 * 150
+    extra = per_step["per_step"].sum() - ops_per_step(base_ev, base_steps)["per_step"].sum()
+    assert extra >= 0.9 * 300
+    by_count = op_stats(ev, by="type").sort_values("occurrences", ascending=False)
+    assert set(by_count["op_type"].head(2)) == {"Sin", "Mul"}
