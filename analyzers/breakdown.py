@@ -186,7 +186,10 @@ def step_breakdown(
     if stats is not None and "event_row" in steps and len(steps):
         roots = steps["event_row"].to_numpy(dtype=np.int64)
         grouped = step_groups(events, stats, roots) >= 0
-        grouped[roots] = False  # the step's own event spans the step: it is not an activity
+        grouped |= events["group_id"].notna().to_numpy()  # groups XProf already assigned
+        grouped[roots[steps["method"].to_numpy() != "group_id"]] = (
+            False  # markers span the step: not activities
+        )
     etype = classify(events, grouped)
     rows = []
     for worker, st in steps.groupby("worker", sort=True):

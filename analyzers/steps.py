@@ -10,10 +10,12 @@ Methods, tried in this order per worker (the first that finds at least two steps
 
 1. ``marker``: events with a ``step_num`` stat at depth 0 (``Trace('train', step_num=…, _r=1)``,
    tf-keras ``fit``); ``train`` is preferred when several marker names exist.
-2. ``function``: the most frequent top-level tf.function execution,
+2. ``group_id``: traces already grouped by XProf/TensorBoard (``group_id`` stats on host
+   events): each group's time span is a step.
+3. ``function``: the most frequent top-level tf.function execution,
    ``EagerLocalExecute: __inference_<name>`` with ``train`` in the name (custom loops without
    markers, ParameterServerStrategy workers).
-3. ``python_call``: the Python tracer's ``polymorphic_function.py:<line> __call__`` events at
+4. ``python_call``: the Python tracer's ``polymorphic_function.py:<line> __call__`` events at
    depth ≤ 1 — what the collector's safe plan records on non-chief MWMS workers.
 
 ``align_steps`` then numbers the steps every worker has (XProf's ``step`` 0..N-1): by
@@ -27,7 +29,7 @@ import pandas as pd
 
 from analyzers._match import matches
 
-METHODS = ("marker", "function", "python_call")
+METHODS = ("marker", "group_id", "function", "python_call")
 _FUNCTION = r"^EagerLocalExecute: __inference_\w*train\w*"
 _PY_CALL = r"polymorphic_function\.py:\d+ __call__$"
 STEP_COLUMNS = ["worker", "step_num", "start_ns", "end_ns", "method", "name", "event_row"]
@@ -50,6 +52,26 @@ def _rows(ev: pd.DataFrame, method: str) -> pd.DataFrame:
     return out.sort_values("start_ns", kind="stable")
 
 
+def _group_rows(ev: pd.DataFrame) -> pd.DataFrame:
+    """Steps of traces grouped by XProf (``group_id`` stats): each group's host time span."""
+    end = ev["start_ns"] + ev["dur_ps"] // 1000
+    g = ev.assign(end_ns=end).groupby("group_id", observed=True)
+    span = g.agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
+    first = g["start_ns"].idxmin()
+    out = pd.DataFrame(
+        {
+            "worker": str(ev["worker"].iloc[0]),
+            "step_num": span["group_id"].astype("Int64"),
+            "start_ns": span["start_ns"].to_numpy(),
+            "end_ns": span["end_ns"].to_numpy(),
+            "method": "group_id",
+            "name": ev["name"].astype(str).loc[first.to_numpy()].to_numpy(),
+            "event_row": first.to_numpy(dtype=np.int64),
+        }
+    )
+    return out.sort_values("start_ns", kind="stable")
+
+
 def _worker_steps(ev: pd.DataFrame) -> pd.DataFrame:
     markers = ev[ev["step_num"].notna() & (ev["depth"] == 0)]
     if len(markers):
@@ -61,6 +83,9 @@ def _worker_steps(ev: pd.DataFrame) -> pd.DataFrame:
         )
         if len(markers) >= 2:
             return _rows(markers, "marker")
+    grouped = ev[ev["group_id"].notna() & ~matches(ev["plane"], "/device:", how="startswith")]
+    if grouped["group_id"].nunique() >= 2:
+        return _group_rows(grouped)
     fn = ev[matches(ev["name"], _FUNCTION)]
     if len(fn):
         top = fn[fn["depth"] == fn["depth"].min()]
@@ -118,6 +143,7 @@ def step_methods(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
             method, n = found.loc[w, "first"], int(found.loc[w, "size"])
             note = {
                 "marker": "step markers (Trace('train', step_num=…) or Keras fit)",
+                "group_id": "no step markers: steps from the trace's group_id stats (grouped by XProf)",
                 "function": "no step markers: one tf.function train call per step",
                 "python_call": "Python tracer only: one tf.function __call__ per step; TF ops not traced",
             }[method]

@@ -1,0 +1,20 @@
+"""Diagnostics that follow TensorFlow's GPU performance guide: a registry of rules, each a pure
+function (inputs, thresholds) → ``Finding`` with its evidence.
+
+    >>> from analyzers.diagnostics import diagnose, prepare
+    >>> findings = diagnose(prepare(frames))
+    >>> [(f.rule_id, f.severity) for f in findings if f.severity != "none"]
+
+Each finding carries ``expression``: one line of Python (pandas over the frames) that
+reproduces its main number, so users can check it: ``eval(f.expression, {"frames": frames,
+"prepare": prepare, "np": np, "pd": pd})``.
+"""
+
+from __future__ import annotations
+
+from analyzers.diagnostics.base import RULES, Finding, Inputs, Thresholds, diagnose, prepare
+
+__all__ = ["RULES", "Finding", "Inputs", "Thresholds", "diagnose", "prepare"]
+
+# Rules register themselves in RULES on import.
+from analyzers.diagnostics import rules_gpu, rules_host, rules_steps  # noqa: F401

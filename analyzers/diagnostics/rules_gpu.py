@@ -1,0 +1,281 @@
+"""Rules that need device planes: Tensor Cores, mixed precision, TF32, copies, launches, memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analyzers._match import isin, matches
+from analyzers.diagnostics.base import (
+    Finding,
+    Inputs,
+    Thresholds,
+    not_applicable,
+    rule,
+    severity_of,
+)
+from analyzers.diagnostics.rules_steps import GPU_ONLY
+from analyzers.ops import TENSOR_CORE_ELIGIBLE, memory_timeline
+
+COMPUTE_HEAVY = frozenset(
+    TENSOR_CORE_ELIGIBLE | {"Conv2D", "MatMul", "BiasAdd", "Softmax", "FusedBatchNormV3"}
+)
+
+
+def _device_events(inp: Inputs) -> pd.DataFrame:
+    ev = inp.frames.events
+    return ev[matches(ev["plane"], "/device:(?:GPU|TPU)", how="match")]
+
+
+def _plane_stat(inp: Inputs, key: str) -> pd.Series:
+    s = inp.frames.plane_stats
+    s = s[s["key"] == key]
+    return pd.Series(
+        s["int_value"].astype("Float64").to_numpy(),
+        index=s["worker"].astype(str) + " " + s["plane"].astype(str),
+    )
+
+
+@rule("tensor_cores")
+def tensor_cores(inp: Inputs, t: Thresholds) -> Finding:
+    title = "Tensor Cores unused by eligible ops"
+    if not inp.has_device:
+        return not_applicable("tensor_cores", title, GPU_ONLY)
+    k = inp.kernels
+    eligible = k[k["tc_eligible"].astype(bool)]
+    if eligible.empty:
+        return not_applicable(
+            "tensor_cores", title, "no Tensor-Core-eligible op (Conv2D, MatMul, …) on the device"
+        )
+    value = float(
+        eligible.loc[~eligible["tensor_core"].astype(bool), "self_ps"].sum()
+        / eligible["self_ps"].sum()
+    )
+    worst = eligible[~eligible["tensor_core"].astype(bool)].nlargest(5, "self_ps")
+    return Finding(
+        "tensor_cores",
+        title,
+        "high" if value >= 0.5 else "moderate" if value >= 0.1 else "none",
+        value=value,
+        expression="(lambda k: k[~k.tensor_core & k.tc_eligible].self_ps.sum() / k[k.tc_eligible].self_ps.sum())(prepare(frames).kernels)",
+        evidence={
+            "kernels_without_tensor_cores": dict(
+                zip(worst["kernel"], (worst["self_ps"] / 1e6).round(1), strict=True)
+            )
+        },
+        recommendation="Use mixed precision (mixed_float16) and dimensions that are multiples of 8 so cuDNN/cuBLAS "
+        "pick Tensor Core kernels (names with h884, h1688, 16816, hmma…).",
+        at_stake_ns=value
+        * float(eligible["self_ps"].sum())
+        / 1000
+        / max(1, inp.pod["step"].nunique()),
+        page="/ops?by=kernel",
+    )
+
+
+@rule("mixed_precision")
+def mixed_precision(inp: Inputs, t: Thresholds) -> Finding:
+    title = "Mixed precision off (16-bit share of device compute below 10 %)"
+    if not inp.has_device:
+        return not_applicable(
+            "mixed_precision",
+            title,
+            GPU_ONLY + " (on CPU, mixed precision does not speed up training)",
+        )
+    b = inp.split
+    if b.empty or float(b["device_compute_ns"].astype(float).sum()) == 0:
+        return not_applicable("mixed_precision", title, "no device compute inside steps")
+    value = float(
+        b["device_compute_16_ns"].astype(float).sum() / b["device_compute_ns"].astype(float).sum()
+    )
+    return Finding(
+        "mixed_precision",
+        title,
+        "moderate" if value < t.half_precision_share else "none",
+        value=value,
+        expression="(lambda b: b.device_compute_16_ns.sum() / b.device_compute_ns.sum())(prepare(frames).split)",
+        evidence={"half_precision_share": round(value, 4)},
+        recommendation="tf.keras.mixed_precision.set_global_policy('mixed_float16') (or 'mixed_bfloat16' on "
+        "TPU/Ampere+), with a LossScaleOptimizer in custom loops.",
+    )
+
+
+@rule("tf32")
+def tf32(inp: Inputs, t: Thresholds) -> Finding:
+    title = "TF32 disabled on an Ampere-or-newer GPU"
+    if not inp.has_device:
+        return not_applicable("tf32", title, GPU_ONLY)
+    cc = _plane_stat(inp, "compute_cap_major").dropna()
+    if cc.empty:
+        return not_applicable(
+            "tf32", title, "the trace does not record the GPUs' compute capability"
+        )
+    if float(cc.max()) < 8:
+        return not_applicable(
+            "tf32", title, f"compute capability {int(cc.max())}.x: TF32 needs Ampere (8.0) or newer"
+        )
+    k = inp.kernels
+    gemm = k[matches(k["kernel"].astype("category"), r"(?i)gemm|conv")]
+    fp32 = gemm[
+        matches(gemm["kernel"].astype("category"), r"(?i)sgemm|fp32|f32f32")
+        & ~matches(gemm["kernel"].astype("category"), r"(?i)tf32|1688|884|16816|xmma")
+    ]
+    value = float(fp32["self_ps"].sum() / gemm["self_ps"].sum()) if gemm["self_ps"].sum() else 0.0
+    return Finding(
+        "tf32",
+        title,
+        "moderate" if value >= 0.5 else "none",
+        value=value,
+        expression="(lambda g: g[g.kernel.str.contains('(?i)sgemm|fp32|f32f32') & ~g.kernel.str.contains('(?i)tf32|1688|884|16816|xmma')].self_ps.sum() / g.self_ps.sum())(prepare(frames).kernels.pipe(lambda k: k[k.kernel.str.contains('(?i)gemm|conv')]))",
+        evidence={"fp32_gemm_kernels": fp32["kernel"].head(5).tolist()},
+        recommendation="TF 2.4+ enables TF32 by default; something turned it off: "
+        "tf.config.experimental.enable_tensor_float_32_execution(True).",
+    )
+
+
+@rule("host_device_copies")
+def copies(inp: Inputs, t: Thresholds) -> Finding:
+    title = "Host↔device copies every step"
+    if not inp.has_device:
+        return not_applicable("host_device_copies", title, GPU_ONLY)
+    d = _device_events(inp)
+    cp = d[matches(d["name"], r"(?i)memcpy(?:HtoD|DtoH|H2D|D2H)")]
+    steps = max(1, inp.pod["step"].nunique())
+    value = len(cp) / steps / max(1, d["plane"].nunique())
+    share = (
+        float(cp["dur_ps"].sum() / 1000 / (inp.step_time_ns * steps)) if inp.step_time_ns else 0.0
+    )
+    return Finding(
+        "host_device_copies",
+        title,
+        severity_of(value, t.copies_per_step),
+        value=float(value),
+        expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)memcpy(?:HtoD|DtoH|H2D|D2H)').sum() / max(1, i.pod.step.nunique()) / max(1, d.plane.nunique()))(i.frames.events[i.frames.events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
+        evidence={
+            "copies": len(cp),
+            "per_step_per_device": round(float(value), 1),
+            "share_of_step": round(share, 4),
+            "by_kind": cp["name"].astype(str).value_counts().to_dict(),
+        },
+        recommendation="Keep tensors on the device: avoid .numpy()/Python values in the step, place ops on the GPU, "
+        "and prefetch input to the device (tf.data.experimental.prefetch_to_device).",
+        page="/timeline?q=Memcpy",
+    )
+
+
+@rule("ops_on_host")
+def ops_on_host(inp: Inputs, t: Thresholds) -> Finding:
+    title = "Compute ops placed on the host of a GPU worker"
+    if not inp.has_device:
+        return not_applicable("ops_on_host", title, GPU_ONLY)
+    ops = inp.ops
+    host_ops = ops[
+        ~matches(ops["plane"], "/device:", how="startswith") & isin(ops["op_type"], COMPUTE_HEAVY)
+    ]
+    value = float(host_ops["op_self_ps"].sum() / max(1, ops["op_self_ps"].sum()))
+    return Finding(
+        "ops_on_host",
+        title,
+        "moderate" if value >= 0.05 else "none",
+        value=value,
+        expression="(lambda o: o[~o.plane.astype(str).str.startswith('/device:') & o.op_type.astype(str).isin(__import__('analyzers.diagnostics.rules_gpu', fromlist=['x']).COMPUTE_HEAVY)].op_self_ps.sum() / o.op_self_ps.sum())(prepare(frames).ops)",
+        evidence={"ops": host_ops["op_name"].astype(str).value_counts().head(5).to_dict()},
+        recommendation="Check device placement (tf.debugging.set_log_device_placement(True)): ops without a GPU "
+        "kernel or with int32 inputs run on the CPU and add copies.",
+        page="/ops",
+    )
+
+
+@rule("allreduce_count")
+def allreduce_count(inp: Inputs, t: Thresholds) -> Finding:
+    title = "Many all-reduces per GPU per step"
+    if not inp.has_device:
+        return not_applicable("allreduce_count", title, GPU_ONLY)
+    d = _device_events(inp)
+    coll = d[matches(d["name"], r"(?i)^nccl.*all-?reduce|all-?reduce")]
+    steps = max(1, inp.pod["step"].nunique())
+    value = len(coll) / steps / max(1, d["plane"].nunique())
+    return Finding(
+        "allreduce_count",
+        title,
+        "moderate" if value > t.allreduce_per_step else "none",
+        value=float(value),
+        expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)^nccl.*all-?reduce|all-?reduce').sum() / max(1, i.pod.step.nunique()) / max(1, d.plane.nunique()))(i.frames.events[i.frames.events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
+        evidence={"allreduce_kernels": len(coll), "per_step_per_device": round(float(value), 2)},
+        recommendation="Pack gradients into fewer all-reduces (tf.distribute's CommunicationOptions("
+        "bytes_per_pack=…)); each all-reduce pays latency.",
+        page="/timeline?q=nccl",
+    )
+
+
+@rule("launch_skew")
+def launch_skew(inp: Inputs, t: Thresholds) -> Finding:
+    title = "GPU launch skew between the GPUs of one worker"
+    if not inp.has_device:
+        return not_applicable("launch_skew", title, GPU_ONLY)
+    d = _device_events(inp)
+    s = inp.aligned
+    if s.empty or d["plane"].nunique() < 2:
+        return not_applicable("launch_skew", title, "needs steps and at least two busy GPUs")
+    skews = []
+    for worker, st in s.groupby("worker"):
+        dw = d[d["worker"] == worker]
+        k = np.searchsorted(st["start_ns"].to_numpy(), dw["start_ns"].to_numpy(), side="right") - 1
+        first = (
+            dw.assign(step=k)
+            .query("step >= 0")
+            .groupby(["step", dw["plane"].astype(str)])["start_ns"]
+            .min()
+        )
+        spread = (
+            first.groupby(level=0).agg(lambda x: x.max() - x.min())
+            if len(first)
+            else pd.Series(dtype=float)
+        )
+        # Relative to the step period (start to start), robust to steps that end before their kernels.
+        period = (
+            float(np.median(np.diff(st["start_ns"].to_numpy())))
+            if len(st) > 1
+            else float((st["end_ns"] - st["start_ns"]).iloc[0])
+        )
+        if len(spread) and period > 0:
+            skews.append(
+                float(np.minimum(spread.to_numpy(), period).mean() / period)
+            )  # at most one period
+    value = max(skews) if skews else 0.0
+    return Finding(
+        "launch_skew",
+        title,
+        severity_of(value, t.launch_skew),
+        value=value,
+        expression="(see analyzers/diagnostics/rules_gpu.py: per step, spread of the first kernel start across GPUs, over the median step period)",
+        evidence={"mean_skew_share": round(value, 4)},
+        recommendation="Host threads contend when launching for several GPUs: TF_GPU_THREAD_MODE=gpu_private, "
+        "fewer host threads for tf.data, or one process per GPU.",
+    )
+
+
+@rule("memory")
+def memory(inp: Inputs, t: Thresholds) -> Finding:
+    title = "Device memory close to capacity"
+    if not inp.has_device:
+        return not_applicable("memory", title, GPU_ONLY)
+    mem = memory_timeline(inp.frames.events, inp.frames.stats)
+    size = _plane_stat(inp, "memory_size").dropna()
+    if mem.empty or size.empty:
+        return not_applicable(
+            "memory", title, "no allocator events or device memory size in the trace"
+        )
+    peak = mem.groupby(["worker", "allocator"])["peak_bytes_in_use"].max().astype(float)
+    value = float(peak.max() / size.max())
+    return Finding(
+        "memory",
+        title,
+        severity_of(value, t.memory_use),
+        value=value,
+        expression="float(prepare(frames).frames.plane_stats.pipe(lambda s: __import__('analyzers.ops', fromlist=['x']).memory_timeline(frames.events, frames.stats).peak_bytes_in_use.max() / s[s.key == 'memory_size'].int_value.max()))",
+        evidence={"peak_bytes": peak.round().to_dict(), "memory_size": int(size.max())},
+        recommendation="Near the limit, TF fragments and may OOM: smaller batch, mixed precision, gradient "
+        "checkpointing; see the peak breakdown on the Ops page.",
+        page="/ops",
+    )

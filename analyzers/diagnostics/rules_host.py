@@ -1,0 +1,189 @@
+"""Rules on host-side execution: eager ops, tiny ops, the input pipeline, recompilation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyzers._match import matches
+from analyzers.diagnostics.base import (
+    Finding,
+    Inputs,
+    Thresholds,
+    not_applicable,
+    rule,
+    severity_of,
+)
+
+EAGER_OP = r"EagerLocalExecute: (?!__inference)"
+
+
+@rule("eager")
+def eager(inp: Inputs, t: Thresholds) -> Finding:
+    """Eager op time: ops with ``is_eager`` (XProf), or TF 2.21's ``EagerLocalExecute: <Op>``
+    events (CPU), as a share of all op time."""
+    title = "Ops run eagerly (outside tf.function)"
+    ev = inp.frames.events
+    ops = inp.ops
+    if ops.empty:
+        return not_applicable("eager", title, "no TF op events in this trace")
+    eager_ev = ev[matches(ev["name"], EAGER_OP, how="match")]
+    flagged = ops["is_eager"].fillna(False).astype(bool)
+    eager_ps = float(eager_ev["dur_ps"].sum() + ops.loc[flagged, "dur_ps"].sum())
+    value = eager_ps / float(ops["dur_ps"].sum() + eager_ev["dur_ps"].sum())
+    top = (
+        eager_ev["name"].astype(str).str.removeprefix("EagerLocalExecute: ").value_counts().head(5)
+    )
+    return Finding(
+        "eager",
+        title,
+        severity_of(value, t.eager),
+        value=value,
+        expression="(lambda i: (lambda e: (e.dur_ps.sum() + i.ops.dur_ps[i.ops.is_eager.fillna(False).astype(bool)].sum()) / (i.ops.dur_ps.sum() + e.dur_ps.sum()))(i.frames.events[i.frames.events.name.astype(str).str.match(r'EagerLocalExecute: (?!__inference)')]))(prepare(frames))",
+        evidence={"eager_ops": top.to_dict(), "eager_ms": round(eager_ps / 1e9, 3)},
+        recommendation="Wrap the training step in tf.function (Keras: do not set run_eagerly=True); eager "
+        "dispatch costs tens of µs per op.",
+        at_stake_ns=value * inp.step_time_ns * 0.5,
+        page="/ops",
+    )
+
+
+@rule("tiny_ops")
+def tiny_ops(inp: Inputs, t: Thresholds) -> Finding:
+    title = "Many tiny ops per step"
+    per = inp.ops_per_step
+    if per.empty:
+        return not_applicable("tiny_ops", title, "no steps with op events")
+    ops = inp.ops
+    per_worker = per.groupby("worker")["per_step"].sum()
+    value = float(per_worker.max())
+    short = float((ops["dur_ps"] < t.tiny_op_us * 1e6).mean())
+    severity = severity_of(value, t.tiny_ops_per_step) if short >= 0.5 else "none"
+    top = per[per["worker"] == per_worker.idxmax()].head(5)
+    return Finding(
+        "tiny_ops",
+        title,
+        severity,
+        value=value,
+        expression="float(prepare(frames).ops_per_step.groupby('worker').per_step.sum().max())",
+        evidence={
+            "ops_per_step_by_worker": per_worker.round(1).to_dict(),
+            "short_op_share": round(short, 3),
+            "top_types_per_step": dict(zip(top["op_type"], top["per_step"].round(1), strict=True)),
+        },
+        recommendation="Fuse small ops: compile the step with XLA (tf.function(jit_compile=True)), vectorize loops "
+        "over tensors, use bigger batches; each op costs dispatch (and on GPU ~20–40 µs launch).",
+        at_stake_ns=value * 5_000.0,
+        page="/ops",
+    )
+
+
+@rule("slow_iterator")
+def slow_iterator(inp: Inputs, t: Thresholds) -> Finding:
+    title = "IteratorGetNext is slow (tf.data is a bottleneck)"
+    ev = inp.frames.events
+    it = ev[matches(ev["name"], "IteratorGetNext", how="startswith")]
+    if it.empty:
+        return not_applicable(
+            "slow_iterator", title, "no IteratorGetNext events (no tf.data input in the trace)"
+        )
+    value = float(it["dur_ps"].mean() / 1e6)
+    severity = (
+        "none"
+        if value <= t.iterator_get_next_us
+        else ("high" if value >= 10 * t.iterator_get_next_us else "moderate")
+    )
+    return Finding(
+        "slow_iterator",
+        title,
+        severity,
+        value=value,
+        expression="float(frames.events[frames.events.name.astype(str).str.startswith('IteratorGetNext')].dur_ps.mean() / 1e6)",
+        evidence={
+            "calls": len(it),
+            "mean_us": round(value, 1),
+            "p95_us": round(float(np.percentile(it["dur_ps"], 95)) / 1e6, 1),
+        },
+        recommendation="More than 50 µs per IteratorGetNext means the step waits for data: parallelize map, "
+        "add prefetch, cache, or move preprocessing offline.",
+        page="/timeline?q=IteratorGetNext",
+    )
+
+
+@rule("no_prefetch")
+def no_prefetch(inp: Inputs, t: Thresholds) -> Finding:
+    title = "Input pipeline without prefetch"
+    ev = inp.frames.events
+    iters = ev[matches(ev["name"], "Iterator::", how="startswith")]
+    if iters.empty:
+        return not_applicable("no_prefetch", title, "no tf.data iterator events in the trace")
+    has = bool(matches(iters["name"], "Prefetch").any())
+    return Finding(
+        "no_prefetch",
+        title,
+        "none" if has else "moderate",
+        value=float(not has),
+        expression="float(not frames.events[frames.events.name.astype(str).str.startswith('Iterator::')].name.astype(str).str.contains('Prefetch').any())",
+        evidence={
+            "pipelines": iters["name"]
+            .astype(str)
+            .str.split("::")
+            .str[:4]
+            .str.join("::")
+            .value_counts()
+            .head(3)
+            .to_dict()
+        },
+        recommendation="End the input pipeline with .prefetch(tf.data.AUTOTUNE) so input overlaps the step.",
+        page="/timeline?q=Iterator",
+    )
+
+
+@rule("xla_recompilation")
+def recompilation(inp: Inputs, t: Thresholds) -> Finding:
+    title = "XLA / tf.function compiles after warm-up"
+    ev = inp.frames.events
+    steps = inp.steps
+    comp = ev[
+        matches(ev["name"], "(?i)(?:xlacompile|compile_ondemand|compilation|__inference.*compile)")
+    ]
+    if steps.empty:
+        return not_applicable(
+            "xla_recompilation", title, "no steps: cannot tell warm-up from steady state"
+        )
+    first_end = steps.groupby("worker")["end_ns"].min()
+    late = comp[
+        comp["start_ns"].to_numpy()
+        > comp["worker"].astype(str).map(first_end).astype(float).fillna(np.inf).to_numpy()
+    ]
+    value = float(len(late))
+    return Finding(
+        "xla_recompilation",
+        title,
+        "moderate" if value else "none",
+        value=value,
+        expression="float(len((lambda i: i.frames.events[i.frames.events.name.astype(str).str.contains('(?i)(?:xlacompile|compile_ondemand|compilation|__inference.*compile)') & (i.frames.events.start_ns.to_numpy() > i.frames.events.worker.astype(str).map(i.steps.groupby('worker').end_ns.min()).astype(float).fillna(float('inf')).to_numpy())])(prepare(frames))))",
+        evidence={
+            "compiles_after_first_step": int(value),
+            "names": late["name"].astype(str).value_counts().head(5).to_dict(),
+        },
+        recommendation="Recompiling every few steps usually means changing shapes or Python values passed to a "
+        "tf.function: pad to fixed shapes, pass tensors not Python scalars, set input_signature.",
+        page="/timeline?q=ompil",
+    )
+
+
+@rule("cpu_only")
+def cpu_only(inp: Inputs, t: Thresholds) -> Finding:
+    gpu = inp.has_device
+    return Finding(
+        "cpu_only",
+        "CPU-only trace" if not gpu else "Device planes present",
+        "none",
+        value=float(not gpu),
+        expression="float(not frames.events.plane.astype(str).str.match('/device:(?:GPU|TPU)').any())",
+        evidence={"planes": sorted(inp.frames.planes["plane"].astype(str).unique())},
+        recommendation="CPU-only trace: the GPU rules (Tensor Cores, mixed precision, TF32, copies, launch skew, "
+        "memory) are not applicable and are listed with that reason."
+        if not gpu
+        else "",
+    )

@@ -1,0 +1,208 @@
+"""Rules on the step-time breakdown and the pod view: where step time goes, who is slow."""
+
+from __future__ import annotations
+
+from analyzers.diagnostics.base import (
+    Finding,
+    Inputs,
+    Thresholds,
+    not_applicable,
+    rule,
+    severity_of,
+)
+from analyzers.pod import device_imbalance
+
+NO_SPLIT = "no step with a known breakdown (no steps found, or only Python-tracer workers)"
+GPU_ONLY = "CPU-only trace: this GPU rule is not applicable"
+
+
+def _category(
+    rule_id: str,
+    title: str,
+    cat: str,
+    levels: str,
+    advice: str,
+    *,
+    device_only: bool = False,
+    anchor: str = "",
+) -> None:
+    @rule(rule_id)
+    def check(inp: Inputs, t: Thresholds) -> Finding:
+        if device_only and not inp.has_device:
+            return not_applicable(rule_id, title, GPU_ONLY)
+        b = inp.split
+        if b.empty:
+            return not_applicable(rule_id, title, NO_SPLIT)
+        value = float(b[f"{cat}_ns"].astype(float).sum() / b["step_time_ns"].sum())
+        per_worker = (
+            b.groupby("worker")[f"{cat}_ns"].sum().astype(float)
+            / b.groupby("worker")["step_time_ns"].sum()
+        )
+        return Finding(
+            rule_id,
+            title,
+            severity_of(value, getattr(t, levels)),
+            value=value,
+            expression=f"(lambda b: b.{cat}_ns.sum() / b.step_time_ns.sum())(prepare(frames).split)",
+            evidence={
+                "share_by_worker": per_worker.round(4).to_dict(),
+                "steps": int(b["step"].nunique()),
+                "mean_ms_per_step": round(float(b[f"{cat}_ns"].astype(float).mean()) / 1e6, 3),
+            },
+            recommendation=advice,
+            doc=f"{_guide()}#{anchor}" if anchor else _guide(),
+            at_stake_ns=value * inp.step_time_ns,
+        )
+
+
+def _guide() -> str:
+    from analyzers.diagnostics.base import GUIDE
+
+    return GUIDE
+
+
+_category(
+    "input_bound",
+    "Input-bound: steps wait for the input pipeline",
+    "input",
+    "input",
+    "Make the tf.data pipeline faster: parallel map (num_parallel_calls=tf.data.AUTOTUNE), prefetch, cache; "
+    "move preprocessing off the step; check the Ops page for slow Iterator::* ops.",
+    anchor="debug_the_input_pipeline",
+)
+_category(
+    "output_bound",
+    "Output-bound: steps wait for device-to-host copies",
+    "output",
+    "output",
+    "Avoid fetching tensors to the host every step (metrics, summaries, .numpy()); fetch less often.",
+)
+_category(
+    "kernel_launch",
+    "Kernel launch overhead",
+    "kernel_launch",
+    "kernel_launch",
+    "Too many small kernels: compile the step with XLA (jit_compile=True), use bigger batches; when tf.data "
+    "runs on the same host, set TF_GPU_THREAD_MODE=gpu_private.",
+    device_only=True,
+)
+_category(
+    "all_others",
+    "Unattributed time in steps (often Python overhead)",
+    "all_others",
+    "all_others",
+    "Time inside steps that no op, input wait or copy explains: usually Python between ops. Put the step in "
+    "tf.function, avoid Python-side work per step, run several steps per call (steps_per_execution).",
+)
+_category(
+    "collectives",
+    "Time in collective communication (all-reduce)",
+    "device_collectives",
+    "collectives",
+    "On fast workers this is mostly waiting for the slowest one (see the straggler finding); otherwise "
+    "fewer, larger all-reduces (gradient packing), faster interconnect, or mixed precision to halve bytes.",
+)
+
+
+@rule("step_gaps")
+def step_gaps(inp: Inputs, t: Thresholds) -> Finding:
+    title = "Gaps between steps (work outside the step: callbacks, metrics, Python)"
+    s = inp.steps
+    if s["worker"].nunique() == 0 or len(s) < 2:
+        return not_applicable("step_gaps", title, "fewer than two steps")
+    if (s["method"] == "group_id").all():
+        return not_applicable(
+            "step_gaps", title, "steps come from group_id spans, which are not step boundaries"
+        )
+    s = s.sort_values(["worker", "start_ns"])
+    gap = (s.groupby("worker")["start_ns"].shift(-1) - s["end_ns"]).clip(lower=0)
+    span = s.groupby("worker")["end_ns"].max() - s.groupby("worker")["start_ns"].min()
+    per_worker = gap.groupby(s["worker"]).sum() / span
+    value = float(per_worker.mean())
+    return Finding(
+        "step_gaps",
+        title,
+        severity_of(value, t.step_gaps),
+        value=value,
+        expression="float(prepare(frames).steps.sort_values(['worker','start_ns']).groupby('worker').apply(lambda s: (s.start_ns.shift(-1) - s.end_ns).clip(lower=0).sum() / (s.end_ns.max() - s.start_ns.min())).mean())",
+        evidence={
+            "gap_share_by_worker": per_worker.round(4).to_dict(),
+            "median_gap_ms": round(float(gap.dropna().median()) / 1e6, 3),
+        },
+        recommendation="Move per-step Python work (callbacks, metric logging, data conversion) into tf.function or "
+        "do it every N steps; with Keras, raise steps_per_execution.",
+        at_stake_ns=value * inp.step_time_ns / max(1e-9, 1 - value),
+        page="/timeline",
+    )
+
+
+@rule("no_step_markers")
+def no_step_markers(inp: Inputs, t: Thresholds) -> Finding:
+    m = inp.methods
+    missing = m[m["method"] != "marker"]
+    none = m[m["method"] == "none"]
+    severity = "high" if len(none) else "moderate" if len(missing) else "none"
+    return Finding(
+        "no_step_markers",
+        "Step markers missing",
+        severity,
+        value=float(len(missing)),
+        expression="int((prepare(frames).methods.method != 'marker').sum())",
+        evidence={
+            "workers": {r.worker: r.method for r in missing.itertuples()},
+            "notes": {r.worker: r.note for r in missing.itertuples()},
+        },
+        recommendation="Wrap each training step in `with tf.profiler.experimental.Trace('train', step_num=step, _r=1):` "
+        "(Keras fit does this for you). Without markers, PodScope falls back on repeated tf.function calls "
+        "or the Python tracer, and XProf shows no step time at all.",
+    )
+
+
+@rule("straggler")
+def straggler(inp: Inputs, t: Thresholds) -> Finding:
+    title = "Straggler: one worker holds the others back"
+    s = inp.stragglers
+    if s.empty or len(s) < 2:
+        return not_applicable("straggler", title, "needs steps on at least two workers")
+    named = s[s["straggler"]]
+    top = float(s["score"].max())
+    severity = severity_of(top, t.straggler_score) if len(named) else "none"
+    return Finding(
+        "straggler",
+        title,
+        severity,
+        value=top,
+        expression="float(prepare(frames).stragglers.score.max())",
+        evidence={
+            "mode": s["mode"].iloc[0],
+            "scores": s.set_index("worker")["score"].round(4).to_dict(),
+            "straggler": named["worker"].tolist(),
+            "last_share": s.set_index("worker")["last_share"].round(3).to_dict(),
+        },
+        recommendation="Find what is different on that worker: its input pipeline, host load (other processes), "
+        "a slower device or network; compare its ops with the others on the Ops page.",
+        at_stake_ns=top * inp.step_time_ns if len(named) else 0.0,
+    )
+
+
+@rule("device_imbalance")
+def imbalance(inp: Inputs, t: Thresholds) -> Finding:
+    title = "Imbalance between the GPUs of one worker"
+    if not inp.has_device:
+        return not_applicable("device_imbalance", title, GPU_ONLY)
+    im = device_imbalance(inp.breakdown)
+    if im.empty:
+        return not_applicable(
+            "device_imbalance", title, "no worker has several busy devices in its steps"
+        )
+    value = float(im["imbalance"].max())
+    return Finding(
+        "device_imbalance",
+        title,
+        severity_of(value, t.device_imbalance),
+        value=value,
+        expression="float(__import__('analyzers.pod', fromlist=['x']).device_imbalance(prepare(frames).breakdown).imbalance.max())",
+        evidence={"by_worker": im.set_index("worker")["imbalance"].round(3).to_dict()},
+        recommendation="Replicas should do the same work: check per-replica batch sizes and data sharding, and "
+        "host-thread contention when launching (see the launch skew finding).",
+    )
