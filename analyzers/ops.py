@@ -334,7 +334,8 @@ def memory_peak(timeline: pd.DataFrame) -> pd.DataFrame:
 
 
 def ops_per_step(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """Mean op executions per step, per worker and op type (ops that start inside a step).
+    """Mean op executions per step, per worker and op type (ops that start inside a step;
+    tf.data work excluded).
 
     Args:
         events: the ``events`` frame.
@@ -344,6 +345,12 @@ def ops_per_step(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         Columns ``worker, op_type, per_step`` sorted by count, highest first.
     """
     ops = op_events(events)
+    # Input-pipeline work (tf.data iterators and map functions on tf_data threads) runs beside
+    # the step, not in it.
+    ops = ops[
+        (ops["op_type"] != "Dataset").to_numpy()
+        & ~matches(ops["line"], "tf_data", how="startswith")
+    ]
     rows = []
     for worker, st in steps.groupby("worker"):
         st = st.sort_values("start_ns")

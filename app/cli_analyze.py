@@ -228,3 +228,39 @@ def memory_command(
         typer.echo(
             f"{row.worker} {row.allocator}: peak {row.peak_bytes / 2**20:,.1f} MiB; top allocations: {row.top_ops}"
         )
+
+
+def diagnose_command(
+    path: Annotated[Path, typer.Argument(help="A .xplane.pb, a run folder or a logdir.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Every finding as JSON (evidence, expression).")
+    ] = False,
+    session: Annotated[
+        str | None, typer.Option(help="Session of a logdir (default: newest).")
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache")] = False,
+) -> None:
+    """Findings from TensorFlow's GPU performance guide, ranked; exit code 0 whatever they say."""
+    import dataclasses
+    import json
+
+    from analyzers.diagnostics import diagnose, prepare
+
+    frames = _load_or_exit(path, session, no_cache)
+    findings = diagnose(prepare(frames))  # type: ignore[arg-type]
+    if as_json:
+        typer.echo(json.dumps([dataclasses.asdict(f) for f in findings], indent=2, default=str))
+        return
+    for f in findings:
+        if not f.applies:
+            typer.echo(f"  n/a       {f.rule_id}: {f.reason}")
+        elif f.severity == "none":
+            typer.echo(
+                f"  ok        {f.title} ({f.value:.3g})"
+                if f.value is not None
+                else f"  ok        {f.title}"
+            )
+        else:
+            typer.echo(
+                f"{f.severity.upper():9} {f.title}: {f.value:.3g}\n          → {f.recommendation}"
+            )

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from analyzers.breakdown import step_breakdown
+from analyzers.diagnostics import Finding, diagnose, prepare
 from analyzers.ops import memory_timeline, op_stats
 from analyzers.pod import pod_view, stragglers
 from analyzers.steps import align_steps, find_steps, step_methods
@@ -68,6 +69,20 @@ class Analysis:
     @cached_property
     def memory(self) -> pd.DataFrame:
         return memory_timeline(self.frames.events, self.frames.stats)
+
+    @cached_property
+    def findings(self) -> list[Finding]:
+        """Diagnostics, reusing this analysis' derived frames."""
+        inputs = prepare(self.frames)
+        inputs.__dict__.update(
+            steps=self.steps,
+            aligned=self.aligned[0],
+            breakdown=self.breakdown,
+            pod=self.pod,
+            stragglers=self.stragglers,
+            methods=self.methods,
+        )
+        return diagnose(inputs)
 
     def ops(self, by: str, worker: str | None) -> pd.DataFrame:
         """``analyzers.ops.op_stats`` for (by, worker), computed once."""

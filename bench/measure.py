@@ -32,17 +32,12 @@ def _podscope_parse(path: str, cache_dir: str | None) -> dict[str, Any]:
 
 
 def _podscope_op_table(path: str, cache_dir: str | None) -> dict[str, Any]:
-    """Parse + per-op occurrences, total and self time (what framework_op_stats shows)."""
+    """Parse (or warm load) + ``analyzers.ops.op_stats``: what framework_op_stats shows."""
+    from analyzers.ops import op_stats
     from trace_parsers import load
-    from trace_parsers.nesting import nest_events
 
     t = time.perf_counter()
-    ev = load(path, cache=cache_dir is not None, cache_dir=cache_dir).events
-    ops = ev[ev["op_type"].notna()]
-    ops = ops.assign(op_self_ps=nest_events(ops)["self_ps"])
-    table = ops.groupby(["worker", "op_type", "op_name"], observed=True).agg(
-        occurrences=("dur_ps", "size"), total_ps=("dur_ps", "sum"), self_ps=("op_self_ps", "sum")
-    )
+    table = op_stats(load(path, cache=cache_dir is not None, cache_dir=cache_dir).events)
     return {"seconds": time.perf_counter() - t, "ops": len(table)}
 
 

@@ -131,7 +131,7 @@ class ScenarioCapture:
 def scenario_capture(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Callable[..., ScenarioCapture]]:
-    """``scenario_capture(workload, scenario, workers=2, ps=0, **config)``: runs the cluster,
+    """``scenario_capture(workload, scenario, workers=2, ps=0, host_tracer_level=2, **config)``: runs the cluster,
     waits for warm-up, captures 2 s of every task with the default (safe) plan, stops the
     cluster. Cached for the session: each scenario runs once however many tests use it."""
     require_tf()
@@ -140,12 +140,17 @@ def scenario_capture(
     made: dict[tuple[object, ...], ScenarioCapture] = {}
 
     def make(
-        workload: str, scenario: str, workers: int = 2, ps: int = 0, **config: object
+        workload: str,
+        scenario: str,
+        workers: int = 2,
+        ps: int = 0,
+        host_tracer_level: int = 2,
+        **config: object,
     ) -> ScenarioCapture:
-        key = (workload, scenario, workers, ps, tuple(sorted(config.items())))
+        key = (workload, scenario, workers, ps, host_tracer_level, tuple(sorted(config.items())))
         if key in made:
             return made[key]
-        root = tmp_path_factory.mktemp(f"{workload}-{scenario}")
+        root = tmp_path_factory.mktemp(f"{workload}-{scenario}-h{host_tracer_level}")
         cfg = EngineConfig(workload=workload, scenario=scenario, steps=None, **config)  # type: ignore[arg-type]
         m = cluster.up(cfg, workers=workers, ps=ps, run_dir=root / "run", ready_timeout_s=240)
         try:
@@ -160,7 +165,12 @@ def scenario_capture(
                 time.sleep(0.2)
             result = capture(
                 [Target(t.agent_address) for t in m.tasks],
-                CaptureOptions(logdir=root / "logdir", duration_ms=2500, delay_ms=300),
+                CaptureOptions(
+                    logdir=root / "logdir",
+                    duration_ms=2500,
+                    delay_ms=300,
+                    host_tracer_level=host_tracer_level,
+                ),
             )
             bad = [(w.label, w.status, w.reason) for w in result.workers if w.status != "ok"]
             assert not bad, bad

@@ -15,6 +15,7 @@ from analyzers.diagnostics.base import (
 )
 
 EAGER_OP = r"EagerLocalExecute: (?!__inference)"
+_COMPILE = r"(?i)(?:xlacompile|compile_ondemand|compilation|__inference.*compile)"
 
 
 @rule("eager")
@@ -50,6 +51,10 @@ def eager(inp: Inputs, t: Thresholds) -> Finding:
 @rule("tiny_ops")
 def tiny_ops(inp: Inputs, t: Thresholds) -> Finding:
     title = "Many tiny ops per step"
+    note = (
+        "TF's host tracer records cheap ops only at host_tracer_level 3; at the default level 2 most "
+        "tiny ops are invisible, so this count is a lower bound."
+    )
     per = inp.ops_per_step
     if per.empty:
         return not_applicable("tiny_ops", title, "no steps with op events")
@@ -69,6 +74,7 @@ def tiny_ops(inp: Inputs, t: Thresholds) -> Finding:
             "ops_per_step_by_worker": per_worker.round(1).to_dict(),
             "short_op_share": round(short, 3),
             "top_types_per_step": dict(zip(top["op_type"], top["per_step"].round(1), strict=True)),
+            "note": note,
         },
         recommendation="Fuse small ops: compile the step with XLA (tf.function(jit_compile=True)), vectorize loops "
         "over tensors, use bigger batches; each op costs dispatch (and on GPU ~20–40 µs launch).",
@@ -143,9 +149,7 @@ def recompilation(inp: Inputs, t: Thresholds) -> Finding:
     title = "XLA / tf.function compiles after warm-up"
     ev = inp.frames.events
     steps = inp.steps
-    comp = ev[
-        matches(ev["name"], "(?i)(?:xlacompile|compile_ondemand|compilation|__inference.*compile)")
-    ]
+    comp = ev[matches(ev["name"], _COMPILE) & ~matches(ev["name"], "$", how="startswith")]
     if steps.empty:
         return not_applicable(
             "xla_recompilation", title, "no steps: cannot tell warm-up from steady state"
@@ -161,7 +165,7 @@ def recompilation(inp: Inputs, t: Thresholds) -> Finding:
         title,
         "moderate" if value else "none",
         value=value,
-        expression="float(len((lambda i: i.frames.events[i.frames.events.name.astype(str).str.contains('(?i)(?:xlacompile|compile_ondemand|compilation|__inference.*compile)') & (i.frames.events.start_ns.to_numpy() > i.frames.events.worker.astype(str).map(i.steps.groupby('worker').end_ns.min()).astype(float).fillna(float('inf')).to_numpy())])(prepare(frames))))",
+        expression="float(len((lambda i: i.frames.events[i.frames.events.name.astype(str).str.contains('(?i)(?:xlacompile|compile_ondemand|compilation|__inference.*compile)') & ~i.frames.events.name.astype(str).str.startswith('$') & (i.frames.events.start_ns.to_numpy() > i.frames.events.worker.astype(str).map(i.steps.groupby('worker').end_ns.min()).astype(float).fillna(float('inf')).to_numpy())])(prepare(frames))))",
         evidence={
             "compiles_after_first_step": int(value),
             "names": late["name"].astype(str).value_counts().head(5).to_dict(),

@@ -139,7 +139,10 @@ def step_gaps(inp: Inputs, t: Thresholds) -> Finding:
 @rule("no_step_markers")
 def no_step_markers(inp: Inputs, t: Thresholds) -> Finding:
     m = inp.methods
-    missing = m[m["method"] != "marker"]
+    # Workers traced with the Python tracer only (the safe capture plan) cannot show markers;
+    # they count as missing only when no worker of the job shows any.
+    has_markers = bool((m["method"] == "marker").any())
+    missing = m[(m["method"] != "marker") & ~((m["method"] == "python_call") & has_markers)]
     none = m[m["method"] == "none"]
     severity = "high" if len(none) else "moderate" if len(missing) else "none"
     return Finding(
@@ -147,7 +150,7 @@ def no_step_markers(inp: Inputs, t: Thresholds) -> Finding:
         "Step markers missing",
         severity,
         value=float(len(missing)),
-        expression="int((prepare(frames).methods.method != 'marker').sum())",
+        expression="(lambda m: int(((m.method != 'marker') & ~((m.method == 'python_call') & (m.method == 'marker').any())).sum()))(prepare(frames).methods)",
         evidence={
             "workers": {r.worker: r.method for r in missing.itertuples()},
             "notes": {r.worker: r.note for r in missing.itertuples()},

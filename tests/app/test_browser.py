@@ -118,7 +118,17 @@ def settle(pg) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize(
-    "path", ["/", "/pod", "/ops", "/timeline", "/capture", "/ops?session=2026_01_03_gpu&by=kernel"]
+    "path",
+    [
+        "/",
+        "/pod",
+        "/ops",
+        "/timeline",
+        "/capture",
+        "/ops?session=2026_01_03_gpu&by=kernel",
+        "/diagnostics",
+        "/diagnostics?session=2026_01_03_gpu",
+    ],
 )
 def test_every_page_loads_without_console_errors(page, server, path: str) -> None:  # type: ignore[no-untyped-def]
     page.goto(server + path)

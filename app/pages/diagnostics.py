@@ -1,0 +1,107 @@
+"""Diagnostics: findings ranked by severity and time at stake, each with its evidence."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+import plotly.graph_objects as go
+from dash import dcc, html
+
+from analyzers.diagnostics import Finding
+from app.pages._common import card, load_session
+
+dash.register_page(__name__, path="/diagnostics", name="Diagnostics", order=4)
+
+COLOR = {"high": "danger", "moderate": "warning", "none": "success"}
+
+
+def evidence_figure(f: Finding) -> go.Figure | None:
+    """A small bar chart of the first per-worker (or per-item) evidence mapping, if any."""
+    for key, value in f.evidence.items():
+        if (
+            isinstance(value, dict)
+            and value
+            and all(isinstance(v, int | float) for v in value.values())
+        ):
+            fig = go.Figure(
+                go.Bar(
+                    x=list(value.values()),
+                    y=[str(k)[:60] for k in value],
+                    orientation="h",
+                    marker_color="#4c78a8",
+                )
+            )
+            fig.update_layout(
+                title=key.replace("_", " "),
+                height=100 + 24 * len(value),
+                margin={"l": 10, "r": 10, "t": 40, "b": 20},
+            )
+            return fig
+    return None
+
+
+def finding_card(f: Finding, session: str) -> Any:
+    link = f"{f.page}{'&' if '?' in f.page else '?'}session={session}"
+    fig = evidence_figure(f)
+    value = "" if f.value is None else f" — {f.value:.3g}"
+    return card(
+        html.Div(
+            [
+                dbc.Badge(f.severity, color=COLOR[f.severity], className="me-2"),
+                html.Strong(f.title + value),
+            ]
+        ),
+        html.P(f.recommendation, className="mt-2 mb-1") if f.severity != "none" else None,
+        html.Div(
+            [
+                dcc.Link("show the evidence", href=link),
+                " · ",
+                html.A("guide", href=f.doc, target="_blank"),
+            ],
+            className="podscope-muted",
+        ),
+        dcc.Graph(figure=fig, config={"displayModeBar": False})
+        if fig is not None and f.severity != "none"
+        else None,
+        html.Details(
+            [
+                html.Summary("details: evidence and how to reproduce the number"),
+                html.Pre(json.dumps(f.evidence, indent=1, default=str), className="podscope-mono"),
+                html.Code(f.expression, className="podscope-mono"),
+            ]
+        ),
+    )
+
+
+def layout(session: str | None = None, **_: str) -> Any:
+    session, analysis, alert = load_session(session)
+    if analysis is None or session is None:
+        return alert
+    findings = analysis.findings
+    flagged = [f for f in findings if f.applies and f.severity != "none"]
+    passed = [f for f in findings if f.applies and f.severity == "none"]
+    skipped = [f for f in findings if not f.applies]
+    return html.Div(
+        [
+            html.H5(
+                f"{len(flagged)} findings · {len(passed)} checks passed · {len(skipped)} not applicable"
+            ),
+            *[finding_card(f, session) for f in flagged],
+            card(
+                html.H6("Passed"),
+                html.Ul(
+                    [
+                        html.Li(f"{f.title}" + ("" if f.value is None else f" ({f.value:.3g})"))
+                        for f in passed
+                    ]
+                ),
+            ),
+            card(
+                html.H6("Not applicable"),
+                html.Ul([html.Li([html.Strong(f.rule_id), f": {f.reason}"]) for f in skipped]),
+            ),
+        ]
+    )
