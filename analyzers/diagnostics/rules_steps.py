@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
+from analyzers._match import matches
 from analyzers.diagnostics.base import (
     Finding,
     Inputs,
@@ -141,16 +144,20 @@ def no_step_markers(inp: Inputs, t: Thresholds) -> Finding:
     m = inp.methods
     # Workers traced with the Python tracer only (the safe capture plan) cannot show markers;
     # they count as missing only when no worker of the job shows any.
+    ev = inp.frames.events
+    python = matches(ev["name"], "$", how="startswith")
+    python_only = (~pd.Series(python, index=ev.index)).groupby(ev["worker"].astype(str)).sum() == 0
+    m = m.assign(python_only=m["worker"].map(python_only).fillna(False).astype(bool))
     has_markers = bool((m["method"] == "marker").any())
-    missing = m[(m["method"] != "marker") & ~((m["method"] == "python_call") & has_markers)]
-    none = m[m["method"] == "none"]
+    missing = m[(m["method"] != "marker") & ~(m["python_only"] & has_markers)]
+    none = missing[missing["method"] == "none"]
     severity = "high" if len(none) else "moderate" if len(missing) else "none"
     return Finding(
         "no_step_markers",
         "Step markers missing",
         severity,
         value=float(len(missing)),
-        expression="(lambda m: int(((m.method != 'marker') & ~((m.method == 'python_call') & (m.method == 'marker').any())).sum()))(prepare(frames).methods)",
+        expression="(lambda m, e: int(((m.method != 'marker') & ~(m.worker.map(e[~e.name.astype(str).str.startswith('$')].worker.astype(str).value_counts()).fillna(0).eq(0) & (m.method == 'marker').any())).sum()))(prepare(frames).methods, frames.events)",
         evidence={
             "workers": {r.worker: r.method for r in missing.itertuples()},
             "notes": {r.worker: r.note for r in missing.itertuples()},

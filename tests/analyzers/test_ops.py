@@ -244,4 +244,4 @@ def test_tiny_ops_dominate_and_are_counted_per_step(scenario_capture) -> None:  
     extra = per_step["per_step"].sum() - ops_per_step(base_ev, base_steps)["per_step"].sum()
     assert extra >= 0.9 * 300
     by_count = op_stats(ev, by="type").sort_values("occurrences", ascending=False)
-    assert set(by_count["op_type"].head(3)) == {"Sin", "Cos", "Mul"}
+    assert {"Sin", "Cos", "Mul"} <= set(by_count["op_type"].head(4))  # level 3 also shows _Arg
