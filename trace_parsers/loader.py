@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from trace_parsers.atrace import looks_like_atrace, parse_atrace
 from trace_parsers.cache import FrameCache
 from trace_parsers.errors import TraceParseError
 from trace_parsers.schema import CAT, SCHEMA, TraceFrames, validate
@@ -37,16 +38,25 @@ Parser = Callable[..., TraceFrames]
 
 @dataclass(frozen=True)
 class Format:
-    """A trace format: how to recognise its files and how to parse their bytes."""
+    """A trace format: its file suffixes, how to recognise its content, how to parse it."""
 
     name: str
     suffixes: tuple[str, ...]
     parse: Parser
+    sniff: Callable[[bytes], bool]
 
 
-#: Parsers by format name. Android formats register here too (same ``parse`` signature).
+def _looks_like_xplane(head: bytes) -> bool:
+    # XSpace starts with field 1..4, wire type 2 (tags 0x0a, 0x12, 0x1a, 0x22), or gzip.
+    return head[:2] == b"\x1f\x8b" or head[:1] in (b"\x0a", b"\x12", b"\x1a", b"\x22")
+
+
+#: Parsers by format name, tried in this order when sniffing content.
 PARSERS: Mapping[str, Format] = {
-    "xplane": Format("xplane", (".xplane.pb", ".xplane.pb.gz"), parse_xplane),
+    "atrace": Format(
+        "atrace", (".systrace", ".ctrace", ".atrace", ".html"), parse_atrace, looks_like_atrace
+    ),
+    "xplane": Format("xplane", (".xplane.pb", ".xplane.pb.gz"), parse_xplane, _looks_like_xplane),
 }
 
 PROFILE_SUBDIR = Path("plugins") / "profile"
@@ -105,13 +115,13 @@ def resolve(path: str | Path, session: str | None = None) -> list[Path]:
 
 
 def format_of(path: Path, head: bytes) -> Format:
-    """The format of a file, by suffix first, then by content."""
+    """The format of a file, by content first (extensions lie), then by suffix."""
+    for fmt in PARSERS.values():
+        if fmt.sniff(head):
+            return fmt
     for fmt in PARSERS.values():
         if path.name.endswith(fmt.suffixes):
             return fmt
-    # XSpace starts with field 1..4, wire type 2 (tags 0x0a, 0x12, 0x1a, 0x22), or gzip.
-    if head[:2] == b"\x1f\x8b" or head[:1] in (b"\x0a", b"\x12", b"\x1a", b"\x22"):
-        return PARSERS["xplane"]
     raise TraceParseError(
         path, "unknown", f"unrecognised trace format; known: {', '.join(PARSERS)}"
     )
@@ -141,7 +151,10 @@ def load(
         TraceParseError: nothing could be parsed (the message lists each file's reason).
     """
     if isinstance(path, bytes | bytearray | memoryview):
-        return parse_xplane(bytes(path), worker="worker0", source="<bytes>")
+        data = bytes(path)
+        return format_of(Path("<bytes>"), data[:65536]).parse(
+            data, worker="worker0", source="<bytes>"
+        )
     files = resolve(path, session)
     store = (
         FrameCache(Path(cache_dir) if cache_dir else FrameCache.default_dir()) if cache else None
@@ -176,7 +189,7 @@ def _load_file(path: Path, store: FrameCache | None) -> TraceFrames:
         data = path.read_bytes()
     except OSError as e:
         raise TraceParseError(path, "unknown", f"cannot read: {e.strerror or e}") from e
-    fmt = format_of(path, data[:4])
+    fmt = format_of(path, data[:65536])
     frames = fmt.parse(data, worker=worker_label(path), source=str(path))
     if store and key:
         store.put(key, frames)

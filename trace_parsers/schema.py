@@ -21,7 +21,7 @@ from trace_parsers.errors import SchemaError
 CAT = "category"
 
 #: Version of the parsed layout; part of the cache key, bump on any change to the frames.
-PARSER_VERSION = "2"
+PARSER_VERSION = "3"
 
 #: Stat keys promoted from ``stats`` to typed ``events`` columns (a stat lives in exactly one).
 PROMOTED_STATS: Mapping[str, str] = {
@@ -125,6 +125,30 @@ SCHEMA: Mapping[str, Mapping[str, str]] = {
         "duration_ps": "int64",
         "n_events": "int64",
     },
+    # Counter tracks (Android atrace C markers, cpu_frequency / cpu_idle).
+    "counters": {
+        "worker": CAT,
+        "process": CAT,
+        "name": CAT,
+        "ts_ns": "int64",
+        "value": "float64",
+    },
+    # CPU scheduling slices (sched_switch): which thread ran on which CPU, and how it left.
+    "sched": {
+        "worker": CAT,
+        "cpu": "int16",
+        "start_ns": "int64",
+        "dur_ns": "int64",
+        "tid": "int64",
+        "comm": CAT,
+        "end_state": CAT,
+    },
+    # What a text-format parser counted: events, markers, skipped lines, unmatched E, unclosed B…
+    "parse_notes": {
+        "worker": CAT,
+        "key": CAT,
+        "value": "int64",
+    },
     # One row per worker (one input file). `time_base` is "epoch" when start_ns is nanoseconds
     # since the UNIX epoch, "relative" when the capture carries no absolute start.
     "workers": {
@@ -186,6 +210,9 @@ class TraceFrames:
     aggregates: pd.DataFrame = field(default_factory=lambda: empty_frame("aggregates"))
     planes: pd.DataFrame = field(default_factory=lambda: empty_frame("planes"))
     lines: pd.DataFrame = field(default_factory=lambda: empty_frame("lines"))
+    counters: pd.DataFrame = field(default_factory=lambda: empty_frame("counters"))
+    sched: pd.DataFrame = field(default_factory=lambda: empty_frame("sched"))
+    parse_notes: pd.DataFrame = field(default_factory=lambda: empty_frame("parse_notes"))
     workers: pd.DataFrame = field(default_factory=lambda: empty_frame("workers"))
     failures: tuple[Exception, ...] = ()
 

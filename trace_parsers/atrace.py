@@ -1,0 +1,382 @@
+"""Android ftrace/atrace text (systrace), ``atrace -z`` (``TRACE:`` + zlib) and systrace HTML →
+``TraceFrames``.
+
+    >>> from trace_parsers.atrace import parse_atrace
+    >>> frames = parse_atrace(open("trace.html", "rb").read(), worker="pixel7")
+    >>> frames.events[["plane", "line", "name", "start_ns", "dur_ps", "depth"]]
+
+Line grammar (Perfetto's systrace tokenizer): ``<task>-<tid> [(<tgid>|-----)] [cpu] [flags]
+<ts>: <event>: <payload>``; old kernels have no tgid/flags and call tracing_mark_write ``0``.
+Markers: ``B|pid|name`` (everything after pid is the name), ``E|pid`` or ``E``, ``C|pid|name|value``,
+``S|pid|name|cookie`` / ``F|pid|name|cookie`` (async), ``I|pid|name`` (instant); ``N``/``G``/``H``
+(newer track markers) are counted and kept as instants. ``sched_switch`` lines become CPU
+scheduling slices; ``cpu_frequency``/``cpu_idle`` counters. Unmatched ``E`` and unclosed ``B``
+are counted in ``parse_notes`` (an unclosed B is kept, ending at the last timestamp); lines
+that do not parse are skipped and counted. Clock-sync markers (one real sample has a 0.0
+timestamp) never stretch the span.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import html
+import json
+import re
+import zlib
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from trace_parsers._columns import cat
+from trace_parsers.errors import TraceParseError
+from trace_parsers.nesting import nest_columns
+from trace_parsers.schema import SCHEMA, TraceFrames, validate
+
+FORMAT = "atrace"
+_LINE = re.compile(
+    r"^\s*(?P<task>.+?)-(?P<tid>\d+)\s+(?:\(\s*(?P<tgid>\d+|-----)\)\s+)?\[(?P<cpu>\d+)\]\s+"
+    r"(?:(?P<flags>[\w.]{4,5})\s+)?(?P<ts>\d+(?:\.\d+)?):\s+(?P<event>[\w.]+):\s?(?P<payload>.*)$"
+)
+_KV = re.compile(r"(\w+)=(\S+)")
+_MARKER_EVENTS = frozenset({"tracing_mark_write", "0", "print"})
+
+
+def looks_like_atrace(head: bytes) -> bool:
+    """Content sniffing: ftrace text, ``TRACE:`` + zlib, or systrace HTML."""
+    text = head[:4096].lstrip()
+    return (
+        text.startswith((b"# tracer:", b"TRACE:"))
+        or b"tracing_mark_write" in text
+        or (
+            text[:15].lower().startswith((b"<!doctype html", b"<html"))
+            and (b"linuxPerfData" in head or b"trace-data" in head)
+        )
+    )
+
+
+def extract_text(data: bytes, source: str) -> tuple[list[str], list[Any]]:
+    """The ftrace text blocks of a file (and the JSON blocks of systrace HTML, unparsed).
+
+    Raises:
+        TraceParseError: a corrupt ``TRACE:`` zlib stream or a file with no trace text.
+    """
+    if data.startswith(b"TRACE:"):
+        try:
+            data = zlib.decompress(data[6:].lstrip(b"\r\n"))
+        except zlib.error as e:
+            raise TraceParseError(source, FORMAT, f"corrupt zlib stream after TRACE: ({e})") from e
+    text = data.decode("utf-8", errors="replace")
+    head = text[:4096].lstrip().lower()
+    if not head.startswith(("<!doctype html", "<html")):
+        return [text], []
+    blocks: list[str] = []
+    jsons: list[Any] = []
+    legacy = re.search(r'var linuxPerfData = "\\\n(.*?)";\s*$', text, re.S | re.M) or re.search(
+        r'var linuxPerfData = "(.*?)";', text, re.S
+    )
+    if legacy:
+        blocks.append(
+            legacy.group(1).replace("\\n\\\n", "\n").replace("\\n", "\n").replace('\\"', '"')
+        )
+    for m in re.finditer(
+        r'<script class="trace-data" type="application/text">(.*?)</script>', text, re.S
+    ):
+        body = html.unescape(m.group(1)).strip()
+        if body.startswith(("{", "[")):
+            try:
+                jsons.append(json.loads(body))
+            except ValueError:
+                jsons.append(None)  # counted as an unreadable JSON block in parse_notes
+            continue
+        blocks.append(body)
+    viewer = re.search(
+        r'<script id="viewer-data" type="(?:application/json|text/plain)">(.*?)</script>',
+        text,
+        re.S,
+    )
+    if viewer:
+        try:
+            blocks.append(
+                gzip.decompress(base64.b64decode(viewer.group(1).strip())).decode(
+                    "utf-8", "replace"
+                )
+            )
+        except (ValueError, OSError, EOFError) as e:
+            raise TraceParseError(
+                source, FORMAT, f"corrupt trace2html viewer-data block ({e})"
+            ) from e
+    if not blocks and not jsons:
+        raise TraceParseError(
+            source, FORMAT, "HTML without systrace data (no linuxPerfData or trace-data block)"
+        )
+    return blocks, jsons
+
+
+class _State:
+    """Accumulates one file's events, counters and sched slices while reading lines."""
+
+    def __init__(self) -> None:
+        self.slices: list[
+            tuple[int, int, int, int, str, int]
+        ] = []  # tgid, tid, start, end, name, kind
+        self.stacks: dict[int, list[tuple[int, str, int]]] = defaultdict(list)
+        self.async_open: dict[tuple[int, str, str], int] = {}
+        self.counters: list[tuple[int, str, int, float]] = []
+        self.sched: list[
+            tuple[int, int, int, int, str, str]
+        ] = []  # cpu, start, dur, tid, comm, end state
+        self.running: dict[int, tuple[int, int, str]] = {}  # cpu -> (start, tid, comm)
+        self.tasks: dict[int, str] = {}
+        self.tgid_of: dict[int, int] = {}
+        self.notes: dict[str, int] = defaultdict(int)
+        self.first: int | None = None
+        self.last: int | None = None
+
+    def time(self, ts_ns: int) -> None:
+        self.first = ts_ns if self.first is None else min(self.first, ts_ns)
+        self.last = ts_ns if self.last is None else max(self.last, ts_ns)
+
+
+def _marker(st: _State, tid: int, tgid: int, ts: int, payload: str) -> None:
+    kind, _, rest = payload.partition("|")
+    kind = kind.strip()
+    if kind == "E":
+        stack = st.stacks[tid]
+        if stack:
+            start, name, pid = stack.pop()
+            st.slices.append((pid, tid, start, ts, name, 0))
+        else:
+            st.notes["unmatched_end"] += 1
+        st.notes["markers"] += 1
+        return
+    pid_s, _, rest = rest.partition("|")
+    pid = int(pid_s) if pid_s.strip().lstrip("-").isdigit() else tgid
+    if kind == "B":
+        st.stacks[tid].append((ts, rest.rstrip("\n"), pid))
+    elif kind == "C":
+        name, _, value = rest.rpartition("|")
+        try:
+            st.counters.append((pid, name, ts, float(value)))
+        except ValueError:
+            st.notes["bad_counter"] += 1
+    elif kind in ("S", "F"):
+        name, _, cookie = rest.rpartition("|")
+        key = (pid, name, cookie)
+        if kind == "S":
+            st.async_open[key] = ts
+        elif key in st.async_open:
+            st.slices.append((pid, -1, st.async_open.pop(key), ts, name, 1))
+        else:
+            st.notes["unmatched_async_finish"] += 1
+    elif kind in ("I", "N", "G", "H"):
+        st.slices.append((pid, tid, ts, ts, rest.rpartition("|")[0] if kind != "I" else rest, 2))
+    else:
+        st.notes["unknown_marker"] += 1
+        return
+    st.notes["markers"] += 1
+
+
+def _sched_switch(st: _State, cpu: int, ts: int, payload: str) -> None:
+    kv = dict(_KV.findall(payload.replace(" ==> ", " ")))
+    if "next_pid" not in kv or not kv["next_pid"].isdigit():
+        st.notes["bad_sched_switch"] += 1
+        return
+    prev = st.running.pop(cpu, None)
+    if prev is not None:
+        start, tid, comm = prev
+        st.sched.append((cpu, start, ts - start, tid, comm, kv.get("prev_state", "")))
+    st.running[cpu] = (ts, int(kv["next_pid"]), kv.get("next_comm", ""))
+    st.notes["sched_switch"] += 1
+
+
+def read_lines(st: _State, text: str) -> None:
+    """Tokenizes ftrace text lines into the state (the one per-line loop of this parser)."""
+    for raw in text.splitlines():
+        line = raw.rstrip("\r")
+        if not line or line.startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if m is None:
+            st.notes["skipped_lines"] += 1
+            continue
+        tid, cpu = int(m["tid"]), int(m["cpu"])
+        tgid = int(m["tgid"]) if m["tgid"] and m["tgid"] != "-----" else st.tgid_of.get(tid, tid)
+        if m["tgid"] and m["tgid"] != "-----":
+            st.tgid_of[tid] = tgid
+        ts = round(float(m["ts"]) * 1e9)
+        event, payload = m["event"], m["payload"]
+        task = m["task"].strip()
+        if task not in ("<...>",):
+            st.tasks[tid] = task
+        st.notes["events"] += 1
+        if event in _MARKER_EVENTS:
+            if "trace_event_clock_sync" in payload:
+                st.notes["clock_sync"] += 1
+                continue  # never part of the span (one real sample stamps it 0.0)
+            st.time(ts)
+            _marker(st, tid, tgid, ts, payload)
+            continue
+        st.time(ts)
+        if event == "sched_switch":
+            _sched_switch(st, cpu, ts, payload)
+        elif event in ("cpu_frequency", "cpu_idle"):
+            kv = dict(_KV.findall(payload))
+            if "state" in kv and "cpu_id" in kv:
+                st.counters.append((-1, f"{event} cpu{kv['cpu_id']}", ts, float(int(kv["state"]))))
+            st.notes[event] += 1
+        else:
+            st.notes[event] += 1
+
+
+def parse_atrace(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceFrames:
+    """Parses systrace text / ``atrace -z`` / systrace HTML into frames.
+
+    Raises:
+        TraceParseError: no parsable trace line at all, or a corrupt compressed block.
+    """
+    blocks, jsons = extract_text(data, source)
+    st = _State()
+    for block in blocks:
+        read_lines(st, block)
+    st.notes["json_blocks"] = len(jsons)
+    st.notes["unreadable_json_blocks"] = sum(j is None for j in jsons)
+    if st.notes["events"] == 0:
+        raise TraceParseError(
+            source,
+            FORMAT,
+            f"no ftrace line could be read ({st.notes['skipped_lines']} lines skipped)",
+        )
+    end = st.last if st.last is not None else 0
+    for tid, stack in st.stacks.items():
+        for start, name, pid in stack:
+            st.slices.append((pid, tid, start, end, name, 3))
+            st.notes["unclosed_begin"] += 1
+    for (pid, name, _cookie), start in st.async_open.items():
+        st.slices.append((pid, -1, start, end, name, 3))
+        st.notes["unclosed_async"] += 1
+    for cpu, (start, tid, comm) in st.running.items():
+        st.sched.append((cpu, start, end - start, tid, comm, ""))
+    return validate(_frames(st, worker, source), source)
+
+
+def _frames(st: _State, worker: str, source: str) -> TraceFrames:
+    n = len(st.slices)
+    arr = np.array([(s[0], s[1], s[2], s[3], s[5]) for s in st.slices], dtype=np.int64).reshape(
+        n, 5
+    )
+    pid, tid, start, end, _kind = (arr[:, i] for i in range(5))
+    names = [s[4] for s in st.slices]
+    # Async slices get their own line per name; sync slices nest per thread.
+    line_key = np.where(
+        tid >= 0, tid, -1 - pd.factorize(pd.Index(names, dtype=object))[0] if n else tid
+    )
+    order = np.lexsort((-(end - start), start, line_key)) if n else np.zeros(0, dtype=np.int64)
+    depth, parent, self_ps = nest_columns(line_key[order], start[order] * 1000, end[order] * 1000)
+    pname = {p: st.tasks.get(p, f"pid {p}") for p in set(pid.tolist())}
+    procs = [f"{pname[p]} ({p})" for p in pid[order]]
+    lines = [
+        f"{st.tasks.get(t, 'thread')} ({t})" if t >= 0 else f"async: {names[i]}"
+        for t, i in zip(tid[order], order, strict=True)
+    ]
+    name_col = [names[i] for i in order]
+    events = (
+        pd.DataFrame({c: pd.Series(dtype=t) for c, t in SCHEMA["events"].items()})
+        if not n
+        else pd.DataFrame(
+            {
+                "worker": cat(np.zeros(n, dtype=np.int64), [worker]),
+                "plane": pd.Categorical(procs),
+                "line_id": line_key[order],
+                "line": pd.Categorical(lines),
+                "metadata_id": np.zeros(n, dtype=np.int64),
+                "name": pd.Categorical(name_col),
+                "display_name": pd.Categorical(name_col),
+                "start_ns": start[order],
+                "dur_ps": (end - start)[order] * 1000,
+                "depth": depth.astype(np.int16),
+                "parent": parent.astype(np.int32),
+                "self_ps": self_ps,
+            }
+        )
+    )
+    for col, dtype in SCHEMA["events"].items():
+        if col not in events:
+            events[col] = (
+                pd.Series([pd.NA] * n, dtype=dtype)
+                if dtype != "category"
+                else pd.Categorical([None] * n)
+            )
+    events = events[list(SCHEMA["events"])].astype(
+        {c: t for c, t in SCHEMA["events"].items() if t != "category"}
+    )
+    counters = pd.DataFrame(
+        {
+            "worker": cat(np.zeros(len(st.counters), dtype=np.int64), [worker]),
+            "process": pd.Categorical(
+                [pname.get(p, "cpu") if p >= 0 else "cpu" for p, *_ in st.counters]
+            ),
+            "name": pd.Categorical([c[1] for c in st.counters]),
+            "ts_ns": np.array([c[2] for c in st.counters], dtype=np.int64),
+            "value": np.array([c[3] for c in st.counters], dtype=np.float64),
+        }
+    )
+    sched = pd.DataFrame(
+        {
+            "worker": cat(np.zeros(len(st.sched), dtype=np.int64), [worker]),
+            "cpu": np.array([s[0] for s in st.sched], dtype=np.int16),
+            "start_ns": np.array([s[1] for s in st.sched], dtype=np.int64),
+            "dur_ns": np.array([s[2] for s in st.sched], dtype=np.int64),
+            "tid": np.array([s[3] for s in st.sched], dtype=np.int64),
+            "comm": pd.Categorical([s[4] for s in st.sched]),
+            "end_state": pd.Categorical([s[5] for s in st.sched]),
+        }
+    )
+    notes = pd.DataFrame(
+        {
+            "worker": cat(np.zeros(len(st.notes), dtype=np.int64), [worker]),
+            "key": pd.Categorical(list(st.notes)),
+            "value": np.array(list(st.notes.values()), dtype=np.int64),
+        }
+    )
+    span = (st.last or 0) - (st.first or 0)
+    workers = pd.DataFrame(
+        {
+            "worker": pd.Categorical([worker]),
+            "host": pd.array([worker], dtype="string"),
+            "port": pd.array([None], dtype="Int64"),
+            "file": pd.array([source], dtype="string"),
+            "capture_start_ns": pd.array([st.first], dtype="Int64"),
+            "capture_stop_ns": pd.array(
+                [st.first + span if st.first is not None else None], dtype="Int64"
+            ),
+            "time_base": pd.array(["trace_clock"], dtype="string"),
+            "hostnames": pd.array([""], dtype="string"),
+            "errors": pd.array([""], dtype="string"),
+            "warnings": pd.array([""], dtype="string"),
+        }
+    )
+    planes = (
+        events.groupby("plane", observed=True)
+        .agg(n_lines=("line", "nunique"), n_events=("name", "size"))
+        .reset_index()
+    )
+    planes = pd.DataFrame(
+        {
+            "worker": cat(np.zeros(len(planes), dtype=np.int64), [worker]),
+            "plane_id": np.arange(len(planes), dtype=np.int64),
+            "plane": pd.Categorical(planes["plane"].astype(str)),
+            "n_lines": planes["n_lines"].astype(np.int64),
+            "n_events": planes["n_events"].astype(np.int64),
+        }
+    )
+    return TraceFrames(
+        events=events,
+        workers=workers,
+        planes=planes,
+        counters=counters,
+        sched=sched,
+        parse_notes=notes,
+    )
