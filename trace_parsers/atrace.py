@@ -24,16 +24,11 @@ import html
 import json
 import re
 import zlib
-from collections import defaultdict
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
-from trace_parsers._columns import cat
+from trace_parsers._slices import SliceBuilder
 from trace_parsers.errors import TraceParseError
-from trace_parsers.nesting import nest_columns
-from trace_parsers.schema import SCHEMA, TraceFrames, validate
+from trace_parsers.schema import TraceFrames, validate
 
 FORMAT = "atrace"
 _LINE = re.compile(
@@ -115,32 +110,7 @@ def extract_text(data: bytes, source: str) -> tuple[list[str], list[Any]]:
     return blocks, jsons
 
 
-class _State:
-    """Accumulates one file's events, counters and sched slices while reading lines."""
-
-    def __init__(self) -> None:
-        self.slices: list[
-            tuple[int, int, int, int, str, int]
-        ] = []  # tgid, tid, start, end, name, kind
-        self.stacks: dict[int, list[tuple[int, str, int]]] = defaultdict(list)
-        self.async_open: dict[tuple[int, str, str], int] = {}
-        self.counters: list[tuple[int, str, int, float]] = []
-        self.sched: list[
-            tuple[int, int, int, int, str, str]
-        ] = []  # cpu, start, dur, tid, comm, end state
-        self.running: dict[int, tuple[int, int, str]] = {}  # cpu -> (start, tid, comm)
-        self.tasks: dict[int, str] = {}
-        self.tgid_of: dict[int, int] = {}
-        self.notes: dict[str, int] = defaultdict(int)
-        self.first: int | None = None
-        self.last: int | None = None
-
-    def time(self, ts_ns: int) -> None:
-        self.first = ts_ns if self.first is None else min(self.first, ts_ns)
-        self.last = ts_ns if self.last is None else max(self.last, ts_ns)
-
-
-def _marker(st: _State, tid: int, tgid: int, ts: int, payload: str) -> None:
+def _marker(st: SliceBuilder, tid: int, tgid: int, ts: int, payload: str) -> None:
     kind, _, rest = payload.partition("|")
     kind = kind.strip()
     if kind == "E":
@@ -179,7 +149,7 @@ def _marker(st: _State, tid: int, tgid: int, ts: int, payload: str) -> None:
     st.notes["markers"] += 1
 
 
-def _sched_switch(st: _State, cpu: int, ts: int, payload: str) -> None:
+def _sched_switch(st: SliceBuilder, cpu: int, ts: int, payload: str) -> None:
     kv = dict(_KV.findall(payload.replace(" ==> ", " ")))
     if "next_pid" not in kv or not kv["next_pid"].isdigit():
         st.notes["bad_sched_switch"] += 1
@@ -192,7 +162,7 @@ def _sched_switch(st: _State, cpu: int, ts: int, payload: str) -> None:
     st.notes["sched_switch"] += 1
 
 
-def read_lines(st: _State, text: str) -> None:
+def read_lines(st: SliceBuilder, text: str) -> None:
     """Tokenizes ftrace text lines into the state (the one per-line loop of this parser)."""
     for raw in text.splitlines():
         line = raw.rstrip("\r")
@@ -238,9 +208,14 @@ def parse_atrace(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceF
         TraceParseError: no parsable trace line at all, or a corrupt compressed block.
     """
     blocks, jsons = extract_text(data, source)
-    st = _State()
+    st = SliceBuilder()
     for block in blocks:
         read_lines(st, block)
+    for doc in jsons:  # the systrace controller's JSON block(s)
+        if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
+            from trace_parsers.chrome_json import add_events
+
+            add_events(st, doc["traceEvents"])
     st.notes["json_blocks"] = len(jsons)
     st.notes["unreadable_json_blocks"] = sum(j is None for j in jsons)
     if st.notes["events"] == 0:
@@ -259,124 +234,4 @@ def parse_atrace(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceF
         st.notes["unclosed_async"] += 1
     for cpu, (start, tid, comm) in st.running.items():
         st.sched.append((cpu, start, end - start, tid, comm, ""))
-    return validate(_frames(st, worker, source), source)
-
-
-def _frames(st: _State, worker: str, source: str) -> TraceFrames:
-    n = len(st.slices)
-    arr = np.array([(s[0], s[1], s[2], s[3], s[5]) for s in st.slices], dtype=np.int64).reshape(
-        n, 5
-    )
-    pid, tid, start, end, _kind = (arr[:, i] for i in range(5))
-    names = [s[4] for s in st.slices]
-    # Async slices get their own line per name; sync slices nest per thread.
-    line_key = np.where(
-        tid >= 0, tid, -1 - pd.factorize(pd.Index(names, dtype=object))[0] if n else tid
-    )
-    order = np.lexsort((-(end - start), start, line_key)) if n else np.zeros(0, dtype=np.int64)
-    depth, parent, self_ps = nest_columns(line_key[order], start[order] * 1000, end[order] * 1000)
-    pname = {p: st.tasks.get(p, f"pid {p}") for p in set(pid.tolist())}
-    procs = [f"{pname[p]} ({p})" for p in pid[order]]
-    lines = [
-        f"{st.tasks.get(t, 'thread')} ({t})" if t >= 0 else f"async: {names[i]}"
-        for t, i in zip(tid[order], order, strict=True)
-    ]
-    name_col = [names[i] for i in order]
-    events = (
-        pd.DataFrame({c: pd.Series(dtype=t) for c, t in SCHEMA["events"].items()})
-        if not n
-        else pd.DataFrame(
-            {
-                "worker": cat(np.zeros(n, dtype=np.int64), [worker]),
-                "plane": pd.Categorical(procs),
-                "line_id": line_key[order],
-                "line": pd.Categorical(lines),
-                "metadata_id": np.zeros(n, dtype=np.int64),
-                "name": pd.Categorical(name_col),
-                "display_name": pd.Categorical(name_col),
-                "start_ns": start[order],
-                "dur_ps": (end - start)[order] * 1000,
-                "depth": depth.astype(np.int16),
-                "parent": parent.astype(np.int32),
-                "self_ps": self_ps,
-            }
-        )
-    )
-    for col, dtype in SCHEMA["events"].items():
-        if col not in events:
-            events[col] = (
-                pd.Series([pd.NA] * n, dtype=dtype)
-                if dtype != "category"
-                else pd.Categorical([None] * n)
-            )
-    events = events[list(SCHEMA["events"])].astype(
-        {c: t for c, t in SCHEMA["events"].items() if t != "category"}
-    )
-    counters = pd.DataFrame(
-        {
-            "worker": cat(np.zeros(len(st.counters), dtype=np.int64), [worker]),
-            "process": pd.Categorical(
-                [pname.get(p, "cpu") if p >= 0 else "cpu" for p, *_ in st.counters]
-            ),
-            "name": pd.Categorical([c[1] for c in st.counters]),
-            "ts_ns": np.array([c[2] for c in st.counters], dtype=np.int64),
-            "value": np.array([c[3] for c in st.counters], dtype=np.float64),
-        }
-    )
-    sched = pd.DataFrame(
-        {
-            "worker": cat(np.zeros(len(st.sched), dtype=np.int64), [worker]),
-            "cpu": np.array([s[0] for s in st.sched], dtype=np.int16),
-            "start_ns": np.array([s[1] for s in st.sched], dtype=np.int64),
-            "dur_ns": np.array([s[2] for s in st.sched], dtype=np.int64),
-            "tid": np.array([s[3] for s in st.sched], dtype=np.int64),
-            "comm": pd.Categorical([s[4] for s in st.sched]),
-            "end_state": pd.Categorical([s[5] for s in st.sched]),
-        }
-    )
-    notes = pd.DataFrame(
-        {
-            "worker": cat(np.zeros(len(st.notes), dtype=np.int64), [worker]),
-            "key": pd.Categorical(list(st.notes)),
-            "value": np.array(list(st.notes.values()), dtype=np.int64),
-        }
-    )
-    span = (st.last or 0) - (st.first or 0)
-    workers = pd.DataFrame(
-        {
-            "worker": pd.Categorical([worker]),
-            "host": pd.array([worker], dtype="string"),
-            "port": pd.array([None], dtype="Int64"),
-            "file": pd.array([source], dtype="string"),
-            "capture_start_ns": pd.array([st.first], dtype="Int64"),
-            "capture_stop_ns": pd.array(
-                [st.first + span if st.first is not None else None], dtype="Int64"
-            ),
-            "time_base": pd.array(["trace_clock"], dtype="string"),
-            "hostnames": pd.array([""], dtype="string"),
-            "errors": pd.array([""], dtype="string"),
-            "warnings": pd.array([""], dtype="string"),
-        }
-    )
-    planes = (
-        events.groupby("plane", observed=True)
-        .agg(n_lines=("line", "nunique"), n_events=("name", "size"))
-        .reset_index()
-    )
-    planes = pd.DataFrame(
-        {
-            "worker": cat(np.zeros(len(planes), dtype=np.int64), [worker]),
-            "plane_id": np.arange(len(planes), dtype=np.int64),
-            "plane": pd.Categorical(planes["plane"].astype(str)),
-            "n_lines": planes["n_lines"].astype(np.int64),
-            "n_events": planes["n_events"].astype(np.int64),
-        }
-    )
-    return TraceFrames(
-        events=events,
-        workers=workers,
-        planes=planes,
-        counters=counters,
-        sched=sched,
-        parse_notes=notes,
-    )
+    return validate(st.frames(worker, source), source)

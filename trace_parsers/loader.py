@@ -29,6 +29,7 @@ from pandas.api.types import union_categoricals
 
 from trace_parsers.atrace import looks_like_atrace, parse_atrace
 from trace_parsers.cache import FrameCache
+from trace_parsers.chrome_json import looks_like_chrome_json, parse_chrome_json
 from trace_parsers.errors import TraceParseError
 from trace_parsers.schema import CAT, SCHEMA, TraceFrames, validate
 from trace_parsers.xplane import parse_xplane
@@ -55,6 +56,9 @@ def _looks_like_xplane(head: bytes) -> bool:
 PARSERS: Mapping[str, Format] = {
     "atrace": Format(
         "atrace", (".systrace", ".ctrace", ".atrace", ".html"), parse_atrace, looks_like_atrace
+    ),
+    "chrome_json": Format(
+        "chrome_json", (".json", ".json.gz"), parse_chrome_json, looks_like_chrome_json
     ),
     "xplane": Format("xplane", (".xplane.pb", ".xplane.pb.gz"), parse_xplane, _looks_like_xplane),
 }
