@@ -18,6 +18,7 @@ One bad worker file does not lose the others: they load, and the failure is list
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from trace_parsers.atrace import looks_like_atrace, parse_atrace
 from trace_parsers.cache import FrameCache
 from trace_parsers.chrome_json import looks_like_chrome_json, parse_chrome_json
 from trace_parsers.errors import TraceParseError
+from trace_parsers.perfetto import parse_perfetto
 from trace_parsers.schema import CAT, SCHEMA, TraceFrames, validate
 from trace_parsers.xplane import parse_xplane
 
@@ -47,9 +49,31 @@ class Format:
     sniff: Callable[[bytes], bool]
 
 
+def _proto_kind(head: bytes) -> str | None:
+    """``xplane`` or ``perfetto`` for a protobuf stream (either may be gzip-compressed): an
+    XSpace's first plane names itself ("/host:CPU", "/device:…", "Task Environment"), a
+    Perfetto trace's first packet does not."""
+    if head[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 65536)
+        except zlib.error:
+            return None
+    if head[:1] != b"\x0a":
+        return None
+    window = head[:4096]
+    for marker in (b"/host:", b"/device:", b"Task Environment", b"/host:metadata"):
+        k = window.find(marker)
+        if 0 < k < 64 and window[k - 2 : k - 1] == b"\x12":
+            return "xplane"
+    return "perfetto"
+
+
 def _looks_like_xplane(head: bytes) -> bool:
-    # XSpace starts with field 1..4, wire type 2 (tags 0x0a, 0x12, 0x1a, 0x22), or gzip.
-    return head[:2] == b"\x1f\x8b" or head[:1] in (b"\x0a", b"\x12", b"\x1a", b"\x22")
+    return _proto_kind(head) == "xplane"
+
+
+def _looks_like_perfetto(head: bytes) -> bool:
+    return _proto_kind(head) == "perfetto" or head[:4] == b"\x28\xb5\x2f\xfd"
 
 
 #: Parsers by format name, tried in this order when sniffing content.
@@ -61,6 +85,12 @@ PARSERS: Mapping[str, Format] = {
         "chrome_json", (".json", ".json.gz"), parse_chrome_json, looks_like_chrome_json
     ),
     "xplane": Format("xplane", (".xplane.pb", ".xplane.pb.gz"), parse_xplane, _looks_like_xplane),
+    "perfetto": Format(
+        "perfetto",
+        (".perfetto-trace", ".pftrace", ".perfetto", ".pb"),
+        parse_perfetto,
+        _looks_like_perfetto,
+    ),
 }
 
 PROFILE_SUBDIR = Path("plugins") / "profile"
