@@ -88,6 +88,8 @@ class SliceBuilder:
                 }
             )
         )
+        if n:
+            events["op_name"], events["op_type"] = _tflite_ops(events["name"])
         for col, dtype in SCHEMA["events"].items():
             if col not in events:
                 events[col] = (
@@ -166,3 +168,17 @@ class SliceBuilder:
             sched=sched,
             parse_notes=notes,
         )
+
+
+def _tflite_ops(names: pd.Series) -> tuple[pd.Categorical, pd.Categorical]:
+    """TFLite op sections (``CONV_2D@31/0``, delegate kernels) as op name and op type, so the
+    op tables work on Android traces; other slices get none. Parsed once per distinct name."""
+    from trace_parsers.tflite import section
+
+    labels = [section(str(c)) for c in names.cat.categories]
+    ops = [p if p and p.kind in ("op", "delegate") else None for p in labels]
+    codes = names.cat.codes.to_numpy()
+    return (
+        cat(codes, [str(c) if p else None for c, p in zip(names.cat.categories, ops, strict=True)]),
+        cat(codes, [p.tag if p else None for p in ops]),
+    )
