@@ -11,7 +11,7 @@ STAMP = $(VENV)/.installed-$(1)-$(shell (cat pyproject.toml setup.py trace_parse
 BUILD_TMP := $(CURDIR)/build/tmp
 PACKAGES := app collectors trace_parsers analyzers reference_engine
 
-.PHONY: test lint typecheck pytest bench demo install-test install-engine browser clean
+.PHONY: test lint typecheck pytest bench demo fuzz install-test install-engine browser clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,9 @@ pytest: install-test browser
 	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/pytest --basetemp=$(BUILD_TMP)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+fuzz: install-test
+	PODSCOPE_FUZZ_N=5000 $(VENV)/bin/pytest -q tests/test_fuzz.py
 
 demo: install-engine
 	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/podscope demo

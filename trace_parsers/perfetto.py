@@ -30,6 +30,11 @@ _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
 
 
+def _text(value: str | bytes) -> str:
+    """Protobuf string fields come back as bytes when they hold invalid UTF-8."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
 def looks_like_perfetto(head: bytes) -> bool:
     """A Trace starts with field 1 (packet), wire type 2; or it is gzip/zstd compressed."""
     return head[:1] == b"\x0a" or head[:2] == b"\x1f\x8b" or head[:4] == _ZSTD_MAGIC
@@ -132,7 +137,7 @@ class _Reader:
                 seq.default_track = d.track_event_defaults.track_uuid or seq.default_track
         if p.HasField("interned_data"):
             for n in p.interned_data.event_names:
-                seq.names[n.iid] = n.name
+                seq.names[n.iid] = _text(n.name)
         which = p.WhichOneof("data")
         self.sb.notes[f"packet_{which}"] += 1
         if which == "clock_snapshot":
@@ -191,7 +196,7 @@ class _Reader:
         sb = self.sb
         uuid = te.track_uuid or seq.default_track or 0
         pid, tid, track_name = self.tracks.get(uuid, (0, -1, ""))
-        name = te.name or seq.names.get(te.name_iid, "")
+        name = _text(te.name) or seq.names.get(te.name_iid, "")
         sb.time(ts)
         sb.notes["events"] += 1
         t = te.type
@@ -231,11 +236,12 @@ class _Reader:
         for e in bundle.event:
             kind = e.WhichOneof("event")
             sb.notes["ftrace_events"] += 1
-            sb.notes[kind or "unknown_ftrace"] += 1
+            if kind != "sched_switch":  # _sched_switch counts its own
+                sb.notes[kind or "unknown_ftrace"] += 1
             ts = e.timestamp
             if kind == "print":
                 sb.time(ts)
-                for line in e.print.buf.splitlines():
+                for line in _text(e.print.buf).splitlines():
                     if "trace_event_clock_sync" not in line:
                         _marker(sb, e.pid, e.pid, ts, line)
             elif kind == "sched_switch":
@@ -248,6 +254,12 @@ class _Reader:
                     f"prev_comm={s.prev_comm} prev_pid={s.prev_pid} prev_state={s.prev_state} "
                     f"next_comm={s.next_comm} next_pid={s.next_pid} next_prio={s.next_prio}",
                 )
+            elif kind in ("g2d_tracing_mark_write", "dpu_tracing_mark_write"):
+                # Kernel-side atrace markers; type 'C' carries a counter value (as in Perfetto).
+                ev = getattr(e, kind)
+                if ev.type == ord("C"):
+                    sb.time(ts)
+                    sb.counters.append((ev.pid, ev.name, ts, float(ev.value)))
             elif kind in ("cpu_frequency", "cpu_idle"):
                 sb.time(ts)
                 ev = getattr(e, kind)
@@ -279,7 +291,8 @@ def parse_perfetto(data: bytes, *, worker: str, source: str = "<bytes>") -> Trac
     for i, raw in enumerate(packets):
         try:
             reader.packet(raw)
-        except (DecodeError, zlib.error, ValueError) as e:
+        except (DecodeError, zlib.error, ValueError, TypeError, UnicodeError) as e:
+            # A corrupt packet is counted and skipped; the others still parse.
             if i == 0 and len(packets) == 1:
                 raise TraceParseError(source, FORMAT, f"packet 0 is not a TracePacket ({e})") from e
             sb.notes["bad_packets"] += 1
@@ -295,6 +308,11 @@ def parse_perfetto(data: bytes, *, worker: str, source: str = "<bytes>") -> Trac
             sb.notes["unclosed_begin"] += 1
     for cpu, (start, tid, comm) in sb.running.items():
         sb.sched.append((cpu, start, end - start, tid, comm, ""))
-    if not sb.notes.get("events") and not sb.notes.get("ftrace_events") and not sb.slices:
+    if (
+        not sb.notes.get("events")
+        and not sb.notes.get("ftrace_events")
+        and not sb.slices
+        and not sb.counters
+    ):
         raise TraceParseError(source, FORMAT, f"no trace events in {len(packets)} packets")
     return validate(sb.frames(worker, source), source)

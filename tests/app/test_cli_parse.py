@@ -50,7 +50,13 @@ def test_parse_json_summary_and_csv_frames(tmp_path: Path) -> None:
     events = pd.read_csv(out / "events.csv")
     assert len(events) == 8 and {"worker", "start_ns", "dur_ps", "step_num"} <= set(events.columns)
     written = {p.name for p in out.iterdir()}
-    assert {"aggregates.csv", "event_metadata.csv", "events.csv", "counters.csv", "sched.csv"} <= written
+    assert {
+        "aggregates.csv",
+        "event_metadata.csv",
+        "events.csv",
+        "counters.csv",
+        "sched.csv",
+    } <= written
 
 
 def test_parse_writes_parquet_and_prints_table(tmp_path: Path) -> None:
