@@ -50,7 +50,7 @@ def test_several_invokes_two_subgraphs_delegate_unclosed_and_mid_invoke_start() 
         *[
             ev_line
             for i in range(3)
-            for l in (
+            for ev_line in (
                 line(100 + i * 1000, "B|2000|runInference"),
                 line(110 + i * 1000, "B|2000|invoke@-1/0"),
                 line(120 + i * 1000, "B|2000|Invoke@0/0"),
