@@ -54,3 +54,11 @@ OPS_COMPARE = "ops-compare"
 OPS_CSV = "ops-csv"
 OPS_PARQUET = "ops-parquet"
 OPS_DOWNLOAD = "ops-download"
+
+# Android / TFLite
+TFL_INVOKE = "tfl-invoke"
+TFL_WATERFALL = "tfl-waterfall"
+TFL_CPU = "tfl-cpu"
+TFL_CSV = "tfl-csv"
+TFL_PARQUET = "tfl-parquet"
+TFL_DOWNLOAD = "tfl-download"

@@ -17,8 +17,7 @@ from app import ids
 from app.main import settings, store
 from app.pages._common import card
 from trace_parsers import TraceParseError
-from trace_parsers.loader import trace_files
-from trace_parsers.xplane import parse_xplane
+from trace_parsers.loader import format_of, trace_files, worker_label
 
 dash.register_page(__name__, path="/", name="Sessions", order=0)
 
@@ -78,8 +77,9 @@ def layout(**query: str) -> html.Div:
             card(
                 html.H5("Upload a trace"),
                 html.P(
-                    f"One or more .xplane.pb files (plain or gzip), up to {settings().max_upload_mb} MB; "
-                    "they become a new session.",
+                    f"One or more trace files, up to {settings().max_upload_mb} MB: .xplane.pb (plain or "
+                    "gzip), Android systrace text/HTML, atrace -z, Chrome JSON or Perfetto; they become a "
+                    "new session.",
                     className="podscope-muted",
                 ),
                 dcc.Upload(
@@ -114,18 +114,18 @@ def upload(contents: list[str] | None, names: list[str] | None) -> tuple[object,
     saved, errors = [], []
     for content, name in zip(contents or [], names or [], strict=True):
         data = base64.b64decode(content.split(",", 1)[1])
-        label = (
-            SAFE_NAME.sub("_", Path(name).name.removesuffix(".gz").removesuffix(".xplane.pb"))
-            or "worker"
-        )
+        safe = SAFE_NAME.sub("_", Path(name).name) or "trace"
         try:
-            parse_xplane(data, worker=label, source=name)
+            fmt = format_of(Path(safe), data[:65536])
+            fmt.parse(data, worker=worker_label(Path(safe)), source=name)
         except TraceParseError as e:
             errors.append(f"{name}: {e.reason}")
             continue
+        if not safe.endswith(fmt.suffixes):  # keep it findable as a capture file of its format
+            safe += fmt.suffixes[0]
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{label}.xplane.pb").write_bytes(data)
-        saved.append(label)
+        (folder / safe).write_bytes(data)
+        saved.append(worker_label(Path(safe)))
     alerts = []
     if saved:
         alerts.append(

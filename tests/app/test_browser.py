@@ -20,6 +20,7 @@ import pytest
 
 from tests.analyzers.test_breakdown import worker_trace
 from tests.analyzers.test_ops import gpu_space
+from tests.android.test_tflite import line, trace
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -47,7 +48,26 @@ def make_logdir(root: Path) -> Path:
     gpu = root / "plugins" / "profile" / "2026_01_03_gpu"
     gpu.mkdir(parents=True)
     (gpu / "10.0.0.9_6000.xplane.pb").write_bytes(gpu_space())
+    phone = root / "plugins" / "profile" / "2026_01_04_phone"
+    phone.mkdir(parents=True)
+    (phone / "pixel.systrace").write_bytes(tflite_trace())
     return root
+
+
+def tflite_trace() -> bytes:
+    rows = [line(0, "B|2000|runInference")]
+    for i in range(5):
+        t = 100 + i * 1000
+        rows += [
+            line(t, "B|2000|invoke@-1/0"),
+            line(t + 5, "B|2000|CONV_2D@0/0"),
+            line(t + 300, "E|2000"),
+            line(t + 305, "B|2000|SOFTMAX@1/0"),
+            line(t + 400, "E|2000"),
+            line(t + 410, "E|2000"),
+        ]
+    sched = "  <idle>-0 [001] d..3 0.000050: sched_switch: prev_comm=swapper prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=infer next_pid=2001 next_prio=120\n"
+    return trace(*rows, line(6000, "E|2000")) + sched.encode()
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +134,8 @@ def page(browser, server):  # type: ignore[no-untyped-def]
 
 def settle(pg) -> None:  # type: ignore[no-untyped-def]
     pg.wait_for_load_state("networkidle")
-    pg.wait_for_timeout(500)
+    pg.wait_for_function("document.title === 'PodScope'")  # Dash shows 'Updating...' while callbacks run
+    pg.wait_for_timeout(300)
 
 
 @pytest.mark.parametrize(
@@ -128,6 +149,7 @@ def settle(pg) -> None:  # type: ignore[no-untyped-def]
         "/ops?session=2026_01_03_gpu&by=kernel",
         "/diagnostics",
         "/diagnostics?session=2026_01_03_gpu",
+        "/android?session=2026_01_04_phone",
     ],
 )
 def test_every_page_loads_without_console_errors(page, server, path: str) -> None:  # type: ignore[no-untyped-def]
@@ -211,3 +233,19 @@ def test_session_outside_the_logdir_is_refused(page, server, session: str) -> No
     settle(page)
     text = page.inner_text("body")
     assert "not a session name" in text or "outside the logdir" in text
+
+
+def test_upload_of_an_android_trace_becomes_a_session(page, server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    good = tmp_path / "phone.systrace"
+    good.write_bytes(tflite_trace())
+    page.goto(server + "/")
+    settle(page)
+    page.set_input_files("#sessions-upload input[type=file]", str(good))
+    page.wait_for_selector("text=1 worker(s)")
+    link = page.locator("#sessions-upload-result a").first
+    session = link.inner_text()
+    page.goto(server + f"/android?session={session}")
+    settle(page)
+    assert "5 invokes" in page.inner_text("body")
+    assert page.errors == []
+    page.screenshot(path=str(ARTIFACTS / "android_uploaded.png"), full_page=True)
