@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import app_latency, pod, transfer
+from bench import android, app_latency, pod, transfer
 from bench.synth import ensure_capture
 from bench.tf_capture import ensure_tf_capture
 
@@ -155,6 +155,7 @@ def main() -> None:
     pod.report(pod.bench_pod(repeat=args.repeat))
     if tf_path is not None:
         app_latency.report(app_latency.bench_app(tf_path))
+    android.report(android.bench_android(OUT, args.android_mb, args.repeat))
     if args.transfer_mb:
         transfer.report(transfer.bench_transfer(args.transfer_mb, args.repeat), args.transfer_mb)
 

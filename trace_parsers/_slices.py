@@ -38,6 +38,83 @@ class SliceBuilder:
         self.notes: dict[str, int] = defaultdict(int)
         self.first: int | None = None
         self.last: int | None = None
+        # Column chunks added by vectorized readers (same meaning as the lists above).
+        self.slice_chunks: list[tuple[np.ndarray, ...]] = []
+        self.counter_chunks: list[tuple[np.ndarray, ...]] = []
+        self.sched_chunks: list[tuple[np.ndarray, ...]] = []
+
+    def add_slices(
+        self,
+        pid: np.ndarray,
+        tid: np.ndarray,
+        start: np.ndarray,
+        end: np.ndarray,
+        names: np.ndarray,
+        kind: int,
+    ) -> None:
+        if len(pid):
+            self.slice_chunks.append(
+                (pid, tid, start, end, np.full(len(pid), kind), np.asarray(names, dtype=object))
+            )
+
+    def add_counters(
+        self, pid: np.ndarray, names: np.ndarray, ts: np.ndarray, values: np.ndarray
+    ) -> None:
+        if len(pid):
+            self.counter_chunks.append((pid, np.asarray(names, dtype=object), ts, values))
+
+    def add_sched(
+        self,
+        cpu: np.ndarray,
+        start: np.ndarray,
+        dur: np.ndarray,
+        tid: np.ndarray,
+        comm: np.ndarray,
+        state: np.ndarray,
+    ) -> None:
+        if len(cpu):
+            self.sched_chunks.append(
+                (
+                    cpu,
+                    start,
+                    dur,
+                    tid,
+                    np.asarray(comm, dtype=object),
+                    np.asarray(state, dtype=object),
+                )
+            )
+
+    def _slice_columns(self) -> tuple[np.ndarray, ...]:
+        rows = self.slices
+        base = (
+            np.array([r[0] for r in rows], dtype=np.int64),
+            np.array([r[1] for r in rows], dtype=np.int64),
+            np.array([r[2] for r in rows], dtype=np.int64),
+            np.array([r[3] for r in rows], dtype=np.int64),
+            np.array([r[5] for r in rows], dtype=np.int64),
+            np.array([r[4] for r in rows], dtype=object),
+        )
+        parts = [base, *self.slice_chunks]
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(6))
+
+    def _counter_columns(self) -> tuple[np.ndarray, ...]:
+        rows = self.counters
+        base = (
+            np.array([r[0] for r in rows], dtype=np.int64),
+            np.array([r[1] for r in rows], dtype=object),
+            np.array([r[2] for r in rows], dtype=np.int64),
+            np.array([r[3] for r in rows], dtype=np.float64),
+        )
+        parts = [base, *self.counter_chunks]
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))
+
+    def _sched_columns(self) -> tuple[np.ndarray, ...]:
+        rows = self.sched
+        base = tuple(
+            np.array([r[i] for r in rows], dtype=object if i >= 4 else np.int64) for i in range(6)
+        )
+        parts = [base, *self.sched_chunks]
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(6))
 
     def time(self, ts_ns: int) -> None:
         self.first = ts_ns if self.first is None else min(self.first, ts_ns)
@@ -45,41 +122,41 @@ class SliceBuilder:
 
     def frames(self, worker: str, source: str) -> TraceFrames:
         """The frames of everything added so far."""
-        n = len(self.slices)
-        arr = np.array(
-            [(s[0], s[1], s[2], s[3], s[5]) for s in self.slices], dtype=np.int64
-        ).reshape(n, 5)
-        pid, tid, start, end, _kind = (arr[:, i] for i in range(5))
-        names = [s[4] for s in self.slices]
+        pid, tid, start, end, _kind, names = self._slice_columns()
+        n = len(pid)
         # Async slices get their own line per name; sync slices nest per thread.
-        line_key = np.where(
-            tid >= 0, tid, -1 - pd.factorize(pd.Index(names, dtype=object))[0] if n else tid
+        name_codes, name_uniques = (
+            pd.factorize(pd.Index(names, dtype=object)) if n else (np.zeros(0, np.int64), [])
         )
+        line_key = np.where(tid >= 0, tid, -1 - name_codes)
         order = np.lexsort((-(end - start), start, line_key)) if n else np.zeros(0, dtype=np.int64)
         depth, parent, self_ps = nest_columns(
             line_key[order], start[order] * 1000, end[order] * 1000
         )
+        pids, pid_codes = np.unique(pid[order], return_inverse=True)
         pname = {
-            p: self.processes.get(p) or self.tasks.get(p, f"pid {p}") for p in set(pid.tolist())
+            int(p): self.processes.get(int(p)) or self.tasks.get(int(p), f"pid {p}") for p in pids
         }
-        procs = [f"{pname[p]} ({p})" for p in pid[order]]
-        lines = [
-            f"{self.tasks.get(t, 'thread')} ({t})" if t >= 0 else f"async: {names[i]}"
-            for t, i in zip(tid[order], order, strict=True)
+        keys, key_codes = np.unique(line_key[order], return_inverse=True)
+        key_labels = [
+            f"{self.tasks.get(int(k), 'thread')} ({k})"
+            if k >= 0
+            else f"async: {name_uniques[-1 - int(k)]}"
+            for k in keys
         ]
-        name_col = [names[i] for i in order]
-        events = (
-            pd.DataFrame({c: pd.Series(dtype=t) for c, t in SCHEMA["events"].items()})
-            if not n
-            else pd.DataFrame(
+        if not n:
+            events = pd.DataFrame({c: pd.Series(dtype=t) for c, t in SCHEMA["events"].items()})
+        else:
+            name_cat = pd.Categorical(names[order])
+            events = pd.DataFrame(
                 {
                     "worker": cat(np.zeros(n, dtype=np.int64), [worker]),
-                    "plane": pd.Categorical(procs),
+                    "plane": cat(pid_codes, [f"{pname[int(p)]} ({p})" for p in pids]),
                     "line_id": line_key[order],
-                    "line": pd.Categorical(lines),
+                    "line": cat(key_codes, key_labels),
                     "metadata_id": np.zeros(n, dtype=np.int64),
-                    "name": pd.Categorical(name_col),
-                    "display_name": pd.Categorical(name_col),
+                    "name": name_cat,
+                    "display_name": name_cat,
                     "start_ns": start[order],
                     "dur_ps": (end - start)[order] * 1000,
                     "depth": depth.astype(np.int16),
@@ -87,8 +164,6 @@ class SliceBuilder:
                     "self_ps": self_ps,
                 }
             )
-        )
-        if n:
             events["op_name"], events["op_type"] = _tflite_ops(events["name"])
         for col, dtype in SCHEMA["events"].items():
             if col not in events:
@@ -100,26 +175,35 @@ class SliceBuilder:
         events = events[list(SCHEMA["events"])].astype(
             {c: t for c, t in SCHEMA["events"].items() if t != "category"}
         )
+        c_pid, c_name, c_ts, c_val = self._counter_columns()
         counters = pd.DataFrame(
             {
-                "worker": cat(np.zeros(len(self.counters), dtype=np.int64), [worker]),
+                "worker": cat(np.zeros(len(c_pid), dtype=np.int64), [worker]),
                 "process": pd.Categorical(
-                    [pname.get(p, "cpu") if p >= 0 else "cpu" for p, *_ in self.counters]
+                    [
+                        pname.get(int(p))
+                        or self.processes.get(int(p))
+                        or self.tasks.get(int(p), f"pid {p}")
+                        if p >= 0
+                        else "cpu"
+                        for p in c_pid
+                    ]
                 ),
-                "name": pd.Categorical([c[1] for c in self.counters]),
-                "ts_ns": np.array([c[2] for c in self.counters], dtype=np.int64),
-                "value": np.array([c[3] for c in self.counters], dtype=np.float64),
+                "name": pd.Categorical(c_name),
+                "ts_ns": c_ts,
+                "value": c_val,
             }
         )
+        s_cpu, s_start, s_dur, s_tid, s_comm, s_state = self._sched_columns()
         sched = pd.DataFrame(
             {
-                "worker": cat(np.zeros(len(self.sched), dtype=np.int64), [worker]),
-                "cpu": np.array([s[0] for s in self.sched], dtype=np.int16),
-                "start_ns": np.array([s[1] for s in self.sched], dtype=np.int64),
-                "dur_ns": np.array([s[2] for s in self.sched], dtype=np.int64),
-                "tid": np.array([s[3] for s in self.sched], dtype=np.int64),
-                "comm": pd.Categorical([s[4] for s in self.sched]),
-                "end_state": pd.Categorical([s[5] for s in self.sched]),
+                "worker": cat(np.zeros(len(s_cpu), dtype=np.int64), [worker]),
+                "cpu": s_cpu.astype(np.int16),
+                "start_ns": s_start.astype(np.int64),
+                "dur_ns": s_dur.astype(np.int64),
+                "tid": s_tid.astype(np.int64),
+                "comm": pd.Categorical(s_comm),
+                "end_state": pd.Categorical(s_state),
             }
         )
         notes = pd.DataFrame(

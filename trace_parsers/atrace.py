@@ -26,15 +26,12 @@ import re
 import zlib
 from typing import Any
 
+from trace_parsers._ftrace_vec import read_text
 from trace_parsers._slices import SliceBuilder
 from trace_parsers.errors import TraceParseError
 from trace_parsers.schema import TraceFrames, validate
 
 FORMAT = "atrace"
-_LINE = re.compile(
-    r"^\s*(?P<task>.+?)-(?P<tid>\d+)\s+(?:\(\s*(?P<tgid>\d+|-----)\)\s+)?\[(?P<cpu>\d+)\]\s+"
-    r"(?:(?P<flags>[\w.]{4,5})\s+)?(?P<ts>\d+(?:\.\d+)?):\s+(?P<event>[\w.]+):\s?(?P<payload>.*)$"
-)
 _KV = re.compile(r"(\w+)=(\S+)")
 _MARKER_EVENTS = frozenset({"tracing_mark_write", "0", "print"})
 
@@ -162,45 +159,6 @@ def _sched_switch(st: SliceBuilder, cpu: int, ts: int, payload: str) -> None:
     st.notes["sched_switch"] += 1
 
 
-def read_lines(st: SliceBuilder, text: str) -> None:
-    """Tokenizes ftrace text lines into the state (the one per-line loop of this parser)."""
-    for raw in text.splitlines():
-        line = raw.rstrip("\r")
-        if not line or line.startswith("#"):
-            continue
-        m = _LINE.match(line)
-        if m is None:
-            st.notes["skipped_lines"] += 1
-            continue
-        tid, cpu = int(m["tid"]), int(m["cpu"])
-        tgid = int(m["tgid"]) if m["tgid"] and m["tgid"] != "-----" else st.tgid_of.get(tid, tid)
-        if m["tgid"] and m["tgid"] != "-----":
-            st.tgid_of[tid] = tgid
-        ts = round(float(m["ts"]) * 1e9)
-        event, payload = m["event"], m["payload"]
-        task = m["task"].strip()
-        if task not in ("<...>",):
-            st.tasks[tid] = task
-        st.notes["events"] += 1
-        if event in _MARKER_EVENTS:
-            if "trace_event_clock_sync" in payload:
-                st.notes["clock_sync"] += 1
-                continue  # never part of the span (one real sample stamps it 0.0)
-            st.time(ts)
-            _marker(st, tid, tgid, ts, payload)
-            continue
-        st.time(ts)
-        if event == "sched_switch":
-            _sched_switch(st, cpu, ts, payload)
-        elif event in ("cpu_frequency", "cpu_idle"):
-            kv = dict(_KV.findall(payload))
-            if "state" in kv and "cpu_id" in kv:
-                st.counters.append((-1, f"{event} cpu{kv['cpu_id']}", ts, float(int(kv["state"]))))
-            st.notes[event] += 1
-        else:
-            st.notes[event] += 1
-
-
 def parse_atrace(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceFrames:
     """Parses systrace text / ``atrace -z`` / systrace HTML into frames.
 
@@ -210,7 +168,7 @@ def parse_atrace(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceF
     blocks, jsons = extract_text(data, source)
     st = SliceBuilder()
     for block in blocks:
-        read_lines(st, block)
+        read_text(st, block)
     for doc in jsons:  # the systrace controller's JSON block(s)
         if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
             from trace_parsers.chrome_json import add_events

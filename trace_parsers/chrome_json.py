@@ -162,9 +162,9 @@ def parse_chrome_json(data: bytes, *, worker: str, source: str = "<bytes>") -> T
         events = doc.get("traceEvents", [])
         system = doc.get("systemTraceEvents")
         if isinstance(system, str):
-            from trace_parsers.atrace import read_lines
+            from trace_parsers._ftrace_vec import read_text
 
-            read_lines(sb, system)
+            read_text(sb, system)
         if not isinstance(events, list):
             raise TraceParseError(source, FORMAT, "traceEvents is not a list")
     elif isinstance(doc, list):

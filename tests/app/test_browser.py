@@ -134,7 +134,9 @@ def page(browser, server):  # type: ignore[no-untyped-def]
 
 def settle(pg) -> None:  # type: ignore[no-untyped-def]
     pg.wait_for_load_state("networkidle")
-    pg.wait_for_function("document.title === 'PodScope'")  # Dash shows 'Updating...' while callbacks run
+    pg.wait_for_function(
+        "document.title === 'PodScope'"
+    )  # Dash shows 'Updating...' while callbacks run
     pg.wait_for_timeout(300)
 
 
