@@ -120,6 +120,8 @@ def report(title: str, n_events: int, size_mb: float, results: dict[str, dict[st
 
 
 def main() -> None:
+    os.environ.setdefault("GLOG_minloglevel", "3")  # XProf's C++ logging, when run in-process
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument(
         "--tf-steps",
@@ -134,6 +136,7 @@ def main() -> None:
         help="synthetic steps (302 events each); 0 skips",
     )
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--android-mb", type=int, default=100, help="size of the generated atrace file")
     ap.add_argument(
         "--transfer-mb", type=int, default=200, help="size of the transferred trace; 0 skips"
     )
