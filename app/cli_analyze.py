@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import pandas as pd
 import typer
+
+PathArg = Annotated[Path, typer.Argument(help="A trace file, a run folder or a logdir.")]
+SessionOpt = Annotated[str | None, typer.Option(help="Session of a logdir (default: newest).")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Parse again; do not use the cache.")]
 
 STEP_CSV_COLUMNS = [
     "worker",
@@ -38,25 +42,18 @@ def steps_table(breakdown: pd.DataFrame) -> pd.DataFrame:
 
 
 def steps_command(
-    path: Annotated[Path, typer.Argument(help="A .xplane.pb, a run folder or a logdir.")],
+    path: PathArg,
     csv: Annotated[
         bool, typer.Option("--csv", help="CSV on stdout (one row per worker × device × step).")
     ] = False,
-    session: Annotated[
-        str | None, typer.Option(help="Session of a logdir (default: newest).")
-    ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache")] = False,
+    session: SessionOpt = None,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Step-time breakdown per worker, device and step (XProf's categories)."""
     from analyzers.breakdown import step_breakdown
     from analyzers.steps import align_steps, find_steps, step_methods
-    from trace_parsers import TraceParseError, load
 
-    try:
-        frames = load(path, session=session, cache=not no_cache)
-    except TraceParseError as e:
-        typer.echo(f"podscope: error: {e}", err=True)
-        raise typer.Exit(2) from None
+    frames = _load_or_exit(path, session, no_cache)
     found = find_steps(frames.events)
     aligned, missing = align_steps(found)
     table = steps_table(step_breakdown(frames.events, aligned, frames.stats))
@@ -104,7 +101,7 @@ def render_summary(table: pd.DataFrame) -> None:
     Console().print(view)
 
 
-def _load_or_exit(path: Path, session: str | None, no_cache: bool) -> object:
+def _load_or_exit(path: Path, session: str | None, no_cache: bool) -> Any:
     from trace_parsers import TraceParseError, load
 
     try:
@@ -143,15 +140,13 @@ def ops_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def ops_command(
-    path: Annotated[Path, typer.Argument(help="A .xplane.pb, a run folder or a logdir.")],
+    path: PathArg,
     csv: Annotated[bool, typer.Option("--csv", help="CSV on stdout.")] = False,
     by: Annotated[str, typer.Option(help="op, type or kernel.")] = "op",
     worker: Annotated[str | None, typer.Option(help="Only this worker.")] = None,
     top: Annotated[int, typer.Option(help="Rows in the table view.")] = 20,
-    session: Annotated[
-        str | None, typer.Option(help="Session of a logdir (default: newest).")
-    ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache")] = False,
+    session: SessionOpt = None,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Per-op time per worker and device: occurrences, total and self time, percentiles."""
     from analyzers.ops import BY, op_stats
@@ -160,7 +155,7 @@ def ops_command(
         typer.echo(f"podscope: error: --by must be one of {', '.join(BY)}", err=True)
         raise typer.Exit(2)
     frames = _load_or_exit(path, session, no_cache)
-    table = ops_table(op_stats(frames.events, by=by, worker=worker))  # type: ignore[attr-defined]
+    table = ops_table(op_stats(frames.events, by=by, worker=worker))
     if csv:
         table.to_csv(sys.stdout, index=False)
         return
@@ -198,20 +193,18 @@ def ops_command(
 
 
 def memory_command(
-    path: Annotated[Path, typer.Argument(help="A .xplane.pb, a run folder or a logdir.")],
+    path: PathArg,
     csv: Annotated[
         bool, typer.Option("--csv", help="The memory timeline as CSV on stdout.")
     ] = False,
-    session: Annotated[
-        str | None, typer.Option(help="Session of a logdir (default: newest).")
-    ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache")] = False,
+    session: SessionOpt = None,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Bytes in use over time per allocator (TF allocator events), and the peak breakdown."""
     from analyzers.ops import memory_peak, memory_timeline
 
     frames = _load_or_exit(path, session, no_cache)
-    timeline = memory_timeline(frames.events, frames.stats)  # type: ignore[attr-defined]
+    timeline = memory_timeline(frames.events, frames.stats)
     if timeline.empty:
         typer.echo(
             "podscope: this capture has no allocator events (TF records them only when memory "
@@ -231,14 +224,12 @@ def memory_command(
 
 
 def diagnose_command(
-    path: Annotated[Path, typer.Argument(help="A .xplane.pb, a run folder or a logdir.")],
+    path: PathArg,
     as_json: Annotated[
         bool, typer.Option("--json", help="Every finding as JSON (evidence, expression).")
     ] = False,
-    session: Annotated[
-        str | None, typer.Option(help="Session of a logdir (default: newest).")
-    ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache")] = False,
+    session: SessionOpt = None,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Findings from TensorFlow's GPU performance guide, ranked; exit code 0 whatever they say."""
     import dataclasses
@@ -247,7 +238,7 @@ def diagnose_command(
     from analyzers.diagnostics import diagnose, prepare
 
     frames = _load_or_exit(path, session, no_cache)
-    findings = diagnose(prepare(frames))  # type: ignore[arg-type]
+    findings = diagnose(prepare(frames))
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(f) for f in findings], indent=2, default=str))
         return

@@ -16,11 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyzers.breakdown import step_breakdown
-from analyzers.diagnostics import Finding, diagnose, prepare
+from analyzers.diagnostics import Finding, Inputs, diagnose
 from analyzers.ops import memory_timeline, op_stats
-from analyzers.pod import pod_view, stragglers
-from analyzers.steps import align_steps, find_steps, step_methods
 from app.figures.timeline import TimelineIndex
 from trace_parsers import TraceFrames, TraceParseError, load, sessions
 from trace_parsers.loader import PROFILE_SUBDIR, trace_files
@@ -31,36 +28,14 @@ class SessionError(Exception):
     """A session name that is not allowed or does not exist."""
 
 
-@dataclass
-class Analysis:
-    """One parsed session and its derived frames (computed on first use)."""
+class Analysis(Inputs):
+    """One parsed session: the diagnostics' inputs (steps, breakdown, pod view, ops, all
+    computed on first use) plus what the pages need on top (timeline index, memory, op
+    tables per view, findings)."""
 
-    frames: TraceFrames
-    _ops: dict[tuple[str, str | None], pd.DataFrame] = field(default_factory=dict)
-
-    @cached_property
-    def steps(self) -> pd.DataFrame:
-        return find_steps(self.frames.events)
-
-    @cached_property
-    def aligned(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        return align_steps(self.steps)
-
-    @cached_property
-    def breakdown(self) -> pd.DataFrame:
-        return step_breakdown(self.frames.events, self.aligned[0], self.frames.stats)
-
-    @cached_property
-    def pod(self) -> pd.DataFrame:
-        return pod_view(self.breakdown)
-
-    @cached_property
-    def stragglers(self) -> pd.DataFrame:
-        return stragglers(self.pod)
-
-    @cached_property
-    def methods(self) -> pd.DataFrame:
-        return step_methods(self.frames.events, self.steps)
+    def __init__(self, frames: TraceFrames) -> None:
+        super().__init__(frames)
+        self._op_tables: dict[tuple[str, str | None], pd.DataFrame] = {}
 
     @cached_property
     def timeline(self) -> TimelineIndex:
@@ -72,24 +47,14 @@ class Analysis:
 
     @cached_property
     def findings(self) -> list[Finding]:
-        """Diagnostics, reusing this analysis' derived frames."""
-        inputs = prepare(self.frames)
-        inputs.__dict__.update(
-            steps=self.steps,
-            aligned=self.aligned[0],
-            breakdown=self.breakdown,
-            pod=self.pod,
-            stragglers=self.stragglers,
-            methods=self.methods,
-        )
-        return diagnose(inputs)
+        return diagnose(self)
 
-    def ops(self, by: str, worker: str | None) -> pd.DataFrame:
+    def op_table_for(self, by: str, worker: str | None) -> pd.DataFrame:
         """``analyzers.ops.op_stats`` for (by, worker), computed once."""
         key = (by, worker)
-        if key not in self._ops:
-            self._ops[key] = op_stats(self.frames.events, by=by, worker=worker)
-        return self._ops[key]
+        if key not in self._op_tables:
+            self._op_tables[key] = op_stats(self.frames.events, by=by, worker=worker)
+        return self._op_tables[key]
 
 
 @dataclass

@@ -93,8 +93,18 @@ class Inputs:
         return find_steps(self.frames.events)
 
     @cached_property
+    def _alignment(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        return align_steps(self.steps)
+
+    @property
     def aligned(self) -> pd.DataFrame:
-        return align_steps(self.steps)[0]
+        """Steps every worker has, numbered 0..N-1 (``analyzers.steps.align_steps``)."""
+        return self._alignment[0]
+
+    @property
+    def missing(self) -> pd.DataFrame:
+        """(worker, step_num) pairs that some workers lack."""
+        return self._alignment[1]
 
     @cached_property
     def breakdown(self) -> pd.DataFrame:

@@ -126,7 +126,7 @@ def _table(search: str | None, worker: str, by: str) -> tuple[str | None, pd.Dat
     )
     if analysis is None:
         return session, None
-    return session, analysis.ops(by, None if worker == "all" else worker)
+    return session, analysis.op_table_for(by, None if worker == "all" else worker)
 
 
 @dash.callback(

@@ -62,7 +62,7 @@ def layout(
         for r in analysis.methods.itertuples()
         if r.method != "marker"
     ]
-    missing = analysis.aligned[1]
+    missing = analysis.missing
     if len(missing):
         notes.append(
             html.Li(
