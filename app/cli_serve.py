@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Annotated
@@ -26,8 +27,22 @@ def serve_command(
     serve(AppSettings(logdir=logdir, cache_dir=cache_dir, max_upload_mb=max_upload_mb), host, port)
 
 
+def _stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM (``docker stop``, ``kill``) end the server through the normal exit
+    path, so ``demo`` stops the cluster it started. SIGINT is re-armed explicitly because a
+    process started in the background by a non-interactive shell inherits it ignored."""
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, terminate)
+
+
 def serve(settings: object, host: str, port: int) -> None:
     from app.main import create_app
+
+    _stop_on_signals()
 
     settings.logdir.mkdir(parents=True, exist_ok=True)  # type: ignore[attr-defined]
     app = create_app(settings)  # type: ignore[arg-type]
@@ -70,6 +85,7 @@ def demo_command(
     except EngineError as e:
         typer.echo(f"podscope: error: {e}", err=True)
         raise typer.Exit(2) from None
+    _stop_on_signals()
     try:
         deadline = time.monotonic() + 120
         while (
