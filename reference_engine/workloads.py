@@ -76,6 +76,16 @@ def _tiny_ops(value: Any, n: int, tf: Any) -> Any:
     return tf.reduce_sum(t) * 0.0
 
 
+def _report_model(model: Any, report: Report) -> None:
+    """The model's precision, as the tests check it (mixed_float16: float16 compute, float32 variables)."""
+    report(
+        "model",
+        dtype_policy=model.dtype_policy.name,
+        compute_dtype=model.layers[0].compute_dtype,
+        variable_dtype=model.trainable_variables[0].dtype.name,
+    )
+
+
 def _sleep_ms(ms: float) -> None:
     time.sleep(ms / 1000.0)
 
@@ -113,12 +123,7 @@ def run_mwms_loop(cfg: EngineConfig, task: Task, tf: Any, report: Report) -> lis
 
     if not scenario.eager:
         train_step = tf.function(train_step)
-    report(
-        "model",
-        dtype_policy=model.dtype_policy.name,
-        compute_dtype=model.layers[0].compute_dtype,
-        variable_dtype=model.trainable_variables[0].dtype.name,
-    )
+    _report_model(model, report)
     losses: list[float] = []
     step = 0
     while cfg.steps is None or step < cfg.steps:
@@ -151,12 +156,7 @@ def run_mwms_fit(cfg: EngineConfig, task: Task, tf: Any, report: Report) -> list
             run_eagerly=scenario.eager,
             jit_compile=cfg.jit_compile and not scenario.eager,
         )
-    report(
-        "model",
-        dtype_policy=model.dtype_policy.name,
-        compute_dtype=model.layers[0].compute_dtype,
-        variable_dtype=model.trainable_variables[0].dtype.name,
-    )
+    _report_model(model, report)
     losses: list[float] = []
 
     class Hooks(tf.keras.callbacks.Callback):
@@ -259,12 +259,7 @@ def run_ps(cfg: EngineConfig, task: Task, tf: Any, report: Report) -> list[float
             tf.distribute.ReduceOp.SUM, strategy.run(replica_fn, args=(x, y)), axis=None
         )
 
-    report(
-        "model",
-        dtype_policy=model.dtype_policy.name,
-        compute_dtype=model.layers[0].compute_dtype,
-        variable_dtype=model.trainable_variables[0].dtype.name,
-    )
+    _report_model(model, report)
     losses: list[float] = []
     pending: list[Any] = []
     step = 0
