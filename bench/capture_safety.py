@@ -27,16 +27,26 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def start(root: Path, i: int) -> cluster.Manifest:
-    m = cluster.up(
-        EngineConfig(workload="mwms-loop", steps=None), workers=3, run_dir=root / f"run{i}"
-    )
+def start(root: Path, i: int, preload: str | None = None) -> cluster.Manifest:
+    """A 3-worker MWMS cluster; ``preload`` is put in the workers' LD_PRELOAD (an allocator)."""
+    old = os.environ.get("LD_PRELOAD")
+    if preload:
+        os.environ["LD_PRELOAD"] = preload  # the task processes get it at exec; this one does not
+    try:
+        m = cluster.up(
+            EngineConfig(workload="mwms-loop", steps=None), workers=3, run_dir=root / f"run{i}"
+        )
+    finally:
+        if preload and old is None:
+            os.environ.pop("LD_PRELOAD", None)
+        elif preload:
+            os.environ["LD_PRELOAD"] = old or ""
     time.sleep(3)
     return m
 
 
-def trial(root: Path, i: int, unsafe: bool) -> bool:
-    m = start(root, i)
+def trial(root: Path, i: int, unsafe: bool, preload: str | None = None) -> bool:
+    m = start(root, i, preload)
     try:
         opts = CaptureOptions(
             logdir=root / f"logdir{i}", duration_ms=2000, unsafe_full_trace=unsafe, timeout_s=30
@@ -68,6 +78,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.capture_safety")
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--memory-captures", type=int, default=10)
+    ap.add_argument(
+        "--preload",
+        help="also try the unsafe plan with this allocator in LD_PRELOAD (e.g. jemalloc)",
+    )
+    ap.add_argument("--only-preload", action="store_true", help="run only the LD_PRELOAD trials")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="podscope-safety-") as tmp:
         root = Path(tmp)
