@@ -10,6 +10,7 @@ died. Memory: RSS of each worker after each of 10 captures on one cluster.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -86,11 +87,18 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="podscope-safety-") as tmp:
         root = Path(tmp)
-        for name, unsafe in (("safe (default)", False), ("unsafe full trace", True)):
-            crashed = sum(
-                trial(root, i + (100 if unsafe else 0), unsafe) for i in range(args.trials)
-            )
-            print(f"{name:20} crashed jobs: {crashed}/{args.trials}", flush=True)
+        plans = (
+            []
+            if args.only_preload
+            else [("safe (default)", False, None), ("unsafe full trace", True, None)]
+        )
+        if args.preload:
+            plans.append((f"unsafe + {Path(args.preload).name}", True, args.preload))
+        for k, (name, unsafe, preload) in enumerate(plans):
+            crashed = sum(trial(root, i + 100 * k, unsafe, preload) for i in range(args.trials))
+            print(f"{name:34} crashed jobs: {crashed}/{args.trials}", flush=True)
+        if args.only_preload:
+            return
         rows = memory(root, args.memory_captures)
         print("worker RSS MB after each capture (worker:0 full trace, worker:1/2 python tracer):")
         for i, row in enumerate(rows):
