@@ -16,7 +16,3 @@ class CaptureError(Exception):
     def __init__(self, message: str, statuses: Sequence[Any] = ()) -> None:
         super().__init__(message)
         self.statuses = tuple(statuses)
-
-
-class ExportError(Exception):
-    """The export service refused a request (bad path, bad token, missing file)."""

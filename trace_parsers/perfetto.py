@@ -35,11 +35,6 @@ def _text(value: str | bytes) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def looks_like_perfetto(head: bytes) -> bool:
-    """A Trace starts with field 1 (packet), wire type 2; or it is gzip/zstd compressed."""
-    return head[:1] == b"\x0a" or head[:2] == b"\x1f\x8b" or head[:4] == _ZSTD_MAGIC
-
-
 def _decompress(data: bytes, source: str) -> bytes:
     try:
         if data[:2] == b"\x1f\x8b":

@@ -22,7 +22,6 @@ import pandas as pd
 from trace_parsers.errors import TraceParseError
 
 _INT = re.compile(r"-?\d+\Z")
-KINDS = ("invoke", "subgraph_invoke", "allocate", "delegate_setup", "delegate", "op")
 
 
 class Section(NamedTuple):
