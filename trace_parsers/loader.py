@@ -87,7 +87,7 @@ PARSERS: Mapping[str, Format] = {
     "xplane": Format("xplane", (".xplane.pb", ".xplane.pb.gz"), parse_xplane, _looks_like_xplane),
     "perfetto": Format(
         "perfetto",
-        (".perfetto-trace", ".pftrace", ".perfetto", ".pb"),
+        (".perfetto-trace", ".pftrace", ".perfetto"),
         parse_perfetto,
         _looks_like_perfetto,
     ),
@@ -106,10 +106,19 @@ def worker_label(path: Path) -> str:
     return path.stem
 
 
+#: Files that live in session folders but are not captures (PodScope's manifest; XProf's caches).
+NOT_CAPTURES = ("capture.json", ".op_stats.pb", ".op_stats_v2.pb")
+
+
 def trace_files(folder: Path) -> list[Path]:
-    """Capture files directly in ``folder``, sorted by name."""
+    """Capture files directly in ``folder``, sorted by name. A TensorFlow session folder
+    (any ``*.xplane.pb``) yields only its XPlanes; otherwise files of the other formats."""
+    files = [p for p in folder.iterdir() if p.is_file() and not p.name.endswith(NOT_CAPTURES)]
+    xplanes = [p for p in files if p.name.endswith(PARSERS["xplane"].suffixes)]
+    if xplanes:
+        return sorted(xplanes)
     suffixes = tuple(s for f in PARSERS.values() for s in f.suffixes)
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(suffixes))
+    return sorted(p for p in files if p.name.endswith(suffixes))
 
 
 def sessions(logdir: Path) -> list[str]:
@@ -149,13 +158,20 @@ def resolve(path: str | Path, session: str | None = None) -> list[Path]:
 
 
 def format_of(path: Path, head: bytes) -> Format:
-    """The format of a file, by content first (extensions lie), then by suffix."""
-    for fmt in PARSERS.values():
-        if fmt.sniff(head):
-            return fmt
-    for fmt in PARSERS.values():
-        if path.name.endswith(fmt.suffixes):
-            return fmt
+    """The format of a file: by content (extensions lie), except that a suffix decides between
+    the two protobuf formats, which a damaged file cannot tell apart by content."""
+    by_suffix = next((f for f in PARSERS.values() if path.name.endswith(f.suffixes)), None)
+    sniffed = [f for f in PARSERS.values() if f.sniff(head)]
+    protobuf = {"xplane", "perfetto"}
+    if by_suffix is not None and (
+        by_suffix in sniffed
+        or (by_suffix.name in protobuf and any(f.name in protobuf for f in sniffed))
+    ):
+        return by_suffix
+    if sniffed:
+        return sniffed[0]
+    if by_suffix is not None:
+        return by_suffix
     raise TraceParseError(
         path, "unknown", f"unrecognised trace format; known: {', '.join(PARSERS)}"
     )

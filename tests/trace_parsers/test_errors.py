@@ -95,3 +95,11 @@ def test_missing_path_and_unknown_session(tmp_path: Path) -> None:
     with pytest.raises(TraceParseError, match="known: 2026_01_01_00_00_00"):
         load(tmp_path, session="2025", cache=False)
     assert len(load(tmp_path, cache=False).events) == 50
+
+
+def test_session_folder_files_that_are_not_captures_are_ignored(tmp_path: Path) -> None:
+    (tmp_path / "h_1.xplane.pb").write_bytes(GOOD)
+    (tmp_path / "capture.json").write_text('{"session": "s", "workers": []}')
+    (tmp_path / "ALL_HOSTS.op_stats_v2.pb").write_bytes(b"\x0a\x00")
+    frames = load(tmp_path, cache=False)
+    assert frames.workers["worker"].tolist() == ["h_1"] and not frames.failures
