@@ -54,3 +54,19 @@ def download_frame(frame: pd.DataFrame, name: str, fmt: str) -> dict[str, Any]:
 
 def card(*children: Any, **kw: Any) -> html.Div:
     return html.Div(list(children), className="podscope-card", **kw)
+
+
+ALL_WORKERS = "all"
+
+
+def worker_picker(component_id: str, analysis: Analysis, value: str | None) -> dcc.Dropdown:
+    """A dropdown of the session's workers, with "all" first."""
+    workers = [ALL_WORKERS, *sorted(analysis.frames.events["worker"].cat.categories)]
+    return dcc.Dropdown(
+        id=component_id, options=workers, value=value or ALL_WORKERS, clearable=False
+    )
+
+
+def chosen_worker(choice: str | None) -> str | None:
+    """The worker a picker names, or None for all workers."""
+    return None if not choice or choice == ALL_WORKERS else choice

@@ -14,7 +14,7 @@ from dash import Input, Output, State, dcc, html
 from analyzers.ops import op_comparison
 from app import ids
 from app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure
-from app.pages._common import card, download_frame, load_session
+from app.pages._common import card, chosen_worker, download_frame, load_session, worker_picker
 
 dash.register_page(__name__, path="/ops", name="Ops", order=2)
 
@@ -47,7 +47,6 @@ def layout(
     session, analysis, alert = load_session(session)
     if analysis is None:
         return alert
-    workers = ["all", *sorted(analysis.frames.events["worker"].cat.categories)]
     mem = analysis.memory
     memory = (
         dcc.Graph(figure=memory_figure(mem))
@@ -64,12 +63,7 @@ def layout(
                 dbc.Row(
                     [
                         dbc.Col(
-                            dcc.Dropdown(
-                                id=ids.OPS_WORKER,
-                                options=workers,
-                                value=worker or "all",
-                                clearable=False,
-                            ),
+                            worker_picker(ids.OPS_WORKER, analysis, worker),
                             md=4,
                         ),
                         dbc.Col(
@@ -126,7 +120,7 @@ def _table(search: str | None, worker: str, by: str) -> tuple[str | None, pd.Dat
     )
     if analysis is None:
         return session, None
-    return session, analysis.op_table_for(by, None if worker == "all" else worker)
+    return session, analysis.op_table_for(by, chosen_worker(worker))
 
 
 @dash.callback(

@@ -16,7 +16,7 @@ from dash import Input, Output, State, dcc, html
 
 from app import ids
 from app.figures.timeline import timeline_figure
-from app.pages._common import card, load_session
+from app.pages._common import card, chosen_worker, load_session, worker_picker
 from app.store import Analysis
 
 dash.register_page(__name__, path="/timeline", name="Timeline", order=3)
@@ -33,10 +33,6 @@ def _window(analysis: Analysis, relayout: dict[str, Any] | None) -> tuple[int, i
     return base, end, base
 
 
-def _worker(choice: str | None) -> str | None:
-    return None if not choice or choice == "all" else choice
-
-
 def _session(search: str | None) -> str | None:
     return parse_qs((search or "").lstrip("?")).get("session", [None])[0]
 
@@ -49,10 +45,9 @@ def layout(
         return alert
     if analysis.frames.events.empty:
         return card(html.H5("This session has no timed events."))
-    workers = ["all", *sorted(analysis.frames.events["worker"].cat.categories)]
     t0, t1, base = _window(analysis, None)
     fig = timeline_figure(
-        analysis.timeline, t0, t1, base, worker=_worker(worker), highlight=q or ""
+        analysis.timeline, t0, t1, base, worker=chosen_worker(worker), highlight=q or ""
     )
     return html.Div(
         [
@@ -60,12 +55,7 @@ def layout(
                 dbc.Row(
                     [
                         dbc.Col(
-                            dcc.Dropdown(
-                                id=ids.TL_WORKER,
-                                options=workers,
-                                value=worker or "all",
-                                clearable=False,
-                            ),
+                            worker_picker(ids.TL_WORKER, analysis, worker),
                             md=4,
                         ),
                         dbc.Col(
@@ -107,7 +97,7 @@ def redraw(
         return dash.no_update, dash.no_update
     t0, t1, base = _window(analysis, relayout)
     fig = timeline_figure(
-        analysis.timeline, t0, t1, base, worker=_worker(worker), highlight=query or ""
+        analysis.timeline, t0, t1, base, worker=chosen_worker(worker), highlight=query or ""
     )
     meta = fig.layout.meta
     text = f"{meta['bars']:,} bars + density on {meta['dense_tracks']} tracks · {(t1 - t0) / 1e6:.3f} ms window"
