@@ -12,7 +12,7 @@ Methods, tried in this order per worker (the first that finds at least two steps
    tf-keras ``fit``); ``train`` is preferred when several marker names exist.
 2. ``group_id``: traces already grouped by XProf/TensorBoard (``group_id`` stats on host
    events): each group's time span is a step.
-3. ``function``: the most frequent top-level tf.function execution,
+3. ``function``: the outermost calls of the most frequent tf.function execution,
    ``EagerLocalExecute: __inference_<name>`` with ``train`` in the name (custom loops without
    markers, ParameterServerStrategy workers).
 4. ``python_call``: the Python tracer's ``polymorphic_function.py:<line> __call__`` events at
@@ -72,6 +72,15 @@ def _group_rows(ev: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("start_ns", kind="stable")
 
 
+def _outermost(ev: pd.DataFrame) -> pd.DataFrame:
+    """Events not inside another of ``ev`` (by time, not depth: an event cut by the capture's
+    start loses its parents, so its depth differs from its siblings')."""
+    ev = ev.sort_values(["start_ns", "dur_ps"], ascending=[True, False], kind="stable")
+    end = (ev["start_ns"] + ev["dur_ps"] // 1000).to_numpy()
+    before = np.maximum.accumulate(np.concatenate(([np.iinfo(np.int64).min], end[:-1])))
+    return ev[ev["start_ns"].to_numpy() >= before]
+
+
 def _worker_steps(ev: pd.DataFrame) -> pd.DataFrame:
     markers = ev[ev["step_num"].notna() & (ev["depth"] == 0)]
     if len(markers):
@@ -88,14 +97,12 @@ def _worker_steps(ev: pd.DataFrame) -> pd.DataFrame:
         return _group_rows(grouped)
     fn = ev[matches(ev["name"], _FUNCTION)]
     if len(fn):
-        top = fn[fn["depth"] == fn["depth"].min()]
-        top = top[top["name"].astype(str) == top["name"].astype(str).mode().iloc[0]]
+        top = _outermost(fn[fn["name"].astype(str) == fn["name"].astype(str).mode().iloc[0]])
         if len(top) >= 2:
             return _rows(top, "function")
     calls = ev[matches(ev["name"], _PY_CALL) & (ev["depth"] <= 1)]
     if len(calls) >= 2:
-        calls = calls[calls["depth"] == calls["depth"].min()]
-        return _rows(calls, "python_call")
+        return _rows(_outermost(calls), "python_call")
     return pd.DataFrame(
         {
             c: pd.Series(dtype=t)

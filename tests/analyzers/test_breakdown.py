@@ -117,6 +117,24 @@ def test_no_steps_found_explains_why() -> None:
     assert note["method"] == "none" and "step_num=step" in note["note"]
 
 
+def test_function_steps_survive_a_call_cut_by_the_capture_start() -> None:
+    """The first call began before the capture: its parents are gone, so it sits at another
+    depth than its siblings — every call is still a step (a real no-step-markers capture)."""
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    line = p.line(1, "python")
+    fn = "EagerLocalExecute: __inference_train_step_620"
+    p.event(line, fn, 0, 800 * US)
+    for i in range(1, 4):
+        t0 = i * 1000 * US
+        p.event(line, "train_step", t0, 900 * US)
+        p.event(line, fn, t0 + 10 * US, 800 * US)
+    ev = parse_xplane(b.bytes(), worker="w").events
+    assert sorted(ev.loc[ev["name"] == fn, "depth"]) == [0, 1, 1, 1]
+    found = find_steps(ev)
+    assert list(found["method"].unique()) == ["function"] and len(found) == 4
+
+
 @pytest.mark.parametrize(("late_worker", "expect"), [(None, None), ("w_3", "w_3")])
 def test_synchronous_straggler_is_the_last_to_arrive(
     late_worker: str | None, expect: str | None
