@@ -56,6 +56,22 @@ def card(*children: Any, **kw: Any) -> html.Div:
     return html.Div(list(children), className="podscope-card", **kw)
 
 
+def download_buttons(csv_id: str, parquet_id: str) -> list[dbc.Button]:
+    """The CSV and Parquet buttons of a table (their clicks feed ``download_frame``)."""
+    return [
+        dbc.Button("CSV", id=csv_id, size="sm", className="me-1"),
+        dbc.Button("Parquet", id=parquet_id, size="sm"),
+    ]
+
+
+def table_header(title: str, csv_id: str, parquet_id: str) -> html.Div:
+    """A table's title with its download buttons on the right."""
+    return html.Div(
+        [html.H5(title, className="me-auto"), *download_buttons(csv_id, parquet_id)],
+        className="d-flex",
+    )
+
+
 ALL_WORKERS = "all"
 
 

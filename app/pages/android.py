@@ -7,13 +7,12 @@ from urllib.parse import parse_qs
 
 import dash
 import dash_ag_grid as dag
-import dash_bootstrap_components as dbc
 from dash import Input, Output, State, dcc, html
 
 from analyzers.tflite import invokes, tflite_op_stats
 from app import ids
 from app.figures.tflite import cpu_figure, invoke_latency_figure, waterfall_figure
-from app.pages._common import card, download_frame, load_session
+from app.pages._common import card, download_frame, load_session, table_header
 
 dash.register_page(__name__, path="/android", name="TFLite", order=5)
 
@@ -57,14 +56,7 @@ def layout(session: str | None = None, invoke: str | None = None, **_: str) -> A
                 html.H5(summary), dcc.Graph(figure=invoke_latency_figure(inv)) if len(inv) else None
             ),
             card(
-                html.Div(
-                    [
-                        html.H5("Ops", className="me-auto"),
-                        dbc.Button("CSV", id=ids.TFL_CSV, size="sm", className="me-1"),
-                        dbc.Button("Parquet", id=ids.TFL_PARQUET, size="sm"),
-                    ],
-                    className="d-flex",
-                ),
+                table_header("Ops", ids.TFL_CSV, ids.TFL_PARQUET),
                 dag.AgGrid(
                     rowData=view.astype(object).where(view.notna(), None).to_dict("records"),
                     columnDefs=[{"field": c} for c in view.columns],

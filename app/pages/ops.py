@@ -14,7 +14,14 @@ from dash import Input, Output, State, dcc, html
 from analyzers.ops import op_comparison
 from app import ids
 from app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure
-from app.pages._common import card, chosen_worker, download_frame, load_session, worker_picker
+from app.pages._common import (
+    card,
+    chosen_worker,
+    download_buttons,
+    download_frame,
+    load_session,
+    worker_picker,
+)
 
 dash.register_page(__name__, path="/ops", name="Ops", order=2)
 
@@ -80,10 +87,7 @@ def layout(
                             md=5,
                         ),
                         dbc.Col(
-                            [
-                                dbc.Button("CSV", id=ids.OPS_CSV, size="sm", className="me-1"),
-                                dbc.Button("Parquet", id=ids.OPS_PARQUET, size="sm"),
-                            ],
+                            download_buttons(ids.OPS_CSV, ids.OPS_PARQUET),
                             md=3,
                             className="text-end",
                         ),

@@ -14,7 +14,7 @@ from dash import Input, Output, State, dcc, html
 from analyzers.breakdown import CATEGORIES
 from app import ids
 from app.figures.pod import breakdown_bars_figure, step_heatmap_figure, step_time_lines_figure
-from app.pages._common import card, download_frame, load_session
+from app.pages._common import card, download_frame, load_session, table_header
 from app.store import Analysis
 
 dash.register_page(__name__, path="/pod", name="Pod Viewer", order=1)
@@ -157,14 +157,7 @@ def layout(
                 ]
             ),
             card(
-                html.Div(
-                    [
-                        html.H5("Per worker", className="me-auto"),
-                        dbc.Button("CSV", id=ids.POD_CSV, size="sm", className="me-1"),
-                        dbc.Button("Parquet", id=ids.POD_PARQUET, size="sm"),
-                    ],
-                    className="d-flex",
-                ),
+                table_header("Per worker", ids.POD_CSV, ids.POD_PARQUET),
                 dag.AgGrid(
                     id=ids.POD_TABLE,
                     rowData=table.astype(object).where(table.notna(), None).to_dict("records"),
