@@ -32,7 +32,11 @@ def synthetic_arrays(cfg: EngineConfig) -> tuple[np.ndarray, np.ndarray]:
 
 
 def make_dataset(
-    cfg: EngineConfig, batch_size: int, tf: Any, per_worker_delay: bool = False
+    cfg: EngineConfig,
+    batch_size: int,
+    tf: Any,
+    per_worker_delay: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> Any:
     """The training dataset (infinite), batched by ``batch_size``.
 
@@ -41,6 +45,7 @@ def make_dataset(
         batch_size: batch size of this dataset (global for MWMS, per worker for ps).
         tf: the TensorFlow module (imported by the caller inside the task process).
         per_worker_delay: add the ps straggler's SleepDataset (reads STRAGGLER_DELAY_FILE).
+        shard: ``(num_shards, index)``: keep only this input pipeline's examples.
     """
     tnp = tf.experimental.numpy
     scenario = SCENARIOS[cfg.scenario]
@@ -51,12 +56,10 @@ def make_dataset(
         f = tnp.clip(tnp.asarray(features), -3.0, 3.0)
         return tnp.tanh(f * 0.5) * 2.0, label
 
-    ds = (
-        tf.data.Dataset.from_tensor_slices((x, y))
-        .repeat()
-        .map(preprocess)
-        .batch(batch_size, drop_remainder=True)
-    )
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    if shard is not None:
+        ds = ds.shard(*shard)
+    ds = ds.repeat().map(preprocess).batch(batch_size, drop_remainder=True)
     if scenario.input_delay:
         delay_s = cfg.input_delay_ms / 1000.0
 
@@ -76,6 +79,9 @@ def make_dataset(
     if not scenario.input_delay:
         ds = ds.prefetch(2)
     opts = tf.data.Options()
+    if scenario.input_delay:
+        # "No prefetch" must mean none: tf.data (2.12+) otherwise injects one after the last map.
+        opts.experimental_optimization.inject_prefetch = False
     opts.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return ds.with_options(opts)
 

@@ -45,7 +45,9 @@ SCENARIOS: Mapping[str, Scenario] = {
         "No bottleneck: no straggler, Input below 5 % of step time.",
     ),
     "input-bound": Scenario(
-        "The tf.data map sleeps input_delay_ms per batch and the pipeline has no prefetch.",
+        "The tf.data map sleeps input_delay_ms per batch and nothing prefetches (mwms-loop pulls "
+        "each batch from its worker's own shard when the step asks; Keras fit keeps its "
+        "distributed iterator's one-batch buffer).",
         "IteratorGetNext (waiting for input) >= 20 % of step time on every worker; Input is the largest category.",
         input_delay=True,
     ),
