@@ -54,9 +54,7 @@ def op_events(events: pd.DataFrame) -> pd.DataFrame:
     python = matches(events["name"], "$", how="startswith")
     is_op = (events["op_type"].notna().to_numpy() | on_device) & ~derived & ~python
     ops = events[is_op]
-    ops = ops.assign(
-        op_self_ps=nest_events(ops)["self_ps"].to_numpy(), device=ops["plane"].astype(str)
-    )
+    ops = ops.assign(op_self_ps=nest_events(ops)["self_ps"].to_numpy(), device=ops["plane"])
     return _ops_of_kernels(events, ops, on_device[is_op])
 
 
@@ -99,6 +97,14 @@ def _ops_of_kernels(events: pd.DataFrame, ops: pd.DataFrame, on_device: np.ndarr
         found["l_type"].to_numpy()[fill],
     )
     return ops.assign(op_name=pd.Categorical(op_name), op_type=pd.Categorical(op_type))
+
+
+def _filled(col: pd.Series, value: str) -> pd.Series:
+    """The categorical ``col`` with missing values set to ``value`` (on codes, not rows)."""
+    c = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
+    if value not in c.cat.categories:
+        c = c.cat.add_categories([value])
+    return c.fillna(value)
 
 
 def parse_kernel_details(details: pd.Series) -> pd.DataFrame:
@@ -178,10 +184,11 @@ def op_stats(events: pd.DataFrame, *, by: str = "op", worker: str | None = None)
         "type": ["op_type"],
         "kernel": ["kernel", "op_name", "op_type"],
     }[by]
+    # Keys stay categorical while grouping (a per-row str conversion cost more than the
+    # whole aggregation); the table, one row per op, gets plain strings at the end.
     frame = ops.assign(
-        op_type=ops["op_type"].astype(str).where(ops["op_type"].notna(), "(device)"),
-        op_name=ops["op_name"].astype(str).where(ops["op_name"].notna(), ""),
-        worker=ops["worker"].astype(str),
+        op_type=_filled(ops["op_type"], "(device)"),
+        op_name=_filled(ops["op_name"], ""),
         eager=ops["is_eager"].fillna(False).astype(bool)
         | matches(ops["name"], "EagerLocalExecute: ", how="startswith"),
         flops_f=ops["flops"].astype("Float64").fillna(0).astype(float),
@@ -202,6 +209,8 @@ def op_stats(events: pd.DataFrame, *, by: str = "op", worker: str | None = None)
     out["p50_ps"], out["p95_ps"] = q[0.5].round().astype("int64"), q[0.95].round().astype("int64")
     out["avg_ps"] = (out["total_ps"] / out["occurrences"]).round().astype("int64")
     out = out.reset_index()
+    for k in keys:
+        out[k] = out[k].astype(str)
     seconds = out["total_ps"] / 1e12
     out["flops_per_s"] = (out["flops"] / seconds).where(out["flops"] > 0)
     out["bytes_per_s"] = (out["bytes_accessed"] / seconds).where(out["bytes_accessed"] > 0)

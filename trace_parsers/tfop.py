@@ -54,9 +54,12 @@ def split_tf_op(
             names.append(parsed[0] if parsed else None)
             types.append(parsed[1] if parsed else None)
     n_a = len(tf_op.categories)
-    ca = np.asarray(tf_op.codes, dtype=np.int64)
-    cb = np.asarray(name.codes, dtype=np.int64)
+    cb = np.asarray(name.codes)
+    ca = np.asarray(tf_op.codes)
+    if not n_a or (ca < 0).all():  # no tf_op stat (TF's host traces): one take per column
+        return cat(cb, names[n_a:]), cat(cb, types[n_a:])
     is_op_a = np.array([n is not None for n in names[:n_a]] + [False], dtype=bool)
     from_stat = is_op_a[np.where(ca < 0, n_a, ca)]
-    codes = np.where(from_stat, ca, np.where(cb < 0, -1, cb + n_a))
+    cb32 = cb.astype(np.int32)
+    codes = np.where(from_stat, ca, np.where(cb32 < 0, -1, cb32 + n_a))
     return cat(codes, names), cat(codes, types)

@@ -35,6 +35,9 @@ _DOUBLE, _UINT, _INT, _STR, _BYTES, _REF = 1, 2, 3, 4, 5, 6
 _EPOCH_NS_MIN = 10**17
 _INT_NA = np.iinfo(np.int64).min
 _FLOAT_PROMOTED = frozenset({"flops", "bytes_accessed"})
+#: Per stat kind: its value is an integer (uint64, int64, bytes: the size) / a string.
+_IS_INT = np.isin(np.arange(len(KINDS)), (_UINT, _INT, _BYTES))
+_IS_STR = np.isin(np.arange(len(KINDS)), (_STR, _REF))
 
 
 def decompress(data: bytes, source: str) -> bytes:
@@ -80,24 +83,29 @@ def parse_xplane(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceF
 def _lookup(
     plane_of: np.ndarray, ids: np.ndarray, table_plane: np.ndarray, table_ids: np.ndarray
 ) -> np.ndarray:
-    """Row of (plane, id) in a (table_plane, table_ids) table, -1 where absent. Vectorized.
+    """Row (int32) of (plane, id) in a (table_plane, table_ids) table, -1 where absent. Vectorized.
 
     Metadata ids are small dense integers in practice (XPlaneBuilder numbers them from 1), so a
-    dense (plane, id) → row table is used; other ids fall back to a sorted search.
+    dense (plane, id) → row table is used, read with one ``take`` when every id is in range (no
+    masks: this runs on every event and stat); other ids fall back to a sorted search.
     """
-    out = np.full(len(ids), -1, dtype=np.int64)
+    out = np.full(len(ids), -1, dtype=np.int32)
     if not len(ids) or not len(table_ids):
         return out
     width = int(table_ids.max()) + 1
-    if table_ids.min() >= 0 and width * (int(table_plane.max()) + 1) <= 1 << 24:
-        dense = np.full(width * (int(table_plane.max()) + 1), -1, dtype=np.int64)
-        dense[table_plane * width + table_ids] = np.arange(len(table_ids))
-        ok = (ids >= 0) & (ids < width) & (plane_of <= table_plane.max())
-        out[ok] = dense[plane_of[ok] * width + ids[ok]]
-        return out
+    planes = int(table_plane.max()) + 1
+    if table_ids.min() >= 0 and width * planes <= 1 << 24:
+        dense = np.full(width * planes + 1, -1, dtype=np.int32)  # last slot: 'absent'
+        dense[table_plane * width + table_ids] = np.arange(len(table_ids), dtype=np.int32)
+        if ids.min() >= 0 and ids.max() < width and plane_of.max() < planes:
+            key = plane_of.astype(np.int64) * width
+            key += ids
+            return dense.take(key)
+        ok = (ids >= 0) & (ids < width) & (plane_of < planes)
+        return dense.take(np.where(ok, plane_of.astype(np.int64) * width + ids, width * planes))
     key_t = np.rec.fromarrays([table_plane, table_ids])
     order = np.argsort(key_t, kind="stable")
-    key_q = np.rec.fromarrays([plane_of, ids])
+    key_q = np.rec.fromarrays([plane_of.astype(np.int64), ids])
     pos = np.minimum(np.searchsorted(key_t[order], key_q), len(order) - 1)
     hit = key_t[order][pos] == key_q
     out[hit] = order[pos[hit]]
@@ -147,7 +155,7 @@ class _Builder:
         meta = np.frombuffer(st["metadata_id"], dtype=np.int64)
         kind = np.frombuffer(st["kind"], dtype=np.int8)
         ival = np.frombuffer(st["ival"], dtype=np.int64)
-        sid = np.frombuffer(st["sid"], dtype=np.int32).astype(np.int64)
+        sid = np.frombuffer(st["sid"], dtype=np.int32)
         key_row = _lookup(plane, meta, self.sm_plane, self.sm_ids)
         is_ref = kind == _REF
         if is_ref.any():
@@ -199,8 +207,8 @@ class _Builder:
 
     def build(self) -> TraceFrames:
         raw = self.raw
-        ev_plane = np.frombuffer(raw["ev_plane"], dtype=np.int32).astype(np.int64)
-        ev_line = np.frombuffer(raw["ev_line"], dtype=np.int32).astype(np.int64)
+        ev_plane = np.frombuffer(raw["ev_plane"], dtype=np.int32)
+        ev_line = np.frombuffer(raw["ev_line"], dtype=np.int32)
         ev_meta = np.frombuffer(raw["ev_metadata_id"], dtype=np.int64)
         off = np.frombuffer(raw["ev_offset_ps"], dtype=np.int64)
         dur = np.frombuffer(raw["ev_duration_ps"], dtype=np.int64)
@@ -248,8 +256,9 @@ class _Builder:
         cols["op_name"], cols["op_type"] = split_tf_op(cols["tf_op"], cols["name"])
         events = pd.DataFrame({c: _as(cols[c], t) for c, t in SCHEMA["events"].items()}, copy=False)
 
-        keep = est["promoted"] < 0
-        owner = est["owner"][keep]
+        kept = np.flatnonzero(est["promoted"] < 0)
+        keep = None if len(kept) == len(est["owner"]) else kept
+        owner = est["owner"] if keep is None else est["owner"].take(keep)
         if order is not None:
             inverse = np.empty(n, dtype=np.int64)
             inverse[order] = np.arange(n)
@@ -261,7 +270,7 @@ class _Builder:
             plane_stats=self._long_stats(
                 "plane_stats",
                 self.plane_stats,
-                np.ones(n_ps, dtype=bool),
+                None,
                 {
                     "worker": self._worker_col(n_ps),
                     "plane": cat(self.plane_stats["owner"], self.plane_names),
@@ -271,7 +280,7 @@ class _Builder:
             metadata_stats=self._long_stats(
                 "metadata_stats",
                 mst,
-                np.ones(n_ms, dtype=bool),
+                None,
                 {
                     "worker": self._worker_col(n_ms),
                     "plane": cat(mst["plane"], self.plane_names),
@@ -316,22 +325,26 @@ class _Builder:
         return out
 
     def _long_stats(
-        self, frame: str, t: dict[str, np.ndarray], keep: np.ndarray, lead: dict[str, Any]
+        self, frame: str, t: dict[str, np.ndarray], keep: np.ndarray | None, lead: dict[str, Any]
     ) -> pd.DataFrame:
-        """A long stats frame (``stats``, ``plane_stats``, ``metadata_stats``) of rows ``keep``."""
-        kind = t["kind"][keep]
-        is_int = np.isin(kind, (_UINT, _INT, _BYTES))
-        is_str = np.isin(kind, (_STR, _REF))
+        """A long stats frame (``stats``, ``plane_stats``, ``metadata_stats``) of rows ``keep``
+        (row indices; None = all rows)."""
+
+        def sel(a: np.ndarray) -> np.ndarray:
+            return a if keep is None else a.take(keep)
+
+        kind = sel(t["kind"])
+        is_int = _IS_INT.take(kind)
         cols = {
             **lead,
-            "key": self._key_names(t["key_row"][keep]),
-            "kind": cat(kind.astype(np.int64), KINDS),
+            "key": self._key_names(sel(t["key_row"])),
+            "kind": cat(kind, KINDS),
             # uint64 values above 2**63 keep their bit pattern (they read as negative Int64).
-            "int_value": pd.arrays.IntegerArray(t["ival"][keep], ~is_int),
-            "float_value": pd.arrays.FloatingArray(t["dval"][keep], kind != _DOUBLE),
-            "str_value": cat(np.where(is_str, t["sid"][keep], -1), self.strings),
+            "int_value": pd.arrays.IntegerArray(sel(t["ival"]), ~is_int),
+            "float_value": pd.arrays.FloatingArray(sel(t["dval"]), kind != _DOUBLE),
+            "str_value": cat(np.where(_IS_STR.take(kind), sel(t["sid"]), -1), self.strings),
         }
-        return pd.DataFrame({c: _as(cols[c], d) for c, d in SCHEMA[frame].items()})
+        return pd.DataFrame({c: _as(cols[c], d) for c, d in SCHEMA[frame].items()}, copy=False)
 
     def _worker_col(self, n: int) -> pd.Categorical:
         return cat(np.zeros(n, dtype=np.int64), [self.worker])
