@@ -64,13 +64,14 @@ def nest_events(events: pd.DataFrame) -> pd.DataFrame:
     end_ps = start_ps + events["dur_ps"].to_numpy()
     order = np.lexsort((-end_ps, start_ps, group))
     depth, parent, self_t = nest_columns(group[order], start_ps[order], end_ps[order])
-    labels = events.index.to_numpy()[order]
-    out = pd.DataFrame(
-        {
-            "depth": depth,
-            "parent": np.where(parent >= 0, labels[np.maximum(parent, 0)], -1),
-            "self_ps": self_t,
-        },
-        index=labels,
-    )
-    return out.loc[events.index]
+    labels = events.index.to_numpy()
+    # Back to the input's order by position (scatter through ``order``), not by label lookup.
+    out = {
+        "depth": np.empty_like(depth),
+        "parent": np.empty(len(order), dtype=np.result_type(labels.dtype, np.int64)),
+        "self_ps": np.empty_like(self_t),
+    }
+    out["depth"][order] = depth
+    out["parent"][order] = np.where(parent >= 0, labels[order[np.maximum(parent, 0)]], -1)
+    out["self_ps"][order] = self_t
+    return pd.DataFrame(out, index=events.index)

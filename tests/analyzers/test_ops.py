@@ -125,6 +125,21 @@ def test_gpu_kernel_table_attributes_ops_and_tensor_cores() -> None:
     assert k.loc["MemcpyHtoD", "occurrences"] == 3
 
 
+def test_tables_without_matching_events_are_empty_not_errors() -> None:
+    """A CPU-only capture has no kernels; keys stay plain strings in every table."""
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    p.events(p.line(1, "tf_Compute"), [("dense/MatMul:MatMul", 0, 500), ("relu:Relu", 600, 100)])
+    ev = parse_xplane(b.bytes(), worker="c_1").events
+    kernels = op_stats(ev, by="kernel")
+    assert kernels.empty and {"kernel", "occurrences", "self_ps", "tensor_core"} <= set(
+        kernels.columns
+    )
+    ops = op_stats(ev)
+    assert ops["op_type"].tolist() == ["MatMul", "Relu"]
+    assert all(str(ops[c].dtype) == "str" for c in ("worker", "device", "op_type", "op_name"))
+
+
 def test_real_gpu_capture_kernels() -> None:
     f = load(
         shared_trace("xplane", "gpu_tf_multiworker_v100", "34.83.195.179_6003.xplane.pb"),
