@@ -25,7 +25,15 @@ import pandas as pd
 import pyarrow as pa
 from pyarrow import feather
 
-from trace_parsers.schema import CAT, PARSER_VERSION, SCHEMA, TraceFrames, conform, validate
+from trace_parsers.schema import (
+    CAT,
+    PARSER_VERSION,
+    SCHEMA,
+    TraceFrames,
+    conform,
+    empty_frame,
+    validate,
+)
 
 
 class FrameCache:
@@ -119,7 +127,9 @@ def read_frame(path: Path, name: str) -> pd.DataFrame:
     ``to_pandas`` took ~4x as long on a 1.2 M-event capture (it copies and re-blocks); it stays
     the fallback for string columns and for entries written in several chunks."""
     table = feather.read_table(path, memory_map=True)
-    if any(c.num_chunks != 1 for c in table.columns):  # empty, or written in several batches
+    if not table.num_rows:
+        return empty_frame(name)
+    if any(c.num_chunks != 1 for c in table.columns):  # written in several batches
         return conform(table.to_pandas(split_blocks=True), name)
     cols = {
         col: (
@@ -137,20 +147,27 @@ def _column(arr: pa.Array, dtype: str) -> Any:
     if dtype == CAT:
         codes = _values(arr.indices)
         if arr.null_count:
-            codes = np.where(_valid(arr), codes, -1).astype(codes.dtype)
+            codes = np.where(_missing(arr), codes.dtype.type(-1), codes)
         cats = pd.Index(arr.dictionary.to_pylist(), dtype="str")
         return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(cats), validate=False)
     values = _values(arr)
-    if dtype in ("Int64", "Float64", "boolean"):
-        mask = ~_valid(arr)
-        if dtype == "Int64":
-            return pd.arrays.IntegerArray(values, mask)
-        if dtype == "Float64":
-            return pd.arrays.FloatingArray(values, mask)
-        return pd.arrays.BooleanArray(values, mask)
+    if dtype == "Int64":
+        return pd.arrays.IntegerArray(values, _missing(arr))
+    if dtype == "Float64":
+        return pd.arrays.FloatingArray(values, _missing(arr))
+    if dtype == "boolean":
+        return pd.arrays.BooleanArray(values, _missing(arr))
     if arr.null_count:
         raise ValueError(f"{dtype} column with missing values")
     return values
+
+
+def _bits(buf: pa.Buffer, offset: int, n: int, invert: bool = False) -> np.ndarray:
+    """A bit-packed Arrow buffer (LSB first) as one bool per row."""
+    packed = np.frombuffer(buf, dtype=np.uint8)
+    if invert:
+        packed = ~packed  # n / 8 bytes: cheaper than inverting the unpacked rows
+    return np.unpackbits(packed, bitorder="little", count=offset + n)[offset:].view(bool)
 
 
 def _values(arr: pa.Array) -> np.ndarray:
@@ -158,22 +175,18 @@ def _values(arr: pa.Array) -> np.ndarray:
     n = len(arr)
     buf = arr.buffers()[1]
     if pa.types.is_boolean(arr.type):
-        bits = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, np.uint8)
-        return np.unpackbits(bits, bitorder="little", count=arr.offset + n)[arr.offset :].astype(
-            bool
-        )
+        return _bits(buf, arr.offset, n) if buf is not None else np.zeros(n, dtype=bool)
     np_dtype = np.dtype(arr.type.to_pandas_dtype())
     if buf is None:
         return np.zeros(n, dtype=np_dtype)
     return np.frombuffer(buf, dtype=np_dtype, count=n, offset=arr.offset * np_dtype.itemsize)
 
 
-def _valid(arr: pa.Array) -> np.ndarray:
-    """Per row: not missing."""
+def _missing(arr: pa.Array) -> np.ndarray:
+    """Per row: missing (from the validity bitmap)."""
     n = len(arr)
     if not arr.null_count:
-        return np.ones(n, dtype=bool)
-    if arr.null_count == n:
         return np.zeros(n, dtype=bool)
-    bits = np.frombuffer(arr.buffers()[0], dtype=np.uint8)
-    return np.unpackbits(bits, bitorder="little", count=arr.offset + n)[arr.offset :].astype(bool)
+    if arr.null_count == n:
+        return np.ones(n, dtype=bool)
+    return _bits(arr.buffers()[0], arr.offset, n, invert=True)
