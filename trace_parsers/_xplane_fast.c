@@ -67,7 +67,7 @@ static PyObject *col_take(Col *c) { /* -> bytearray of exactly len elements; the
 
 /* Stats of one owner kind: events, planes or event metadata. */
 typedef struct {
-    Col owner;   /* int64: event row / plane index / metadata row */
+    Col owner;   /* int32: event row / plane index / metadata row */
     Col meta;    /* int64: XStat.metadata_id */
     Col kind;    /* int8: 0 none 1 double 2 uint64 3 int64 4 str 5 bytes 6 ref */
     Col ival;    /* int64 (uint64 and ref stored bitwise) */
@@ -79,7 +79,7 @@ typedef struct {
     const uint8_t *base;
     Py_ssize_t size;
     /* events */
-    Col ev_plane, ev_line, ev_meta, ev_off, ev_dur, ev_stat0, ev_nstat;
+    Col ev_plane, ev_line, ev_meta, ev_off, ev_dur;
     /* aggregated events (num_occurrences) */
     Col ag_plane, ag_line, ag_meta, ag_occ, ag_dur;
     Stats est, pst, mst;
@@ -177,7 +177,7 @@ static int32_t intern(Ctx *x, Buf s) {
 
 /* ---------------------------------------------------------------- messages */
 
-static int parse_stat(Ctx *x, Buf b, Stats *st, int64_t owner) {
+static int parse_stat(Ctx *x, Buf b, Stats *st, int32_t owner) {
     int64_t meta = 0, iv = 0;
     double dv = 0.0;
     int8_t kind = 0;
@@ -218,7 +218,8 @@ static int parse_event(Ctx *x, Buf b) {
     uint32_t f, wt;
     uint64_t v;
     Buf s;
-    int64_t row = (int64_t)x->ev_meta.len; /* provisional: stats are rolled back for aggregates */
+    if (x->ev_meta.len >= INT32_MAX) return fail(x, b.p, "more than 2^31 events");
+    int32_t row = (int32_t)x->ev_meta.len; /* provisional: stats are rolled back for aggregates */
     int64_t stat0 = (int64_t)x->est.owner.len;
     while (b.p < b.end) {
         if (rd_tag(x, &b, &f, &wt) < 0) return -1;
@@ -241,11 +242,9 @@ static int parse_event(Ctx *x, Buf b) {
         return col_push(&x->ag_plane, &x->plane_idx) | col_push(&x->ag_line, &x->line_idx) |
                col_push(&x->ag_meta, &meta) | col_push(&x->ag_occ, &occ) | col_push(&x->ag_dur, &dur);
     }
-    int32_t nstat = (int32_t)((int64_t)x->est.owner.len - stat0);
     if (col_push(&x->ev_plane, &x->plane_idx) < 0 || col_push(&x->ev_line, &x->line_idx) < 0 ||
         col_push(&x->ev_meta, &meta) < 0 || col_push(&x->ev_off, &off) < 0 ||
-        col_push(&x->ev_dur, &dur) < 0 || col_push(&x->ev_stat0, &stat0) < 0 ||
-        col_push(&x->ev_nstat, &nstat) < 0)
+        col_push(&x->ev_dur, &dur) < 0)
         return -1;
     return 0;
 }
@@ -308,7 +307,7 @@ static int parse_meta_entry(Ctx *x, Buf b, int kind) {
         else if (f == 2) { EXPECT(2); if (rd_len(x, &b, &val) < 0) return -1; }
         else if (skip(x, &b, wt) < 0) return -1;
     }
-    int64_t row = kind == 0 ? (int64_t)PyList_GET_SIZE(x->evmeta) : 0;
+    int32_t row = kind == 0 ? (int32_t)PyList_GET_SIZE(x->evmeta) : 0;
     int64_t stat0 = (int64_t)x->mst.owner.len;
     b = val;
     while (b.p && b.p < b.end) {
@@ -408,7 +407,7 @@ static int parse_space(Ctx *x, Buf b) {
 
 static void stats_init(Stats *s) {
     memset(s, 0, sizeof(*s));
-    W(s->owner, int64_t); W(s->meta, int64_t); W(s->kind, int8_t);
+    W(s->owner, int32_t); W(s->meta, int64_t); W(s->kind, int8_t);
     W(s->ival, int64_t); W(s->dval, double); W(s->sid, int32_t);
 }
 
@@ -432,7 +431,7 @@ static PyObject *decode_xspace(PyObject *self, PyObject *arg) {
     x.base = (const uint8_t *)view.buf;
     x.size = view.len;
     W(x.ev_plane, int32_t); W(x.ev_line, int32_t); W(x.ev_meta, int64_t); W(x.ev_off, int64_t);
-    W(x.ev_dur, int64_t); W(x.ev_stat0, int64_t); W(x.ev_nstat, int32_t);
+    W(x.ev_dur, int64_t);
     W(x.ag_plane, int32_t); W(x.ag_line, int32_t); W(x.ag_meta, int64_t); W(x.ag_occ, int64_t);
     W(x.ag_dur, int64_t);
     stats_init(&x.est); stats_init(&x.pst); stats_init(&x.mst);
@@ -440,19 +439,18 @@ static PyObject *decode_xspace(PyObject *self, PyObject *arg) {
     x.statmeta = PyList_New(0); x.hostnames = PyList_New(0); x.errors = PyList_New(0);
     x.warnings = PyList_New(0); x.strings = PyList_New(0); x.string_index = PyDict_New();
     PyObject *out = NULL;
-    Col *cols[] = {&x.ev_plane, &x.ev_line, &x.ev_meta, &x.ev_off, &x.ev_dur, &x.ev_stat0,
-                   &x.ev_nstat, &x.ag_plane, &x.ag_line, &x.ag_meta, &x.ag_occ, &x.ag_dur};
+    Col *cols[] = {&x.ev_plane, &x.ev_line, &x.ev_meta, &x.ev_off, &x.ev_dur,
+                   &x.ag_plane, &x.ag_line, &x.ag_meta, &x.ag_occ, &x.ag_dur};
     if (!x.lines || !x.planes || !x.evmeta || !x.statmeta || !x.hostnames || !x.errors ||
         !x.warnings || !x.strings || !x.string_index)
         goto done;
     Buf b = {x.base, x.base + x.size};
     if (parse_space(&x, b) < 0) goto done;
     out = Py_BuildValue(
-        "{" "s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N," "s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O}",
+        "{" "s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N," "s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O}",
         "ev_plane", col_take(&x.ev_plane), "ev_line", col_take(&x.ev_line),
         "ev_metadata_id", col_take(&x.ev_meta), "ev_offset_ps", col_take(&x.ev_off),
-        "ev_duration_ps", col_take(&x.ev_dur), "ev_stat0", col_take(&x.ev_stat0),
-        "ev_nstat", col_take(&x.ev_nstat), "ag_plane", col_take(&x.ag_plane),
+        "ev_duration_ps", col_take(&x.ev_dur), "ag_plane", col_take(&x.ag_plane),
         "ag_line", col_take(&x.ag_line), "ag_metadata_id", col_take(&x.ag_meta),
         "ag_num_occurrences", col_take(&x.ag_occ), "ag_duration_ps", col_take(&x.ag_dur),
         "event_stats", stats_take(&x.est), "plane_stats", stats_take(&x.pst),

@@ -150,7 +150,7 @@ class _Builder:
         self, st: dict[str, bytes], owner_plane: np.ndarray | None
     ) -> dict[str, np.ndarray]:
         """Typed numpy columns of one stat table, with keys and ref strings resolved."""
-        owner = np.frombuffer(st["owner"], dtype=np.int64)
+        owner = np.frombuffer(st["owner"], dtype=np.int32)
         plane = owner if owner_plane is None else owner_plane[owner]
         meta = np.frombuffer(st["metadata_id"], dtype=np.int64)
         kind = np.frombuffer(st["kind"], dtype=np.int8)
