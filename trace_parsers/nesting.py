@@ -53,18 +53,27 @@ def nest_events(events: pd.DataFrame) -> pd.DataFrame:
         A frame on the same index with ``depth``, ``parent`` (an index label of ``events``, or
         -1) and ``self_ps`` computed as if only these events existed.
     """
-    group = (
-        events.groupby(["worker", "plane", "line_id"], observed=True, sort=False)
-        .ngroup()
-        .to_numpy()
-    )
+    group = _line_runs(events)
     start_ps = (
         events["start_ns"].to_numpy() - (events["start_ns"].min() if len(events) else 0)
     ) * 1000
     end_ps = start_ps + events["dur_ps"].to_numpy()
+    labels = events.index.to_numpy()
+    if group is not None and is_sorted(group, start_ps, end_ps):
+        # Rows of a parsed frame (and subsets of them) are already in timeline order.
+        depth, parent, self_t = nest_columns(group, start_ps, end_ps)
+        parent_label = np.where(parent >= 0, labels[np.maximum(parent, 0)], -1)
+        return pd.DataFrame(
+            {"depth": depth, "parent": parent_label, "self_ps": self_t}, index=events.index
+        )
+    if group is None:
+        group = (
+            events.groupby(["worker", "plane", "line_id"], observed=True, sort=False)
+            .ngroup()
+            .to_numpy()
+        )
     order = np.lexsort((-end_ps, start_ps, group))
     depth, parent, self_t = nest_columns(group[order], start_ps[order], end_ps[order])
-    labels = events.index.to_numpy()
     # Back to the input's order by position (scatter through ``order``), not by label lookup.
     out = {
         "depth": np.empty_like(depth),
@@ -75,3 +84,34 @@ def nest_events(events: pd.DataFrame) -> pd.DataFrame:
     out["parent"][order] = np.where(parent >= 0, labels[order[np.maximum(parent, 0)]], -1)
     out["self_ps"][order] = self_t
     return pd.DataFrame(out, index=events.index)
+
+
+def _line_runs(events: pd.DataFrame) -> np.ndarray | None:
+    """Timeline id per row when the rows of each (worker, plane, line_id) are contiguous (as
+    in a parsed frame), else None. Found from row-to-row changes: no hashing of the rows."""
+    n = len(events)
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    keys = [
+        events[c].cat.codes.to_numpy()
+        if isinstance(events[c].dtype, pd.CategoricalDtype)
+        else pd.factorize(events[c])[0]
+        for c in ("worker", "plane")
+    ]
+    keys.append(events["line_id"].to_numpy())
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    first = np.flatnonzero(change)
+    if pd.DataFrame({i: k[first] for i, k in enumerate(keys)}).duplicated().any():
+        return None  # a timeline comes back after another one: not contiguous
+    return np.cumsum(change, dtype=np.int64) - 1
+
+
+def is_sorted(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
+    """True if rows are ordered by (group, start ascending, end descending)."""
+    if len(group) < 2:
+        return True
+    dg, ds = np.diff(group), np.diff(start)
+    return bool(np.all((dg > 0) | ((dg == 0) & ((ds > 0) | ((ds == 0) & (end[1:] <= end[:-1]))))))

@@ -21,7 +21,7 @@ import pandas as pd
 from trace_parsers import _xplane_fast
 from trace_parsers._columns import cat
 from trace_parsers.errors import TraceParseError
-from trace_parsers.nesting import nest_columns
+from trace_parsers.nesting import is_sorted, nest_columns
 from trace_parsers.schema import CAT, PROMOTED_STATS, SCHEMA, TraceFrames, validate
 from trace_parsers.tfop import split_tf_op
 
@@ -221,7 +221,7 @@ class _Builder:
         rel_ps = (self.line_ts - ts0)[ev_line] * 1000 + off
         end_ps = rel_ps + dur
         order = (
-            None if _is_sorted(ev_line, rel_ps, end_ps) else np.lexsort((-end_ps, rel_ps, ev_line))
+            None if is_sorted(ev_line, rel_ps, end_ps) else np.lexsort((-end_ps, rel_ps, ev_line))
         )
 
         def take(a: np.ndarray) -> np.ndarray:
@@ -451,14 +451,6 @@ def _as(values: Any, dtype: str) -> Any:
             return pd.arrays.BooleanArray(filled != 0, missing)
         return pd.arrays.IntegerArray(filled, missing)
     return values
-
-
-def _is_sorted(line: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
-    """True if rows are ordered by (line, start ascending, end descending)."""
-    if len(line) < 2:
-        return True
-    dl, ds = np.diff(line), np.diff(start)
-    return bool(np.all((dl > 0) | ((dl == 0) & ((ds > 0) | ((ds == 0) & (end[1:] <= end[:-1]))))))
 
 
 def _missing(n: int, dtype: str) -> Any:
