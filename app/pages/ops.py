@@ -141,6 +141,16 @@ def show(worker: str, by: str, search: str | None) -> tuple[Any, ...]:
     session, table = _table(search, worker, by)
     if table is None or session is None:
         return dash.no_update, dash.no_update, dash.no_update, dash.no_update, dash.no_update
+    if table.empty:
+        why = (
+            "No GPU kernels in this capture (they live on /device:GPU planes)."
+            if by == "kernel"
+            else "No op events in this capture: no TF ops on the host (name:Type or a tf_op "
+            "stat) and no device kernels. A TPU's ops are on its XLA Ops line, which the op "
+            "table does not cover yet; the Timeline shows them."
+        )
+        note = html.P(why, className="podscope-muted")
+        return [], [], ops_top_figure(table), ops_treemap_figure(table), note
     rows = grid_rows(table, session)
     cols = [
         {
