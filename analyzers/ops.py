@@ -120,6 +120,27 @@ def _ops_of_kernels(events: pd.DataFrame, ops: pd.DataFrame, on_device: np.ndarr
     return ops.assign(op_name=pd.Categorical(op_name), op_type=pd.Categorical(op_type))
 
 
+def _group_ids(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Group id per row over the categorical ``keys`` (ids in order of first appearance, as
+    ``groupby(sort=False)``) and each group's first row. One int64 key mixes the category
+    codes, so rows are hashed once instead of grouping on several categoricals."""
+    cols = [
+        c if isinstance(c.dtype, pd.CategoricalDtype) else c.astype("category")
+        for c in (frame[k] for k in keys)
+    ]
+    codes = [c.cat.codes.to_numpy().astype(np.int64) + 1 for c in cols]
+    radix = [len(c.cat.categories) + 1 for c in cols]
+    if float(np.prod(np.array(radix, dtype=np.float64))) < 2.0**62:
+        key = codes[0]
+        for c, r in zip(codes[1:], radix[1:], strict=True):
+            key = key * r + c
+        gid = pd.factorize(key)[0]
+    else:  # too many categories to mix into one int64
+        gid = frame.groupby(keys, sort=False, observed=True).ngroup().to_numpy()
+    seen = np.maximum.accumulate(np.r_[-1, gid[:-1]]) if len(gid) else gid
+    return gid, np.flatnonzero(gid > seen)
+
+
 def _filled(col: pd.Series, value: str) -> pd.Series:
     """The categorical ``col`` with missing values set to ``value`` (on codes, not rows)."""
     c = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
@@ -197,7 +218,9 @@ def op_stats(events: pd.DataFrame, *, by: str = "op", worker: str | None = None)
     if worker is not None:
         ops = ops[ops["worker"] == worker]
     if by == "kernel":
-        ops = ops[matches(ops["plane"], "/device:", how="startswith")].assign(kernel=ops["name"])
+        ops = ops[matches(ops["plane"], "/device:", how="startswith")]
+        ops = ops.assign(kernel=ops["name"])  # the filtered rows' own names: an empty frame
+        # given another frame's column would take that column's index (all rows back)
     keys = ["worker", "device"] + {
         "op": ["op_type", "op_name"],
         "type": ["op_type"],
@@ -213,7 +236,13 @@ def op_stats(events: pd.DataFrame, *, by: str = "op", worker: str | None = None)
         flops_f=ops["flops"].astype("Float64").fillna(0).astype(float),
         bytes_f=ops["bytes_accessed"].astype("Float64").fillna(0).astype(float),
     )
-    g = frame.groupby(keys, sort=False, observed=True)
+    missing = np.zeros(len(frame), dtype=bool)
+    for k in keys:
+        missing |= frame[k].isna().to_numpy()
+    if missing.any():  # as groupby(dropna=True): rows without a key are in no group
+        frame = frame[~missing]
+    gid, first_rows = _group_ids(frame, keys)
+    g = frame.groupby(gid, sort=False)
     out = g.agg(
         occurrences=("dur_ps", "size"),
         total_ps=("dur_ps", "sum"),
@@ -227,9 +256,8 @@ def op_stats(events: pd.DataFrame, *, by: str = "op", worker: str | None = None)
     q = g["dur_ps"].quantile([0.5, 0.95]).unstack().reindex(columns=[0.5, 0.95])
     out["p50_ps"], out["p95_ps"] = q[0.5].round().astype("int64"), q[0.95].round().astype("int64")
     out["avg_ps"] = (out["total_ps"] / out["occurrences"]).round().astype("int64")
-    out = out.reset_index()
-    for k in keys:
-        out[k] = out[k].astype(str)
+    names = frame[keys].iloc[first_rows].reset_index(drop=True).astype(str)
+    out = pd.concat([names, out.reset_index(drop=True)], axis=1)
     seconds = out["total_ps"] / 1e12
     out["flops_per_s"] = (out["flops"] / seconds).where(out["flops"] > 0)
     out["bytes_per_s"] = (out["bytes_accessed"] / seconds).where(out["bytes_accessed"] > 0)
