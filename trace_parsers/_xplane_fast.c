@@ -476,31 +476,49 @@ done:
  * one sequential loop of the parser (GUIDE convention 2).
  */
 static PyObject *nest(PyObject *self, PyObject *args) {
+    /* nest(group, start, end, depth, parent, self) -> True if the rows were in timeline order
+     * (group ascending, start ascending, end descending); the results are only valid then.
+     * group and parent may be int32 or int64 (told apart by their byte length). */
     Py_buffer g, s, e, d, p, sf;
     if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*", &g, &s, &e, &d, &p, &sf)) return NULL;
     Py_ssize_t n = s.len / 8;
     PyObject *res = NULL;
     int64_t *stack = NULL, *covered = NULL;
-    if (g.len != n * 8 || e.len != n * 8 || d.len != n * 4 || p.len != n * 8 || sf.len != n * 8) {
+    int g32 = g.len == n * 4 && n > 0, p32 = p.len == n * 4 && n > 0;
+    if ((!g32 && g.len != n * 8) || e.len != n * 8 || d.len != n * 4 || (!p32 && p.len != n * 8) ||
+        sf.len != n * 8) {
         PyErr_SetString(PyExc_ValueError, "nest: column lengths differ");
         goto out;
     }
-    const int64_t *grp = g.buf, *st = s.buf, *en = e.buf;
-    int32_t *depth = d.buf;
-    int64_t *parent = p.buf, *selft = sf.buf;
+    const int64_t *st = s.buf, *en = e.buf;
+    const int32_t *grp32 = g.buf;
+    const int64_t *grp64 = g.buf;
+    int32_t *depth = d.buf, *parent32 = p.buf;
+    int64_t *parent64 = p.buf, *selft = sf.buf;
     stack = PyMem_Malloc(sizeof(int64_t) * (n ? n : 1));
     covered = PyMem_Malloc(sizeof(int64_t) * (n ? n : 1)); /* end of children union so far */
     if (!stack || !covered) { PyErr_NoMemory(); goto out; }
     Py_ssize_t top = 0;
+    int ordered = 1;
+    int64_t prev_g = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (i > 0 && grp[i] != grp[i - 1]) top = 0;
+        int64_t gi = g32 ? grp32[i] : grp64[i];
+        if (i > 0) {
+            if (gi != prev_g) {
+                if (gi < prev_g) ordered = 0;
+                top = 0;
+            } else if (st[i] < st[i - 1] || (st[i] == st[i - 1] && en[i] > en[i - 1])) {
+                ordered = 0;
+            }
+        }
+        prev_g = gi;
         while (top > 0 && en[stack[top - 1]] <= st[i]) top--;
         /* An event that starts inside the parent but outlasts it is still its child (clipped),
          * matching how trace viewers draw it. */
         int64_t par = top > 0 ? stack[top - 1] : -1;
         depth[i] = (int32_t)top;
-        parent[i] = par;
+        if (p32) parent32[i] = (int32_t)par; else parent64[i] = par;
         selft[i] = en[i] - st[i];
         covered[i] = st[i];
         if (par >= 0) {
@@ -511,8 +529,7 @@ static PyObject *nest(PyObject *self, PyObject *args) {
         stack[top++] = i;
     }
     Py_END_ALLOW_THREADS
-    res = Py_None;
-    Py_INCREF(res);
+    res = PyBool_FromLong(ordered);
 out:
     PyMem_Free(stack);
     PyMem_Free(covered);

@@ -16,7 +16,7 @@ from trace_parsers import _xplane_fast
 
 
 def nest_columns(
-    group: np.ndarray, start: np.ndarray, end: np.ndarray
+    group: np.ndarray, start: np.ndarray, end: np.ndarray, parent_dtype: type = np.int64
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Depth, parent row and self time of events sorted by (group, start, end descending).
 
@@ -29,16 +29,33 @@ def nest_columns(
         start, end: integer times in one unit.
 
     Returns:
-        ``(depth int32, parent int64 (-1 = top level), self int64)``, in the input's order.
+        ``(depth int32, parent (-1 = top level; int64 unless ``parent_dtype``), self int64)``,
+        in the input's order.
+
+    Raises:
+        ValueError: the rows are not in that order.
     """
+    out = nest_if_sorted(group, start, end, parent_dtype)
+    if out is None:
+        raise ValueError("nest_columns: rows are not ordered by (group, start, end descending)")
+    return out
+
+
+def nest_if_sorted(
+    group: np.ndarray, start: np.ndarray, end: np.ndarray, parent_dtype: type = np.int64
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``nest_columns`` that checks the order in the same pass: None when the rows are not
+    ordered by (group, start, end descending), so callers sort only when they must.
+    ``group`` may be int32 or int64; ``parent_dtype`` is int32 or int64."""
     n = len(start)
-    g = np.ascontiguousarray(group, dtype=np.int64)
+    g = np.ascontiguousarray(group, dtype=np.int32 if group.dtype == np.int32 else np.int64)
     s = np.ascontiguousarray(start, dtype=np.int64)
     e = np.ascontiguousarray(end, dtype=np.int64)
     depth = np.empty(n, dtype=np.int32)
-    parent = np.empty(n, dtype=np.int64)
+    parent: np.ndarray = np.empty(n, dtype=parent_dtype)
     self_t = np.empty(n, dtype=np.int64)
-    _xplane_fast.nest(g, s, e, depth, parent, self_t)
+    if not _xplane_fast.nest(g, s, e, depth, parent, self_t):
+        return None
     return depth, parent, self_t
 
 
@@ -59,9 +76,10 @@ def nest_events(events: pd.DataFrame) -> pd.DataFrame:
     ) * 1000
     end_ps = start_ps + events["dur_ps"].to_numpy()
     labels = events.index.to_numpy()
-    if group is not None and is_sorted(group, start_ps, end_ps):
-        # Rows of a parsed frame (and subsets of them) are already in timeline order.
-        depth, parent, self_t = nest_columns(group, start_ps, end_ps)
+    # Rows of a parsed frame (and subsets of them) are usually in timeline order already.
+    nested = None if group is None else nest_if_sorted(group, start_ps, end_ps)
+    if nested is not None:
+        depth, parent, self_t = nested
         parent_label = np.where(parent >= 0, labels[np.maximum(parent, 0)], -1)
         return pd.DataFrame(
             {"depth": depth, "parent": parent_label, "self_ps": self_t}, index=events.index
@@ -107,11 +125,3 @@ def _line_runs(events: pd.DataFrame) -> np.ndarray | None:
     if pd.DataFrame({i: k[first] for i, k in enumerate(keys)}).duplicated().any():
         return None  # a timeline comes back after another one: not contiguous
     return np.cumsum(change, dtype=np.int64) - 1
-
-
-def is_sorted(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
-    """True if rows are ordered by (group, start ascending, end descending)."""
-    if len(group) < 2:
-        return True
-    dg, ds = np.diff(group), np.diff(start)
-    return bool(np.all((dg > 0) | ((dg == 0) & ((ds > 0) | ((ds == 0) & (end[1:] <= end[:-1]))))))

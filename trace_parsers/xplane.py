@@ -21,7 +21,7 @@ import pandas as pd
 from trace_parsers import _xplane_fast
 from trace_parsers._columns import cat
 from trace_parsers.errors import TraceParseError
-from trace_parsers.nesting import is_sorted, nest_columns
+from trace_parsers.nesting import nest_columns, nest_if_sorted
 from trace_parsers.schema import CAT, PROMOTED_STATS, SCHEMA, TraceFrames, validate
 from trace_parsers.tfop import split_tf_op
 
@@ -220,14 +220,16 @@ class _Builder:
         ts0 = int(self.line_ts.min()) if len(self.line_ts) else 0
         rel_ps = (self.line_ts - ts0)[ev_line] * 1000 + off
         end_ps = rel_ps + dur
-        order = (
-            None if is_sorted(ev_line, rel_ps, end_ps) else np.lexsort((-end_ps, rel_ps, ev_line))
-        )
+        order = None
+        nested = nest_if_sorted(ev_line, rel_ps, end_ps, parent_dtype=np.int32)
+        if nested is None:
+            order = np.lexsort((-end_ps, rel_ps, ev_line))
+            nested = nest_columns(ev_line[order], rel_ps[order], end_ps[order], np.int32)
+        depth, parent, self_ps = nested
 
         def take(a: np.ndarray) -> np.ndarray:
             return a if order is None else a[order]
 
-        depth, parent, self_ps = nest_columns(take(ev_line), take(rel_ps), take(end_ps))
         name_codes = take(np.where(meta_row >= 0, meta_row, len(self.em_names)))
         cols: dict[str, Any] = {
             "worker": self._worker_col(n),
@@ -240,7 +242,7 @@ class _Builder:
             "start_ns": take((self.line_ts + self.start_base)[ev_line] + off // 1000),
             "dur_ps": take(dur),
             "depth": depth.astype(np.int16),
-            "parent": parent.astype(np.int32),
+            "parent": parent,
             "self_ps": self_ps,
         }
         est = self._stat_table(raw["event_stats"], owner_plane=ev_plane)

@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import real_xplanes
 from tests.xspace_builder import SpaceBuilder
 from trace_parsers import load, validate
+from trace_parsers.nesting import nest_events
 from trace_parsers.proto import xplane_pb2 as xp
 from trace_parsers.schema import PROMOTED_STATS, SCHEMA
 from trace_parsers.xplane import parse_xplane
@@ -67,24 +68,31 @@ def assert_every_stat_kept(frames, stat_keys: Counter[str]) -> None:
             assert long_counts.get(key, 0) == n, key
 
 
-def test_nesting_parent_depth_and_self_time() -> None:
+NESTED = [
+    ("outer", 0, 100_000),
+    ("a", 10_000, 20_000),
+    ("g", 12_000, 3_000),
+    ("b", 20_000, 30_000),
+    ("c", 60_000, 60_000),
+    ("next", 200_000, 5_000),
+]
+
+
+@pytest.mark.parametrize(
+    "events",
+    [NESTED, NESTED[::-1], NESTED[2:] + NESTED[:2]],
+    ids=["in order", "reversed", "rotated"],
+)
+def test_nesting_parent_depth_and_self_time(events: list[tuple[str, int, int]]) -> None:
+    """Whatever order the file has them in (the parser sorts only when it must)."""
     b = SpaceBuilder()
     p = b.plane("/host:CPU")
     line = p.line(1, "thread")
     # outer [0, 100) with children a [10, 30) and c [60, 120) (outlasting its parent: clipped);
     # grandchild g [12, 15); b [20, 50) starts while a is open, so it nests under a (clipped).
-    p.events(
-        line,
-        [
-            ("outer", 0, 100_000),
-            ("a", 10_000, 20_000),
-            ("g", 12_000, 3_000),
-            ("b", 20_000, 30_000),
-            ("c", 60_000, 60_000),
-            ("next", 200_000, 5_000),
-        ],
-    )
+    p.events(line, events)
     rows = parse_xplane(b.bytes(), worker="w").events
+    assert rows["name"].tolist() == [n for n, _, _ in NESTED]  # rows in timeline order
     ev = rows.set_index("name")
     assert ev["depth"].to_dict() == {"outer": 0, "a": 1, "g": 2, "b": 2, "c": 1, "next": 0}
     parent_name = {
@@ -103,6 +111,20 @@ def test_nesting_parent_depth_and_self_time() -> None:
     assert ev.loc["a", "self_ps"] == 20_000 - 3_000 - 10_000
     assert ev.loc["next", "self_ps"] == 5_000
     assert (rows["self_ps"] >= 0).all()
+
+
+def test_nest_events_in_any_row_order() -> None:
+    """Rows already in timeline order take the fast path; shuffled rows the sorting one."""
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    p.events(p.line(1, "t1"), NESTED)
+    p.events(p.line(2, "t2"), NESTED)
+    ev = parse_xplane(b.bytes(), worker="w").events
+    in_order = nest_events(ev)
+    shuffled = nest_events(ev.sample(frac=1, random_state=3))
+    pd.testing.assert_frame_equal(shuffled.loc[ev.index], in_order)
+    assert in_order["depth"].tolist() == ev["depth"].tolist()
+    assert (in_order["self_ps"] == ev["self_ps"]).all()
 
 
 def test_stats_kinds_promoted_columns_and_metadata_stats() -> None:
