@@ -349,7 +349,9 @@ class _Builder:
         return pd.DataFrame({c: _as(cols[c], d) for c, d in SCHEMA[frame].items()}, copy=False)
 
     def _worker_col(self, n: int) -> pd.Categorical:
-        return cat(np.zeros(n, dtype=np.int64), [self.worker])
+        return pd.Categorical.from_codes(
+            np.zeros(n, dtype=np.int8), categories=pd.Index([self.worker], dtype="str")
+        )
 
     def _event_metadata(self) -> pd.DataFrame:
         em = self.raw["event_metadata"]
