@@ -231,10 +231,10 @@ def op_stats(events: pd.DataFrame, *, by: str = "op", worker: str | None = None)
     frame = ops.assign(
         op_type=_filled(ops["op_type"], "(device)"),
         op_name=_filled(ops["op_name"], ""),
-        eager=ops["is_eager"].fillna(False).astype(bool)
+        eager=ops["is_eager"].to_numpy(dtype=bool, na_value=False)
         | matches(ops["name"], "EagerLocalExecute: ", how="startswith"),
-        flops_f=ops["flops"].astype("Float64").fillna(0).astype(float),
-        bytes_f=ops["bytes_accessed"].astype("Float64").fillna(0).astype(float),
+        flops_f=ops["flops"].to_numpy(dtype=np.float64, na_value=0.0),
+        bytes_f=ops["bytes_accessed"].to_numpy(dtype=np.float64, na_value=0.0),
     )
     missing = np.zeros(len(frame), dtype=bool)
     for k in keys:
