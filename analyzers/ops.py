@@ -219,8 +219,9 @@ def op_stats(events: pd.DataFrame, *, by: str = "op", worker: str | None = None)
         ops = ops[ops["worker"] == worker]
     if by == "kernel":
         ops = ops[matches(ops["plane"], "/device:", how="startswith")]
-        ops = ops.assign(kernel=ops["name"])  # the filtered rows' own names: an empty frame
-        # given another frame's column would take that column's index (all rows back)
+        # The filtered rows' own column: an empty frame given another frame's column takes
+        # that column's index (all rows came back).
+        ops = ops.assign(kernel=ops["name"])
     keys = ["worker", "device"] + {
         "op": ["op_type", "op_name"],
         "type": ["op_type"],
