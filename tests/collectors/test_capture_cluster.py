@@ -54,11 +54,34 @@ def wait_steps(task: cluster.TaskInfo, n: int, timeout_s: float = 120) -> None:
     assert len(losses(task)) >= n, cluster.events(task)[-3:]
 
 
+def grab_in_one_window(
+    m: cluster.Manifest, root: Path, tries: int = 3
+) -> tuple[CaptureResult, TraceFrames]:
+    """A capture whose workers opened their windows within 5 ms of each other.
+
+    Every Profile request carries one start time (test_capture_fake checks that); each TF server
+    sleeps until then and starts its tracers, so what is left is the OS waking that thread. On
+    the 2-core CI VM with three busy trainers one worker once opened its window 5.3 ms after the
+    requested start (the others 0.1 and 1.6 ms; usually all within 0.2 ms), so a capture over
+    5 ms is retaken, up to ``tries`` times; no capture may be off by 20 ms or more."""
+    spreads: list[float] = []
+    for i in range(tries):
+        result = grab(m, root / f"try{i}")
+        assert result.exit_code() == EXIT_OK, [
+            (w.label, w.status, w.reason) for w in result.workers
+        ]
+        frames = load(result.session_dir, cache=False)
+        spreads.append(window_spread_ms(frames))
+        if spreads[-1] < 5:
+            break
+    assert spreads[-1] < 5 and max(spreads) < 20, (spreads, frames.workers)
+    return result, frames
+
+
 def test_mwms_three_workers_one_window(start_cluster: StartCluster, tmp_path: Path) -> None:
     m = start_cluster(EngineConfig(workload="mwms-loop", steps=None), workers=3)
     wait_steps(m.tasks[0], 5)
-    result = grab(m, tmp_path / "logdir")
-    assert result.exit_code() == EXIT_OK, [(w.label, w.status, w.reason) for w in result.workers]
+    result, frames = grab_in_one_window(m, tmp_path)
     assert [(w.role, w.index) for w in result.workers] == [
         ("worker", 0),
         ("worker", 1),
@@ -69,9 +92,7 @@ def test_mwms_three_workers_one_window(start_cluster: StartCluster, tmp_path: Pa
         (0, 1),
         (0, 1),
     ]
-    frames = load(result.session_dir, cache=False)
     assert len(frames.workers) == 3 and not frames.failures
-    assert window_spread_ms(frames) < 5, frames.workers
     assert (steps_seen(frames.events) >= 3).all()
     assert all(cluster.alive(t.pid) for t in m.tasks)
 
@@ -79,16 +100,14 @@ def test_mwms_three_workers_one_window(start_cluster: StartCluster, tmp_path: Pa
 def test_ps_cluster_every_task(start_cluster: StartCluster, tmp_path: Path) -> None:
     m = start_cluster(EngineConfig(workload="ps", steps=None), workers=2, ps=1)
     wait_steps(next(t for t in m.tasks if t.role == "chief"), 10)
-    result = grab(m, tmp_path / "logdir")
-    assert result.exit_code() == EXIT_OK, [(w.label, w.status, w.reason) for w in result.workers]
+    result, frames = grab_in_one_window(m, tmp_path)
     assert sorted(f"{w.role}:{w.index}" for w in result.workers) == [
         "chief:0",
         "ps:0",
         "worker:0",
         "worker:1",
     ]
-    frames = load(result.session_dir, cache=False)
-    assert len(frames.workers) == 4 and window_spread_ms(frames) < 5, frames.workers
+    assert len(frames.workers) == 4, frames.workers
 
 
 def test_stopped_and_killed_workers_keep_the_others(
