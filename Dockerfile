@@ -4,7 +4,7 @@
 #   docker run -p 8050:8050 -v $PWD/runs:/data podscope
 ARG PYTHON=3.11
 
-# Build stage: compiles the XPlane decoder (C extension) into a wheel.
+# Build stage: compiles the C extensions (XPlane decoder, ftrace reader) into a wheel.
 FROM python:${PYTHON}-slim AS build
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*

@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 # Re-install when the packaging files change.
 # Re-install when packaging files change or a top-level package appears (editable installs map
 # packages once).
-STAMP = $(VENV)/.installed-$(1)-$(shell (cat pyproject.toml setup.py trace_parsers/_xplane_fast.c; ls -d */__init__.py) | sha1sum | cut -c1-12)
+STAMP = $(VENV)/.installed-$(1)-$(shell (cat pyproject.toml setup.py trace_parsers/*.c trace_parsers/*.h; ls -d */__init__.py) | sha1sum | cut -c1-12)
 BUILD_TMP := $(CURDIR)/build/tmp
 PACKAGES := app collectors trace_parsers analyzers reference_engine
 

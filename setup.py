@@ -1,13 +1,16 @@
-"""Build hook for the one C extension (the XSpace wire decoder); metadata is in pyproject.toml."""
+"""Build hook for the C extensions (the XSpace wire decoder, the ftrace text reader); metadata is
+in pyproject.toml."""
 
 from setuptools import Extension, setup
 
 setup(
     ext_modules=[
         Extension(
-            "trace_parsers._xplane_fast",
-            sources=["trace_parsers/_xplane_fast.c"],
-            extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wno-unused-function"],
+            f"trace_parsers.{name}",
+            sources=[f"trace_parsers/{name}.c"],
+            depends=["trace_parsers/_cols.h"],
+            extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-function"],
         )
+        for name in ("_xplane_fast", "_ftrace_fast")
     ]
 )

@@ -93,5 +93,5 @@ def report(results: list[dict[str, Any]]) -> None:
         print(
             f"{r['file']:40} {r['mb']:7.1f} MB  {r['seconds']:7.2f} s  {r['mb'] / r['seconds']:6.1f} MB/s  "
             f"{r['events'] / r['seconds'] / 1e6:5.2f} M events/s (target 1)  "
-            f"line split alone: {r['split_seconds']:.2f} s ({r['seconds'] / r['split_seconds']:.0f}x of it)"
+            f"line split alone: {r['split_seconds']:.3f} s ({r['seconds'] / r['split_seconds']:.0f}x of it)"
         )

@@ -1,4 +1,4 @@
-"""Column builders shared by the parsers: categoricals from codes, nullable numbers."""
+"""Column builders shared by the parsers: categoricals from codes, all-missing columns."""
 
 from __future__ import annotations
 
@@ -27,3 +27,15 @@ def cat(codes: np.ndarray, labels: Any) -> pd.Categorical:
 
 def _code_dtype(n: int) -> type[np.signedinteger]:
     return np.int8 if n < 127 else np.int16 if n < 32_767 else np.int32
+
+
+def missing(n: int, dtype: str) -> Any:
+    """An all-missing column of ``n`` rows (zeros are calloc'd lazily, so this is cheap)."""
+    if dtype == "category":
+        return pd.Categorical.from_codes(
+            np.full(n, -1, dtype=np.int8), categories=pd.Index([], dtype="str")
+        )
+    mask = np.ones(n, dtype=bool)
+    if dtype == "boolean":
+        return pd.arrays.BooleanArray(np.zeros(n, dtype=bool), mask)
+    return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), mask)

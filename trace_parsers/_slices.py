@@ -4,11 +4,12 @@ parsers share it): nesting per thread, one line per async track, validated colum
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from trace_parsers._columns import cat
+from trace_parsers._columns import cat, missing
 from trace_parsers.nesting import nest_columns
 from trace_parsers.schema import SCHEMA, TraceFrames
 
@@ -50,12 +51,11 @@ class SliceBuilder:
         start: np.ndarray,
         end: np.ndarray,
         names: np.ndarray,
-        kind: int,
+        kind: int | np.ndarray,
     ) -> None:
         if len(pid):
-            self.slice_chunks.append(
-                (pid, tid, start, end, np.full(len(pid), kind), np.asarray(names, dtype=object))
-            )
+            kinds = np.broadcast_to(np.asarray(kind, dtype=np.int64), len(pid))
+            self.slice_chunks.append((pid, tid, start, end, kinds, np.asarray(names, dtype=object)))
 
     def add_counters(
         self, pid: np.ndarray, names: np.ndarray, ts: np.ndarray, values: np.ndarray
@@ -130,13 +130,13 @@ class SliceBuilder:
         )
         line_key = np.where(tid >= 0, tid, -1 - name_codes)
         order = np.lexsort((-(end - start), start, line_key)) if n else np.zeros(0, dtype=np.int64)
-        depth, parent, self_ps = nest_columns(
-            line_key[order], start[order] * 1000, end[order] * 1000
-        )
+        # Nested in ns (a garbled timestamp times 1000 could wrap around int64).
+        depth, parent, self_ns = nest_columns(line_key[order], start[order], end[order])
         pids, pid_codes = np.unique(pid[order], return_inverse=True)
         pname = {
             int(p): self.processes.get(int(p)) or self.tasks.get(int(p), f"pid {p}") for p in pids
         }
+        plane_labels = [f"{pname[int(p)]} ({p})" for p in pids]
         keys, key_codes = np.unique(line_key[order], return_inverse=True)
         key_labels = [
             f"{self.tasks.get(int(k), 'thread')} ({k})"
@@ -144,51 +144,37 @@ class SliceBuilder:
             else f"async: {name_uniques[-1 - int(k)]}"
             for k in keys
         ]
-        if not n:
-            events = pd.DataFrame({c: pd.Series(dtype=t) for c, t in SCHEMA["events"].items()})
-        else:
-            name_cat = pd.Categorical(names[order])
-            events = pd.DataFrame(
-                {
-                    "worker": cat(np.zeros(n, dtype=np.int64), [worker]),
-                    "plane": cat(pid_codes, [f"{pname[int(p)]} ({p})" for p in pids]),
-                    "line_id": line_key[order],
-                    "line": cat(key_codes, key_labels),
-                    "metadata_id": np.zeros(n, dtype=np.int64),
-                    "name": name_cat,
-                    "display_name": name_cat,
-                    "start_ns": start[order],
-                    "dur_ps": (end - start)[order] * 1000,
-                    "depth": depth.astype(np.int16),
-                    "parent": parent.astype(np.int32),
-                    "self_ps": self_ps,
-                }
-            )
-            events["op_name"], events["op_type"] = _tflite_ops(events["name"])
-        for col, dtype in SCHEMA["events"].items():
-            if col not in events:
-                events[col] = (
-                    pd.Series([pd.NA] * n, dtype=dtype)
-                    if dtype != "category"
-                    else pd.Categorical([None] * n)
-                )
-        events = events[list(SCHEMA["events"])].astype(
-            {c: t for c, t in SCHEMA["events"].items() if t != "category"}
+        name_cat = cat(name_codes[order], name_uniques)
+        cols: dict[str, Any] = {
+            "worker": cat(np.zeros(n, dtype=np.int64), [worker]),
+            "plane": cat(pid_codes, plane_labels),
+            "line_id": line_key[order],
+            "line": cat(key_codes, key_labels),
+            "metadata_id": np.zeros(n, dtype=np.int64),
+            "name": name_cat,
+            "display_name": name_cat,
+            "start_ns": start[order],
+            "dur_ps": (end - start)[order] * 1000,
+            "depth": depth.astype(np.int16),
+            "parent": parent.astype(np.int32),
+            "self_ps": self_ns * 1000,
+        }
+        cols["op_name"], cols["op_type"] = _tflite_ops(name_cat)
+        events = pd.DataFrame(
+            {c: cols[c] if c in cols else missing(n, t) for c, t in SCHEMA["events"].items()}
         )
         c_pid, c_name, c_ts, c_val = self._counter_columns()
+        c_pids, c_pid_codes = np.unique(c_pid, return_inverse=True)
+        c_labels = [
+            str(pname.get(p) or self.processes.get(p) or self.tasks.get(p, f"pid {p}"))
+            if p >= 0
+            else "cpu"
+            for p in c_pids.tolist()
+        ]
         counters = pd.DataFrame(
             {
                 "worker": cat(np.zeros(len(c_pid), dtype=np.int64), [worker]),
-                "process": pd.Categorical(
-                    [
-                        pname.get(int(p))
-                        or self.processes.get(int(p))
-                        or self.tasks.get(int(p), f"pid {p}")
-                        if p >= 0
-                        else "cpu"
-                        for p in c_pid
-                    ]
-                ),
+                "process": cat(c_pid_codes, c_labels),
                 "name": pd.Categorical(c_name),
                 "ts_ns": c_ts,
                 "value": c_val,
@@ -230,18 +216,14 @@ class SliceBuilder:
                 "warnings": pd.array([""], dtype="string"),
             }
         )
-        planes = (
-            events.groupby("plane", observed=True)
-            .agg(n_lines=("line", "nunique"), n_events=("name", "size"))
-            .reset_index()
-        )
+        plane_lines = np.unique(pid_codes * max(len(keys), 1) + key_codes) // max(len(keys), 1)
         planes = pd.DataFrame(
             {
-                "worker": cat(np.zeros(len(planes), dtype=np.int64), [worker]),
-                "plane_id": np.arange(len(planes), dtype=np.int64),
-                "plane": pd.Categorical(planes["plane"].astype(str)),
-                "n_lines": planes["n_lines"].astype(np.int64),
-                "n_events": planes["n_events"].astype(np.int64),
+                "worker": cat(np.zeros(len(pids), dtype=np.int64), [worker]),
+                "plane_id": np.arange(len(pids), dtype=np.int64),
+                "plane": pd.Categorical(plane_labels),
+                "n_lines": np.bincount(plane_lines, minlength=len(pids)).astype(np.int64),
+                "n_events": np.bincount(pid_codes, minlength=len(pids)).astype(np.int64),
             }
         )
         return TraceFrames(
@@ -254,15 +236,15 @@ class SliceBuilder:
         )
 
 
-def _tflite_ops(names: pd.Series) -> tuple[pd.Categorical, pd.Categorical]:
+def _tflite_ops(names: pd.Categorical) -> tuple[pd.Categorical, pd.Categorical]:
     """TFLite op sections (``CONV_2D@31/0``, delegate kernels) as op name and op type, so the
     op tables work on Android traces; other slices get none. Parsed once per distinct name."""
     from trace_parsers.tflite import section
 
-    labels = [section(str(c)) for c in names.cat.categories]
+    labels = [section(str(c)) for c in names.categories]
     ops = [p if p and p.kind in ("op", "delegate") else None for p in labels]
-    codes = names.cat.codes.to_numpy()
+    codes = names.codes
     return (
-        cat(codes, [str(c) if p else None for c, p in zip(names.cat.categories, ops, strict=True)]),
+        cat(codes, [str(c) if p else None for c, p in zip(names.categories, ops, strict=True)]),
         cat(codes, [p.tag if p else None for p in ops]),
     )

@@ -26,7 +26,8 @@ import re
 import zlib
 from typing import Any
 
-from trace_parsers._ftrace_vec import read_text
+from trace_parsers._ftrace import read_text
+from trace_parsers._ftrace_fast import unescape_js
 from trace_parsers._slices import SliceBuilder
 from trace_parsers.errors import TraceParseError
 from trace_parsers.schema import TraceFrames, validate
@@ -49,8 +50,9 @@ def looks_like_atrace(head: bytes) -> bool:
     )
 
 
-def extract_text(data: bytes, source: str) -> tuple[list[str], list[Any]]:
-    """The ftrace text blocks of a file (and the JSON blocks of systrace HTML, unparsed).
+def extract_text(data: bytes, source: str) -> tuple[list[str | bytes], list[Any]]:
+    """The ftrace text blocks of a file (plain text stays UTF-8 bytes), and the JSON blocks of
+    systrace HTML, unparsed.
 
     Raises:
         TraceParseError: a corrupt ``TRACE:`` zlib stream or a file with no trace text.
@@ -60,19 +62,14 @@ def extract_text(data: bytes, source: str) -> tuple[list[str], list[Any]]:
             data = zlib.decompress(data[6:].lstrip(b"\r\n"))
         except zlib.error as e:
             raise TraceParseError(source, FORMAT, f"corrupt zlib stream after TRACE: ({e})") from e
+    if not data[:4096].lstrip()[:15].lower().startswith((b"<!doctype html", b"<html")):
+        return [data], []
     text = data.decode("utf-8", errors="replace")
-    head = text[:4096].lstrip().lower()
-    if not head.startswith(("<!doctype html", "<html")):
-        return [text], []
-    blocks: list[str] = []
+    blocks: list[str | bytes] = []
     jsons: list[Any] = []
-    legacy = re.search(r'var linuxPerfData = "\\\n(.*?)";\s*$', text, re.S | re.M) or re.search(
-        r'var linuxPerfData = "(.*?)";', text, re.S
-    )
-    if legacy:
-        blocks.append(
-            legacy.group(1).replace("\\n\\\n", "\n").replace("\\n", "\n").replace('\\"', '"')
-        )
+    legacy = _legacy_block(data)
+    if legacy is not None:
+        blocks.append(legacy)
     for m in re.finditer(
         r'<script class="trace-data" type="application/text">(.*?)</script>', text, re.S
     ):
@@ -105,6 +102,30 @@ def extract_text(data: bytes, source: str) -> tuple[list[str], list[Any]]:
             source, FORMAT, "HTML without systrace data (no linuxPerfData or trace-data block)"
         )
     return blocks, jsons
+
+
+def _legacy_block(data: bytes) -> bytes | None:
+    """The ftrace text of old systrace HTML: a JS string ``var linuxPerfData = "\\⏎ … ";`` whose
+    lines end in ``\\n\\⏎``, unescaped in one C pass (a lazy regex over a multi-MB file cost
+    ~20 ms, three ``replace`` passes ~15 ms)."""
+    head = data.find(b'var linuxPerfData = "')
+    if head < 0:
+        return None
+    start = head + len(b'var linuxPerfData = "')
+    end = -1
+    if data.startswith(b"\\\n", start):  # continued string: ends at a line ending in ";
+        at = data.find(b'";', start + 2)
+        while at >= 0:
+            eol = data.find(b"\n", at)
+            if not data[at + 2 : eol if eol >= 0 else len(data)].strip():
+                end, start = at, start + 2
+                break
+            at = data.find(b'";', at + 2)
+    if end < 0:
+        end = data.find(b'";', start)
+        if end < 0:
+            return None
+    return unescape_js(memoryview(data)[start:end])
 
 
 def _marker(st: SliceBuilder, tid: int, tgid: int, ts: int, payload: str) -> None:

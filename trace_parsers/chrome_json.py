@@ -162,7 +162,7 @@ def parse_chrome_json(data: bytes, *, worker: str, source: str = "<bytes>") -> T
         events = doc.get("traceEvents", [])
         system = doc.get("systemTraceEvents")
         if isinstance(system, str):
-            from trace_parsers._ftrace_vec import read_text
+            from trace_parsers._ftrace import read_text
 
             read_text(sb, system)
         if not isinstance(events, list):

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from trace_parsers import _xplane_fast
-from trace_parsers._columns import cat
+from trace_parsers._columns import cat, missing
 from trace_parsers.errors import TraceParseError
 from trace_parsers.nesting import nest_columns, nest_if_sorted
 from trace_parsers.schema import CAT, PROMOTED_STATS, SCHEMA, TraceFrames, validate
@@ -250,7 +250,7 @@ class _Builder:
         promoted = self._promote(est, mst, meta_row, n)
         for key, dtype in PROMOTED_STATS.items():
             if key not in promoted:
-                cols[key] = _missing(n, dtype)
+                cols[key] = missing(n, dtype)
             elif dtype == CAT:
                 cols[key] = cat(take(promoted[key]), self.strings)
             else:
@@ -455,15 +455,3 @@ def _as(values: Any, dtype: str) -> Any:
             return pd.arrays.BooleanArray(filled != 0, missing)
         return pd.arrays.IntegerArray(filled, missing)
     return values
-
-
-def _missing(n: int, dtype: str) -> Any:
-    """An all-missing column of ``n`` rows (zeros are calloc'd lazily, so this is cheap)."""
-    if dtype == CAT:
-        return pd.Categorical.from_codes(
-            np.full(n, -1, dtype=np.int8), categories=pd.Index([], dtype="str")
-        )
-    mask = np.ones(n, dtype=bool)
-    if dtype == "boolean":
-        return pd.arrays.BooleanArray(np.zeros(n, dtype=bool), mask)
-    return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), mask)

@@ -45,7 +45,8 @@ def test_wheel_ships_assets_protos_and_decoder_and_serves_them(tmp_path: Path) -
         "app/pages/pod_viewer.py",
     ):
         assert expected in names, expected
-    assert any(n.startswith("trace_parsers/_xplane_fast") and n.endswith(".so") for n in names)
+    for ext in ("_xplane_fast", "_ftrace_fast"):
+        assert any(n.startswith(f"trace_parsers/{ext}") and n.endswith(".so") for n in names), ext
 
     target = tmp_path / "site"
     subprocess.run(
