@@ -194,14 +194,13 @@ class _Builder:
 
     def _values(self, t: dict[str, np.ndarray], rows: np.ndarray, dtype: str) -> Any:
         """Stat values of ``rows`` as the promoted column's dtype (numbers or string codes)."""
-        kind, ival, dval, sid = t["kind"][rows], t["ival"][rows], t["dval"][rows], t["sid"][rows]
         if dtype == CAT:
-            return sid
-        return (
-            np.where(kind == _DOUBLE, dval, ival.astype(np.float64))
-            if (kind == _DOUBLE).any()
-            else ival
-        )
+            return t["sid"].take(rows)
+        kind, ival = t["kind"].take(rows), t["ival"].take(rows)
+        is_double = kind == _DOUBLE
+        if not is_double.any():
+            return ival
+        return np.where(is_double, t["dval"].take(rows), ival.astype(np.float64))
 
     # ------------------------------------------------------------------ frames
 
@@ -214,11 +213,14 @@ class _Builder:
         dur = np.frombuffer(raw["ev_duration_ps"], dtype=np.int64)
         n = len(ev_meta)
         meta_row = _lookup(ev_plane, ev_meta, self.em_plane, self.em_ids)
+        meta_row[meta_row < 0] = len(self.em_names)  # the trailing 'absent' slot of each table
 
         # Row order: by line, then start, then longest first, so parents precede children.
         # Captures are usually written in that order already; then no permutation is needed.
         ts0 = int(self.line_ts.min()) if len(self.line_ts) else 0
-        rel_ps = (self.line_ts - ts0)[ev_line] * 1000 + off
+        rel_ps = (self.line_ts - ts0)[ev_line]  # in place from here: fewer fresh pages to fault
+        rel_ps *= 1000
+        rel_ps += off
         end_ps = rel_ps + dur
         order = None
         nested = nest_if_sorted(ev_line, rel_ps, end_ps, parent_dtype=np.int32)
@@ -230,7 +232,9 @@ class _Builder:
         def take(a: np.ndarray) -> np.ndarray:
             return a if order is None else a[order]
 
-        name_codes = take(np.where(meta_row >= 0, meta_row, len(self.em_names)))
+        name_codes = take(meta_row)
+        start_ns = take(rel_ps // 1000)  # == line_ts - ts0 + off // 1000
+        start_ns += ts0 + self.start_base
         cols: dict[str, Any] = {
             "worker": self._worker_col(n),
             "plane": cat(take(ev_plane), self.plane_names),
@@ -239,7 +243,7 @@ class _Builder:
             "metadata_id": take(ev_meta),
             "name": cat(name_codes, [*self.em_names, ""]),
             "display_name": cat(name_codes, [*self.em_display, ""]),
-            "start_ns": take((self.line_ts + self.start_base)[ev_line] + off // 1000),
+            "start_ns": start_ns,
             "dur_ps": take(dur),
             "depth": depth.astype(np.int16),
             "parent": parent,
@@ -309,17 +313,20 @@ class _Builder:
         for k, (key, dtype) in enumerate(PROMOTED_STATS.items()):
             if k not in present_e and k not in present_m:
                 continue  # absent from this capture: built as an all-missing column
-            if dtype == CAT:
-                col: np.ndarray = np.full(n, -1, dtype=np.int64)
-            elif key in _FLOAT_PROMOTED:
-                col = np.full(n, np.nan, dtype=np.float64)
-            else:
-                col = np.full(n, _INT_NA, dtype=np.int64)
+            absent, dt = (
+                (-1, np.int32)  # string codes
+                if dtype == CAT
+                else (np.nan, np.float64)
+                if key in _FLOAT_PROMOTED
+                else (_INT_NA, np.int64)
+            )
             if k in present_m:
                 m_rows = np.flatnonzero(mst["promoted"] == k)
-                per_meta = np.full(len(self.em_ids) + 1, col[0] if n else 0, dtype=col.dtype)
+                per_meta = np.full(len(self.em_ids) + 1, absent, dtype=dt)
                 per_meta[mst["owner"][m_rows]] = self._values(mst, m_rows, dtype)
-                col = per_meta[meta_row]  # meta_row -1 reads the trailing 'absent' slot
+                col = per_meta[meta_row]  # absent metadata reads the trailing slot
+            else:
+                col = np.full(n, absent, dtype=dt)
             if k in present_e:
                 e_rows = np.flatnonzero(est["promoted"] == k)
                 col[est["owner"][e_rows]] = self._values(est, e_rows, dtype)
@@ -449,8 +456,13 @@ def _as(values: Any, dtype: str) -> Any:
         and isinstance(values, np.ndarray)
         and values.dtype.kind in "if"
     ):
-        missing = np.isnan(values) if values.dtype.kind == "f" else values == _INT_NA
-        filled = np.where(missing, 0, values).astype(np.int64)
+        if values.dtype.kind == "f":
+            missing = np.isnan(values)
+            filled = np.where(missing, 0, values).astype(np.int64)
+        else:  # the builder's own array: filled in place
+            missing = values == _INT_NA
+            filled = values
+            filled[missing] = 0
         if dtype == "boolean":
             return pd.arrays.BooleanArray(filled != 0, missing)
         return pd.arrays.IntegerArray(filled, missing)
