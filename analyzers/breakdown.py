@@ -163,6 +163,22 @@ def _sweep(
     return flat.reshape(len(step_start), ncat).astype(np.int64)
 
 
+def _own_step_windows(group: np.ndarray, steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per event, the [start, end] ns of the step it is grouped into; unbounded if none."""
+    lo = np.full(len(group), np.iinfo(np.int64).min, dtype=np.int64)
+    hi = np.full(len(group), np.iinfo(np.int64).max, dtype=np.int64)
+    rows = steps["event_row"].to_numpy(dtype=np.int64)
+    order = np.argsort(rows)
+    has = group >= 0
+    at = np.clip(np.searchsorted(rows[order], group[has]), 0, len(rows) - 1)
+    found = rows[order][at] == group[has]
+    idx = np.flatnonzero(has)[found]
+    step = order[at[found]]
+    lo[idx] = steps["start_ns"].to_numpy(dtype=np.int64)[step]
+    hi[idx] = steps["end_ns"].to_numpy(dtype=np.int64)[step]
+    return lo, hi
+
+
 def step_breakdown(
     events: pd.DataFrame, steps: pd.DataFrame, stats: pd.DataFrame | None = None
 ) -> pd.DataFrame:
@@ -183,13 +199,16 @@ def step_breakdown(
         ``split`` (False: categories unknown, Python-tracer-only worker) and ``method``.
     """
     grouped = None
+    window_start = window_end = None
     if stats is not None and "event_row" in steps and len(steps):
         roots = steps["event_row"].to_numpy(dtype=np.int64)
-        grouped = step_groups(events, stats, roots) >= 0
+        group = step_groups(events, stats, roots)
+        grouped = group >= 0
         grouped |= events["group_id"].notna().to_numpy()  # groups XProf already assigned
         grouped[roots[steps["method"].to_numpy() != "group_id"]] = (
             False  # markers span the step: not activities
         )
+        window_start, window_end = _own_step_windows(group, steps)
     etype = classify(events, grouped)
     rows = []
     for worker, st in steps.groupby("worker", sort=True):
@@ -199,6 +218,11 @@ def step_breakdown(
         types = etype[mask]
         start = ev["start_ns"].to_numpy()
         end = start + ev["dur_ps"].to_numpy() // 1000
+        if window_start is not None and window_end is not None:
+            # An event counts only inside its own step: a step's late callback that runs
+            # into the next step is not the next step's host compute (XProf's grouping).
+            start = np.clip(start, window_start[mask], window_end[mask])
+            end = np.clip(end, start, window_end[mask])
         plane = ev["plane"].astype(str).to_numpy()
         on_device = np.array([p.startswith("/device:") for p in plane], dtype=bool)
         devices = sorted(set(plane[on_device])) or ["/host:CPU"]

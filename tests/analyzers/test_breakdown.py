@@ -75,6 +75,26 @@ def test_breakdown_partitions_step_by_priority() -> None:
     assert row["all_others_ns"] == 900_000 - 100_000 - 200_000 - 180_000
 
 
+def test_grouped_event_counts_only_in_its_own_step() -> None:
+    """A step's callback that runs on into the next step (linked to its step by a
+    producer/consumer context) is not the next step's host compute, as in XProf."""
+    b = SpaceBuilder()
+    host = b.plane("/host:CPU")
+    py, pool = host.line(1, "python"), host.line(2, "tf_Compute")
+    for i in range(2):
+        t0 = i * 1000 * US
+        host.event(py, "train", t0, 900 * US, step_num=i, _r=1)
+        host.event(py, "TFE_Py_ExecuteCancelable", t0 + 100 * US, 100 * US, _pt=1, _p=10 + i)
+    # step 0's callback, linked to step 0's launch, runs from 700 µs to 1,300 µs
+    host.event(pool, "ExecutorDoneCallback", 700 * US, 600 * US, _ct=1, _c=10)
+    b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+    frames = parse_xplane(b.bytes(), worker="w_1")
+    steps = align_steps(find_steps(frames.events))[0]
+    out = step_breakdown(frames.events, steps, frames.stats).set_index("step")
+    assert out.loc[0, "host_compute_ns"] == (100 + 200) * 1000  # launch + callback up to 900
+    assert out.loc[1, "host_compute_ns"] == 100 * 1000  # only step 1's own launch
+
+
 def test_gpu_rows_per_device_with_16_bit_compute_and_h2d() -> None:
     ev = frames_of(("w_1", worker_trace("w_1", 2, gpu=True)))
     b = step_breakdown(ev, align_steps(find_steps(ev))[0])
