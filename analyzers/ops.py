@@ -11,6 +11,8 @@ never a row. Times are integers in picoseconds (``*_ps``).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -62,21 +64,87 @@ _OP_STATS_COLUMNS = [
 _KERNEL_FIELDS = ("regs", "shm", "static_shared", "dynamic_shared", "occ_pct")
 
 
-def op_events(events: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
+def op_events(
+    events: pd.DataFrame, columns: list[str] | None = None, stats: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Events that are ops: host TF ops (``name:Type`` or ``tf_op``), device kernels and copies
     (derived device lines excluded, Python tracer events excluded), with ``op_self_ps``.
+
+    A device plane whose only events are on derived lines (a TPU: no stream lines) has its ops
+    on the ``XLA Ops`` line; those count, named by their TF/JAX op (``tf_op``) or else by the
+    HLO instruction (``%copy-done.4 = … copy-done(…)`` → op ``copy-done.4``, type
+    ``copy-done``), as XProf's framework_op_stats names them. With ``stats``, their time is
+    the ``device_duration_ps`` stat, as XProf counts it: the XLA Ops line's event can be longer
+    (on the public TPU sample one copy-done event lasts 299 ms, its device time 194 ms).
 
     Args:
         events: the ``events`` frame.
         columns: keep only these columns of it (the rows are copied: fewer columns, less work).
+        stats: the ``stats`` frame of the same frames (for device durations of XLA ops).
     """
     on_device = matches(events["plane"], "/device:", how="startswith")
     derived = isin(events["line"], DERIVED_LINES)
+    xla_ops = _xla_op_rows(events, on_device & ~derived)
+    derived &= ~xla_ops
     python = matches(events["name"], "$", how="startswith")
     is_op = (events["op_type"].notna().to_numpy() | on_device) & ~derived & ~python
     ops = (events if columns is None else events[columns])[is_op]
-    ops = ops.assign(op_self_ps=nest_events(ops)["self_ps"].to_numpy(), device=ops["plane"])
+    if xla_ops.any() and stats is not None:
+        ops = ops.assign(dur_ps=_device_durations(events, stats, xla_ops)[is_op])
+    self_ps = nest_events(ops)["self_ps"].to_numpy()
+    if xla_ops.any():  # XLA ops run one after another: overlaps are clock artifacts, not nesting
+        self_ps = np.where(xla_ops[is_op], ops["dur_ps"].to_numpy(), self_ps)
+    ops = ops.assign(op_self_ps=self_ps, device=ops["plane"])
+    if xla_ops.any():
+        ops = _hlo_ops(ops, xla_ops[is_op])
     return _ops_of_kernels(events, ops, on_device[is_op])
+
+
+def _xla_op_rows(events: pd.DataFrame, device_rows: np.ndarray) -> np.ndarray:
+    """Rows on the ``XLA Ops`` line of device planes without events on other device lines."""
+    on_line = isin(events["line"], {"XLA Ops"})
+    if not on_line.any():
+        return on_line
+    plane = (
+        events["worker"].cat.codes.to_numpy().astype(np.int64)
+        * (len(events["plane"].cat.categories) + 1)
+        + events["plane"].cat.codes.to_numpy()
+    )
+    return on_line & ~np.isin(plane, np.unique(plane[device_rows]))
+
+
+def _device_durations(events: pd.DataFrame, stats: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """``dur_ps`` with the ``device_duration_ps`` stat of ``rows`` where they have one."""
+    dur = events["dur_ps"].to_numpy().copy()
+    st = stats[isin(stats["key"], {"device_duration_ps"}) & stats["int_value"].notna().to_numpy()]
+    pos = st["event_row"].to_numpy()
+    if not isinstance(events.index, pd.RangeIndex) or events.index.start != 0:
+        pos = events.index.get_indexer(pos)  # a filtered frame: rows by label
+    ok = (pos >= 0) & (pos < len(dur))
+    pos, value = pos[ok], st["int_value"].to_numpy(dtype=np.int64, na_value=0)[ok]
+    keep = rows[pos]
+    dur[pos[keep]] = value[keep]
+    return dur
+
+
+_HLO = re.compile(r"%?([^\s=]+) = .*? ([a-z][a-z0-9-]*)\(", re.S)
+
+
+def _hlo_ops(ops: pd.DataFrame, xla: np.ndarray) -> pd.DataFrame:
+    """XLA Ops rows without a TF/JAX op: op name and type from the HLO instruction text."""
+    need = xla & ops["op_type"].isna().to_numpy()
+    if not need.any():
+        return ops
+    names = ops["name"].cat.categories.astype(str)
+    parsed = [_HLO.match(n) for n in names]
+    codes = ops["name"].cat.codes.to_numpy()[need]
+    op_name = ops["op_name"].astype(object).to_numpy().copy()
+    op_type = ops["op_type"].astype(object).to_numpy().copy()
+    op_name[need] = np.array([m.group(1) if m else n for m, n in zip(parsed, names, strict=True)])[
+        codes
+    ]
+    op_type[need] = np.array([m.group(2) if m else "(device)" for m in parsed], dtype=object)[codes]
+    return ops.assign(op_name=pd.Categorical(op_name), op_type=pd.Categorical(op_type))
 
 
 def _ops_of_kernels(events: pd.DataFrame, ops: pd.DataFrame, on_device: np.ndarray) -> pd.DataFrame:
@@ -193,7 +261,13 @@ def parse_kernel_details(details: pd.Series) -> pd.DataFrame:
     )
 
 
-def op_stats(events: pd.DataFrame, *, by: str = "op", worker: str | None = None) -> pd.DataFrame:
+def op_stats(
+    events: pd.DataFrame,
+    *,
+    by: str = "op",
+    worker: str | None = None,
+    stats: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Per worker × device × op (``by``: op name+type, op type, or kernel name).
 
     Args:
@@ -201,6 +275,7 @@ def op_stats(events: pd.DataFrame, *, by: str = "op", worker: str | None = None)
         by: ``op`` (op_type + op_name), ``type`` (op_type) or ``kernel`` (kernel name, device
             events only).
         worker: only this worker.
+        stats: the ``stats`` frame, for TPU ops' device durations (see ``op_events``).
 
     Returns:
         Columns ``worker, device, op_type, op_name`` (``kernel`` for by=kernel), ``occurrences,
@@ -214,7 +289,7 @@ def op_stats(events: pd.DataFrame, *, by: str = "op", worker: str | None = None)
     """
     if by not in BY:
         raise ValueError(f"by must be one of {BY}, not {by!r}")
-    ops = op_events(events, _OP_STATS_COLUMNS)
+    ops = op_events(events, _OP_STATS_COLUMNS, stats)
     if worker is not None:
         ops = ops[ops["worker"] == worker]
     if by == "kernel":

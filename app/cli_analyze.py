@@ -155,7 +155,7 @@ def ops_command(
         typer.echo(f"podscope: error: --by must be one of {', '.join(BY)}", err=True)
         raise typer.Exit(2)
     frames = _load_or_exit(path, session, no_cache)
-    table = ops_table(op_stats(frames.events, by=by, worker=worker))
+    table = ops_table(op_stats(frames.events, by=by, worker=worker, stats=frames.stats))
     if csv:
         table.to_csv(sys.stdout, index=False)
         return

@@ -53,7 +53,9 @@ class Analysis(Inputs):
         """``analyzers.ops.op_stats`` for (by, worker), computed once."""
         key = (by, worker)
         if key not in self._op_tables:
-            self._op_tables[key] = op_stats(self.frames.events, by=by, worker=worker)
+            self._op_tables[key] = op_stats(
+                self.frames.events, by=by, worker=worker, stats=self.frames.stats
+            )
         return self._op_tables[key]
 
 

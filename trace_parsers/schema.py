@@ -22,7 +22,7 @@ from trace_parsers.errors import SchemaError
 CAT = "category"
 
 #: Version of the parsed layout; part of the cache key, bump on any change to the frames.
-PARSER_VERSION = "4"
+PARSER_VERSION = "5"
 
 #: Stat keys promoted from ``stats`` to typed ``events`` columns (a stat lives in exactly one).
 PROMOTED_STATS: Mapping[str, str] = {

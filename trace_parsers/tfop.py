@@ -2,12 +2,17 @@
 
 Rules follow XProf's ``ParseTfOpFullname``: ``<name>:<Type>`` where the name matches
 ``[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*`` and the type ``[A-Z_][A-Za-z0-9_]*``; tf.data iterator
-events (``Iterator::…``) get type ``Dataset``. Parsing runs once per distinct string (on the
+events (``Iterator::…``) get type ``Dataset``; otherwise a JAX op ``<name>:<type>`` with a
+lowercase type (``[a-z_][a-z0-9_]*``, ``[…]`` parameters dropped), and an empty type is derived
+from the name's last scope without a numeric ``_N`` suffix (``jit(f)/jit(main)/add:`` → ``add``,
+``model/dense/MatMul:`` → ``MatMul``). Parsing runs once per distinct string (on the
 categories), never per row.
 
     >>> from trace_parsers.tfop import parse_tf_op
     >>> parse_tf_op("dense/MatMul:_MklMatMul"), parse_tf_op("ThreadpoolListener::Record")
     (('dense/MatMul', '_MklMatMul'), None)
+    >>> parse_tf_op("jit(f)/jit(main)/reduce_sum:")
+    ('jit(f)/jit(main)/reduce_sum', 'reduce_sum')
 """
 
 from __future__ import annotations
@@ -21,17 +26,32 @@ from trace_parsers._columns import cat
 
 _NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>\-]*\Z")
 _TYPE = re.compile(r"[A-Z_][A-Za-z0-9_]*\Z")
+_JAX_TYPE = re.compile(r"[a-z_][a-z0-9_]*(?:\[.*\])?\Z", re.S)
 DATASET_OP = "Dataset"
 
 
 def parse_tf_op(fullname: str) -> tuple[str, str] | None:
-    """``(op_name, op_type)`` of a TF op full name, or None if it is not a TF op."""
-    if fullname.startswith("Iterator::"):
-        return fullname, DATASET_OP
+    """``(op_name, op_type)`` of a TF or JAX op full name, or None if it is not an op."""
     name, sep, op_type = fullname.partition(":")
-    if sep and _NAME.match(name) and _TYPE.match(op_type):
+    if not sep:
+        return None
+    if name == "Iterator":
+        return fullname, DATASET_OP
+    if _NAME.match(name) and _TYPE.match(op_type):
         return name, op_type
-    return None
+    derived = op_type or _derive_type(name)
+    if not derived:
+        return None
+    if _JAX_TYPE.match(derived):
+        return name, derived.partition("[")[0]
+    return (name, derived) if not op_type else None
+
+
+def _derive_type(name: str) -> str:
+    """The last name scope, without a numeric ``_N`` suffix (XProf's ``DeriveOpType``)."""
+    last = name.rpartition("/")[2]
+    head, sep, suffix = last.rpartition("_")
+    return head if sep and suffix.lstrip("+-").isdigit() else last
 
 
 def split_tf_op(

@@ -129,15 +129,15 @@ class Inputs:
 
     @cached_property
     def ops(self) -> pd.DataFrame:
-        return op_events(self.frames.events)
+        return op_events(self.frames.events, stats=self.frames.stats)
 
     @cached_property
     def op_table(self) -> pd.DataFrame:
-        return op_stats(self.frames.events)
+        return op_stats(self.frames.events, stats=self.frames.stats)
 
     @cached_property
     def kernels(self) -> pd.DataFrame:
-        return op_stats(self.frames.events, by="kernel")
+        return op_stats(self.frames.events, by="kernel", stats=self.frames.stats)
 
     @cached_property
     def ops_per_step(self) -> pd.DataFrame:

@@ -143,11 +143,10 @@ def show(worker: str, by: str, search: str | None) -> tuple[Any, ...]:
         return dash.no_update, dash.no_update, dash.no_update, dash.no_update, dash.no_update
     if table.empty:
         why = (
-            "No GPU kernels in this capture (they live on /device:GPU planes)."
+            "No device kernels in this capture (they live on /device: planes)."
             if by == "kernel"
             else "No op events in this capture: no TF ops on the host (name:Type or a tf_op "
-            "stat) and no device kernels. A TPU's ops are on its XLA Ops line, which the op "
-            "table does not cover yet; the Timeline shows them."
+            "stat), no device kernels and no XLA ops on a TPU's XLA Ops line."
         )
         note = html.P(why, className="podscope-muted")
         return [], [], ops_top_figure(table), ops_treemap_figure(table), note

@@ -157,6 +157,51 @@ def test_real_gpu_capture_kernels() -> None:
     assert peak.loc["GPU_4_bfc", "peak_bytes"] > 5 * 2**30
 
 
+def tpu_table(tmp_path: Path) -> tuple[Path, pd.DataFrame]:
+    src = shared_trace("xplane", "tpu_xprof", "tpu_inference_2.xplane.pb")
+    run = tmp_path / "plugins" / "profile" / "s"
+    run.mkdir(parents=True)
+    shutil.copy(src, run / "tpu_1.xplane.pb")
+    frames = load(run, cache=False)
+    return run / "tpu_1.xplane.pb", op_stats(frames.events, stats=frames.stats)
+
+
+def test_tpu_ops_come_from_the_xla_ops_line(tmp_path: Path) -> None:
+    _, table = tpu_table(tmp_path)
+    tpu0 = table[table["device"] == "/device:TPU:0"].set_index("op_name")
+    assert tpu0.loc["copy-done.4", "op_type"] == "copy-done"
+    assert tpu0.loc["jit(f)/jit(main)/add", "op_type"] == "add"
+    assert tpu0.loc["jit(f)/jit(main)/add", "flops"] > 0  # from the HLO ops' metadata
+    # device time (device_duration_ps), not the stretched timeline event (299 ms)
+    assert tpu0.loc["copy-done.2", "max_ps"] < 250e9
+    assert (table["self_ps"] == table["total_ps"]).all()  # XLA ops run one after another
+    assert set(table["device"]) == {f"/device:TPU:{i}" for i in range(4)}  # JAX: no host TF ops
+
+
+def test_tpu_ops_match_xprof_framework_op_stats(tmp_path: Path) -> None:
+    convert = pytest.importorskip("xprof.convert.raw_to_tool_data", reason="xprof is not installed")
+    path, table = tpu_table(tmp_path)
+    data, _ = convert.xspace_to_tool_data(
+        [str(path)], "framework_op_stats", {"use_saved_result": False}
+    )
+    raw = json.loads(data)[0]
+    cols = [c["id"] for c in raw["cols"]]
+    theirs = pd.DataFrame([[v.get("v") for v in r["c"]] for r in raw["rows"]], columns=cols)
+    theirs = theirs[(theirs["type"] != "IDLE") & (theirs["host_or_device"] == "Device")]
+    device = table[table["device"].str.startswith("/device:")]
+    ours = device.groupby("op_name", as_index=False)[["occurrences", "total_ps", "self_ps"]].sum()
+    both = theirs.merge(ours, left_on="operation", right_on="op_name", how="outer", indicator=True)
+    assert (both["_merge"] == "both").all(), both[["operation", "op_name", "_merge"]]
+    assert len(both) == 15
+    for col_x, col_ps in (("total_time", "total_ps"), ("total_self_time", "self_ps")):
+        assert ((both[col_x] - both[col_ps] / 1e6).abs() <= 1e-3 + 1e-6 * both[col_x]).all()
+    # XProf counts a framework op split into several HLO ops once per run of its most frequent
+    # HLO op; the table counts every HLO execution (three fusions of jit(f)/jit(main)/add).
+    split = both["operation"] == "jit(f)/jit(main)/add"
+    assert (both.loc[~split, "occurrences_x"] == both.loc[~split, "occurrences_y"]).all()
+    assert both.loc[split, "occurrences_y"].item() == 3 * both.loc[split, "occurrences_x"].item()
+
+
 def test_self_time_rules_on_constructed_nesting() -> None:
     b = SpaceBuilder()
     p = b.plane("/host:CPU")
