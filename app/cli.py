@@ -13,7 +13,13 @@ from typing import Annotated
 
 import typer
 
-from app.cli_analyze import diagnose_command, memory_command, ops_command, steps_command
+from app.cli_analyze import (
+    compare_command,
+    diagnose_command,
+    memory_command,
+    ops_command,
+    steps_command,
+)
 from app.cli_capture import capture_command
 from app.cli_cluster import cluster_cli
 from app.cli_serve import demo_command, export_command, serve_command
@@ -30,6 +36,7 @@ cli.command("steps")(steps_command)
 cli.command("ops")(ops_command)
 cli.command("memory")(memory_command)
 cli.command("diagnose")(diagnose_command)
+cli.command("compare")(compare_command)
 cli.command("serve")(serve_command)
 cli.command("demo")(demo_command)
 cli.command("export")(export_command)

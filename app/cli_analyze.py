@@ -192,6 +192,63 @@ def ops_command(
     Console().print(view)
 
 
+def compare_command(
+    base: Annotated[Path, typer.Argument(help="Baseline: a trace file, run folder or logdir.")],
+    new: Annotated[Path, typer.Argument(help="New run: a trace file, run folder or logdir.")],
+    csv: Annotated[
+        str | None, typer.Option(help="steps or ops: that comparison as CSV on stdout.")
+    ] = None,
+    top: Annotated[int, typer.Option(help="Op rows in the table view.")] = 15,
+    base_session: Annotated[str | None, typer.Option(help="Session of BASE's logdir.")] = None,
+    new_session: Annotated[str | None, typer.Option(help="Session of NEW's logdir.")] = None,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Two runs side by side: step time and its categories per step, and the ops that changed."""
+    from analyzers.compare import compare_ops, compare_steps
+    from analyzers.diagnostics import Inputs
+
+    if csv not in (None, "steps", "ops"):
+        typer.echo("podscope: error: --csv must be steps or ops", err=True)
+        raise typer.Exit(2)
+    runs = [
+        Inputs(_load_or_exit(path, session, no_cache))
+        for path, session in ((base, base_session), (new, new_session))
+    ]
+    steps = compare_steps(runs[0].breakdown, runs[1].breakdown)
+    ops = compare_ops(runs[0].op_table, runs[1].op_table, runs[0].breakdown, runs[1].breakdown)
+    if csv:
+        (steps if csv == "steps" else ops).to_csv(sys.stdout, index=False)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    def fmt(v: float, pct: bool = False) -> str:
+        return "" if pd.isna(v) else f"{v:+.1%}" if pct else f"{v:,.3f}"
+
+    view = Table(title="ms per step of one worker and device")
+    for col in ("metric", "base", "new", "delta", "change"):
+        view.add_column(col, justify="left" if col == "metric" else "right")
+    for r in steps.itertuples(index=False):
+        view.add_row(r.metric, fmt(r.base_ms), fmt(r.new_ms), fmt(r.delta), fmt(r.change, True))
+    unit = "worker-step" if (ops["per"] == "step").all() else "worker (whole capture)"
+    changed = Table(title=f"top {top} ops by change in self time (µs per {unit})")
+    for col in ("op_type", "op_name", "base", "new", "delta", "change", "status"):
+        changed.add_column(col, justify="left" if col in ("op_type", "op_name") else "right")
+    for r in ops.head(top).itertuples(index=False):
+        changed.add_row(
+            str(r.op_type),
+            str(r.op_name)[:60],
+            fmt(r.base_us),
+            fmt(r.new_us),
+            fmt(r.delta),
+            fmt(r.change, True),
+            r.status,
+        )
+    console = Console()
+    console.print(view)
+    console.print(changed)
+
+
 def memory_command(
     path: PathArg,
     csv: Annotated[

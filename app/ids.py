@@ -62,3 +62,10 @@ TFL_CPU = "tfl-cpu"
 TFL_CSV = "tfl-csv"
 TFL_PARQUET = "tfl-parquet"
 TFL_DOWNLOAD = "tfl-download"
+
+# Compare
+CMP_BASELINE = "cmp-baseline"
+CMP_BODY = "cmp-body"
+CMP_CSV = "cmp-csv"
+CMP_PARQUET = "cmp-parquet"
+CMP_DOWNLOAD = "cmp-download"

@@ -14,7 +14,7 @@ from app import ids
 from app.figures.tflite import cpu_figure, invoke_latency_figure, waterfall_figure
 from app.pages._common import card, download_frame, load_session, table_header
 
-dash.register_page(__name__, path="/android", name="TFLite", order=5)
+dash.register_page(__name__, path="/android", name="TFLite", order=6)
 
 
 def layout(session: str | None = None, invoke: str | None = None, **_: str) -> Any:

@@ -17,7 +17,7 @@ from app.pages._common import card
 from collectors.capture import CaptureOptions, WorkerResult, capture
 from collectors.errors import CaptureError
 
-dash.register_page(__name__, path="/capture", name="Capture", order=6)
+dash.register_page(__name__, path="/capture", name="Capture", order=7)
 
 STATUS_COLOR = {"ok": "success", "empty": "warning", "busy": "warning"}
 

@@ -152,6 +152,7 @@ def settle(pg) -> None:  # type: ignore[no-untyped-def]
         "/diagnostics",
         "/diagnostics?session=2026_01_03_gpu",
         "/android?session=2026_01_04_phone",
+        "/compare?session=2026_01_02_00_00_00",
     ],
 )
 def test_every_page_loads_without_console_errors(page, server, path: str) -> None:  # type: ignore[no-untyped-def]
@@ -162,6 +163,20 @@ def test_every_page_loads_without_console_errors(page, server, path: str) -> Non
     page.screenshot(path=str(ARTIFACTS / f"page{name}.png"), full_page=True)
     assert page.errors == []
     assert "PodScope" in page.title()
+
+
+def test_compare_shows_what_changed_between_two_sessions(page, server) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + "/compare?session=2026_01_02_00_00_00&baseline=2026_01_01_00_00_00")
+    settle(page)
+    page.get_by_text("Ops by change in self time").wait_for(timeout=10_000)
+    # one of two workers waits 200 µs for input instead of 50: the mean input per step +150 %
+    row = page.locator("tr", has_text="input")
+    assert "+150.0%" in row.inner_text()
+    with page.expect_download() as dl:
+        page.click("#cmp-csv")
+    header = Path(dl.value.path()).read_text().splitlines()[0]
+    assert header.startswith("op_type,op_name,base_us,new_us,delta,change")
+    assert page.errors == []
 
 
 def test_kernel_table_of_a_cpu_capture_says_why_it_is_empty(page, server) -> None:  # type: ignore[no-untyped-def]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -77,3 +78,21 @@ def test_parse_bad_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0
     assert str(bad) in r.stderr and "truncated" in r.stderr
+
+
+def test_compare_two_runs(tmp_path: Path) -> None:
+    from tests.analyzers.test_breakdown import worker_trace
+
+    files = []
+    for name, input_us in (("base", 50), ("new", 200)):
+        files.append(tmp_path / f"{name}_6000.xplane.pb")
+        files[-1].write_bytes(worker_trace(name, 5, input_us=input_us))
+    r = podscope("compare", *map(str, files), "--csv", "steps", cache=tmp_path / "c")
+    assert r.returncode == 0, r.stderr
+    steps = pd.read_csv(io.StringIO(r.stdout)).set_index("metric")
+    assert steps.loc["input", ["base_ms", "new_ms"]].tolist() == [0.05, 0.2]
+    r = podscope("compare", *map(str, files), cache=tmp_path / "c")
+    assert r.returncode == 0, r.stderr
+    assert "ms per step" in r.stdout and "+300.0%" in r.stdout and "MatMul" in r.stdout
+    r = podscope("compare", str(files[0]), str(tmp_path / "missing"), cache=tmp_path / "c")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1

@@ -87,3 +87,17 @@ def test_timeline_index_labels_each_track() -> None:
     ).to_numpy()
     assert (np.array(index.tracks, dtype=object)[index.track] == expected).all()
     assert index.matching("MatMul").sum() == (ev["name"] == "dense/MatMul:MatMul").sum()
+
+
+def test_compare_figure_has_one_bar_series_per_run() -> None:
+    from analyzers.compare import compare_steps
+    from app.figures.compare import compare_steps_figure
+    from tests.analyzers.test_compare import run
+
+    table = compare_steps(run(2, [("a:MatMul", 300)])[0], run(4, [("a:MatMul", 500)])[0])
+    fig = compare_steps_figure(table, "2026_01_01", "2026_01_02")
+    assert [t.name for t in fig.data] == ["2026_01_01 (baseline)", "2026_01_02 (new)"]
+    assert len(fig.data[0].y) == 1 + len(CATEGORIES)
+    host = list(fig.data[0].y).index("host compute")
+    assert (fig.data[0].x[host], fig.data[1].x[host]) == (0.3, 0.5)
+    assert fig.data[1].customdata[host] == "+67%"

@@ -1,0 +1,113 @@
+"""Two runs side by side: where each run's step time goes, and which ops changed.
+
+    >>> steps = compare_steps(base.breakdown, new.breakdown)   # one row per metric
+    >>> ops = compare_ops(base.op_table, new.op_table, base.breakdown, new.breakdown)
+
+Step metrics are per step of one worker and device (the mean, p50 and p95 over a run's
+breakdown rows), so runs of different lengths and sizes compare directly. Op times are the
+capture's totals divided by the run's worker-steps (ops outside steps, a warm-up say, count
+too); a run without steps is compared per worker over the whole capture instead (``per``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analyzers.breakdown import CATEGORIES
+
+STEP_METRICS = ("step_time (mean)", "step_time (p50)", "step_time (p95)", *CATEGORIES)
+
+
+def _step_metrics(breakdown: pd.DataFrame) -> pd.Series:
+    """ms per step of one worker and device: step time statistics and mean categories."""
+    if breakdown.empty:
+        return pd.Series(np.nan, index=list(STEP_METRICS))
+    step_ms = breakdown["step_time_ns"].astype("float64") / 1e6
+    out = {
+        "step_time (mean)": step_ms.mean(),
+        "step_time (p50)": step_ms.quantile(0.5),
+        "step_time (p95)": step_ms.quantile(0.95),
+    }
+    for cat in CATEGORIES:  # rows whose categories are unknown (Python tracer only) are skipped
+        out[cat] = breakdown[f"{cat}_ns"].astype("Float64").mean(skipna=True) / 1e6
+    return pd.Series(out, dtype="float64").reindex(list(STEP_METRICS))
+
+
+def _with_deltas(frame: pd.DataFrame, base: str, new: str) -> pd.DataFrame:
+    frame["delta"] = frame[new] - frame[base]
+    frame["change"] = (frame[new] / frame[base] - 1).where(frame[base] > 0)
+    return frame
+
+
+def compare_steps(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Step time and its categories, baseline vs new run.
+
+    Args:
+        base, new: ``analyzers.breakdown.step_breakdown`` of each run.
+
+    Returns:
+        One row per metric (``STEP_METRICS``): ``metric, base_ms, new_ms, delta`` (ms) and
+        ``change`` (new / base - 1; missing where the baseline is 0 or unknown).
+    """
+    frame = pd.DataFrame(
+        {"metric": list(STEP_METRICS), "base_ms": _step_metrics(base).to_numpy()}
+    ).assign(new_ms=_step_metrics(new).to_numpy())
+    return _with_deltas(frame, "base_ms", "new_ms")
+
+
+def _per_unit(table: pd.DataFrame, units: float) -> pd.DataFrame:
+    keys = ["op_type", "op_name"]
+    g = table.groupby(keys, sort=False)[["self_ps", "occurrences"]].sum()
+    return pd.DataFrame(
+        {"self_us": g["self_ps"] / 1e6 / units, "occurrences": g["occurrences"] / units}
+    )
+
+
+def compare_ops(
+    base_ops: pd.DataFrame,
+    new_ops: pd.DataFrame,
+    base_steps: pd.DataFrame,
+    new_steps: pd.DataFrame,
+) -> pd.DataFrame:
+    """Ops' self time per worker-step, baseline vs new run, largest change first.
+
+    Args:
+        base_ops, new_ops: ``analyzers.ops.op_stats(..., by="op")`` of each run (all workers
+            and devices: an op's rows are summed).
+        base_steps, new_steps: each run's ``step_breakdown`` (its worker-steps divide).
+
+    Returns:
+        ``op_type, op_name, base_us, new_us, delta, change, base_per, new_per, status`` with
+        ``*_us`` self time per unit (µs), ``*_per`` occurrences per unit, ``status`` one of
+        ``new`` / ``gone`` / ``""``, and ``per`` (``step``: per worker-step; ``capture``: per
+        worker over the whole capture, when a run has no steps).
+    """
+    per = "step" if len(base_steps) and len(new_steps) else "capture"
+    cols = ["worker", "step"] if per == "step" else ["worker"]
+
+    def units(ops: pd.DataFrame, steps: pd.DataFrame) -> float:
+        source = steps if per == "step" else ops
+        return float(max(1, len(source[cols].drop_duplicates())))
+
+    base = _per_unit(base_ops, units(base_ops, base_steps))
+    new = _per_unit(new_ops, units(new_ops, new_steps))
+    both = base.add_suffix("_base").join(new.add_suffix("_new"), how="outer").fillna(0.0)
+    out = pd.DataFrame(
+        {
+            "base_us": both["self_us_base"],
+            "new_us": both["self_us_new"],
+            "base_per": both["occurrences_base"],
+            "new_per": both["occurrences_new"],
+        }
+    )
+    out = _with_deltas(out, "base_us", "new_us").reset_index()
+    out["status"] = np.select(
+        [out["base_per"] == 0, out["new_per"] == 0], ["new", "gone"], default=""
+    )
+    out["per"] = per
+    order = out["delta"].abs().sort_values(ascending=False, kind="stable").index
+    cols_out = ["op_type", "op_name", "base_us", "new_us", "delta", "change"]
+    return out.loc[order, [*cols_out, "base_per", "new_per", "status", "per"]].reset_index(
+        drop=True
+    )

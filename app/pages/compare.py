@@ -1,0 +1,135 @@
+"""Compare: two sessions side by side — where a step's time goes in each, which ops changed."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs
+
+import dash
+import dash_ag_grid as dag
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import Input, Output, State, dcc, html
+
+from analyzers.compare import compare_ops, compare_steps
+from app import ids
+from app.figures.compare import compare_steps_figure
+from app.main import store
+from app.pages._common import card, download_buttons, download_frame, load_session
+
+dash.register_page(__name__, path="/compare", name="Compare", order=5)
+
+
+def layout(session: str | None = None, baseline: str | None = None, **_: str) -> Any:
+    session, analysis, alert = load_session(session)
+    if analysis is None:
+        return alert
+    names = store().names()  # newest first
+    others = [n for n in names if n != session]
+    if not others:
+        return dbc.Alert(
+            "Comparing needs two sessions: capture or upload another one.", color="info"
+        )
+    if baseline not in others:  # default: the session before this one, else the newest other
+        older = names[names.index(session) + 1 :] if session in names else []
+        baseline = older[0] if older else others[0]
+    return html.Div(
+        [
+            card(
+                dbc.Row(
+                    [
+                        dbc.Col(html.Strong("Baseline"), md="auto", className="pt-2"),
+                        dbc.Col(
+                            dcc.Dropdown(
+                                id=ids.CMP_BASELINE,
+                                options=others,
+                                value=baseline,
+                                clearable=False,
+                            ),
+                            md=5,
+                        ),
+                        dbc.Col(html.Div(["New: ", html.Code(session)]), md=4, className="pt-2"),
+                        dbc.Col(
+                            download_buttons(ids.CMP_CSV, ids.CMP_PARQUET),
+                            md=2,
+                            className="text-end",
+                        ),
+                    ]
+                ),
+                dcc.Download(id=ids.CMP_DOWNLOAD),
+            ),
+            dcc.Loading(html.Div(id=ids.CMP_BODY)),
+        ]
+    )
+
+
+def _compare(
+    search: str | None, baseline: str | None
+) -> tuple[str | None, pd.DataFrame | None, pd.DataFrame | None, Any]:
+    """(session, step comparison, op comparison, alert) of the URL's session vs ``baseline``."""
+    session, new, alert = load_session(
+        parse_qs((search or "").lstrip("?")).get("session", [None])[0]
+    )
+    _, base, base_alert = load_session(baseline) if baseline else (None, None, None)
+    if new is None or base is None:
+        return session, None, None, alert or base_alert
+    steps = compare_steps(base.breakdown, new.breakdown)
+    ops = compare_ops(
+        base.op_table_for("op", None), new.op_table_for("op", None), base.breakdown, new.breakdown
+    )
+    return session, steps, ops, None
+
+
+def _percent(change: pd.Series) -> pd.Series:
+    return change.map(lambda c: None if pd.isna(c) else f"{c:+.1%}")
+
+
+@dash.callback(
+    Output(ids.CMP_BODY, "children"),
+    Input(ids.CMP_BASELINE, "value"),
+    State(ids.URL, "search"),
+)
+def show(baseline: str | None, search: str | None) -> Any:
+    session, steps, ops, alert = _compare(search, baseline)
+    if steps is None or ops is None:
+        return alert
+    unit = (
+        "per worker-step"
+        if ops["per"].eq("step").all()
+        else "per worker over the whole capture (a session has no steps)"
+    )
+    shown = steps.round(3).assign(change=_percent(steps["change"]))
+    rows = ops.head(500).round(3).assign(change=_percent(ops["change"].head(500)))
+    return [
+        card(dcc.Graph(figure=compare_steps_figure(steps, str(baseline), str(session)))),
+        card(
+            html.H5("Step time and its categories (ms per step of one worker and device)"),
+            dbc.Table.from_dataframe(shown, size="sm", striped=True),
+        ),
+        card(
+            html.H5(f"Ops by change in self time (µs {unit}), largest first"),
+            dag.AgGrid(
+                rowData=rows.astype(object).where(rows.notna(), None).to_dict("records"),
+                columnDefs=[{"field": c} for c in rows.columns],
+                defaultColDef={"sortable": True, "filter": True, "resizable": True},
+                dashGridOptions={"pagination": True, "paginationPageSize": 25},
+                style={"height": "560px"},
+            ),
+        ),
+    ]
+
+
+@dash.callback(
+    Output(ids.CMP_DOWNLOAD, "data"),
+    Input(ids.CMP_CSV, "n_clicks"),
+    Input(ids.CMP_PARQUET, "n_clicks"),
+    State(ids.CMP_BASELINE, "value"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def download(_csv: int | None, _pq: int | None, baseline: str | None, search: str | None) -> Any:
+    session, _, ops, _ = _compare(search, baseline)
+    if ops is None:
+        return dash.no_update
+    fmt = "parquet" if dash.ctx.triggered_id == ids.CMP_PARQUET else "csv"
+    return download_frame(ops, f"ops_{baseline}_vs_{session}", fmt)
