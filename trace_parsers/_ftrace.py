@@ -57,13 +57,9 @@ def read_text(sb: SliceBuilder, text: str | bytes) -> None:
     if r["first"] is not None:
         sb.time(r["first"])
         sb.time(r["last"])
-    for tid, task, tgid in zip(
-        c.i64("t_tid").tolist(), c.i32("t_task").tolist(), c.i64("t_tgid").tolist(), strict=True
-    ):
+    for tid, task in zip(c.i64("t_tid").tolist(), c.i32("t_task").tolist(), strict=True):
         if task >= 0:
             sb.tasks[tid] = c.strings[task]
-        if tgid >= 0:
-            sb.tgid_of[tid] = tgid
     sb.add_slices(
         c.i64("s_pid"),
         c.i64("s_tid"),

@@ -510,15 +510,15 @@ static int put(PyObject *d, const char *key, PyObject *v) {
     return rc;
 }
 
-/* Threads, their tgid and unclosed B sections as columns. */
+/* Threads (their last task name) and unclosed B sections as columns. */
 static int put_threads(Ctx *x, PyObject *out) {
-    Col tid = {0}, task = {0}, tgid = {0}, o_tid = {0}, o_ts = {0}, o_name = {0}, o_pid = {0};
-    W(tid, int64_t); W(task, int32_t); W(tgid, int64_t);
+    Col tid = {0}, task = {0}, o_tid = {0}, o_ts = {0}, o_name = {0}, o_pid = {0};
+    W(tid, int64_t); W(task, int32_t);
     W(o_tid, int64_t); W(o_ts, int64_t); W(o_name, int32_t); W(o_pid, int64_t);
     int rc = 0;
     for (size_t k = 0; k < x->th.len && rc == 0; k++) {
         Thread *th = &x->th.items[k];
-        rc = push_i64(&tid, th->tid) | push_i32(&task, th->task) | push_i64(&tgid, th->tgid);
+        rc = push_i64(&tid, th->tid) | push_i32(&task, th->task);
         for (size_t i = 0; i < th->depth && rc == 0; i++)
             rc = push_i64(&o_tid, th->tid) | push_i64(&o_ts, th->stack[i].ts) |
                  push_i32(&o_name, th->stack[i].name) | push_i64(&o_pid, th->stack[i].pid);
@@ -526,10 +526,10 @@ static int put_threads(Ctx *x, PyObject *out) {
     if (rc == 0) resolve_pids(x, &o_pid);
     if (rc == 0)
         rc = put(out, "t_tid", col_take(&tid)) | put(out, "t_task", col_take(&task)) |
-             put(out, "t_tgid", col_take(&tgid)) | put(out, "o_tid", col_take(&o_tid)) |
+             put(out, "o_tid", col_take(&o_tid)) |
              put(out, "o_ts", col_take(&o_ts)) | put(out, "o_name", col_take(&o_name)) |
              put(out, "o_pid", col_take(&o_pid));
-    col_free(&tid); col_free(&task); col_free(&tgid);
+    col_free(&tid); col_free(&task);
     col_free(&o_tid); col_free(&o_ts); col_free(&o_name); col_free(&o_pid);
     return rc ? -1 : 0;
 }

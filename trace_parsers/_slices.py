@@ -35,7 +35,6 @@ class SliceBuilder:
         self.running: dict[int, tuple[int, int, str]] = {}  # cpu -> (start, tid, comm)
         self.tasks: dict[int, str] = {}
         self.processes: dict[int, str] = {}
-        self.tgid_of: dict[int, int] = {}
         self.notes: dict[str, int] = defaultdict(int)
         self.first: int | None = None
         self.last: int | None = None
