@@ -305,7 +305,7 @@ static int64_t pid_or_tgid(int64_t pid, int64_t tgid, int32_t thread) {
     return tgid >= 0 ? tgid : -2 - (int64_t)thread; /* resolved once the block is read */
 }
 
-/* rest "name|last" split at its last '|': name code and last field; 0 if there is no '|'. */
+/* The last '|' of [r, re) in *bar; 0 if there is none. */
 static int split_last(const char *r, const char *re, const char **bar) {
     for (const char *p = re; p > r; p--) {
         if (p[-1] == '|') { *bar = p - 1; return 1; }
@@ -347,10 +347,9 @@ static int marker(Ctx *x, Thread *th, int32_t thread, int64_t tgid, int64_t ts, 
             return 0;
         }
         Open *o = &th->stack[--th->depth];
-        int8_t k = 0;
         return push_i64(&x->s_pid, o->pid) | push_i64(&x->s_tid, th->tid) |
                push_i64(&x->s_start, o->ts) | push_i64(&x->s_end, ts) |
-               push_i32(&x->s_name, o->name) | push_i8(&x->s_kind, k);
+               push_i32(&x->s_name, o->name) | push_i8(&x->s_kind, 0);
     }
     int32_t whole = rest ? intern(&x->str, rest, rest_e - rest) : x->code_empty;
     if (whole < 0) return -1;
@@ -399,29 +398,40 @@ static int marker(Ctx *x, Thread *th, int32_t thread, int64_t tgid, int64_t ts, 
            push_i64(&x->s_end, ts) | push_i32(&x->s_name, name) | push_i8(&x->s_kind, 2);
 }
 
-/* prev_state=(\S*).*next_comm=(.*?)\s+next_pid=(\d+), searched like RE2 (leftmost, greedy .*). */
+/* "next_pid=<digit>" preceded by whitespace starting at y (the \s+next_pid=\d of the regex). */
+static int is_next_pid(const char *p, const char *y, const char *e) {
+    return y > p && is_s(y[-1]) && e - y >= 10 && memcmp(y, "next_pid=", 9) == 0 && is_d(y[9]);
+}
+
+/* prev_state=(\S*).*next_comm=(.*?)\s+next_pid=(\d+), matched as RE2 does, in linear time:
+ * the first prev_state= (a later one can only match if the first does); the greedy .* takes
+ * the last next_comm= that some \s+next_pid=\d follows, and \S* gives back what overlaps
+ * it; the lazy comm ends at the first such next_pid= after it (at the whitespace before it).
+ * A crafted line cannot make it slow. */
 static int sched_switch(Ctx *x, const char *cpu, const char *cpu_e, int64_t ts, const char *p,
                         const char *e) {
-    for (const char *ps = find(p, e, "prev_state=", 11); ps; ps = find(ps + 1, e, "prev_state=", 11)) {
-        const char *v = ps + 11, *ve = v;
-        while (ve < e && !is_s(*ve)) ve++;
-        for (Py_ssize_t k = (e - ve) - 10; k >= 0; k--) { /* the last next_comm= first */
-            const char *c = ve + k;
-            if (memcmp(c, "next_comm=", 10) != 0) continue;
-            const char *cs = c + 10;
-            for (const char *w = cs; w < e; w++) {
-                if (!is_s(*w)) continue;
-                const char *y = skip_s(w, e);
-                if (e - y < 10 || memcmp(y, "next_pid=", 9) != 0 || !is_d(y[9])) continue;
-                int32_t state = intern(&x->str, v, ve - v), comm = intern(&x->str, cs, w - cs);
-                if (state < 0 || comm < 0) return -1;
-                x->sched_ok++;
-                return push_i64(&x->w_cpu, to_int(cpu, cpu_e)) | push_i64(&x->w_ts, ts) |
-                       push_i32(&x->w_state, state) | push_i32(&x->w_comm, comm) |
-                       push_i64(&x->w_tid, to_int(y + 9, skip_d(y + 9, e)));
-            }
-        }
+    const char *ps = find(p, e, "prev_state=", 11), *last_y = NULL;
+    if (!ps) goto bad;
+    const char *v = ps + 11, *ve = v;
+    while (ve < e && !is_s(*ve)) ve++;
+    for (const char *y = e - 10; y > ve && !last_y; y--)
+        if (is_next_pid(ve, y, e)) last_y = y;
+    if (!last_y) goto bad;
+    for (const char *c = last_y - 11; c >= v; c--) { /* cs = c + 10 must lie before last_y */
+        if (memcmp(c, "next_comm=", 10) != 0) continue;
+        if (ve > c) ve = c;
+        const char *cs = c + 10, *y = cs + 1;
+        while (!is_next_pid(cs, y, e)) y++; /* stops at last_y at the latest */
+        const char *w = y - 1;
+        while (w > cs && is_s(w[-1])) w--;
+        int32_t state = intern(&x->str, v, ve - v), comm = intern(&x->str, cs, w - cs);
+        if (state < 0 || comm < 0) return -1;
+        x->sched_ok++;
+        return push_i64(&x->w_cpu, to_int(cpu, cpu_e)) | push_i64(&x->w_ts, ts) |
+               push_i32(&x->w_state, state) | push_i32(&x->w_comm, comm) |
+               push_i64(&x->w_tid, to_int(y + 9, skip_d(y + 9, e)));
     }
+bad:
     x->sched_bad++;
     return 0;
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+import time
 
 import pytest
 
@@ -127,3 +128,50 @@ def test_line_grammar_matches_the_regex() -> None:
 
 def test_unescape_js() -> None:
     assert unescape_js(b'a\\n\\\nb\\nc \\"q\\" \\t') == b'a\nb\nc "q" \\t'
+
+
+SCHED = re.compile(
+    rf"prev_state=([^\t\n\f\r ]*).*next_comm=(.*?){_S}+next_pid=(\d+)".encode(), re.S
+)
+SCHED_SEED = (
+    b"  <idle>-0  (-----) [003] d..3  10.001200: sched_switch: prev_comm=swapper/3 prev_pid=0 "
+    b"prev_prio=120 prev_state=R ==> next_comm=Render Thread next_pid=1703 next_prio=110"
+)
+
+
+def parsed_sched(line: bytes) -> tuple[bytes, bytes, int] | None:
+    r = read_ftrace(line)
+    if not len(r["w_ts"]):
+        return None
+    code = {k: int.from_bytes(r[k][:4], "little", signed=True) for k in ("w_state", "w_comm")}
+    tid = int.from_bytes(r["w_tid"][:8], "little", signed=True)
+    return (
+        r["strings"][code["w_state"]].encode(),
+        r["strings"][code["w_comm"]].encode(),
+        tid,
+    )
+
+
+def test_sched_switch_payload_matches_the_regex() -> None:
+    rng = random.Random(11)
+    words = [b"prev_state=", b"next_comm=", b"next_pid=", b" ", b"7", b"S", b"x y"]
+    head, payload = SCHED_SEED.split(b"sched_switch: ")
+    for _ in range(2000):
+        body = bytearray(payload)
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randrange(len(body) + 1)
+            if rng.random() < 0.3 and at < len(body):
+                del body[at : at + rng.randint(1, 12)]
+            else:
+                body[at:at] = rng.choice(words)
+        m = SCHED.search(bytes(body))
+        want = (m.group(1), m.group(2), int(m.group(3))) if m and len(m.group(3)) <= 18 else None
+        assert parsed_sched(head + b"sched_switch: " + bytes(body)) == want, bytes(body)
+
+
+def test_a_crafted_sched_switch_line_is_not_slow() -> None:
+    """Many prev_state= / next_comm= and no next_pid=: a backtracking search was cubic."""
+    body = b"prev_state=R " + b"next_comm=a " * 20_000 + b"prev_state=S " * 20_000
+    start = time.perf_counter()
+    assert parsed_sched(SCHED_SEED.split(b"sched_switch: ")[0] + b"sched_switch: " + body) is None
+    assert time.perf_counter() - start < 5  # linear: milliseconds; cubic: hours
