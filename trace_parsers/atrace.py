@@ -24,6 +24,7 @@ import html
 import json
 import re
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from trace_parsers._ftrace import read_text
@@ -70,10 +71,8 @@ def extract_text(data: bytes, source: str) -> tuple[list[str | bytes], list[Any]
     legacy = _legacy_block(data)
     if legacy is not None:
         blocks.append(legacy)
-    for m in re.finditer(
-        r'<script class="trace-data" type="application/text">(.*?)</script>', text, re.S
-    ):
-        body = html.unescape(m.group(1)).strip()
+    for raw in _script_bodies(text, _TRACE_DATA):
+        body = html.unescape(raw).strip()
         if body.startswith(("{", "[")):
             try:
                 jsons.append(json.loads(body))
@@ -81,17 +80,11 @@ def extract_text(data: bytes, source: str) -> tuple[list[str | bytes], list[Any]
                 jsons.append(None)  # counted as an unreadable JSON block in parse_notes
             continue
         blocks.append(body)
-    viewer = re.search(
-        r'<script id="viewer-data" type="(?:application/json|text/plain)">(.*?)</script>',
-        text,
-        re.S,
-    )
-    if viewer:
+    viewer = next(_script_bodies(text, _VIEWER_DATA), None)
+    if viewer is not None:
         try:
             blocks.append(
-                gzip.decompress(base64.b64decode(viewer.group(1).strip())).decode(
-                    "utf-8", "replace"
-                )
+                gzip.decompress(base64.b64decode(viewer.strip())).decode("utf-8", "replace")
             )
         except (ValueError, OSError, EOFError) as e:
             raise TraceParseError(
@@ -104,6 +97,26 @@ def extract_text(data: bytes, source: str) -> tuple[list[str | bytes], list[Any]
     return blocks, jsons
 
 
+_TRACE_DATA = re.compile(r'<script class="trace-data" type="application/text">')
+_VIEWER_DATA = re.compile(r'<script id="viewer-data" type="(?:application/json|text/plain)">')
+
+
+def _script_bodies(text: str, opening: re.Pattern[str]) -> Iterator[str]:
+    """The bodies of the ``<script>`` elements whose tag is ``opening``, in order; each ends at
+    the next ``</script>`` (found with ``find``: ``<tag>(.*?)</script>`` rescanned the rest of
+    the file for every unclosed tag, quadratic on a crafted file)."""
+    m = opening.search(text)
+    while m:
+        end = text.find("</script>", m.end())
+        if end < 0:
+            return
+        yield text[m.end() : end]
+        m = opening.search(text, end)
+
+
+_JS_STRING_END = re.compile(rb'";[^\S\n]*(?:\n|\Z)')
+
+
 def _legacy_block(data: bytes) -> bytes | None:
     """The ftrace text of old systrace HTML: a JS string ``var linuxPerfData = "\\⏎ … ";`` whose
     lines end in ``\\n\\⏎``, unescaped in one C pass (a lazy regex over a multi-MB file cost
@@ -114,13 +127,9 @@ def _legacy_block(data: bytes) -> bytes | None:
     start = head + len(b'var linuxPerfData = "')
     end = -1
     if data.startswith(b"\\\n", start):  # continued string: ends at a line ending in ";
-        at = data.find(b'";', start + 2)
-        while at >= 0:
-            eol = data.find(b"\n", at)
-            if not data[at + 2 : eol if eol >= 0 else len(data)].strip():
-                end, start = at, start + 2
-                break
-            at = data.find(b'";', at + 2)
+        line_end = _JS_STRING_END.search(data, start + 2)
+        if line_end:
+            end, start = line_end.start(), start + 2
     if end < 0:
         end = data.find(b'";', start)
         if end < 0:

@@ -3,12 +3,14 @@ hand, and its line grammar cross-checked against the documented regex on mutated
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import time
 
 import pytest
 
+from trace_parsers import TraceParseError
 from trace_parsers._ftrace_fast import read_ftrace, unescape_js
 from trace_parsers.atrace import parse_atrace
 
@@ -175,3 +177,20 @@ def test_a_crafted_sched_switch_line_is_not_slow() -> None:
     start = time.perf_counter()
     assert parsed_sched(SCHED_SEED.split(b"sched_switch: ")[0] + b"sched_switch: " + body) is None
     assert time.perf_counter() - start < 5  # linear: milliseconds; cubic: hours
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        b"<html>" + b'<script class="trace-data" type="application/text">x' * 40_000,
+        b"<html>" + b'<script id="viewer-data" type="text/plain">x' * 40_000,
+        b'<html>var linuxPerfData = "\\\n' + b'";x' * 300_000,
+    ],
+    ids=["unclosed-trace-data", "unclosed-viewer-data", "legacy-quotes"],
+)
+def test_crafted_systrace_html_is_not_slow(html: bytes) -> None:
+    """Unclosed script tags / many quotes: a lazy regex rescanned the file for each one."""
+    start = time.perf_counter()
+    with contextlib.suppress(TraceParseError):
+        parse_atrace(html, worker="w")
+    assert time.perf_counter() - start < 5  # linear: milliseconds; quadratic: hours
