@@ -76,7 +76,7 @@ def extract_text(data: bytes, source: str) -> tuple[list[str | bytes], list[Any]
         if body.startswith(("{", "[")):
             try:
                 jsons.append(json.loads(body))
-            except ValueError:
+            except (ValueError, RecursionError):
                 jsons.append(None)  # counted as an unreadable JSON block in parse_notes
             continue
         blocks.append(body)

@@ -40,19 +40,21 @@ def load_json(data: bytes, source: str) -> Any:
     text = data.decode("utf-8", errors="replace").strip()
     try:
         return json.loads(text)
+    except RecursionError as e:  # "[[[[…": json nests one C call per level
+        raise TraceParseError(source, FORMAT, "JSON nested too deeply to be a trace") from e
     except ValueError as first:
         if text.startswith("["):
             repaired = text.rstrip().rstrip(",")
             repaired = repaired if repaired.endswith("]") else repaired + "]"
             try:
                 return json.loads(repaired)
-            except ValueError:
+            except (ValueError, RecursionError):
                 # Cut at the last complete event (a capture stopped mid-write).
                 cut = repaired.rfind("}")
                 if cut > 0:
                     try:
                         return json.loads(repaired[: cut + 1] + "]")
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         pass
         raise TraceParseError(source, FORMAT, f"not valid trace JSON ({first})") from first
 

@@ -103,3 +103,20 @@ def test_session_folder_files_that_are_not_captures_are_ignored(tmp_path: Path) 
     (tmp_path / "ALL_HOSTS.op_stats_v2.pb").write_bytes(b"\x0a\x00")
     frames = load(tmp_path, cache=False)
     assert frames.workers["worker"].tolist() == ["h_1"] and not frames.failures
+
+
+def test_deeply_nested_json_is_a_typed_error(tmp_path: Path) -> None:
+    """json nests one C call per level: 200,000 brackets raised RecursionError."""
+    chrome = tmp_path / "trace.json"
+    chrome.write_bytes(b'{"traceEvents": ' + b"[" * 200_000)
+    with pytest.raises(TraceParseError) as err:
+        load(chrome, cache=False)
+    assert "nested too deeply" in err.value.reason or "not valid" in err.value.reason
+    html = tmp_path / "trace.html"
+    html.write_bytes(
+        b'<html><script class="trace-data" type="application/text">'
+        + b"[" * 200_000
+        + b"</script></html>"
+    )
+    with pytest.raises(TraceParseError):  # the unreadable JSON block is counted, no trace left
+        load(html, cache=False)
