@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import dash
 import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import dcc, html
@@ -43,9 +44,10 @@ def load_session(session: str | None) -> tuple[str | None, Analysis | None, Any]
         return session, None, dbc.Alert(str(e), color="danger")
 
 
-def download_frame(frame: pd.DataFrame, name: str, fmt: str) -> dict[str, Any]:
-    """A ``dcc.Download`` payload of ``frame`` as CSV or Parquet."""
-    if fmt == "parquet":
+def download_frame(frame: pd.DataFrame, name: str, parquet_button: str) -> dict[str, Any]:
+    """A ``dcc.Download`` payload of ``frame``: Parquet when the click that triggered the
+    callback was on ``parquet_button``, else CSV (the pair from ``download_buttons``)."""
+    if dash.ctx.triggered_id == parquet_button:
         buf = io.BytesIO()
         frame.to_parquet(buf, index=False)
         return dcc.send_bytes(buf.getvalue(), f"{name}.parquet")

@@ -119,5 +119,6 @@ def download(_csv: int | None, _pq: int | None, search: str | None) -> Any:
     )
     if analysis is None:
         return dash.no_update
-    fmt = "parquet" if dash.ctx.triggered_id == ids.TFL_PARQUET else "csv"
-    return download_frame(tflite_op_stats(analysis.frames.events), f"tflite_ops_{session}", fmt)
+    return download_frame(
+        tflite_op_stats(analysis.frames.events), f"tflite_ops_{session}", ids.TFL_PARQUET
+    )

@@ -131,5 +131,4 @@ def download(_csv: int | None, _pq: int | None, baseline: str | None, search: st
     session, _, ops, _ = _compare(search, baseline)
     if ops is None:
         return dash.no_update
-    fmt = "parquet" if dash.ctx.triggered_id == ids.CMP_PARQUET else "csv"
-    return download_frame(ops, f"ops_{baseline}_vs_{session}", fmt)
+    return download_frame(ops, f"ops_{baseline}_vs_{session}", ids.CMP_PARQUET)

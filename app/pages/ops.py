@@ -181,5 +181,4 @@ def download(_csv: int | None, _pq: int | None, worker: str, by: str, search: st
     session, table = _table(search, worker, by)
     if table is None:
         return dash.no_update
-    fmt = "parquet" if dash.ctx.triggered_id == ids.OPS_PARQUET else "csv"
-    return download_frame(table, f"ops_{by}_{session}", fmt)
+    return download_frame(table, f"ops_{by}_{session}", ids.OPS_PARQUET)

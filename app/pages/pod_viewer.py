@@ -206,5 +206,4 @@ def download(_csv: int | None, _pq: int | None, search: str | None) -> Any:
     session, analysis, _ = load_session(_session_of(search))
     if analysis is None:
         return dash.no_update
-    fmt = "parquet" if dash.ctx.triggered_id == ids.POD_PARQUET else "csv"
-    return download_frame(analysis.breakdown, f"pod_{session}", fmt)
+    return download_frame(analysis.breakdown, f"pod_{session}", ids.POD_PARQUET)

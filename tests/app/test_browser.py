@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.analyzers.test_breakdown import worker_trace
@@ -176,6 +177,10 @@ def test_compare_shows_what_changed_between_two_sessions(page, server) -> None: 
         page.click("#cmp-csv")
     header = Path(dl.value.path()).read_text().splitlines()[0]
     assert header.startswith("op_type,op_name,base_us,new_us,delta,change")
+    with page.expect_download() as dl:
+        page.click("#cmp-parquet")
+    assert dl.value.suggested_filename.endswith(".parquet")
+    assert list(pd.read_parquet(dl.value.path()).columns)[:3] == ["op_type", "op_name", "base_us"]
     assert page.errors == []
 
 
