@@ -25,6 +25,16 @@ def cat(codes: np.ndarray, labels: Any) -> pd.Categorical:
     return pd.Categorical.from_codes(np.take(lookup, codes), categories=categories, validate=False)
 
 
+def id_cat(codes: np.ndarray, ids: np.ndarray) -> pd.Categorical:
+    """A categorical of the int64 values ``ids[codes]``; ``ids`` may repeat (one line id in two
+    planes): they are uniqued once, so the cost is set by their count, not the rows'."""
+    uniques, inverse = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
+    lookup = inverse.astype(_code_dtype(len(uniques)))
+    return pd.Categorical.from_codes(
+        np.take(lookup, codes), categories=pd.Index(uniques, dtype="int64"), validate=False
+    )
+
+
 def _code_dtype(n: int) -> type[np.signedinteger]:
     return np.int8 if n < 127 else np.int16 if n < 32_767 else np.int32
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trace_parsers._columns import cat, missing
+from trace_parsers._columns import cat, id_cat, missing
 from trace_parsers.nesting import nest_columns
 from trace_parsers.schema import SCHEMA, TraceFrames
 
@@ -147,9 +147,9 @@ class SliceBuilder:
         cols: dict[str, Any] = {
             "worker": cat(np.zeros(n, dtype=np.int64), [worker]),
             "plane": cat(pid_codes, plane_labels),
-            "line_id": line_key[order],
+            "line_id": id_cat(key_codes, keys),
             "line": cat(key_codes, key_labels),
-            "metadata_id": np.zeros(n, dtype=np.int64),
+            "metadata_id": id_cat(np.zeros(n, dtype=np.int8), np.zeros(1, dtype=np.int64)),
             "name": name_cat,
             "display_name": name_cat,
             "start_ns": start[order],

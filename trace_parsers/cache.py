@@ -27,6 +27,7 @@ from pyarrow import feather
 
 from trace_parsers.schema import (
     CAT,
+    CAT_ID,
     PARSER_VERSION,
     SCHEMA,
     TraceFrames,
@@ -144,11 +145,15 @@ def read_frame(path: Path, name: str) -> pd.DataFrame:
 
 def _column(arr: pa.Array, dtype: str) -> Any:
     """One Arrow array (a single chunk) as the declared pandas dtype."""
-    if dtype == CAT:
+    if dtype in (CAT, CAT_ID):
         codes = _values(arr.indices)
         if arr.null_count:
             codes = np.where(_missing(arr), codes.dtype.type(-1), codes)
-        cats = pd.Index(arr.dictionary.to_pylist(), dtype="str")
+        cats = (
+            pd.Index(_values(arr.dictionary), dtype="int64")
+            if dtype == CAT_ID
+            else pd.Index(arr.dictionary.to_pylist(), dtype="str")
+        )
         return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(cats), validate=False)
     values = _values(arr)
     if dtype == "Int64":

@@ -33,7 +33,7 @@ from trace_parsers.cache import FrameCache
 from trace_parsers.chrome_json import looks_like_chrome_json, parse_chrome_json
 from trace_parsers.errors import TraceParseError
 from trace_parsers.perfetto import parse_perfetto
-from trace_parsers.schema import CAT, SCHEMA, TraceFrames, validate
+from trace_parsers.schema import CAT, CAT_ID, SCHEMA, TraceFrames, validate
 from trace_parsers.xplane import parse_xplane
 
 Parser = Callable[..., TraceFrames]
@@ -258,7 +258,7 @@ def merge(parts: Sequence[TraceFrames]) -> TraceFrames:
         cols: dict[str, Any] = {}
         for col, dtype in want.items():
             series = [f[col] for f in frames]
-            if dtype == CAT:
+            if dtype in (CAT, CAT_ID):
                 cols[col] = union_categoricals(
                     [pd.Categorical(s) for s in series], ignore_order=True
                 )

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from trace_parsers import _xplane_fast
-from trace_parsers._columns import cat, missing
+from trace_parsers._columns import cat, id_cat, missing
 from trace_parsers.errors import TraceParseError
 from trace_parsers.nesting import nest_columns, nest_if_sorted
 from trace_parsers.schema import CAT, PROMOTED_STATS, SCHEMA, TraceFrames, validate
@@ -233,14 +233,21 @@ class _Builder:
             return a if order is None else a[order]
 
         name_codes = take(meta_row)
+        # Ids of metadata missing from the plane's table are kept (one categorical over rows).
+        absent = len(self.em_ids)
+        metadata_id = (
+            id_cat(name_codes, self.em_ids)
+            if not (name_codes == absent).any()
+            else pd.Categorical(take(ev_meta))
+        )
         start_ns = take(rel_ps // 1000)  # == line_ts - ts0 + off // 1000
         start_ns += ts0 + self.start_base
         cols: dict[str, Any] = {
             "worker": self._worker_col(n),
             "plane": cat(take(ev_plane), self.plane_names),
-            "line_id": self.line_ids[take(ev_line)],
+            "line_id": id_cat(take(ev_line), self.line_ids),
             "line": cat(take(ev_line), self.line_names),
-            "metadata_id": take(ev_meta),
+            "metadata_id": metadata_id,
             "name": cat(name_codes, [*self.em_names, ""]),
             "display_name": cat(name_codes, [*self.em_display, ""]),
             "start_ns": start_ns,

@@ -229,3 +229,31 @@ def test_frames_conform_to_schema(path: Path) -> None:
                 assert isinstance(frame[col].dtype, pd.CategoricalDtype)
     ev = frames.events
     assert ev["start_ns"].dtype == np.int64 and ev["dur_ps"].dtype == np.int64
+
+
+def test_line_and_metadata_ids_are_int_categoricals(tmp_path: Path) -> None:
+    """Ids repeat on every row: int64 categories with small codes, values kept exactly (a line
+    id shared by two planes, a 64-bit id, an event whose metadata is missing from the table),
+    through a multi-worker merge and a warm cache load."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for host, line_id in [("h_1", 7), ("h_2", 2**62 + 1)]:
+        b = SpaceBuilder()
+        for plane in ("/host:CPU", "/device:GPU:0"):
+            p = b.plane(plane)
+            p.event(p.line(line_id, "t"), "op", 0, 10)
+        p.plane.lines[0].events.add(metadata_id=999, offset_ps=20, duration_ps=5)
+        (run / f"{host}.xplane.pb").write_bytes(b.bytes())
+    cold = load(run, cache_dir=tmp_path / "cache")
+    warm = load(run, cache_dir=tmp_path / "cache")
+    for f in (cold, warm):
+        ev = validate(f).events
+        for col in ("line_id", "metadata_id"):
+            assert ev[col].cat.categories.dtype == np.int64
+            assert ev[col].cat.codes.dtype == np.int8
+        assert ev.groupby("worker", observed=True)["line_id"].unique().map(list).to_dict() == {
+            "h_1": [7],
+            "h_2": [2**62 + 1],
+        }
+        assert sorted(ev["metadata_id"].astype(np.int64)) == [1, 1, 1, 1, 999, 999]
+    pd.testing.assert_frame_equal(warm.events, cold.events)
