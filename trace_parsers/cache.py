@@ -1,8 +1,9 @@
 """Cache of parsed frames, keyed by file size, mtime, content hash and parser version.
 
-Entries are Arrow IPC files (Feather v2, uncompressed), memory-mapped on read. Measured on a
-1.2 M-event capture: Parquet (lz4) read + to_pandas of the events frame took 0.34 s, about as
-long as parsing the XPlane again; memory-mapped Arrow IPC took 0.04 s. Exports (``podscope
+Entries are Arrow IPC files (Feather v2, uncompressed), memory-mapped on read, in a layout
+whose every per-row buffer pandas can use as is (``to_arrow``). Measured on a 1.2 M-event
+capture: Parquet (lz4) read + to_pandas of the events frame took 0.34 s, about as long as
+parsing the XPlane again; memory-mapped Arrow IPC took 0.04 s. Exports (``podscope
 parse --out``) stay Parquet/CSV; the cache is an internal format.
 
 >>> from trace_parsers.cache import FrameCache
@@ -13,6 +14,7 @@ parse --out``) stay Parquet/CSV; the cache is an internal format.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import shutil
 import tempfile
@@ -23,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from pyarrow import feather
+from pyarrow import feather, ipc
 
 from trace_parsers.schema import (
     CAT,
@@ -106,7 +108,7 @@ class FrameCache:
             self.root.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
             for name, frame in frames.frames():
-                table = pa.Table.from_pandas(frame, preserve_index=False)
+                table = to_arrow(frame, name)
                 # One record batch: columns come back as single chunks, readable without a copy.
                 feather.write_feather(
                     table,
@@ -122,76 +124,112 @@ class FrameCache:
                 shutil.rmtree(tmp, ignore_errors=True)
 
 
+#: Suffix of the column that holds a nullable column's missing-value mask (one byte per row).
+MASK = ".mask"
+_NULLABLE = {"Int64": pd.arrays.IntegerArray, "Float64": pd.arrays.FloatingArray}
+_NUMPY_OF = {"Int64": np.int64, "Float64": np.float64, "boolean": np.uint8}
+
+
+def to_arrow(frame: pd.DataFrame, name: str) -> pa.Table:
+    """Frame ``name`` in the cache layout: every per-row buffer readable without a copy.
+
+    Nullable columns (``Int64``, ``Float64``, ``boolean``) are stored as their values plus a
+    ``<column>.mask`` column of one byte per row (Arrow's bit-packed validity and booleans would
+    have to be unpacked into fresh memory on every read); categoricals as dictionaries whose
+    indices are the pandas codes, -1 where missing.
+    """
+    cols: dict[str, Any] = {}
+    for col, dtype in SCHEMA[name].items():
+        s = frame[col]
+        if dtype in _NULLABLE or dtype == "boolean":
+            mask = s.isna().to_numpy()
+            values = s.to_numpy(dtype=_NUMPY_OF[dtype], na_value=0)
+            cols[col], cols[col + MASK] = values, mask.view(np.uint8)
+        elif dtype in (CAT, CAT_ID):
+            codes = s.cat.codes.to_numpy()
+            cats = s.cat.categories
+            cols[col] = pa.DictionaryArray.from_arrays(
+                pa.array(codes, mask=codes < 0),  # masked rows keep their -1
+                pa.array(cats.to_numpy(dtype=np.int64) if dtype == CAT_ID else list(cats)),
+            )
+        else:
+            cols[col] = pa.Array.from_pandas(s) if dtype == "string" else s.to_numpy()
+    return pa.table(cols)
+
+
 def read_frame(path: Path, name: str) -> pd.DataFrame:
-    """Frame ``name`` from a cache file, its columns built straight on the memory-mapped Arrow
-    buffers: numbers and category codes without a copy, masks unpacked from validity bitmaps.
-    ``to_pandas`` took ~4x as long on a 1.2 M-event capture (it copies and re-blocks); it stays
-    the fallback for string columns and for entries written in several chunks."""
-    table = feather.read_table(path, memory_map=True)
+    """Frame ``name`` from a cache file written from ``to_arrow``: numbers, masks and category
+    codes are numpy views of the memory-mapped file, so the cost is set by the number of
+    columns, not rows (``to_pandas`` copies, unpacks and re-blocks: ~4x as long on 1.2 M
+    events).
+
+    The mapping is private copy-on-write: the frames are writable like a fresh parse's (an
+    in-place ``events.loc[i, "start_ns"] = t`` copies the touched page, never the file). Entries
+    are replaced by rename, never rewritten in place, so a mapped file is never truncated.
+    """
+    with path.open("rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    views = _Views(mapped)
+    table = ipc.open_file(views.base).read_all()
     if not table.num_rows:
         return empty_frame(name)
-    if any(c.num_chunks != 1 for c in table.columns):  # written in several batches
-        return conform(table.to_pandas(split_blocks=True), name)
-    cols = {
-        col: (
-            table.column(col).to_pandas().astype(dtype)
-            if dtype == "string"
-            else _column(table.column(col).chunk(0), dtype)
-        )
-        for col, dtype in SCHEMA[name].items()
-    }
+    if any(c.num_chunks != 1 for c in table.columns):  # not written by put(): one batch
+        table = table.combine_chunks()
+    cols = {col: _column(table, col, dtype, views) for col, dtype in SCHEMA[name].items()}
     return conform(pd.DataFrame(cols, copy=False), name)
 
 
-def _column(arr: pa.Array, dtype: str) -> Any:
-    """One Arrow array (a single chunk) as the declared pandas dtype."""
+class _Views:
+    """Writable numpy views of the Arrow buffers that lie in one copy-on-write mapping."""
+
+    def __init__(self, mapped: mmap.mmap) -> None:
+        self.mapped = mapped
+        self.base = pa.py_buffer(mapped)
+
+    def values(self, arr: pa.Array) -> np.ndarray:
+        """The value buffer of a fixed-width array as numpy: a view into the mapping (a copy
+        for a buffer outside it)."""
+        if pa.types.is_boolean(arr.type):
+            raise ValueError("bit-packed booleans are not in the cache layout")
+        np_dtype = np.dtype(arr.type.to_pandas_dtype())
+        buf = arr.buffers()[1]
+        if buf is None:
+            return np.zeros(len(arr), dtype=np_dtype)
+        at = buf.address - self.base.address + arr.offset * np_dtype.itemsize
+        if at >= 0 and at + len(arr) * np_dtype.itemsize <= self.base.size:
+            return np.frombuffer(self.mapped, dtype=np_dtype, count=len(arr), offset=at)
+        view = np.frombuffer(
+            buf, dtype=np_dtype, count=len(arr), offset=arr.offset * np_dtype.itemsize
+        )
+        return view.copy()
+
+
+def _column(table: pa.Table, col: str, dtype: str, views: _Views) -> Any:
+    """Column ``col`` (a single chunk) of a cache table as the declared pandas dtype.
+
+    Raises:
+        ValueError: the column does not have the layout ``to_arrow`` writes.
+    """
+    arr = table.column(col).chunk(0)
+    if dtype == "string":
+        return pd.array(arr.to_pylist(), dtype="string")
     if dtype in (CAT, CAT_ID):
-        codes = _values(arr.indices)
-        if arr.null_count:
-            codes = np.where(_missing(arr), codes.dtype.type(-1), codes)
+        codes = views.values(arr.indices)
+        n_cats = len(arr.dictionary)
+        if len(codes) and (int(codes.min()) < -1 or int(codes.max()) >= n_cats):
+            raise ValueError(f"{col}: category code out of range")
         cats = (
-            pd.Index(_values(arr.dictionary), dtype="int64")
+            pd.Index(views.values(arr.dictionary), dtype="int64")
             if dtype == CAT_ID
             else pd.Index(arr.dictionary.to_pylist(), dtype="str")
         )
         return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(cats), validate=False)
-    values = _values(arr)
-    if dtype == "Int64":
-        return pd.arrays.IntegerArray(values, _missing(arr))
-    if dtype == "Float64":
-        return pd.arrays.FloatingArray(values, _missing(arr))
-    if dtype == "boolean":
-        return pd.arrays.BooleanArray(values, _missing(arr))
     if arr.null_count:
-        raise ValueError(f"{dtype} column with missing values")
+        raise ValueError(f"{col}: {dtype} column with Arrow nulls")
+    values = views.values(arr)
+    if dtype in _NULLABLE or dtype == "boolean":
+        mask = views.values(table.column(col + MASK).chunk(0)).view(bool)
+        if dtype == "boolean":
+            return pd.arrays.BooleanArray(values.view(bool), mask)
+        return _NULLABLE[dtype](values, mask)
     return values
-
-
-def _bits(buf: pa.Buffer, offset: int, n: int, invert: bool = False) -> np.ndarray:
-    """A bit-packed Arrow buffer (LSB first) as one bool per row."""
-    packed = np.frombuffer(buf, dtype=np.uint8)
-    if invert:
-        packed = ~packed  # n / 8 bytes: cheaper than inverting the unpacked rows
-    return np.unpackbits(packed, bitorder="little", count=offset + n)[offset:].view(bool)
-
-
-def _values(arr: pa.Array) -> np.ndarray:
-    """The value buffer of a primitive array as numpy (bit-packed booleans unpacked)."""
-    n = len(arr)
-    buf = arr.buffers()[1]
-    if pa.types.is_boolean(arr.type):
-        return _bits(buf, arr.offset, n) if buf is not None else np.zeros(n, dtype=bool)
-    np_dtype = np.dtype(arr.type.to_pandas_dtype())
-    if buf is None:
-        return np.zeros(n, dtype=np_dtype)
-    return np.frombuffer(buf, dtype=np_dtype, count=n, offset=arr.offset * np_dtype.itemsize)
-
-
-def _missing(arr: pa.Array) -> np.ndarray:
-    """Per row: missing (from the validity bitmap)."""
-    n = len(arr)
-    if not arr.null_count:
-        return np.zeros(n, dtype=bool)
-    if arr.null_count == n:
-        return np.ones(n, dtype=bool)
-    return _bits(arr.buffers()[0], arr.offset, n, invert=True)

@@ -179,7 +179,7 @@ def empty_frame(name: str) -> pd.DataFrame:
 
 @functools.cache
 def _empty_template(name: str) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=pandas_dtype(t)) for c, t in SCHEMA[name].items()})
+    return pd.DataFrame({c: pd.array([], dtype=pandas_dtype(t)) for c, t in SCHEMA[name].items()})
 
 
 def pandas_dtype(dtype: str) -> Any:

@@ -65,6 +65,26 @@ def test_changed_content_with_same_size_and_mtime_is_reparsed(
     assert "Train" in load(path, cache_dir=cache_dir).events["name"].tolist()
 
 
+def test_warm_frames_are_writable_and_writes_stay_out_of_the_cache(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    """Warm frames are views of a copy-on-write mapping: in-place edits work as on a fresh
+    parse (a read-only mapping raised "assignment destination is read-only") and never reach
+    the cache file."""
+    path = tmp_path / "h_1.xplane.pb"
+    path.write_bytes(capture(6))
+    cold = load(path, cache_dir=cache_dir)
+    warm = load(path, cache_dir=cache_dir).events
+    edits = {"start_ns": 7, "step_num": 99, "is_eager": True, "name": "train", "line_id": 1}
+    for col, value in edits.items():
+        warm.loc[0, col] = value
+    warm.loc[warm["step_num"].isna(), "step_num"] = -1
+    assert warm.loc[0, list(edits)].tolist() == list(edits.values())
+    assert (warm["step_num"] >= -1).all()
+    again = load(path, cache_dir=cache_dir).events
+    pd.testing.assert_frame_equal(again, cold.events)
+
+
 def test_damaged_cache_entry_is_a_miss(tmp_path: Path, cache_dir: Path) -> None:
     path = tmp_path / "h_1.xplane.pb"
     path.write_bytes(capture(5))
