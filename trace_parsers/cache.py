@@ -96,7 +96,7 @@ class FrameCache:
         try:
             frames = {name: read_frame(entry / f"{name}.arrow", name) for name in SCHEMA}
             return validate(TraceFrames(**frames), str(entry))
-        except (OSError, pa.ArrowException, ValueError, IndexError):
+        except (OSError, pa.ArrowException, ValueError, IndexError, KeyError):
             shutil.rmtree(entry, ignore_errors=True)
             return None
 

@@ -26,7 +26,7 @@ CAT = "category"
 CAT_ID = "category[int64]"
 
 #: Version of the parsed layout; part of the cache key, bump on any change to the frames.
-PARSER_VERSION = "6"
+PARSER_VERSION = "7"
 
 #: Stat keys promoted from ``stats`` to typed ``events`` columns (a stat lives in exactly one).
 PROMOTED_STATS: Mapping[str, str] = {

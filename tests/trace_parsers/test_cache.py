@@ -6,7 +6,9 @@ import os
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
+from pyarrow import feather
 
 from tests.conftest import SHARED_TRACES, real_xplanes
 from tests.xspace_builder import SpaceBuilder
@@ -91,6 +93,12 @@ def test_damaged_cache_entry_is_a_miss(tmp_path: Path, cache_dir: Path) -> None:
     load(path, cache_dir=cache_dir)
     entry = next(p for p in cache_dir.iterdir() if p.name != "hashes")
     (entry / "events.arrow").write_bytes(b"not arrow")
+    assert len(load(path, cache_dir=cache_dir).events) == 5
+    # An entry of another layout (here: Arrow's own pandas conversion) is a miss too.
+    events = load(path, cache_dir=cache_dir).events
+    feather.write_feather(pa.Table.from_pandas(events), entry / "events.arrow")
+    assert len(load(path, cache_dir=cache_dir).events) == 5
+    (entry / "stats.arrow").write_bytes(b"")
     assert len(load(path, cache_dir=cache_dir).events) == 5
 
 
