@@ -1,5 +1,6 @@
-/* Growable fixed-width columns shared by the C readers (_xplane_fast.c, _ftrace_fast.c): each
- * column is a bytearray grown in place and handed to Python as is (numpy wraps it, no copy). */
+/* Growable fixed-width columns and a string interner shared by the C readers (_xplane_fast.c,
+ * _ftrace_fast.c). Each column is a bytearray grown in place and handed to Python as is (numpy
+ * wraps it, no copy). */
 #ifndef PODSCOPE_COLS_H
 #define PODSCOPE_COLS_H
 #define PY_SSIZE_T_CLEAN
@@ -62,5 +63,76 @@ static PyObject *col_take(Col *c) { /* -> bytearray of exactly len elements; the
 }
 
 #define W(c, t) ((c).width = sizeof(t))
+
+/* ---------------------------------------------------------------- string interning */
+
+typedef struct {
+    const char *p; /* into the input buffer, which outlives the interner */
+    Py_ssize_t n;
+    uint64_t h;
+    int32_t idx; /* -1: empty slot */
+} Slot;
+
+typedef struct {
+    Slot *slots;
+    size_t cap, len;
+    PyObject *list; /* list[str], index = code */
+} Interner;
+
+static inline uint64_t hash_bytes(const char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int interner_grow(Interner *t) {
+    size_t cap = t->cap ? t->cap * 2 : 1024;
+    Slot *slots = PyMem_Malloc(cap * sizeof(Slot));
+    if (!slots) { PyErr_NoMemory(); return -1; }
+    for (size_t i = 0; i < cap; i++) slots[i].idx = -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        if (t->slots[i].idx < 0) continue;
+        size_t j = t->slots[i].h & (cap - 1);
+        while (slots[j].idx >= 0) j = (j + 1) & (cap - 1);
+        slots[j] = t->slots[i];
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 0;
+}
+
+/* The code of bytes [p, p+n), adding the string (UTF-8, invalid bytes replaced) if new. The
+ * bytes must outlive the interner (they are the caller's input buffer). */
+static int32_t intern(Interner *t, const char *p, Py_ssize_t n) {
+    uint64_t h = hash_bytes(p, n);
+    size_t j = h & (t->cap - 1);
+    while (t->slots[j].idx >= 0) {
+        Slot *s = &t->slots[j];
+        if (s->h == h && s->n == n && memcmp(s->p, p, (size_t)n) == 0) return s->idx;
+        j = (j + 1) & (t->cap - 1);
+    }
+    PyObject *str = PyUnicode_DecodeUTF8(p, n, "replace");
+    if (!str) return -1;
+    int rc = PyList_Append(t->list, str);
+    Py_DECREF(str);
+    if (rc < 0) return -1;
+    int32_t idx = (int32_t)t->len++;
+    t->slots[j] = (Slot){p, n, h, idx};
+    if (t->len * 2 > t->cap && interner_grow(t) < 0) return -1;
+    return idx;
+}
+
+static int interner_init(Interner *t) {
+    memset(t, 0, sizeof(*t));
+    if (!(t->list = PyList_New(0))) return -1;
+    return interner_grow(t);
+}
+
+static void interner_free(Interner *t) {
+    PyMem_Free(t->slots);
+    t->slots = NULL;
+    Py_CLEAR(t->list);
+}
 
 #endif

@@ -18,66 +18,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* ---------------------------------------------------------------- string interning */
-
-typedef struct {
-    const char *p; /* into the input buffer, which outlives the call */
-    Py_ssize_t n;
-    uint64_t h;
-    int32_t idx; /* -1: empty slot */
-} Slot;
-
-typedef struct {
-    Slot *slots;
-    size_t cap, len;
-    PyObject *list; /* list[str], index = code */
-    Col counts;     /* int64 per code: lines with this event name (non-marker lines) */
-} Interner;
-
-static inline uint64_t hash_bytes(const char *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ULL;
-    return h;
-}
-
-static int interner_grow(Interner *t) {
-    size_t cap = t->cap ? t->cap * 2 : 1024;
-    Slot *slots = PyMem_Malloc(cap * sizeof(Slot));
-    if (!slots) { PyErr_NoMemory(); return -1; }
-    for (size_t i = 0; i < cap; i++) slots[i].idx = -1;
-    for (size_t i = 0; i < t->cap; i++) {
-        if (t->slots[i].idx < 0) continue;
-        size_t j = t->slots[i].h & (cap - 1);
-        while (slots[j].idx >= 0) j = (j + 1) & (cap - 1);
-        slots[j] = t->slots[i];
-    }
-    PyMem_Free(t->slots);
-    t->slots = slots;
-    t->cap = cap;
-    return 0;
-}
-
-/* The code of bytes [p, p+n), adding the string (UTF-8, invalid bytes replaced) if new. */
-static int32_t intern(Interner *t, const char *p, Py_ssize_t n) {
-    uint64_t h = hash_bytes(p, n);
-    size_t j = h & (t->cap - 1);
-    while (t->slots[j].idx >= 0) {
-        Slot *s = &t->slots[j];
-        if (s->h == h && s->n == n && memcmp(s->p, p, (size_t)n) == 0) return s->idx;
-        j = (j + 1) & (t->cap - 1);
-    }
-    PyObject *str = PyUnicode_DecodeUTF8(p, n, "replace");
-    if (!str) return -1;
-    int rc = PyList_Append(t->list, str);
-    Py_DECREF(str);
-    int64_t zero = 0;
-    if (rc < 0 || col_push(&t->counts, &zero) < 0) return -1;
-    int32_t idx = (int32_t)t->len++;
-    t->slots[j] = (Slot){p, n, h, idx};
-    if (t->len * 2 > t->cap && interner_grow(t) < 0) return -1;
-    return idx;
-}
-
 /* ---------------------------------------------------------------- threads and their B stacks */
 
 typedef struct {
@@ -149,6 +89,7 @@ static void threads_free(Threads *t) {
 
 typedef struct {
     Interner str;
+    Col event_counts; /* int64 per string code: lines with this event name (non-marker lines) */
     Threads th;
     /* slices: B/E pairs (kind 0) and instants (kind 2) */
     Col s_pid, s_tid, s_start, s_end, s_name, s_kind;
@@ -489,7 +430,9 @@ static int line(Ctx *x, const char *ls, const char *le) {
     if (is_marker) return marker(x, th, thread, tgid, f.ts, f.pay, f.pay_e);
     int32_t event = intern(&x->str, f.event, f.event_e - f.event);
     if (event < 0) return -1;
-    ((int64_t *)x->str.counts.data)[event]++;
+    while (x->event_counts.len <= (size_t)event)
+        if (push_i64(&x->event_counts, 0) < 0) return -1;
+    ((int64_t *)x->event_counts.data)[event]++;
     if (eq(f.event, f.event_e, "sched_switch"))
         return sched_switch(x, f.cpu, f.cpu_e, f.ts, f.pay, f.pay_e);
     if (eq(f.event, f.event_e, "cpu_frequency") || eq(f.event, f.event_e, "cpu_idle"))
@@ -552,12 +495,11 @@ static PyObject *read_ftrace(PyObject *self, PyObject *arg) {
 #define INIT(name, type) W(x.name, type);
     COLS(INIT)
 #undef INIT
-    W(x.str.counts, int64_t);
+    W(x.event_counts, int64_t);
     x.first = INT64_MAX;
     x.last = INT64_MIN;
     PyObject *out = NULL, *res = NULL;
-    x.str.list = PyList_New(0);
-    if (!x.str.list || interner_grow(&x.str) < 0 || threads_rehash(&x.th, 256) < 0) goto done;
+    if (interner_init(&x.str) < 0 || threads_rehash(&x.th, 256) < 0) goto done;
     x.code_unknown_task = intern(&x.str, "<...>", 5);
     x.code_empty = intern(&x.str, "", 0);
     x.code_none = intern(&x.str, "None", 4);
@@ -581,7 +523,7 @@ static PyObject *read_ftrace(PyObject *self, PyObject *arg) {
 #define PUT(name, type) if (put(out, #name, col_take(&x.name)) < 0) goto done;
     COLS(PUT)
 #undef PUT
-    if (put(out, "event_counts", col_take(&x.str.counts)) < 0 ||
+    if (put(out, "event_counts", col_take(&x.event_counts)) < 0 ||
         PyDict_SetItemString(out, "strings", x.str.list) < 0)
         goto done;
     PyObject *first = x.lines > x.clock_sync ? PyLong_FromLongLong(x.first) : Py_NewRef(Py_None);
@@ -599,9 +541,8 @@ done:
 #define FREE(name, type) col_free(&x.name);
     COLS(FREE)
 #undef FREE
-    col_free(&x.str.counts);
-    PyMem_Free(x.str.slots);
-    Py_XDECREF(x.str.list);
+    col_free(&x.event_counts);
+    interner_free(&x.str);
     threads_free(&x.th);
     Py_XDECREF(out);
     PyBuffer_Release(&view);

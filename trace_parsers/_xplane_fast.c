@@ -37,7 +37,7 @@ typedef struct {
     Col ag_plane, ag_line, ag_meta, ag_occ, ag_dur;
     Stats est, pst, mst;
     PyObject *lines, *planes, *evmeta, *statmeta, *hostnames, *errors, *warnings;
-    PyObject *strings, *string_index; /* list[str], dict[bytes, int] */
+    Interner str; /* string stat values */
     int32_t plane_idx, line_idx;
 } Ctx;
 
@@ -111,25 +111,6 @@ static PyObject *mkstr(Ctx *x, Buf s, int strict) {
     return o;
 }
 
-/* Interns a string stat value; returns its index or -1 on error. */
-static int32_t intern(Ctx *x, Buf s) {
-    PyObject *key = PyBytes_FromStringAndSize((const char *)s.p, s.end - s.p);
-    if (!key) return -1;
-    PyObject *found = PyDict_GetItemWithError(x->string_index, key);
-    if (found) { Py_DECREF(key); return (int32_t)PyLong_AsLong(found); }
-    if (PyErr_Occurred()) { Py_DECREF(key); return -1; }
-    PyObject *val = PyUnicode_DecodeUTF8((const char *)s.p, s.end - s.p, "replace");
-    if (!val) { Py_DECREF(key); return -1; }
-    Py_ssize_t idx = PyList_GET_SIZE(x->strings);
-    PyObject *pidx = PyLong_FromSsize_t(idx);
-    int rc = pidx ? PyList_Append(x->strings, val) : -1;
-    if (rc == 0) rc = PyDict_SetItem(x->string_index, key, pidx);
-    Py_XDECREF(pidx);
-    Py_DECREF(val);
-    Py_DECREF(key);
-    return rc < 0 ? -1 : (int32_t)idx;
-}
-
 /* ---------------------------------------------------------------- messages */
 
 static int parse_stat(Ctx *x, Buf b, Stats *st, int32_t owner) {
@@ -152,7 +133,7 @@ static int parse_stat(Ctx *x, Buf b, Stats *st, int32_t owner) {
             iv = (int64_t)v; kind = f == 3 ? 2 : f == 4 ? 3 : 6; sid = -1; break;
         case 5: EXPECT(2);
             if (rd_len(x, &b, &s) < 0) return -1;
-            if ((sid = intern(x, s)) < 0) return -1;
+            if ((sid = intern(&x->str, (const char *)s.p, s.end - s.p)) < 0) return -1;
             kind = 4; break;
         case 6: EXPECT(2); /* opaque payloads (e.g. serialized HLO): keep the size only */
             if (rd_len(x, &b, &s) < 0) return -1;
@@ -392,12 +373,12 @@ static PyObject *decode_xspace(PyObject *self, PyObject *arg) {
     stats_init(&x.est); stats_init(&x.pst); stats_init(&x.mst);
     x.lines = PyList_New(0); x.planes = PyList_New(0); x.evmeta = PyList_New(0);
     x.statmeta = PyList_New(0); x.hostnames = PyList_New(0); x.errors = PyList_New(0);
-    x.warnings = PyList_New(0); x.strings = PyList_New(0); x.string_index = PyDict_New();
+    x.warnings = PyList_New(0);
     PyObject *out = NULL;
     Col *cols[] = {&x.ev_plane, &x.ev_line, &x.ev_meta, &x.ev_off, &x.ev_dur,
                    &x.ag_plane, &x.ag_line, &x.ag_meta, &x.ag_occ, &x.ag_dur};
     if (!x.lines || !x.planes || !x.evmeta || !x.statmeta || !x.hostnames || !x.errors ||
-        !x.warnings || !x.strings || !x.string_index)
+        !x.warnings || interner_init(&x.str) < 0)
         goto done;
     Buf b = {x.base, x.base + x.size};
     if (parse_space(&x, b) < 0) goto done;
@@ -411,13 +392,13 @@ static PyObject *decode_xspace(PyObject *self, PyObject *arg) {
         "event_stats", stats_take(&x.est), "plane_stats", stats_take(&x.pst),
         "metadata_stats", stats_take(&x.mst), "lines", x.lines, "planes", x.planes,
         "event_metadata", x.evmeta, "stat_metadata", x.statmeta, "hostnames", x.hostnames,
-        "errors", x.errors, "warnings", x.warnings, "strings", x.strings);
+        "errors", x.errors, "warnings", x.warnings, "strings", x.str.list);
 done:
     for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) col_free(cols[i]);
     stats_free(&x.est); stats_free(&x.pst); stats_free(&x.mst);
     Py_XDECREF(x.lines); Py_XDECREF(x.planes); Py_XDECREF(x.evmeta); Py_XDECREF(x.statmeta);
     Py_XDECREF(x.hostnames); Py_XDECREF(x.errors); Py_XDECREF(x.warnings);
-    Py_XDECREF(x.strings); Py_XDECREF(x.string_index);
+    interner_free(&x.str);
     PyBuffer_Release(&view);
     return out;
 }
