@@ -256,8 +256,14 @@ class _Builder:
             "parent": parent,
             "self_ps": self_ps,
         }
-        est = self._stat_table(raw["event_stats"], owner_plane=ev_plane)
-        mst = self._stat_table(raw["metadata_stats"], owner_plane=self.em_plane)
+        est = self._stat_table(raw.pop("event_stats"), owner_plane=ev_plane)
+        mst = self._stat_table(raw.pop("metadata_stats"), owner_plane=self.em_plane)
+        planes = self._planes(ev_plane)
+        # The decoder's per-event columns are spent (dur_ps keeps its own): freed before the
+        # stats frame is built, which is when memory peaks.
+        for spent in ("ev_plane", "ev_line", "ev_metadata_id", "ev_offset_ps"):
+            del raw[spent]
+        del ev_plane, ev_line, ev_meta, off, rel_ps, end_ps, nested
         promoted = self._promote(est, mst, meta_row, n)
         for key, dtype in PROMOTED_STATS.items():
             if key not in promoted:
@@ -301,7 +307,7 @@ class _Builder:
                 },
             ),
             aggregates=self._aggregates(),
-            planes=self._planes(ev_plane),
+            planes=planes,
             lines=self._lines(),
             workers=self._workers(),
         )
@@ -344,22 +350,25 @@ class _Builder:
         self, frame: str, t: dict[str, np.ndarray], keep: np.ndarray | None, lead: dict[str, Any]
     ) -> pd.DataFrame:
         """A long stats frame (``stats``, ``plane_stats``, ``metadata_stats``) of rows ``keep``
-        (row indices; None = all rows)."""
+        (row indices; None = all rows). Consumes ``t``: each array is dropped once selected,
+        so the full-length inputs and the frame's columns are not all held at once."""
 
-        def sel(a: np.ndarray) -> np.ndarray:
+        def sel(key: str) -> np.ndarray:
+            a = t.pop(key)
             return a if keep is None else a.take(keep)
 
-        kind = sel(t["kind"])
+        kind = sel("kind")
         is_int = _IS_INT.take(kind)
         cols = {
             **lead,
-            "key": self._key_names(sel(t["key_row"])),
+            "key": self._key_names(sel("key_row")),
             "kind": cat(kind, KINDS),
             # uint64 values above 2**63 keep their bit pattern (they read as negative Int64).
-            "int_value": pd.arrays.IntegerArray(sel(t["ival"]), ~is_int),
-            "float_value": pd.arrays.FloatingArray(sel(t["dval"]), kind != _DOUBLE),
-            "str_value": cat(np.where(_IS_STR.take(kind), sel(t["sid"]), -1), self.strings),
+            "int_value": pd.arrays.IntegerArray(sel("ival"), ~is_int),
+            "float_value": pd.arrays.FloatingArray(sel("dval"), kind != _DOUBLE),
+            "str_value": cat(np.where(_IS_STR.take(kind), sel("sid"), -1), self.strings),
         }
+        t.clear()
         return pd.DataFrame({c: _as(cols[c], d) for c, d in SCHEMA[frame].items()}, copy=False)
 
     def _worker_col(self, n: int) -> pd.Categorical:
