@@ -474,11 +474,83 @@ out:
     return res;
 }
 
+/* lookup(plane_of, ids, table_plane, table_ids, owner, out)
+ *
+ * out[i] = row r of the table with (table_plane[r], table_ids[r]) == (plane, ids[i]), -1 if none,
+ * where plane = plane_of[owner[i]] (owner not None: a stat's plane is its owner's) or plane_of[i].
+ * plane_of, owner and out are int32; ids, table_plane and table_ids int64. One pass over the
+ * queries into an open-addressing table of the (small) metadata table; of duplicate (plane, id)
+ * keys the last row wins, as in a protobuf map. */
+static inline uint64_t key_hash(int64_t plane, int64_t id) {
+    uint64_t h = (uint64_t)id * 0x9E3779B97F4A7C15ULL ^ (uint64_t)plane * 0xC2B2AE3D27D4EB4FULL;
+    return h ^ (h >> 29);
+}
+
+static PyObject *lookup(PyObject *self, PyObject *args) {
+    Py_buffer pl, id, tp, ti, ow = {0}, out;
+    PyObject *owner_obj;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*Ow*", &pl, &id, &tp, &ti, &owner_obj, &out)) return NULL;
+    PyObject *res = NULL;
+    int32_t *slots = NULL;
+    Py_ssize_t n = id.len / 8, m = ti.len / 8, n_planes = pl.len / 4;
+    int use_owner = owner_obj != Py_None;
+    if (use_owner && PyObject_GetBuffer(owner_obj, &ow, PyBUF_SIMPLE) < 0) {
+        use_owner = 0;
+        goto done;
+    }
+    if (out.len != n * 4 || tp.len != m * 8 || (use_owner && ow.len != n * 4) ||
+        (!use_owner && pl.len != n * 4)) {
+        PyErr_SetString(PyExc_ValueError, "lookup: column lengths differ");
+        goto done;
+    }
+    size_t cap = 16;
+    while (cap < (size_t)m * 2) cap *= 2;
+    if (!(slots = PyMem_Malloc(cap * sizeof(int32_t)))) { PyErr_NoMemory(); goto done; }
+    memset(slots, 0xff, cap * sizeof(int32_t));
+    const int64_t *tplane = tp.buf, *tid = ti.buf, *ids = id.buf;
+    const int32_t *plane_of = pl.buf, *owner = ow.buf;
+    int32_t *o = out.buf;
+    for (Py_ssize_t r = 0; r < m; r++) {
+        size_t j = key_hash(tplane[r], tid[r]) & (cap - 1);
+        while (slots[j] >= 0 && !(tplane[slots[j]] == tplane[r] && tid[slots[j]] == tid[r]))
+            j = (j + 1) & (cap - 1);
+        slots[j] = (int32_t)r;
+    }
+    int bad_owner = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t plane;
+        if (use_owner) {
+            int32_t w = owner[i];
+            if (w < 0 || w >= n_planes) { bad_owner = 1; break; }
+            plane = plane_of[w];
+        } else {
+            plane = plane_of[i];
+        }
+        size_t j = key_hash(plane, ids[i]) & (cap - 1);
+        int32_t r;
+        while ((r = slots[j]) >= 0 && !(tplane[r] == plane && tid[r] == ids[i]))
+            j = (j + 1) & (cap - 1);
+        o[i] = r;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad_owner) { PyErr_SetString(PyExc_ValueError, "lookup: owner out of range"); goto done; }
+    res = Py_NewRef(Py_None);
+done:
+    PyMem_Free(slots);
+    PyBuffer_Release(&pl); PyBuffer_Release(&id); PyBuffer_Release(&tp);
+    PyBuffer_Release(&ti); PyBuffer_Release(&out);
+    if (use_owner) PyBuffer_Release(&ow);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"decode_xspace", decode_xspace, METH_O,
      "decode_xspace(buffer) -> dict of column buffers and small tables; ValueError if malformed."},
     {"nest", nest, METH_VARARGS,
      "nest(group, start, end, depth_out, parent_out, self_out): nesting within sorted groups."},
+    {"lookup", lookup, METH_VARARGS,
+     "lookup(plane_of, ids, table_plane, table_ids, owner, out): rows of (plane, id) keys."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_xplane_fast",

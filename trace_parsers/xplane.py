@@ -81,34 +81,29 @@ def parse_xplane(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceF
 
 
 def _lookup(
-    plane_of: np.ndarray, ids: np.ndarray, table_plane: np.ndarray, table_ids: np.ndarray
+    plane_of: np.ndarray,
+    ids: np.ndarray,
+    table_plane: np.ndarray,
+    table_ids: np.ndarray,
+    owner: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Row (int32) of (plane, id) in a (table_plane, table_ids) table, -1 where absent. Vectorized.
+    """Row (int32) of each (plane, id) in a (table_plane, table_ids) table, -1 where absent; the
+    plane is ``plane_of[owner]`` when ``owner`` is given (a stat's plane is its owner's), else
+    ``plane_of``. One pass in C over a hash of the table (of duplicate keys the last row wins,
+    as in a protobuf map).
 
-    Metadata ids are small dense integers in practice (XPlaneBuilder numbers them from 1), so a
-    dense (plane, id) → row table is used, read with one ``take`` when every id is in range (no
-    masks: this runs on every event and stat); other ids fall back to a sorted search.
+    Raises:
+        ValueError: an owner is not a row of ``plane_of``.
     """
-    out = np.full(len(ids), -1, dtype=np.int32)
-    if not len(ids) or not len(table_ids):
-        return out
-    width = int(table_ids.max()) + 1
-    planes = int(table_plane.max()) + 1
-    if table_ids.min() >= 0 and width * planes <= 1 << 24:
-        dense = np.full(width * planes + 1, -1, dtype=np.int32)  # last slot: 'absent'
-        dense[table_plane * width + table_ids] = np.arange(len(table_ids), dtype=np.int32)
-        if ids.min() >= 0 and ids.max() < width and plane_of.max() < planes:
-            key = plane_of.astype(np.int64) * width
-            key += ids
-            return dense.take(key)
-        ok = (ids >= 0) & (ids < width) & (plane_of < planes)
-        return dense.take(np.where(ok, plane_of.astype(np.int64) * width + ids, width * planes))
-    key_t = np.rec.fromarrays([table_plane, table_ids])
-    order = np.argsort(key_t, kind="stable")
-    key_q = np.rec.fromarrays([plane_of.astype(np.int64), ids])
-    pos = np.minimum(np.searchsorted(key_t[order], key_q), len(order) - 1)
-    hit = key_t[order][pos] == key_q
-    out[hit] = order[pos[hit]]
+    out = np.empty(len(ids), dtype=np.int32)
+    _xplane_fast.lookup(
+        np.ascontiguousarray(plane_of, dtype=np.int32),
+        np.ascontiguousarray(ids, dtype=np.int64),
+        np.ascontiguousarray(table_plane, dtype=np.int64),
+        np.ascontiguousarray(table_ids, dtype=np.int64),
+        None if owner is None else np.ascontiguousarray(owner, dtype=np.int32),
+        out,
+    )
     return out
 
 
@@ -127,6 +122,7 @@ class _Builder:
         self.line_ids = np.array([ln[1] for ln in lines], dtype=np.int64)
         self.line_names = [ln[4] or ln[3] or f"line {ln[1]}" for ln in lines]
         self.line_ts = np.array([ln[5] for ln in lines], dtype=np.int64)
+        self.line_events = np.array([ln[8] for ln in lines], dtype=np.int64)  # timed ones
         sm = raw["stat_metadata"]
         self.sm_plane = np.array([r[0] for r in sm], dtype=np.int64)
         self.sm_ids = np.array([r[1] for r in sm], dtype=np.int64)
@@ -151,21 +147,22 @@ class _Builder:
     ) -> dict[str, np.ndarray]:
         """Typed numpy columns of one stat table, with keys and ref strings resolved."""
         owner = np.frombuffer(st["owner"], dtype=np.int32)
-        plane = owner if owner_plane is None else owner_plane[owner]
         meta = np.frombuffer(st["metadata_id"], dtype=np.int64)
         kind = np.frombuffer(st["kind"], dtype=np.int8)
         ival = np.frombuffer(st["ival"], dtype=np.int64)
         sid = np.frombuffer(st["sid"], dtype=np.int32)
-        key_row = _lookup(plane, meta, self.sm_plane, self.sm_ids)
+        # A stat's plane: its owner's (event, metadata) or the owner itself (plane stats).
+        plane_of, by_owner = (owner, None) if owner_plane is None else (owner_plane, owner)
+        key_row = _lookup(plane_of, meta, self.sm_plane, self.sm_ids, by_owner)
         is_ref = kind == _REF
         if is_ref.any():
-            ref_row = _lookup(plane[is_ref], ival[is_ref], self.sm_plane, self.sm_ids)
+            ref_plane = owner[is_ref] if owner_plane is None else owner_plane[owner[is_ref]]
+            ref_row = _lookup(ref_plane, ival[is_ref], self.sm_plane, self.sm_ids)
             sid = sid.copy()
             sid[is_ref] = np.where(ref_row >= 0, len(self.raw["strings"]) + ref_row, -1)
         promoted_of_row = np.append(self.sm_promoted, -1)
         return {
             "owner": owner,
-            "plane": plane,
             "key_row": key_row,
             "promoted": promoted_of_row[key_row],
             "kind": kind,
@@ -258,7 +255,7 @@ class _Builder:
         }
         est = self._stat_table(raw.pop("event_stats"), owner_plane=ev_plane)
         mst = self._stat_table(raw.pop("metadata_stats"), owner_plane=self.em_plane)
-        planes = self._planes(ev_plane)
+        planes = self._planes()
         # The decoder's per-event columns are spent (dur_ps keeps its own): freed before the
         # stats frame is built, which is when memory peaks.
         for spent in ("ev_plane", "ev_line", "ev_metadata_id", "ev_offset_ps"):
@@ -302,7 +299,7 @@ class _Builder:
                 None,
                 {
                     "worker": self._worker_col(n_ms),
-                    "plane": cat(mst["plane"], self.plane_names),
+                    "plane": cat(self.em_plane[mst["owner"]], self.plane_names),
                     "metadata_id": self.em_ids[mst["owner"]],
                 },
             ),
@@ -321,10 +318,11 @@ class _Builder:
         producers write as doubles); ``_as`` turns them into missing values.
         """
         out: dict[str, np.ndarray] = {}
-        present_e = set(np.flatnonzero(np.bincount(est["promoted"] + 1, minlength=1)[1:]).tolist())
-        present_m = set(np.flatnonzero(np.bincount(mst["promoted"] + 1, minlength=1)[1:]).tolist())
+        named = set(self.sm_promoted.tolist())  # keys some plane's stat metadata names
         for k, (key, dtype) in enumerate(PROMOTED_STATS.items()):
-            if k not in present_e and k not in present_m:
+            e_rows = np.flatnonzero(est["promoted"] == k) if k in named else np.zeros(0, np.intp)
+            m_rows = np.flatnonzero(mst["promoted"] == k) if k in named else np.zeros(0, np.intp)
+            if not len(e_rows) and not len(m_rows):
                 continue  # absent from this capture: built as an all-missing column
             absent, dt = (
                 (-1, np.int32)  # string codes
@@ -333,15 +331,13 @@ class _Builder:
                 if key in _FLOAT_PROMOTED
                 else (_INT_NA, np.int64)
             )
-            if k in present_m:
-                m_rows = np.flatnonzero(mst["promoted"] == k)
+            if len(m_rows):
                 per_meta = np.full(len(self.em_ids) + 1, absent, dtype=dt)
                 per_meta[mst["owner"][m_rows]] = self._values(mst, m_rows, dtype)
                 col = per_meta[meta_row]  # absent metadata reads the trailing slot
             else:
                 col = np.full(n, absent, dtype=dt)
-            if k in present_e:
-                e_rows = np.flatnonzero(est["promoted"] == k)
+            if len(e_rows):
                 col[est["owner"][e_rows]] = self._values(est, e_rows, dtype)
             out[key] = col
         return out
@@ -408,7 +404,7 @@ class _Builder:
             }
         )
 
-    def _planes(self, ev_plane: np.ndarray) -> pd.DataFrame:
+    def _planes(self) -> pd.DataFrame:
         k = len(self.plane_names)
         return pd.DataFrame(
             {
@@ -416,7 +412,7 @@ class _Builder:
                 "plane_id": self.plane_ids,
                 "plane": pd.Categorical(self.plane_names),
                 "n_lines": np.bincount(self.line_plane, minlength=k).astype(np.int64)[:k],
-                "n_events": np.bincount(ev_plane, minlength=k).astype(np.int64)[:k],
+                "n_events": np.bincount(self.line_plane, self.line_events, k).astype(np.int64)[:k],
             }
         )
 
@@ -431,7 +427,7 @@ class _Builder:
                 "line": pd.Categorical(self.line_names),
                 "timestamp_ns": self.line_ts,
                 "duration_ps": np.array([ln[6] for ln in lines], dtype=np.int64),
-                "n_events": np.array([ln[8] for ln in lines], dtype=np.int64),
+                "n_events": self.line_events,
             }
         )
 

@@ -257,3 +257,26 @@ def test_line_and_metadata_ids_are_int_categoricals(tmp_path: Path) -> None:
         }
         assert sorted(ev["metadata_id"].astype(np.int64)) == [1, 1, 1, 1, 999, 999]
     pd.testing.assert_frame_equal(warm.events, cold.events)
+
+
+def test_metadata_lookup_matches_a_dict() -> None:
+    """``_lookup`` (C, hashed) against a dict: absent keys, negative and 64-bit ids, duplicate
+    table keys (the last row wins, as when protobuf parses a map), lookups through an owner."""
+    from trace_parsers.xplane import _lookup
+
+    rng = np.random.default_rng(7)
+    pool = np.array([0, 1, 2, 5, -3, 2**62, -(2**63), 12345678901], dtype=np.int64)
+    t_plane = rng.integers(0, 3, 400)
+    t_ids = rng.choice(pool, 400)
+    ref = {(int(p), int(i)): r for r, (p, i) in enumerate(zip(t_plane, t_ids, strict=True))}
+    q_plane = rng.integers(0, 4, 5000).astype(np.int32)
+    q_ids = rng.choice(np.append(pool, [7, -1]), 5000)
+    want = [ref.get((int(p), int(i)), -1) for p, i in zip(q_plane, q_ids, strict=True)]
+    assert _lookup(q_plane, q_ids, t_plane, t_ids).tolist() == want
+    owner = rng.integers(0, len(q_plane), 5000).astype(np.int32)
+    via_owner = [ref.get((int(q_plane[o]), int(i)), -1) for o, i in zip(owner, q_ids, strict=True)]
+    assert _lookup(q_plane, q_ids, t_plane, t_ids, owner).tolist() == via_owner
+    assert _lookup(q_plane[:0], q_ids[:0], t_plane, t_ids).tolist() == []
+    assert _lookup(q_plane, q_ids, t_plane[:0], t_ids[:0]).tolist() == [-1] * 5000
+    with pytest.raises(ValueError, match="owner out of range"):
+        _lookup(q_plane[:3], q_ids[:1], t_plane, t_ids, np.array([3], dtype=np.int32))
