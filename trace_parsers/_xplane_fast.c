@@ -25,7 +25,7 @@ typedef struct {
     Col kind;    /* int8: 0 none 1 double 2 uint64 3 int64 4 str 5 bytes 6 ref */
     Col ival;    /* int64 (uint64 and ref stored bitwise) */
     Col dval;    /* float64 */
-    Col sid;     /* int32: interned string index for str/bytes, -1 otherwise */
+    Col sid;     /* int32: interned string index of a str stat, -1 for every other kind */
 } Stats;
 
 typedef struct {

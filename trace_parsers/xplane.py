@@ -35,9 +35,8 @@ _DOUBLE, _UINT, _INT, _STR, _BYTES, _REF = 1, 2, 3, 4, 5, 6
 _EPOCH_NS_MIN = 10**17
 _INT_NA = np.iinfo(np.int64).min
 _FLOAT_PROMOTED = frozenset({"flops", "bytes_accessed"})
-#: Per stat kind: its value is an integer (uint64, int64, bytes: the size) / a string.
+#: Per stat kind: its value is an integer (uint64, int64, bytes: the size).
 _IS_INT = np.isin(np.arange(len(KINDS)), (_UINT, _INT, _BYTES))
-_IS_STR = np.isin(np.arange(len(KINDS)), (_STR, _REF))
 
 
 def decompress(data: bytes, source: str) -> bytes:
@@ -362,7 +361,7 @@ class _Builder:
             # uint64 values above 2**63 keep their bit pattern (they read as negative Int64).
             "int_value": pd.arrays.IntegerArray(sel("ival"), ~is_int),
             "float_value": pd.arrays.FloatingArray(sel("dval"), kind != _DOUBLE),
-            "str_value": cat(np.where(_IS_STR.take(kind), sel("sid"), -1), self.strings),
+            "str_value": cat(sel("sid"), self.strings),  # -1 unless a str or ref stat
         }
         t.clear()
         return pd.DataFrame({c: _as(cols[c], d) for c, d in SCHEMA[frame].items()}, copy=False)
