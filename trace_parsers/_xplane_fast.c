@@ -23,8 +23,7 @@ typedef struct {
     Col owner;   /* int32: event row / plane index / metadata row */
     Col meta;    /* int64: XStat.metadata_id */
     Col kind;    /* int8: 0 none 1 double 2 uint64 3 int64 4 str 5 bytes 6 ref */
-    Col ival;    /* int64 (uint64 and ref stored bitwise) */
-    Col dval;    /* float64 */
+    Col ival;    /* int64 by kind: the value (uint64 and ref bitwise), a double's bits, bytes' size */
     Col sid;     /* int32: interned string index of a str stat, -1 for every other kind */
 } Stats;
 
@@ -115,7 +114,6 @@ static PyObject *mkstr(Ctx *x, Buf s, int strict) {
 
 static int parse_stat(Ctx *x, Buf b, Stats *st, int32_t owner) {
     int64_t meta = 0, iv = 0;
-    double dv = 0.0;
     int8_t kind = 0;
     int32_t sid = -1;
     uint32_t f, wt;
@@ -127,7 +125,7 @@ static int parse_stat(Ctx *x, Buf b, Stats *st, int32_t owner) {
         case 1: EXPECT(0); if (rd_varint(x, &b, &v) < 0) return -1; meta = (int64_t)v; break;
         case 2: EXPECT(1);
             if (b.end - b.p < 8) return fail(x, b.p, "truncated double");
-            memcpy(&dv, b.p, 8); b.p += 8; kind = 1; sid = -1; break;
+            memcpy(&iv, b.p, 8); b.p += 8; kind = 1; sid = -1; break; /* the bits */
         case 3: case 4: case 7: EXPECT(0);
             if (rd_varint(x, &b, &v) < 0) return -1;
             iv = (int64_t)v; kind = f == 3 ? 2 : f == 4 ? 3 : 6; sid = -1; break;
@@ -143,7 +141,7 @@ static int parse_stat(Ctx *x, Buf b, Stats *st, int32_t owner) {
     }
     if (push_i32(&st->owner, owner) < 0 || push_i64(&st->meta, meta) < 0 ||
         push_i8(&st->kind, kind) < 0 || push_i64(&st->ival, iv) < 0 ||
-        push_f64(&st->dval, dv) < 0 || push_i32(&st->sid, sid) < 0)
+        push_i32(&st->sid, sid) < 0)
         return -1;
     return 0;
 }
@@ -174,7 +172,7 @@ static int parse_event(Ctx *x, Buf b) {
         /* Aggregates have no time: keep them off the timeline, and drop their stats from the
          * event-stat table (they are not timeline rows). */
         Stats *st = &x->est;
-        st->owner.len = st->meta.len = st->kind.len = st->ival.len = st->dval.len = st->sid.len = (size_t)stat0;
+        st->owner.len = st->meta.len = st->kind.len = st->ival.len = st->sid.len = (size_t)stat0;
         return col_push(&x->ag_plane, &x->plane_idx) | col_push(&x->ag_line, &x->line_idx) |
                col_push(&x->ag_meta, &meta) | col_push(&x->ag_occ, &occ) | col_push(&x->ag_dur, &dur);
     }
@@ -344,19 +342,18 @@ static int parse_space(Ctx *x, Buf b) {
 static void stats_init(Stats *s) {
     memset(s, 0, sizeof(*s));
     W(s->owner, int32_t); W(s->meta, int64_t); W(s->kind, int8_t);
-    W(s->ival, int64_t); W(s->dval, double); W(s->sid, int32_t);
+    W(s->ival, int64_t); W(s->sid, int32_t);
 }
 
 static void stats_free(Stats *s) {
-    Col *cs[] = {&s->owner, &s->meta, &s->kind, &s->ival, &s->dval, &s->sid};
+    Col *cs[] = {&s->owner, &s->meta, &s->kind, &s->ival, &s->sid};
     for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) col_free(cs[i]);
 }
 
 static PyObject *stats_take(Stats *s) {
-    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N}", "owner", col_take(&s->owner),
+    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N}", "owner", col_take(&s->owner),
                          "metadata_id", col_take(&s->meta), "kind", col_take(&s->kind),
-                         "ival", col_take(&s->ival), "dval", col_take(&s->dval),
-                         "sid", col_take(&s->sid));
+                         "ival", col_take(&s->ival), "sid", col_take(&s->sid));
 }
 
 static PyObject *decode_xspace(PyObject *self, PyObject *arg) {

@@ -165,8 +165,7 @@ class _Builder:
             "key_row": key_row,
             "promoted": promoted_of_row[key_row],
             "kind": kind,
-            "ival": ival,
-            "dval": np.frombuffer(st["dval"], dtype=np.float64),
+            "ival": ival,  # a double stat's bits, by kind
             "sid": sid,
         }
 
@@ -176,12 +175,14 @@ class _Builder:
 
     def _time_base(self) -> tuple[int, int | None, str]:
         ps = self.plane_stats
-        keys = np.array(self.sm_names, dtype=object)[ps["key_row"]] if len(ps["key_row"]) else []
-        values = {
-            k: int(v)
-            for k, v in zip(keys, ps["ival"], strict=True)
-            if k in ("profile_start_time", "profile_stop_time")
-        }
+        values = {}
+        for i in np.flatnonzero(ps["key_row"] >= 0).tolist():
+            key = self.sm_names[ps["key_row"][i]]
+            if key in ("profile_start_time", "profile_stop_time"):
+                double = ps["kind"][i] == _DOUBLE  # a producer may write the times as doubles
+                values[key] = int(
+                    ps["ival"][i : i + 1].view(np.float64)[0] if double else ps["ival"][i]
+                )
         start, stop = values.get("profile_start_time"), values.get("profile_stop_time")
         relative = bool(len(self.line_ts)) and int(self.line_ts.max()) < _EPOCH_NS_MIN
         if start is not None and relative:
@@ -196,7 +197,7 @@ class _Builder:
         is_double = kind == _DOUBLE
         if not is_double.any():
             return ival
-        return np.where(is_double, t["dval"].take(rows), ival.astype(np.float64))
+        return np.where(is_double, ival.view(np.float64), ival.astype(np.float64))
 
     # ------------------------------------------------------------------ frames
 
@@ -353,14 +354,18 @@ class _Builder:
             return a if keep is None else a.take(keep)
 
         kind = sel("kind")
-        is_int = _IS_INT.take(kind)
+        is_int, is_double = _IS_INT.take(kind), kind == _DOUBLE
+        ival = sel("ival")
         cols = {
             **lead,
             "key": self._key_names(sel("key_row")),
             "kind": cat(kind, KINDS),
             # uint64 values above 2**63 keep their bit pattern (they read as negative Int64).
-            "int_value": pd.arrays.IntegerArray(sel("ival"), ~is_int),
-            "float_value": pd.arrays.FloatingArray(sel("dval"), kind != _DOUBLE),
+            "int_value": pd.arrays.IntegerArray(ival, ~is_int),
+            # Its own array (never a view of int_value's), zero where masked.
+            "float_value": pd.arrays.FloatingArray(
+                np.where(is_double, ival.view(np.float64), 0.0), ~is_double
+            ),
             "str_value": cat(sel("sid"), self.strings),  # -1 unless a str or ref stat
         }
         t.clear()

@@ -173,12 +173,13 @@ def test_aggregated_events_stay_off_the_timeline() -> None:
     ]
 
 
-def test_absolute_time_from_task_environment() -> None:
+@pytest.mark.parametrize("start", [1_700_000_000_000_000_000, 1.7e18], ids=["int", "double"])
+def test_absolute_time_from_task_environment(start: float) -> None:
     b = SpaceBuilder()
     p = b.plane("/host:CPU")
     line = p.line(1, "python", timestamp_ns=1_000)
     p.event(line, "x", 2_500_000, 10)
-    b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+    b.plane("Task Environment", profile_start_time=start, peak_teraflops=312.5)
     f = parse_xplane(gzip.compress(b.bytes()), worker="h_1")
     assert f.events["start_ns"].tolist() == [1_700_000_000_000_000_000 + 1_000 + 2_500]
     assert f.workers["time_base"].tolist() == ["epoch"]
