@@ -114,9 +114,8 @@ def _line_runs(events: pd.DataFrame) -> np.ndarray | None:
         events[c].cat.codes.to_numpy()
         if isinstance(events[c].dtype, pd.CategoricalDtype)
         else pd.factorize(events[c])[0]
-        for c in ("worker", "plane")
+        for c in ("worker", "plane", "line_id")
     ]
-    keys.append(events["line_id"].to_numpy())
     change = np.zeros(n, dtype=bool)
     change[0] = True
     for k in keys:
