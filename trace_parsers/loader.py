@@ -236,14 +236,24 @@ def _load_file(path: Path, store: FrameCache | None) -> TraceFrames:
             hit = store.get(key)
             if hit is not None:
                 return hit
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            head = f.read(65536)
     except OSError as e:
         raise TraceParseError(path, "unknown", f"cannot read: {e.strerror or e}") from e
-    fmt = format_of(path, data[:65536])
-    frames = fmt.parse(data, worker=worker_label(path), source=str(path))
+    fmt = format_of(path, head)
+    # The bytes are handed over with no reference kept here, so a parser can free them once
+    # decoded (the XPlane builder's memory peaks after its decode).
+    frames = fmt.parse(_read_bytes(path), worker=worker_label(path), source=str(path))
     if store and key:
         store.put(key, frames)
     return frames
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise TraceParseError(path, "unknown", f"cannot read: {e.strerror or e}") from e
 
 
 def merge(parts: Sequence[TraceFrames]) -> TraceFrames:

@@ -74,6 +74,7 @@ def parse_xplane(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceF
         raw = _xplane_fast.decode_xspace(data)
     except ValueError as e:
         raise TraceParseError(source, FORMAT, str(e)) from e
+    del data  # decoded: strings were copied out (freed here unless the caller keeps a reference)
     if not raw["planes"]:
         raise TraceParseError(source, FORMAT, "no XPlane in the data (not an XSpace capture)")
     return validate(_Builder(raw, worker, source).build(), source)
@@ -253,14 +254,15 @@ class _Builder:
             "parent": parent,
             "self_ps": self_ps,
         }
+        # The decoder's per-event columns and the times are spent (dur_ps keeps its own): freed
+        # before the stat tables are built, which is when memory peaks. ev_plane goes after.
+        for spent in ("ev_line", "ev_metadata_id", "ev_offset_ps"):
+            del raw[spent]
+        del ev_line, ev_meta, off, rel_ps, end_ps, nested, depth
         est = self._stat_table(raw.pop("event_stats"), owner_plane=ev_plane)
+        del raw["ev_plane"], ev_plane
         mst = self._stat_table(raw.pop("metadata_stats"), owner_plane=self.em_plane)
         planes = self._planes()
-        # The decoder's per-event columns are spent (dur_ps keeps its own): freed before the
-        # stats frame is built, which is when memory peaks.
-        for spent in ("ev_plane", "ev_line", "ev_metadata_id", "ev_offset_ps"):
-            del raw[spent]
-        del ev_plane, ev_line, ev_meta, off, rel_ps, end_ps, nested
         promoted = self._promote(est, mst, meta_row, n)
         for key, dtype in PROMOTED_STATS.items():
             if key not in promoted:
