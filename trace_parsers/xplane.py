@@ -166,7 +166,7 @@ class _Builder:
             "key_row": key_row,
             "promoted": promoted_of_row[key_row],
             "kind": kind,
-            "ival": ival,  # a double stat's bits, by kind
+            "ival": ival,  # the value; a double stat's bits (read by kind)
             "sid": sid,
         }
 
@@ -179,11 +179,8 @@ class _Builder:
         values = {}
         for i in np.flatnonzero(ps["key_row"] >= 0).tolist():
             key = self.sm_names[ps["key_row"][i]]
-            if key in ("profile_start_time", "profile_stop_time"):
-                double = ps["kind"][i] == _DOUBLE  # a producer may write the times as doubles
-                values[key] = int(
-                    ps["ival"][i : i + 1].view(np.float64)[0] if double else ps["ival"][i]
-                )
+            if key in ("profile_start_time", "profile_stop_time"):  # int or double stats
+                values[key] = int(self._values(ps, np.array([i]), "Int64")[0])
         start, stop = values.get("profile_start_time"), values.get("profile_stop_time")
         relative = bool(len(self.line_ts)) and int(self.line_ts.max()) < _EPOCH_NS_MIN
         if start is not None and relative:
