@@ -13,12 +13,14 @@ parse --out``) stay Parquet/CSV; the cache is an internal format.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import mmap
 import os
 import shutil
 import tempfile
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -167,9 +169,7 @@ def read_frame(path: Path, name: str) -> pd.DataFrame:
     in-place ``events.loc[i, "start_ns"] = t`` copies the touched page, never the file). Entries
     are replaced by rename, never rewritten in place, so a mapped file is never truncated.
     """
-    with path.open("rb") as f:
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-    views = _Views(mapped)
+    views = _Views(_map_private(path))
     table = ipc.open_file(views.base).read_all()
     if not table.num_rows:
         return empty_frame(name)
@@ -179,10 +179,70 @@ def read_frame(path: Path, name: str) -> pd.DataFrame:
     return conform(pd.DataFrame(cols, copy=False), name)
 
 
+def _map_private(path: Path) -> Any:
+    """The file mapped private copy-on-write, as a writable buffer; unmapped when the last view
+    of it is gone. The file descriptor is closed at once: ``mmap.mmap`` would keep a duplicate
+    open per mapping (a notebook holding 100 warm sessions would hold 700 descriptors).
+
+    Raises:
+        OSError: the file cannot be opened or mapped.
+        ValueError: the file is empty.
+    """
+    with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if not size:
+            raise ValueError(f"{path}: empty cache file")
+        if _LIBC is None:  # no libc mmap (Windows): Python's mmap, which keeps a descriptor
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        prot, flags = mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE
+        addr = _LIBC.mmap(None, size, prot, flags, f.fileno(), 0)
+    if addr is None or addr == _MAP_FAILED:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mmap failed: {os.strerror(err)}", str(path))
+    return np.asarray(_Mapping(addr, size))  # its base, the _Mapping, unmaps when collected
+
+
+class _Mapping:
+    """Owner of one mapping: numpy reads it through ``__array_interface__`` (a ctypes array
+    type per file size would cost more than the read); ``munmap`` runs when it is collected."""
+
+    def __init__(self, addr: int, size: int) -> None:
+        self.__array_interface__ = {
+            "data": (addr, False),
+            "shape": (size,),
+            "typestr": "|u1",
+            "version": 3,
+        }
+        weakref.finalize(self, _LIBC.munmap, addr, size)
+
+
+def _libc() -> Any:
+    """The C library's ``mmap``/``munmap`` with their signatures, or None where there is none."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int64,
+        ]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    except (OSError, AttributeError, TypeError):
+        return None
+    return libc
+
+
+_LIBC = _libc()
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
 class _Views:
     """Writable numpy views of the Arrow buffers that lie in one copy-on-write mapping."""
 
-    def __init__(self, mapped: mmap.mmap) -> None:
+    def __init__(self, mapped: Any) -> None:
         self.mapped = mapped
         self.base = pa.py_buffer(mapped)
 

@@ -87,6 +87,19 @@ def test_warm_frames_are_writable_and_writes_stay_out_of_the_cache(
     pd.testing.assert_frame_equal(again, cold.events)
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
+def test_warm_frames_hold_no_file_descriptors(tmp_path: Path, cache_dir: Path) -> None:
+    """Mappings outlive their files' descriptors: frames kept from many warm loads must not
+    exhaust the process's descriptors (Python's mmap keeps one per mapping)."""
+    path = tmp_path / "h_1.xplane.pb"
+    path.write_bytes(capture(6))
+    load(path, cache_dir=cache_dir)
+    before = len(os.listdir("/proc/self/fd"))
+    kept = [load(path, cache_dir=cache_dir) for _ in range(30)]
+    assert len(os.listdir("/proc/self/fd")) - before < 5
+    assert all(k.events["start_ns"].equals(kept[0].events["start_ns"]) for k in kept)
+
+
 def test_damaged_cache_entry_is_a_miss(tmp_path: Path, cache_dir: Path) -> None:
     path = tmp_path / "h_1.xplane.pb"
     path.write_bytes(capture(5))
