@@ -28,11 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "bench"
 
 
-def run_measure(tool: str, path: Path, cache_dir: Path | None = None) -> dict[str, Any]:
+def run_measure(
+    tool: str, path: Path, cache_dir: Path | None = None, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.measure", tool, str(path)] + (
         [str(cache_dir)] if cache_dir else []
     )
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3"}
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3", **(env or {})}
     r = subprocess.run(
         cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=1800, check=False
     )
@@ -64,6 +66,15 @@ def bench_parse(path: Path, repeat: int) -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
     results["podscope parse (cold, no cache)"] = median_of(
         [run_measure("podscope_parse", path) for _ in range(repeat)]
+    )
+    # numpy asks for transparent huge pages on large arrays; where the kernel compacts memory
+    # to find them (defrag=madvise, the usual default), a whole parse runs 2-3x slower at
+    # random. Shown so the two modes can be told apart; the default stays numpy's.
+    results["podscope parse (cold, numpy THP off)"] = median_of(
+        [
+            run_measure("podscope_parse", path, env={"NUMPY_MADVISE_HUGEPAGE": "0"})
+            for _ in range(repeat)
+        ]
     )
     cache = Path(tempfile.mkdtemp(prefix="podscope-bench-cache-"))
     try:
