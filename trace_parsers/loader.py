@@ -236,24 +236,28 @@ def _load_file(path: Path, store: FrameCache | None) -> TraceFrames:
             hit = store.get(key)
             if hit is not None:
                 return hit
-        with path.open("rb") as f:
-            head = f.read(65536)
     except OSError as e:
-        raise TraceParseError(path, "unknown", f"cannot read: {e.strerror or e}") from e
-    fmt = format_of(path, head)
+        raise _unreadable(path, e) from e
+    fmt = format_of(path, _read(path, 65536))
     # The bytes are handed over with no reference kept here, so a parser can free them once
     # decoded (the XPlane builder's memory peaks after its decode).
-    frames = fmt.parse(_read_bytes(path), worker=worker_label(path), source=str(path))
+    frames = fmt.parse(_read(path), worker=worker_label(path), source=str(path))
     if store and key:
         store.put(key, frames)
     return frames
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read(path: Path, limit: int = -1) -> bytes:
+    """The file's bytes (the first ``limit`` of them when given)."""
     try:
-        return path.read_bytes()
+        with path.open("rb") as f:
+            return f.read(limit)
     except OSError as e:
-        raise TraceParseError(path, "unknown", f"cannot read: {e.strerror or e}") from e
+        raise _unreadable(path, e) from e
+
+
+def _unreadable(path: Path, e: OSError) -> TraceParseError:
+    return TraceParseError(path, "unknown", f"cannot read: {e.strerror or e}")
 
 
 def merge(parts: Sequence[TraceFrames]) -> TraceFrames:

@@ -2,7 +2,8 @@
 
 Every parser ends with ``validate(frames)``; analyzers rely on these names and dtypes.
 Times are integers with the unit in the name (``start_ns``, ``dur_ps``); strings that repeat are
-categoricals, as are the ids repeated on every event (``CAT_ID``); optional numbers use pandas' nullable dtypes (``Int64``, ``boolean``).
+categoricals, as are the ids repeated on every event (``CAT_ID``); optional numbers use pandas'
+nullable dtypes (``Int64``, ``boolean``).
 
     >>> from trace_parsers import load
     >>> frames = load("run/plugins/profile/2026_01_01_00_00_00")
