@@ -13,15 +13,24 @@ def cat(codes: np.ndarray, labels: Any) -> pd.Categorical:
 
     Labels are factorized once (their count, not the rows', sets the cost); code -1 is missing.
     """
+    return cat_of(codes, *factorize_labels(labels))
+
+
+def factorize_labels(labels: Any) -> tuple[np.ndarray, pd.Index]:
+    """Per label its category code (-1 for None), and the categories (unique, ``str``)."""
     label_codes, uniques = pd.factorize(pd.Index(list(labels), dtype=object), use_na_sentinel=True)
-    categories = pd.Index(np.asarray(uniques, dtype=object).tolist(), dtype="str")
+    return label_codes, pd.Index(np.asarray(uniques, dtype=object).tolist(), dtype="str")
+
+
+def cat_of(codes: np.ndarray, label_codes: np.ndarray, categories: pd.Index) -> pd.Categorical:
+    """``cat`` with the labels already factorized (labels shared by several columns)."""
     codes = np.asarray(codes)
     if not len(label_codes):
         return pd.Categorical.from_codes(
             np.full(len(codes), -1, dtype=np.int8), categories=categories
         )
     # Appending -1 makes code -1 (and a -1 label code) read as missing.
-    lookup = np.append(label_codes, -1).astype(_code_dtype(len(categories)))
+    lookup = np.append(label_codes, -1).astype(code_dtype(len(categories)))
     return pd.Categorical.from_codes(np.take(lookup, codes), categories=categories, validate=False)
 
 
@@ -29,13 +38,14 @@ def id_cat(codes: np.ndarray, ids: np.ndarray) -> pd.Categorical:
     """A categorical of the int64 values ``ids[codes]``; ``ids`` may repeat (one line id in two
     planes): they are uniqued once, so the cost is set by their count, not the rows'."""
     uniques, inverse = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
-    lookup = inverse.astype(_code_dtype(len(uniques)))
+    lookup = inverse.astype(code_dtype(len(uniques)))
     return pd.Categorical.from_codes(
         np.take(lookup, codes), categories=pd.Index(uniques, dtype="int64"), validate=False
     )
 
 
-def _code_dtype(n: int) -> type[np.signedinteger]:
+def code_dtype(n: int) -> type[np.signedinteger]:
+    """The narrowest code dtype for ``n`` categories (as pandas picks it)."""
     return np.int8 if n < 127 else np.int16 if n < 32_767 else np.int32
 
 

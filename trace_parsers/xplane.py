@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import gzip
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from trace_parsers import _xplane_fast
-from trace_parsers._columns import cat, id_cat, missing
+from trace_parsers._columns import cat, cat_of, code_dtype, factorize_labels, id_cat, missing
 from trace_parsers.errors import TraceParseError
 from trace_parsers.nesting import nest_columns, nest_if_sorted
 from trace_parsers.schema import CAT, PROMOTED_STATS, SCHEMA, TraceFrames, validate
@@ -35,8 +36,6 @@ _DOUBLE, _UINT, _INT, _STR, _BYTES, _REF = 1, 2, 3, 4, 5, 6
 _EPOCH_NS_MIN = 10**17
 _INT_NA = np.iinfo(np.int64).min
 _FLOAT_PROMOTED = frozenset({"flops", "bytes_accessed"})
-#: Per stat kind: its value is an integer (uint64, int64, bytes: the size).
-_IS_INT = np.isin(np.arange(len(KINDS)), (_UINT, _INT, _BYTES))
 
 
 def decompress(data: bytes, source: str) -> bytes:
@@ -135,8 +134,10 @@ class _Builder:
         # Index into PROMOTED_STATS of each stat-metadata row, -1 for stats kept long.
         pos = {k: i for i, k in enumerate(PROMOTED_STATS)}
         self.sm_promoted = np.array([pos.get(nm, -1) for nm in self.sm_names], dtype=np.int8)
-        # Strings of str stats, then stat-metadata names (targets of ref stats), one code space.
-        self.strings = list(raw["strings"]) + self.sm_names
+        # Strings of str stats, then stat-metadata names (targets of ref stats), one code space,
+        # factorized once for every column that reads it; stat keys likewise ("" without one).
+        self.strings = factorize_labels(list(raw["strings"]) + self.sm_names)
+        self.keys = factorize_labels([*self.sm_names, ""])
         self.plane_stats = self._stat_table(raw["plane_stats"], owner_plane=None)
         self.start_base, self.stop_ns, self.time_base = self._time_base()
 
@@ -160,7 +161,7 @@ class _Builder:
             ref_row = _lookup(ref_plane, ival[is_ref], self.sm_plane, self.sm_ids)
             sid = sid.copy()
             sid[is_ref] = np.where(ref_row >= 0, len(self.raw["strings"]) + ref_row, -1)
-        promoted_of_row = np.append(self.sm_promoted, -1)
+        promoted_of_row = np.append(self.sm_promoted, np.int8(-1))  # int8, as long_stats reads it
         return {
             "owner": owner,
             "key_row": key_row,
@@ -169,10 +170,6 @@ class _Builder:
             "ival": ival,  # the value; a double stat's bits (read by kind)
             "sid": sid,
         }
-
-    def _key_names(self, key_row: np.ndarray) -> pd.Categorical:
-        names = [*self.sm_names, ""]
-        return cat(np.where(key_row >= 0, key_row, len(self.sm_names)), names)
 
     def _time_base(self) -> tuple[int, int | None, str]:
         ps = self.plane_stats
@@ -265,41 +262,39 @@ class _Builder:
             if key not in promoted:
                 cols[key] = missing(n, dtype)
             elif dtype == CAT:
-                cols[key] = cat(take(promoted[key]), self.strings)
+                cols[key] = cat_of(take(promoted[key]), *self.strings)
             else:
                 cols[key] = take(promoted[key])
         cols["op_name"], cols["op_type"] = split_tf_op(cols["tf_op"], cols["name"])
         events = pd.DataFrame({c: _as(cols[c], t) for c, t in SCHEMA["events"].items()}, copy=False)
 
-        kept = np.flatnonzero(est["promoted"] < 0)
-        keep = None if len(kept) == len(est["owner"]) else kept
-        owner = est["owner"] if keep is None else est["owner"].take(keep)
+        inverse = None
         if order is not None:
-            inverse = np.empty(n, dtype=np.int64)
-            inverse[order] = np.arange(n)
-            owner = inverse[owner]
-        n_ps, n_ms = len(self.plane_stats["owner"]), len(mst["owner"])
+            inverse = np.empty(n, dtype=np.int32)
+            inverse[order] = np.arange(n, dtype=np.int32)
         return TraceFrames(
             events=events,
-            stats=self._long_stats("stats", est, keep, {"event_row": owner.astype(np.int32)}),
+            stats=self._long_stats(
+                "stats", est, False, lambda owner: {"event_row": _rows(owner, inverse)}
+            ),
             plane_stats=self._long_stats(
                 "plane_stats",
                 self.plane_stats,
-                None,
-                {
-                    "worker": self._worker_col(n_ps),
-                    "plane": cat(self.plane_stats["owner"], self.plane_names),
+                True,
+                lambda owner: {  # a plane stat's owner is its plane
+                    "worker": self._worker_col(len(owner)),
+                    "plane": cat(owner, self.plane_names),
                 },
             ),
             event_metadata=self._event_metadata(),
             metadata_stats=self._long_stats(
                 "metadata_stats",
                 mst,
-                None,
-                {
-                    "worker": self._worker_col(n_ms),
-                    "plane": cat(self.em_plane[mst["owner"]], self.plane_names),
-                    "metadata_id": self.em_ids[mst["owner"]],
+                True,
+                lambda owner: {  # a metadata stat's owner is its event-metadata row
+                    "worker": self._worker_col(len(owner)),
+                    "plane": cat(self.em_plane[owner], self.plane_names),
+                    "metadata_id": self.em_ids[owner],
                 },
             ),
             aggregates=self._aggregates(),
@@ -342,32 +337,51 @@ class _Builder:
         return out
 
     def _long_stats(
-        self, frame: str, t: dict[str, np.ndarray], keep: np.ndarray | None, lead: dict[str, Any]
+        self,
+        frame: str,
+        t: dict[str, np.ndarray],
+        keep_all: bool,
+        lead: Callable[[np.ndarray], dict[str, Any]],
     ) -> pd.DataFrame:
-        """A long stats frame (``stats``, ``plane_stats``, ``metadata_stats``) of rows ``keep``
-        (row indices; None = all rows). Consumes ``t``: each array is dropped once selected,
-        so the full-length inputs and the frame's columns are not all held at once."""
+        """A long stats frame (``stats``, ``plane_stats``, ``metadata_stats``): the rows of
+        stat table ``t`` not promoted to event columns (all rows with ``keep_all``), built in
+        one C pass; ``lead`` gives the leading columns from the kept rows' owners. Consumes
+        ``t``, so its full-length arrays are gone before the frame is assembled."""
+        key_codes, key_cats = self.keys
+        str_codes, str_cats = self.strings
+        out = _xplane_fast.long_stats(
+            t.pop("promoted"),
+            t.pop("kind"),
+            t.pop("key_row"),
+            t.pop("ival"),
+            t.pop("sid"),
+            t.pop("owner"),
+            key_codes.astype(np.int32),
+            str_codes.astype(np.int32),
+            keep_all,
+        )
+        t.clear()
 
-        def sel(key: str) -> np.ndarray:
-            a = t.pop(key)
-            return a if keep is None else a.take(keep)
+        def codes(name: str, categories: pd.Index) -> pd.Categorical:
+            c = np.frombuffer(out[name], dtype=np.int32).astype(code_dtype(len(categories)))
+            return pd.Categorical.from_codes(c, categories=categories, validate=False)
 
-        kind = sel("kind")
-        is_int, is_double = _IS_INT.take(kind), kind == _DOUBLE
-        ival = sel("ival")
+        kind = np.frombuffer(out["kind"], dtype=np.int8)
         cols = {
-            **lead,
-            "key": self._key_names(sel("key_row")),
+            **lead(np.frombuffer(out["owner"], dtype=np.int32)),
+            "key": codes("key", key_cats),
             "kind": cat(kind, KINDS),
             # uint64 values above 2**63 keep their bit pattern (they read as negative Int64).
-            "int_value": pd.arrays.IntegerArray(ival, ~is_int),
-            # Its own array (never a view of int_value's), zero where masked.
-            "float_value": pd.arrays.FloatingArray(
-                np.where(is_double, ival.view(np.float64), 0.0), ~is_double
+            "int_value": pd.arrays.IntegerArray(
+                np.frombuffer(out["ival"], dtype=np.int64),
+                np.frombuffer(out["imask"], dtype=np.bool_),
             ),
-            "str_value": cat(sel("sid"), self.strings),  # -1 unless a str or ref stat
+            "float_value": pd.arrays.FloatingArray(
+                np.frombuffer(out["dval"], dtype=np.float64),
+                np.frombuffer(out["dmask"], dtype=np.bool_),
+            ),
+            "str_value": codes("str", str_cats),  # -1 unless a str or ref stat
         }
-        t.clear()
         return pd.DataFrame({c: _as(cols[c], d) for c, d in SCHEMA[frame].items()}, copy=False)
 
     def _worker_col(self, n: int) -> pd.Categorical:
@@ -452,6 +466,11 @@ class _Builder:
                 "warnings": pd.array(["\n".join(raw["warnings"])], dtype="string"),
             }
         )
+
+
+def _rows(owner: np.ndarray, inverse: np.ndarray | None) -> np.ndarray:
+    """Event rows of stat owners (decoder event indices), through the sort's inverse if any."""
+    return owner if inverse is None else inverse.take(owner)
 
 
 def split_worker_label(label: str) -> tuple[str, int | None]:

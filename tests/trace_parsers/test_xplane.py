@@ -281,3 +281,19 @@ def test_metadata_lookup_matches_a_dict() -> None:
     assert _lookup(q_plane, q_ids, t_plane[:0], t_ids[:0]).tolist() == [-1] * 5000
     with pytest.raises(ValueError, match="owner out of range"):
         _lookup(q_plane[:3], q_ids[:1], t_plane, t_ids, np.array([3], dtype=np.int32))
+
+
+def test_stats_follow_their_events_when_the_file_is_out_of_order() -> None:
+    """A capture whose events are not in timeline order is sorted; the long stats' event_row
+    must point at each stat's own event after the sort (and promoted stats land on it)."""
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    line = p.line(1, "t")
+    for name, off in [("late", 900), ("early", 100), ("mid", 500)]:
+        p.event(line, name, off, 50, note=f"of {name}", step_num=off)
+    f = validate(parse_xplane(b.bytes(), worker="w"))
+    assert f.events["name"].tolist() == ["early", "mid", "late"]
+    assert f.events["step_num"].tolist() == [100, 500, 900]
+    rows = f.stats.set_index("str_value")["event_row"]
+    for name in ("early", "mid", "late"):
+        assert f.events.loc[rows[f"of {name}"], "name"] == name
