@@ -416,7 +416,11 @@ static PyObject *nest(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*", &g, &s, &e, &d, &p, &sf)) return NULL;
     Py_ssize_t n = s.len / 8;
     PyObject *res = NULL;
-    int64_t *stack = NULL, *covered = NULL;
+    /* The open events of the current line: row and the end of its children's union so far.
+     * As deep as the nesting, not as long as the line: grown on demand. */
+    typedef struct { int64_t row, covered; } Open;
+    Open *stack = NULL;
+    Py_ssize_t cap = 64;
     int g32 = g.len == n * 4 && n > 0, p32 = p.len == n * 4 && n > 0;
     if ((!g32 && g.len != n * 8) || e.len != n * 8 || d.len != n * 4 || (!p32 && p.len != n * 8) ||
         sf.len != n * 8) {
@@ -428,11 +432,9 @@ static PyObject *nest(PyObject *self, PyObject *args) {
     const int64_t *grp64 = g.buf;
     int32_t *depth = d.buf, *parent32 = p.buf;
     int64_t *parent64 = p.buf, *selft = sf.buf;
-    stack = PyMem_Malloc(sizeof(int64_t) * (n ? n : 1));
-    covered = PyMem_Malloc(sizeof(int64_t) * (n ? n : 1)); /* end of children union so far */
-    if (!stack || !covered) { PyErr_NoMemory(); goto out; }
+    if (!(stack = PyMem_RawMalloc(sizeof(Open) * cap))) { PyErr_NoMemory(); goto out; }
     Py_ssize_t top = 0;
-    int ordered = 1;
+    int ordered = 1, oom = 0;
     int64_t prev_g = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -446,26 +448,33 @@ static PyObject *nest(PyObject *self, PyObject *args) {
             }
         }
         prev_g = gi;
-        while (top > 0 && en[stack[top - 1]] <= st[i]) top--;
+        while (top > 0 && en[stack[top - 1].row] <= st[i]) top--;
         /* An event that starts inside the parent but outlasts it is still its child (clipped),
          * matching how trace viewers draw it. */
-        int64_t par = top > 0 ? stack[top - 1] : -1;
+        int64_t par = top > 0 ? stack[top - 1].row : -1;
         depth[i] = (int32_t)top;
         if (p32) parent32[i] = (int32_t)par; else parent64[i] = par;
         selft[i] = en[i] - st[i];
-        covered[i] = st[i];
         if (par >= 0) {
-            int64_t lo = st[i] > covered[par] ? st[i] : covered[par];
+            int64_t *covered = &stack[top - 1].covered;
+            int64_t lo = st[i] > *covered ? st[i] : *covered;
             int64_t hi = en[i] < en[par] ? en[i] : en[par];
-            if (hi > lo) { selft[par] -= hi - lo; covered[par] = hi; }
+            if (hi > lo) { selft[par] -= hi - lo; *covered = hi; }
         }
-        stack[top++] = i;
+        if (top == cap) {
+            Open *grown = PyMem_RawRealloc(stack, sizeof(Open) * (size_t)cap * 2);
+            if (!grown) { oom = 1; break; }
+            stack = grown;
+            cap *= 2;
+        }
+        stack[top].row = i;
+        stack[top].covered = st[i];
+        top++;
     }
     Py_END_ALLOW_THREADS
-    res = PyBool_FromLong(ordered);
+    if (oom) PyErr_NoMemory(); else res = PyBool_FromLong(ordered);
 out:
-    PyMem_Free(stack);
-    PyMem_Free(covered);
+    PyMem_RawFree(stack);
     PyBuffer_Release(&g); PyBuffer_Release(&s); PyBuffer_Release(&e);
     PyBuffer_Release(&d); PyBuffer_Release(&p); PyBuffer_Release(&sf);
     return res;

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import real_xplanes
 from tests.xspace_builder import SpaceBuilder
 from trace_parsers import load, validate
-from trace_parsers.nesting import nest_events
+from trace_parsers.nesting import nest_columns, nest_events
 from trace_parsers.proto import xplane_pb2 as xp
 from trace_parsers.schema import PROMOTED_STATS, SCHEMA
 from trace_parsers.xplane import parse_xplane
@@ -111,6 +111,17 @@ def test_nesting_parent_depth_and_self_time(events: list[tuple[str, int, int]]) 
     assert ev.loc["a", "self_ps"] == 20_000 - 3_000 - 10_000
     assert ev.loc["next", "self_ps"] == 5_000
     assert (rows["self_ps"] >= 0).all()
+
+
+def test_deep_nesting_beyond_the_initial_stack() -> None:
+    """300 events each inside the previous one (the C pass grows its stack of open events)."""
+    n = 300
+    start = np.arange(n, dtype=np.int64)
+    end = 1000 - start
+    depth, parent, self_t = nest_columns(np.zeros(n, dtype=np.int64), start, end)
+    assert depth.tolist() == list(range(n))
+    assert parent.tolist() == [-1, *range(n - 1)]
+    assert self_t.tolist() == [2] * (n - 1) + [1000 - 2 * (n - 1)]
 
 
 def test_nest_events_in_any_row_order() -> None:
