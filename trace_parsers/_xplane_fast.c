@@ -550,65 +550,74 @@ done:
     return res;
 }
 
-/* long_stats(promoted, kind, key_row, ival, sid, owner, key_code, str_code, keep_all) -> dict
+/* Stores code v in a column of 1, 2 or 4-byte codes (numpy's narrowest categorical codes). */
+static inline void put_code(char *col, Py_ssize_t width, size_t i, int32_t v) {
+    if (width == 1) ((int8_t *)col)[i] = (int8_t)v;
+    else if (width == 2) ((int16_t *)col)[i] = (int16_t)v;
+    else ((int32_t *)col)[i] = v;
+}
+
+/* long_stats(promoted, kind, key_row, ival, sid, owner, key_code, str_code, keep_all,
+ *            key_width, str_width, imask, dval, dmask) -> rows kept
  *
- * The columns of a long stats frame in one pass over a stat table: its rows whose promoted key
- * index is < 0 (every row with keep_all). Per kept row: owner, key code (key_code[key_row],
- * the last slot for a row without stat metadata), kind, the integer value and its missing mask
- * (not an integer kind), the double value (ival holds its bits) and its mask, the string code
- * (str_code[sid], -1 without a string). promoted and kind are int8; key_row, sid, owner and the
- * code tables int32; ival int64. */
+ * The columns of a long stats frame in one pass over a stat table, compacted in place: the
+ * rows whose promoted key index is < 0 (every row with keep_all) move to the front of owner
+ * (int32), kind (int8) and ival (int64, the integer value; 0 unless an integer kind); key_row
+ * becomes the key codes (key_code[key_row], the last slot for a row without stat metadata) and
+ * sid the string codes (str_code[sid], -1 without a string), both rewritten as 1, 2 or 4-byte
+ * codes (key_width, str_width: numpy's narrowest categorical codes). Writing row k <= i after
+ * reading row i never overwrites an unread row. Into the caller's arrays of exactly the kept
+ * length: imask (not an integer kind), dval and dmask (not a double); dval is written only at
+ * double rows, so a zeroed dval costs no memory when the table has none. Inputs: promoted and
+ * kind int8; key_row, sid, owner and the code tables int32; ival int64. */
 static PyObject *long_stats(PyObject *self, PyObject *args) {
-    Py_buffer pr, kd, kr, iv, sd, ow, kc, sc;
-    int keep_all;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*p", &pr, &kd, &kr, &iv, &sd, &ow, &kc, &sc,
-                          &keep_all))
+    Py_buffer pr, kd, kr, iv, sd, ow, kc, sc, oim, od, odm;
+    int keep_all, kw, sw;
+    if (!PyArg_ParseTuple(args, "y*w*w*w*w*w*y*y*piiw*w*w*", &pr, &kd, &kr, &iv, &sd, &ow, &kc,
+                          &sc, &keep_all, &kw, &sw, &oim, &od, &odm))
         return NULL;
     PyObject *res = NULL;
-    Col o_owner = {0}, o_key = {0}, o_kind = {0}, o_ival = {0}, o_imask = {0}, o_dval = {0},
-        o_dmask = {0}, o_str = {0};
-    W(o_owner, int32_t); W(o_key, int32_t); W(o_kind, int8_t); W(o_ival, int64_t);
-    W(o_imask, uint8_t); W(o_dval, double); W(o_dmask, uint8_t); W(o_str, int32_t);
-    Col *outs[] = {&o_owner, &o_key, &o_kind, &o_ival, &o_imask, &o_dval, &o_dmask, &o_str};
-    Py_ssize_t n = kd.len, n_kc = kc.len / 4, n_sc = sc.len / 4;
+    Py_ssize_t n = kd.len, n_kc = kc.len / 4, n_sc = sc.len / 4, m = oim.len;
     if (pr.len != n || kr.len != n * 4 || iv.len != n * 8 || sd.len != n * 4 || ow.len != n * 4 ||
-        n_kc < 1) {
+        n_kc < 1 || m > n || od.len != m * 8 || odm.len != m || (kw != 1 && kw != 2 && kw != 4) ||
+        (sw != 1 && sw != 2 && sw != 4)) {
         PyErr_SetString(PyExc_ValueError, "long_stats: column lengths differ");
         goto done;
     }
-    for (size_t c = 0; c < sizeof(outs) / sizeof(outs[0]); c++)
-        if (col_reserve(outs[c], (size_t)(n ? n : 1)) < 0) goto done;
-    const int8_t *promoted = pr.buf, *kind = kd.buf;
-    const int32_t *key_row = kr.buf, *sid = sd.buf, *owner = ow.buf, *key_code = kc.buf,
-                  *str_code = sc.buf;
-    const int64_t *ival = iv.buf;
-    size_t m = 0;
+    const int8_t *promoted = pr.buf;
+    const int32_t *key_code = kc.buf, *str_code = sc.buf;
+    int8_t *kind = kd.buf;
+    int32_t *key_row = kr.buf, *sid = sd.buf, *owner = ow.buf;
+    int64_t *ival = iv.buf;
+    uint8_t *imask = oim.buf, *dmask = odm.buf;
+    double *dval = od.buf;
+    Py_ssize_t k = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (!keep_all && promoted[i] >= 0) continue;
-        int8_t k = kind[i];
-        int32_t r = key_row[i], s = sid[i];
-        int is_int = k == 2 || k == 3 || k == 5, is_double = k == 1;
-        double d = 0.0;
-        if (is_double) memcpy(&d, &ival[i], 8);
-        ((int32_t *)o_owner.data)[m] = owner[i];
-        ((int32_t *)o_key.data)[m] = key_code[r >= 0 && r < n_kc - 1 ? r : n_kc - 1];
-        ((int8_t *)o_kind.data)[m] = k;
-        ((int64_t *)o_ival.data)[m] = is_int ? ival[i] : 0;
-        ((uint8_t *)o_imask.data)[m] = !is_int;
-        ((double *)o_dval.data)[m] = d;
-        ((uint8_t *)o_dmask.data)[m] = !is_double;
-        ((int32_t *)o_str.data)[m] = s >= 0 && s < n_sc ? str_code[s] : -1;
-        m++;
+        if (k == m) { k++; break; } /* more kept rows than the caller counted: reported below */
+        int8_t kn = kind[i];
+        int32_t r = key_row[i], s = sid[i], o = owner[i];
+        int64_t v = ival[i];
+        int is_int = kn == 2 || kn == 3 || kn == 5, is_double = kn == 1;
+        if (is_double) memcpy(&dval[k], &v, 8);
+        owner[k] = o;
+        kind[k] = kn;
+        ival[k] = is_int ? v : 0;
+        imask[k] = !is_int;
+        dmask[k] = !is_double;
+        put_code((char *)key_row, kw, k, key_code[r >= 0 && r < n_kc - 1 ? r : n_kc - 1]);
+        put_code((char *)sid, sw, k, s >= 0 && s < n_sc ? str_code[s] : -1);
+        k++;
     }
-    for (size_t c = 0; c < sizeof(outs) / sizeof(outs[0]); c++) outs[c]->len = m;
-    res = Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "owner", col_take(&o_owner), "key",
-                        col_take(&o_key), "kind", col_take(&o_kind), "ival", col_take(&o_ival),
-                        "imask", col_take(&o_imask), "dval", col_take(&o_dval), "dmask",
-                        col_take(&o_dmask), "str", col_take(&o_str));
+    if (k != m) {
+        PyErr_SetString(PyExc_ValueError, "long_stats: kept rows differ from the outputs' length");
+        goto done;
+    }
+    res = PyLong_FromSsize_t(k);
 done:
-    for (size_t c = 0; c < sizeof(outs) / sizeof(outs[0]); c++) col_free(outs[c]);
     PyBuffer_Release(&pr); PyBuffer_Release(&kd); PyBuffer_Release(&kr); PyBuffer_Release(&iv);
     PyBuffer_Release(&sd); PyBuffer_Release(&ow); PyBuffer_Release(&kc); PyBuffer_Release(&sc);
+    PyBuffer_Release(&oim); PyBuffer_Release(&od); PyBuffer_Release(&odm);
     return res;
 }
 
@@ -618,7 +627,8 @@ static PyMethodDef methods[] = {
     {"nest", nest, METH_VARARGS,
      "nest(group, start, end, depth_out, parent_out, self_out): nesting within sorted groups."},
     {"long_stats", long_stats, METH_VARARGS,
-     "long_stats(promoted, kind, key_row, ival, sid, owner, key_code, str_code, keep_all)."},
+     "long_stats(promoted, kind, key_row, ival, sid, owner, key_code, str_code, keep_all, key_width, "
+     "str_width, imask, dval, dmask) -> kept rows (compacted in place)."},
     {"lookup", lookup, METH_VARARGS,
      "lookup(plane_of, ids, table_plane, table_ids, owner, out): rows of (plane, id) keys."},
     {NULL, NULL, 0, NULL}};

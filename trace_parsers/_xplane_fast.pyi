@@ -15,5 +15,10 @@ def long_stats(
     key_code: Any,
     str_code: Any,
     keep_all: bool,
+    key_width: int,
+    str_width: int,
+    imask: Any,
+    dval: Any,
+    dmask: Any,
     /,
-) -> dict[str, bytearray]: ...
+) -> int: ...

@@ -20,7 +20,15 @@ import numpy as np
 import pandas as pd
 
 from trace_parsers import _xplane_fast
-from trace_parsers._columns import cat, cat_of, code_dtype, factorize_labels, id_cat, missing
+from trace_parsers._columns import (
+    cat,
+    cat_of,
+    code_dtype,
+    factorize_labels,
+    gather,
+    id_cat,
+    missing,
+)
 from trace_parsers.errors import TraceParseError
 from trace_parsers.nesting import nest_columns, nest_if_sorted
 from trace_parsers.schema import CAT, PROMOTED_STATS, SCHEMA, TraceFrames, validate
@@ -165,7 +173,7 @@ class _Builder:
         return {
             "owner": owner,
             "key_row": key_row,
-            "promoted": promoted_of_row[key_row],
+            "promoted": gather(promoted_of_row, key_row),
             "kind": kind,
             "ival": ival,  # the value; a double stat's bits (read by kind)
             "sid": sid,
@@ -198,48 +206,54 @@ class _Builder:
 
     def build(self) -> TraceFrames:
         raw = self.raw
+        # Each decoder column is freed (popped from raw, its views dropped) once it is spent:
+        # memory peaks while the events frame and the stat tables coexist.
         ev_plane = np.frombuffer(raw["ev_plane"], dtype=np.int32)
-        ev_line = np.frombuffer(raw["ev_line"], dtype=np.int32)
-        ev_meta = np.frombuffer(raw["ev_metadata_id"], dtype=np.int64)
-        off = np.frombuffer(raw["ev_offset_ps"], dtype=np.int64)
+        ev_line = np.frombuffer(raw.pop("ev_line"), dtype=np.int32)
         dur = np.frombuffer(raw["ev_duration_ps"], dtype=np.int64)
-        n = len(ev_meta)
+        n = len(dur)
+        ev_meta = np.frombuffer(raw.pop("ev_metadata_id"), dtype=np.int64)
         meta_row = _lookup(ev_plane, ev_meta, self.em_plane, self.em_ids)
-        meta_row[meta_row < 0] = len(self.em_names)  # the trailing 'absent' slot of each table
+        outside = meta_row < 0
+        meta_row[outside] = len(self.em_names)  # the trailing 'absent' slot of each table
+        # Ids of metadata missing from the plane's table are kept (one categorical over rows).
+        ids_kept = ev_meta if outside.any() else None
+        del ev_meta, outside
 
         # Row order: by line, then start, then longest first, so parents precede children.
         # Captures are usually written in that order already; then no permutation is needed.
         ts0 = int(self.line_ts.min()) if len(self.line_ts) else 0
-        rel_ps = (self.line_ts - ts0)[ev_line]  # in place from here: fewer fresh pages to fault
+        rel_ps = gather(self.line_ts - ts0, ev_line)  # in place from here: fewer pages to fault
         rel_ps *= 1000
-        rel_ps += off
+        rel_ps += np.frombuffer(raw.pop("ev_offset_ps"), dtype=np.int64)
         end_ps = rel_ps + dur
         order = None
         nested = nest_if_sorted(ev_line, rel_ps, end_ps, parent_dtype=np.int32)
         if nested is None:
             order = np.lexsort((-end_ps, rel_ps, ev_line))
             nested = nest_columns(ev_line[order], rel_ps[order], end_ps[order], np.int32)
+        del end_ps
         depth, parent, self_ps = nested
+        del nested
 
         def take(a: np.ndarray) -> np.ndarray:
-            return a if order is None else a[order]
+            return a if order is None else gather(a, order)
 
-        name_codes = take(meta_row)
-        # Ids of metadata missing from the plane's table are kept (one categorical over rows).
-        absent = len(self.em_ids)
-        metadata_id = (
-            id_cat(name_codes, self.em_ids)
-            if not (name_codes == absent).any()
-            else pd.Categorical(take(ev_meta))
-        )
-        start_ns = take(rel_ps // 1000)  # == line_ts - ts0 + off // 1000
+        start_ns = take(rel_ps)
+        del rel_ps
+        np.floor_divide(start_ns, 1000, out=start_ns)  # == line_ts - ts0 + offset // 1000
         start_ns += ts0 + self.start_base
+        line = take(ev_line)
+        del ev_line
+        name_codes = take(meta_row)
         cols: dict[str, Any] = {
             "worker": self._worker_col(n),
             "plane": cat(take(ev_plane), self.plane_names),
-            "line_id": id_cat(take(ev_line), self.line_ids),
-            "line": cat(take(ev_line), self.line_names),
-            "metadata_id": metadata_id,
+            "line_id": id_cat(line, self.line_ids),
+            "line": cat(line, self.line_names),
+            "metadata_id": id_cat(name_codes, self.em_ids)
+            if ids_kept is None
+            else pd.Categorical(take(ids_kept)),
             "name": cat(name_codes, [*self.em_names, ""]),
             "display_name": cat(name_codes, [*self.em_display, ""]),
             "start_ns": start_ns,
@@ -248,11 +262,7 @@ class _Builder:
             "parent": parent,
             "self_ps": self_ps,
         }
-        # The decoder's per-event columns and the times are spent (dur_ps keeps its own): freed
-        # before the stat tables are built, which is when memory peaks. ev_plane goes after.
-        for spent in ("ev_line", "ev_metadata_id", "ev_offset_ps"):
-            del raw[spent]
-        del ev_line, ev_meta, off, rel_ps, end_ps, nested, depth
+        del line, ids_kept, depth
         est = self._stat_table(raw.pop("event_stats"), owner_plane=ev_plane)
         del raw["ev_plane"], ev_plane
         mst = self._stat_table(raw.pop("metadata_stats"), owner_plane=self.em_plane)
@@ -293,8 +303,8 @@ class _Builder:
                 True,
                 lambda owner: {  # a metadata stat's owner is its event-metadata row
                     "worker": self._worker_col(len(owner)),
-                    "plane": cat(self.em_plane[owner], self.plane_names),
-                    "metadata_id": self.em_ids[owner],
+                    "plane": cat(gather(self.em_plane, owner), self.plane_names),
+                    "metadata_id": gather(self.em_ids, owner),
                 },
             ),
             aggregates=self._aggregates(),
@@ -328,7 +338,7 @@ class _Builder:
             if len(m_rows):
                 per_meta = np.full(len(self.em_ids) + 1, absent, dtype=dt)
                 per_meta[mst["owner"][m_rows]] = self._values(mst, m_rows, dtype)
-                col = per_meta[meta_row]  # absent metadata reads the trailing slot
+                col = gather(per_meta, meta_row)  # absent metadata reads the trailing slot
             else:
                 col = np.full(n, absent, dtype=dt)
             if len(e_rows):
@@ -349,39 +359,55 @@ class _Builder:
         ``t``, so its full-length arrays are gone before the frame is assembled."""
         key_codes, key_cats = self.keys
         str_codes, str_cats = self.strings
-        out = _xplane_fast.long_stats(
-            t.pop("promoted"),
-            t.pop("kind"),
-            t.pop("key_row"),
-            t.pop("ival"),
-            t.pop("sid"),
-            t.pop("owner"),
+        key_dt, str_dt = np.dtype(code_dtype(len(key_cats))), np.dtype(code_dtype(len(str_cats)))
+        promoted = t.pop("promoted")
+        n = len(promoted)
+        m = n if keep_all else int(np.count_nonzero(promoted < 0))
+        imask, dmask = np.empty(m, dtype=np.bool_), np.empty(m, dtype=np.bool_)
+        dval = np.zeros(m, dtype=np.float64)
+        owner, kind, key, ival, sid = (
+            t.pop(c) for c in ("owner", "kind", "key_row", "ival", "sid")
+        )
+        t.clear()
+        _xplane_fast.long_stats(
+            promoted,
+            kind,
+            key,
+            ival,
+            sid,
+            owner,
             key_codes.astype(np.int32),
             str_codes.astype(np.int32),
             keep_all,
+            key_dt.itemsize,
+            str_dt.itemsize,
+            imask,
+            dval,
+            dmask,
         )
-        t.clear()
+        del promoted
 
-        def codes(name: str, categories: pd.Index) -> pd.Categorical:
-            c = np.frombuffer(out[name], dtype=np.int32).astype(code_dtype(len(categories)))
-            return pd.Categorical.from_codes(c, categories=categories, validate=False)
+        # The kept rows now lead the table's own columns (compacted in place). Columns that are
+        # much shorter than their buffer (codes narrower than int32, or most rows promoted to
+        # event columns) are copied, so no frame holds memory it does not show.
+        def cut(a: np.ndarray, narrowed: bool = False) -> np.ndarray:
+            return a[:m].copy() if narrowed or m < n * 0.9 else a[:m]
 
-        kind = np.frombuffer(out["kind"], dtype=np.int8)
         cols = {
-            **lead(np.frombuffer(out["owner"], dtype=np.int32)),
-            "key": codes("key", key_cats),
-            "kind": cat(kind, KINDS),
+            **lead(cut(owner)),
+            "key": pd.Categorical.from_codes(
+                cut(key.view(key_dt), key_dt.itemsize < 4), categories=key_cats, validate=False
+            ),
+            "kind": cat(cut(kind), KINDS),
             # uint64 values above 2**63 keep their bit pattern (they read as negative Int64).
-            "int_value": pd.arrays.IntegerArray(
-                np.frombuffer(out["ival"], dtype=np.int64),
-                np.frombuffer(out["imask"], dtype=np.bool_),
+            "int_value": pd.arrays.IntegerArray(cut(ival), imask),
+            "float_value": pd.arrays.FloatingArray(dval, dmask),
+            # -1 unless a str or ref stat
+            "str_value": pd.Categorical.from_codes(
+                cut(sid.view(str_dt), str_dt.itemsize < 4), categories=str_cats, validate=False
             ),
-            "float_value": pd.arrays.FloatingArray(
-                np.frombuffer(out["dval"], dtype=np.float64),
-                np.frombuffer(out["dmask"], dtype=np.bool_),
-            ),
-            "str_value": codes("str", str_cats),  # -1 unless a str or ref stat
         }
+        del owner, kind, key, ival, sid
         return pd.DataFrame({c: _as(cols[c], d) for c, d in SCHEMA[frame].items()}, copy=False)
 
     def _worker_col(self, n: int) -> pd.Categorical:
@@ -470,7 +496,7 @@ class _Builder:
 
 def _rows(owner: np.ndarray, inverse: np.ndarray | None) -> np.ndarray:
     """Event rows of stat owners (decoder event indices), through the sort's inverse if any."""
-    return owner if inverse is None else inverse.take(owner)
+    return owner if inverse is None else gather(inverse, owner)
 
 
 def split_worker_label(label: str) -> tuple[str, int | None]:
