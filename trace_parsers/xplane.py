@@ -42,8 +42,6 @@ _DOUBLE, _UINT, _INT, _STR, _BYTES, _REF = 1, 2, 3, 4, 5, 6
 #: (TF 2.x writes them relative to the Task Environment plane's profile_start_time;
 #: checked on a TF 2.21 capture: line.timestamp_ns = 14551, profile_start_time = 1.796e18).
 _EPOCH_NS_MIN = 10**17
-_INT_NA = np.iinfo(np.int64).min
-_FLOAT_PROMOTED = frozenset({"flops", "bytes_accessed"})
 
 
 def decompress(data: bytes, source: str) -> bytes:
@@ -274,7 +272,12 @@ class _Builder:
             elif dtype == CAT:
                 cols[key] = cat_of(take(promoted[key]), *self.strings)
             else:
-                cols[key] = take(promoted[key])
+                values, mask = (take(a) for a in promoted[key])
+                cols[key] = (
+                    pd.arrays.BooleanArray(values != 0, mask)
+                    if dtype == "boolean"
+                    else pd.arrays.IntegerArray(values, mask)
+                )
         cols["op_name"], cols["op_type"] = split_tf_op(cols["tf_op"], cols["name"])
         events = pd.DataFrame({c: _as(cols[c], t) for c, t in SCHEMA["events"].items()}, copy=False)
 
@@ -315,35 +318,42 @@ class _Builder:
 
     def _promote(
         self, est: dict[str, np.ndarray], mst: dict[str, np.ndarray], meta_row: np.ndarray, n: int
-    ) -> dict[str, np.ndarray]:
-        """Per promoted key, a per-event array: metadata stats first, event stats override.
-
-        Absent values: -1 (string codes), int64 min (integers), NaN (flops / bytes, which some
-        producers write as doubles); ``_as`` turns them into missing values.
+    ) -> dict[str, Any]:
+        """Per promoted key present in the capture, its per-event values in decoder order:
+        metadata stats first, event stats override. String keys: codes (-1 where absent);
+        numbers: (int64 values, missing mask). Values start as ``np.zeros`` (pages the kernel
+        maps only once written), so a key set on few events costs little more than its mask.
+        flops / bytes_accessed may be written as doubles (NaN reads as missing).
         """
-        out: dict[str, np.ndarray] = {}
+        out: dict[str, Any] = {}
         named = set(self.sm_promoted.tolist())  # keys some plane's stat metadata names
         for k, (key, dtype) in enumerate(PROMOTED_STATS.items()):
-            e_rows = np.flatnonzero(est["promoted"] == k) if k in named else np.zeros(0, np.intp)
-            m_rows = np.flatnonzero(mst["promoted"] == k) if k in named else np.zeros(0, np.intp)
-            if not len(e_rows) and not len(m_rows):
+            if k not in named:
                 continue  # absent from this capture: built as an all-missing column
-            absent, dt = (
-                (-1, np.int32)  # string codes
-                if dtype == CAT
-                else (np.nan, np.float64)
-                if key in _FLOAT_PROMOTED
-                else (_INT_NA, np.int64)
-            )
+            e_rows = np.flatnonzero(est["promoted"] == k)
+            m_rows = np.flatnonzero(mst["promoted"] == k)
+            if not len(e_rows) and not len(m_rows):
+                continue
+            if dtype == CAT:
+                codes = np.full(len(self.em_ids) + 1 if len(m_rows) else n, -1, dtype=np.int32)
+                if len(m_rows):
+                    codes[mst["owner"][m_rows]] = self._values(mst, m_rows, dtype)
+                    codes = gather(codes, meta_row)  # absent metadata reads the trailing slot
+                if len(e_rows):
+                    codes[est["owner"][e_rows]] = self._values(est, e_rows, dtype)
+                out[key] = codes
+                continue
+            values, mask = np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.bool_)
             if len(m_rows):
-                per_meta = np.full(len(self.em_ids) + 1, absent, dtype=dt)
-                per_meta[mst["owner"][m_rows]] = self._values(mst, m_rows, dtype)
-                col = gather(per_meta, meta_row)  # absent metadata reads the trailing slot
-            else:
-                col = np.full(n, absent, dtype=dt)
+                per_meta = np.zeros(len(self.em_ids) + 1, dtype=np.int64)
+                per_mask = np.ones(len(self.em_ids) + 1, dtype=np.bool_)
+                _set_numbers(
+                    per_meta, per_mask, mst["owner"][m_rows], self._values(mst, m_rows, dtype)
+                )
+                values, mask = gather(per_meta, meta_row), gather(per_mask, meta_row)
             if len(e_rows):
-                col[est["owner"][e_rows]] = self._values(est, e_rows, dtype)
-            out[key] = col
+                _set_numbers(values, mask, est["owner"][e_rows], self._values(est, e_rows, dtype))
+            out[key] = (values, mask)
         return out
 
     def _long_stats(
@@ -494,6 +504,17 @@ class _Builder:
         )
 
 
+def _set_numbers(values: np.ndarray, mask: np.ndarray, rows: np.ndarray, new: np.ndarray) -> None:
+    """``values[rows] = new`` (int64; doubles truncated, NaN left missing), unmasking them."""
+    if new.dtype.kind == "f":
+        nan = np.isnan(new)
+        values[rows] = np.where(nan, 0, new).astype(np.int64)
+        mask[rows] = nan
+    else:
+        values[rows] = new
+        mask[rows] = False
+
+
 def _rows(owner: np.ndarray, inverse: np.ndarray | None) -> np.ndarray:
     """Event rows of stat owners (decoder event indices), through the sort's inverse if any."""
     return owner if inverse is None else gather(inverse, owner)
@@ -508,22 +529,8 @@ def split_worker_label(label: str) -> tuple[str, int | None]:
 
 
 def _as(values: Any, dtype: str) -> Any:
-    """Column in the declared dtype; promoted numbers use int64 min / NaN / -1 as 'absent'."""
+    """Column in the declared dtype: string labels become categoricals; the rest is built in
+    its dtype already."""
     if dtype == CAT:
         return values if isinstance(values, pd.Categorical) else pd.Categorical(values)
-    if (
-        dtype in ("Int64", "boolean")
-        and isinstance(values, np.ndarray)
-        and values.dtype.kind in "if"
-    ):
-        if values.dtype.kind == "f":
-            missing = np.isnan(values)
-            filled = np.where(missing, 0, values).astype(np.int64)
-        else:  # the builder's own array: filled in place
-            missing = values == _INT_NA
-            filled = values
-            filled[missing] = 0
-        if dtype == "boolean":
-            return pd.arrays.BooleanArray(filled != 0, missing)
-        return pd.arrays.IntegerArray(filled, missing)
     return values
