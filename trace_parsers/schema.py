@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import pandas as pd
@@ -180,7 +180,13 @@ def empty_frame(name: str) -> pd.DataFrame:
 
 @functools.cache
 def _empty_template(name: str) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.array([], dtype=pandas_dtype(t)) for c, t in SCHEMA[name].items()})
+    no_labels = pd.CategoricalDtype(pd.Index([], dtype="str"))  # categories are str, as parsed
+    return pd.DataFrame(
+        {
+            c: pd.array([], dtype=no_labels if t == CAT else pandas_dtype(t))
+            for c, t in SCHEMA[name].items()
+        }
+    )
 
 
 def pandas_dtype(dtype: str) -> Any:
@@ -263,11 +269,14 @@ def validate(frames: TraceFrames, source: str = "<frames>") -> TraceFrames:
         source: the input's name, for the error message.
 
     Returns:
-        ``frames`` unchanged, so parsers can ``return validate(...)``.
+        ``frames``, each empty frame as ``empty_frame`` gives it (no categories left from the
+        parse), so a parse and a cache load of it give equal frames; parsers
+        ``return validate(...)``.
 
     Raises:
         SchemaError: a frame misses a column, has an extra one, or a column has another dtype.
     """
+    empty = {}
     for name, frame in frames.frames():
         want = SCHEMA[name]
         if list(frame.columns) != list(want):
@@ -278,4 +287,6 @@ def validate(frames: TraceFrames, source: str = "<frames>") -> TraceFrames:
             got = dtype_name(got_dtype)
             if got != dtype:
                 raise SchemaError(source, "schema", f"{name}.{col}: dtype {got} != {dtype}")
-    return frames
+        if frame.empty:
+            empty[name] = empty_frame(name)
+    return replace(frames, **empty) if empty else frames
