@@ -35,7 +35,6 @@ from trace_parsers.schema import (
     PARSER_VERSION,
     SCHEMA,
     TraceFrames,
-    conform,
     empty_frame,
     validate,
 )
@@ -176,7 +175,7 @@ def read_frame(path: Path, name: str) -> pd.DataFrame:
     if any(c.num_chunks != 1 for c in table.columns):  # not written by put(): one batch
         table = table.combine_chunks()
     cols = {col: _column(table, col, dtype, views) for col, dtype in SCHEMA[name].items()}
-    return conform(pd.DataFrame(cols, copy=False), name)
+    return pd.DataFrame(cols, copy=False)  # _column built each declared dtype
 
 
 def _map_private(path: Path) -> Any:
@@ -281,7 +280,7 @@ def _column(table: pa.Table, col: str, dtype: str, views: _Views) -> Any:
         cats = (
             pd.Index(views.values(arr.dictionary), dtype="int64")
             if dtype == CAT_ID
-            else pd.Index(arr.dictionary.to_pylist(), dtype="str")
+            else pd.Index(arr.dictionary, dtype="str")  # from the Arrow strings, not via Python
         )
         return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(cats), validate=False)
     if arr.null_count:
