@@ -201,35 +201,6 @@ def dtype_name(dtype: Any) -> str:
     return str(dtype)
 
 
-def conform(frame: pd.DataFrame, name: str) -> pd.DataFrame:
-    """Casts columns whose dtype drifted in a round trip to the declared ones.
-
-    Parquet stores an all-missing categorical without categories as object, and gives empty
-    categories the object dtype; categories are always strings (pandas' ``str``) here.
-    """
-    have = dict(zip(frame.columns, frame.dtypes, strict=True))
-    for col, dtype in SCHEMA[name].items():
-        got = have[col]
-        if dtype == CAT and isinstance(got, pd.CategoricalDtype) and got.categories.dtype == "str":
-            continue  # read from the dtypes: taking each column as a Series costs ~30 µs
-        if dtype != CAT and dtype_name(got) == dtype:
-            continue
-        s = frame[col]
-        if dtype == CAT_ID:
-            s = pd.Series(pd.Categorical(s.astype("int64")), index=s.index)
-        elif dtype == CAT:
-            if not isinstance(s.dtype, pd.CategoricalDtype):
-                s = s.astype(CAT)
-            if s.cat.categories.dtype != "str":
-                cats = pd.Index(s.cat.categories.astype(str), dtype="str")
-                s = pd.Series(pd.Categorical.from_codes(s.cat.codes, cats), index=s.index)
-        elif str(s.dtype) != dtype:
-            s = s.astype(dtype)
-        if s is not frame[col]:
-            frame[col] = s  # column-wise: never re-blocks (copies) the untouched columns
-    return frame
-
-
 @dataclass(frozen=True)
 class TraceFrames:
     """All frames parsed from one trace session (one or more workers).
