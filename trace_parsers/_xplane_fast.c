@@ -377,6 +377,14 @@ static PyObject *decode_xspace(PyObject *self, PyObject *arg) {
     if (!x.lines || !x.planes || !x.evmeta || !x.statmeta || !x.hostnames || !x.errors ||
         !x.warnings || interner_init(&x.str) < 0)
         goto done;
+    /* Room for the events and event stats a file of this size usually holds (captures run at
+     * 20-30 bytes per event with its stats): growing a column copies it whenever realloc cannot
+     * extend it in place, and reserved pages cost no memory until written. */
+    size_t guess = (size_t)x.size / 16 + 1;
+    Col *big[] = {&x.ev_plane, &x.ev_line, &x.ev_meta, &x.ev_off, &x.ev_dur, &x.est.owner,
+                  &x.est.meta, &x.est.kind, &x.est.ival, &x.est.sid};
+    for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++)
+        if (col_reserve(big[i], guess) < 0) goto done;
     Buf b = {x.base, x.base + x.size};
     if (parse_space(&x, b) < 0) goto done;
     out = Py_BuildValue(
