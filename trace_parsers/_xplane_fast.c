@@ -565,8 +565,64 @@ static inline void put_code(char *col, Py_ssize_t width, size_t i, int32_t v) {
     else ((int32_t *)col)[i] = v;
 }
 
+/* One promoted key's per-event column that long_stats scatters event stats into: int64 values
+ * with a missing mask (numbers), or int32 string codes (mask NULL). */
+typedef struct {
+    Py_buffer values, mask;
+    int has_values, has_mask;
+    Py_ssize_t len;
+} Target;
+
+static void targets_release(Target *t, Py_ssize_t k) {
+    for (Py_ssize_t i = 0; i < k; i++) {
+        if (t[i].has_values) PyBuffer_Release(&t[i].values);
+        if (t[i].has_mask) PyBuffer_Release(&t[i].mask);
+    }
+}
+
+/* Reads the targets tuple: per promoted key index, None or (values,) / (values, mask). */
+static int targets_get(PyObject *tuple, Target *t, Py_ssize_t k) {
+    memset(t, 0, sizeof(Target) * (size_t)k);
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (item == Py_None) continue;
+        Py_ssize_t parts = PyTuple_Check(item) ? PyTuple_GET_SIZE(item) : 0;
+        if (parts != 1 && parts != 2) {
+            PyErr_SetString(PyExc_ValueError, "long_stats: a target is (values,) or (values, mask)");
+            return -1;
+        }
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 0), &t[i].values, PyBUF_WRITABLE) < 0)
+            return -1;
+        t[i].has_values = 1;
+        if (parts == 2) {
+            if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &t[i].mask, PyBUF_WRITABLE) < 0)
+                return -1;
+            t[i].has_mask = 1;
+            t[i].len = t[i].mask.len;
+            if (t[i].values.len != t[i].len * 8) goto bad;
+        } else {
+            t[i].len = t[i].values.len / 4;
+            if (t[i].values.len != t[i].len * 4) goto bad;
+        }
+    }
+    return 0;
+bad:
+    PyErr_SetString(PyExc_ValueError, "long_stats: a target's values and mask differ in length");
+    return -1;
+}
+
+/* A double stat as an int64 column value: truncated toward zero, saturated at the int64
+ * range; NaN is missing (returns 0). */
+static inline int double_to_i64(double d, int64_t *out) {
+    if (d != d) return 0;
+    if (d >= 9223372036854775807.0) *out = INT64_MAX;
+    else if (d <= -9223372036854775808.0) *out = INT64_MIN;
+    else *out = (int64_t)d;
+    return 1;
+}
+
 /* long_stats(promoted, kind, key_row, ival, sid, owner, key_code, str_code, keep_all,
- *            key_width, str_width, imask, dval, dmask) -> rows kept
+ *            key_width, str_width, imask, dval, dmask, targets, written) -> rows kept
  *
  * The columns of a long stats frame in one pass over a stat table, compacted in place: the
  * rows whose promoted key index is < 0 (every row with keep_all) move to the front of owner
@@ -576,36 +632,69 @@ static inline void put_code(char *col, Py_ssize_t width, size_t i, int32_t v) {
  * codes (key_width, str_width: numpy's narrowest categorical codes). Writing row k <= i after
  * reading row i never overwrites an unread row. Into the caller's arrays of exactly the kept
  * length: imask (not an integer kind), dval and dmask (not a double); dval is written only at
- * double rows, so a zeroed dval costs no memory when the table has none. Inputs: promoted and
- * kind int8; key_row, sid, owner and the code tables int32; ival int64. */
+ * double rows, so a zeroed dval costs no memory when the table has none.
+ *
+ * Without keep_all, a row of promoted key p goes to targets[p] at its owner's position
+ * instead: a string key's int32 codes get the row's sid; a number key's int64 values get an
+ * integer as is, a double truncated (NaN: missing), any other kind missing, and its mask says
+ * so. written[p] (int64) counts the rows each key received. Inputs: promoted and kind int8;
+ * key_row, sid, owner and the code tables int32; ival int64. */
 static PyObject *long_stats(PyObject *self, PyObject *args) {
-    Py_buffer pr, kd, kr, iv, sd, ow, kc, sc, oim, od, odm;
+    Py_buffer pr, kd, kr, iv, sd, ow, kc, sc, oim, od, odm, wr;
     int keep_all, kw, sw;
-    if (!PyArg_ParseTuple(args, "y*w*w*w*w*w*y*y*piiw*w*w*", &pr, &kd, &kr, &iv, &sd, &ow, &kc,
-                          &sc, &keep_all, &kw, &sw, &oim, &od, &odm))
+    PyObject *tuple;
+    if (!PyArg_ParseTuple(args, "y*w*w*w*w*w*y*y*piiw*w*w*O!w*", &pr, &kd, &kr, &iv, &sd, &ow,
+                          &kc, &sc, &keep_all, &kw, &sw, &oim, &od, &odm, &PyTuple_Type, &tuple,
+                          &wr))
         return NULL;
     PyObject *res = NULL;
     Py_ssize_t n = kd.len, n_kc = kc.len / 4, n_sc = sc.len / 4, m = oim.len;
+    Py_ssize_t n_targets = PyTuple_GET_SIZE(tuple);
+    Target *targets = PyMem_Calloc((size_t)(n_targets ? n_targets : 1), sizeof(Target));
+    if (!targets) { PyErr_NoMemory(); goto done; }
     if (pr.len != n || kr.len != n * 4 || iv.len != n * 8 || sd.len != n * 4 || ow.len != n * 4 ||
         n_kc < 1 || m > n || od.len != m * 8 || odm.len != m || (kw != 1 && kw != 2 && kw != 4) ||
-        (sw != 1 && sw != 2 && sw != 4)) {
+        (sw != 1 && sw != 2 && sw != 4) || wr.len != n_targets * 8) {
         PyErr_SetString(PyExc_ValueError, "long_stats: column lengths differ");
         goto done;
     }
+    if (targets_get(tuple, targets, n_targets) < 0) goto done;
     const int8_t *promoted = pr.buf;
     const int32_t *key_code = kc.buf, *str_code = sc.buf;
     int8_t *kind = kd.buf;
     int32_t *key_row = kr.buf, *sid = sd.buf, *owner = ow.buf;
-    int64_t *ival = iv.buf;
+    int64_t *ival = iv.buf, *written = wr.buf;
     uint8_t *imask = oim.buf, *dmask = odm.buf;
     double *dval = od.buf;
+    memset(written, 0, (size_t)wr.len);
     Py_ssize_t k = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (!keep_all && promoted[i] >= 0) continue;
-        if (k == m) { k++; break; } /* more kept rows than the caller counted: reported below */
         int8_t kn = kind[i];
-        int32_t r = key_row[i], s = sid[i], o = owner[i];
+        int32_t o = owner[i];
         int64_t v = ival[i];
+        int8_t p = promoted[i];
+        if (!keep_all && p >= 0) {
+            Target *t = p < n_targets ? &targets[p] : NULL;
+            if (!t || !t->has_values) continue; /* a key the caller does not build */
+            if (o < 0 || o >= t->len) {
+                PyErr_SetString(PyExc_ValueError, "long_stats: a promoted stat's owner is out of range");
+                goto done;
+            }
+            if (!t->has_mask) {
+                ((int32_t *)t->values.buf)[o] = sid[i];
+            } else {
+                double d;
+                int64_t out = v;
+                int ok = kn == 2 || kn == 3;
+                if (kn == 1) { memcpy(&d, &v, 8); ok = double_to_i64(d, &out); }
+                ((int64_t *)t->values.buf)[o] = ok ? out : 0;
+                ((uint8_t *)t->mask.buf)[o] = !ok;
+            }
+            written[p]++;
+            continue;
+        }
+        if (k == m) { k++; break; } /* more kept rows than the caller counted: reported below */
+        int32_t r = key_row[i], s = sid[i];
         int is_int = kn == 2 || kn == 3 || kn == 5, is_double = kn == 1;
         if (is_double) memcpy(&dval[k], &v, 8);
         owner[k] = o;
@@ -623,9 +712,11 @@ static PyObject *long_stats(PyObject *self, PyObject *args) {
     }
     res = PyLong_FromSsize_t(k);
 done:
+    if (targets) targets_release(targets, n_targets);
+    PyMem_Free(targets);
     PyBuffer_Release(&pr); PyBuffer_Release(&kd); PyBuffer_Release(&kr); PyBuffer_Release(&iv);
     PyBuffer_Release(&sd); PyBuffer_Release(&ow); PyBuffer_Release(&kc); PyBuffer_Release(&sc);
-    PyBuffer_Release(&oim); PyBuffer_Release(&od); PyBuffer_Release(&odm);
+    PyBuffer_Release(&oim); PyBuffer_Release(&od); PyBuffer_Release(&odm); PyBuffer_Release(&wr);
     return res;
 }
 
@@ -636,7 +727,7 @@ static PyMethodDef methods[] = {
      "nest(group, start, end, depth_out, parent_out, self_out): nesting within sorted groups."},
     {"long_stats", long_stats, METH_VARARGS,
      "long_stats(promoted, kind, key_row, ival, sid, owner, key_code, str_code, keep_all, key_width, "
-     "str_width, imask, dval, dmask) -> kept rows (compacted in place)."},
+     "str_width, imask, dval, dmask, targets, written) -> kept rows (compacted in place)."},
     {"lookup", lookup, METH_VARARGS,
      "lookup(plane_of, ids, table_plane, table_ids, owner, out): rows of (plane, id) keys."},
     {NULL, NULL, 0, NULL}};

@@ -20,5 +20,7 @@ def long_stats(
     imask: Any,
     dval: Any,
     dmask: Any,
+    targets: tuple[Any, ...],
+    written: Any,
     /,
 ) -> int: ...

@@ -265,31 +265,40 @@ class _Builder:
         del raw["ev_plane"], ev_plane
         mst = self._stat_table(raw.pop("metadata_stats"), owner_plane=self.em_plane)
         planes = self._planes()
-        promoted = self._promote(est, mst, meta_row, n)
-        for key, dtype in PROMOTED_STATS.items():
-            if key not in promoted:
-                cols[key] = missing(n, dtype)
+        targets, from_meta = self._promote_targets(mst, meta_row, n)
+        inverse = None
+        if order is not None:
+            inverse = np.empty(n, dtype=np.int32)
+            inverse[order] = np.arange(n, dtype=np.int32)
+        # One pass over the event stats: promoted ones scattered into ``targets``, the rest
+        # compacted into the long frame.
+        written = np.zeros(len(PROMOTED_STATS), dtype=np.int64)
+        stats = self._long_stats(
+            "stats",
+            est,
+            False,
+            lambda owner: {"event_row": _rows(owner, inverse)},
+            tuple(targets.get(key) for key in PROMOTED_STATS),
+            written,
+        )
+        for k, (key, dtype) in enumerate(PROMOTED_STATS.items()):
+            if key not in targets or not (written[k] or key in from_meta):
+                cols[key] = missing(n, dtype)  # absent from this capture
             elif dtype == CAT:
-                cols[key] = cat_of(take(promoted[key]), *self.strings)
+                cols[key] = cat_of(take(targets[key][0]), *self.strings)
             else:
-                values, mask = (take(a) for a in promoted[key])
+                values, mask = (take(a) for a in targets[key])
                 cols[key] = (
                     pd.arrays.BooleanArray(values != 0, mask)
                     if dtype == "boolean"
                     else pd.arrays.IntegerArray(values, mask)
                 )
+        del targets
         cols["op_name"], cols["op_type"] = split_tf_op(cols["tf_op"], cols["name"])
         events = pd.DataFrame({c: _as(cols[c], t) for c, t in SCHEMA["events"].items()}, copy=False)
-
-        inverse = None
-        if order is not None:
-            inverse = np.empty(n, dtype=np.int32)
-            inverse[order] = np.arange(n, dtype=np.int32)
         return TraceFrames(
             events=events,
-            stats=self._long_stats(
-                "stats", est, False, lambda owner: {"event_row": _rows(owner, inverse)}
-            ),
+            stats=stats,
             plane_stats=self._long_stats(
                 "plane_stats",
                 self.plane_stats,
@@ -316,45 +325,43 @@ class _Builder:
             workers=self._workers(),
         )
 
-    def _promote(
-        self, est: dict[str, np.ndarray], mst: dict[str, np.ndarray], meta_row: np.ndarray, n: int
-    ) -> dict[str, Any]:
-        """Per promoted key present in the capture, its per-event values in decoder order:
-        metadata stats first, event stats override. String keys: codes (-1 where absent);
-        numbers: (int64 values, missing mask). Values start as ``np.zeros`` (pages the kernel
-        maps only once written), so a key set on few events costs little more than its mask.
-        flops / bytes_accessed may be written as doubles (NaN reads as missing).
+    def _promote_targets(
+        self, mst: dict[str, np.ndarray], meta_row: np.ndarray, n: int
+    ) -> tuple[dict[str, tuple[np.ndarray, ...]], set[str]]:
+        """Per promoted key some plane's stat metadata names, its per-event column in decoder
+        order, holding the event-metadata stats' values (event stats override them in
+        ``long_stats``): string keys ``(int32 codes,)`` (-1: absent), numbers ``(int64 values,
+        missing mask)``. Values start as ``np.zeros`` (pages the kernel maps only once
+        written), so a key set on few events costs little more than its mask. Also the keys
+        that metadata stats set.
         """
-        out: dict[str, Any] = {}
-        named = set(self.sm_promoted.tolist())  # keys some plane's stat metadata names
+        out: dict[str, tuple[np.ndarray, ...]] = {}
+        from_meta: set[str] = set()
+        named = set(self.sm_promoted.tolist())
+        slots = len(self.em_ids) + 1  # the last one: events whose metadata is absent
         for k, (key, dtype) in enumerate(PROMOTED_STATS.items()):
             if k not in named:
-                continue  # absent from this capture: built as an all-missing column
-            e_rows = np.flatnonzero(est["promoted"] == k)
-            m_rows = np.flatnonzero(mst["promoted"] == k)
-            if not len(e_rows) and not len(m_rows):
                 continue
-            if dtype == CAT:
-                codes = np.full(len(self.em_ids) + 1 if len(m_rows) else n, -1, dtype=np.int32)
-                if len(m_rows):
-                    codes[mst["owner"][m_rows]] = self._values(mst, m_rows, dtype)
-                    codes = gather(codes, meta_row)  # absent metadata reads the trailing slot
-                if len(e_rows):
-                    codes[est["owner"][e_rows]] = self._values(est, e_rows, dtype)
-                out[key] = codes
-                continue
-            values, mask = np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.bool_)
-            if len(m_rows):
-                per_meta = np.zeros(len(self.em_ids) + 1, dtype=np.int64)
-                per_mask = np.ones(len(self.em_ids) + 1, dtype=np.bool_)
-                _set_numbers(
-                    per_meta, per_mask, mst["owner"][m_rows], self._values(mst, m_rows, dtype)
+            rows = np.flatnonzero(mst["promoted"] == k)
+            if not len(rows):
+                out[key] = (
+                    (np.full(n, -1, dtype=np.int32),)
+                    if dtype == CAT
+                    else (np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.bool_))
                 )
-                values, mask = gather(per_meta, meta_row), gather(per_mask, meta_row)
-            if len(e_rows):
-                _set_numbers(values, mask, est["owner"][e_rows], self._values(est, e_rows, dtype))
-            out[key] = (values, mask)
-        return out
+                continue
+            from_meta.add(key)
+            owners = mst["owner"][rows]
+            if dtype == CAT:
+                codes = np.full(slots, -1, dtype=np.int32)
+                codes[owners] = mst["sid"].take(rows)
+                out[key] = (gather(codes, meta_row),)
+                continue
+            values, mask = np.zeros(slots, dtype=np.int64), np.ones(slots, dtype=np.bool_)
+            values[owners], set_ = _numbers(mst["kind"].take(rows), mst["ival"].take(rows))
+            mask[owners] = ~set_
+            out[key] = (gather(values, meta_row), gather(mask, meta_row))
+        return out, from_meta
 
     def _long_stats(
         self,
@@ -362,6 +369,8 @@ class _Builder:
         t: dict[str, np.ndarray],
         keep_all: bool,
         lead: Callable[[np.ndarray], dict[str, Any]],
+        targets: tuple[tuple[np.ndarray, ...] | None, ...] = (),
+        written: np.ndarray | None = None,
     ) -> pd.DataFrame:
         """A long stats frame (``stats``, ``plane_stats``, ``metadata_stats``): the rows of
         stat table ``t`` not promoted to event columns (all rows with ``keep_all``), built in
@@ -394,6 +403,8 @@ class _Builder:
             imask,
             dval,
             dmask,
+            targets,
+            np.zeros(0, dtype=np.int64) if written is None else written,
         )
         del promoted
 
@@ -504,15 +515,22 @@ class _Builder:
         )
 
 
-def _set_numbers(values: np.ndarray, mask: np.ndarray, rows: np.ndarray, new: np.ndarray) -> None:
-    """``values[rows] = new`` (int64; doubles truncated, NaN left missing), unmasking them."""
-    if new.dtype.kind == "f":
-        nan = np.isnan(new)
-        values[rows] = np.where(nan, 0, new).astype(np.int64)
-        mask[rows] = nan
-    else:
-        values[rows] = new
-        mask[rows] = False
+def _numbers(kind: np.ndarray, ival: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stats of a promoted number key as int64 values and whether each is set: integers as
+    they are, doubles truncated toward zero and saturated (NaN: not set), other kinds not set,
+    as ``long_stats`` reads event stats."""
+    is_int = (kind == _UINT) | (kind == _INT)
+    values = np.where(is_int, ival, 0)
+    is_double = kind == _DOUBLE
+    if is_double.any():
+        d = ival[is_double].view(np.float64)
+        limit = 2.0**63
+        fits = (d > -limit) & (d < limit)  # False for NaN
+        values[is_double] = np.where(
+            fits, np.where(fits, d, 0).astype(np.int64), np.where(d > 0, 2**63 - 1, -(2**63))
+        )
+        is_int[is_double] = ~np.isnan(d)
+    return values, is_int
 
 
 def _rows(owner: np.ndarray, inverse: np.ndarray | None) -> np.ndarray:

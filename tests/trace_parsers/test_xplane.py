@@ -170,6 +170,34 @@ def test_stats_kinds_promoted_columns_and_metadata_stats() -> None:
     assert f.metadata_stats["key"].tolist() == ["flops"]
 
 
+def test_promoted_numbers_of_any_stat_kind() -> None:
+    """Integers exactly (above 2**53 too), doubles truncated, NaN and non-numeric kinds
+    missing, from event stats and from event-metadata stats alike; an event stat overrides
+    its metadata's."""
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    p.event_meta("meta_flops", stats={"flops": 2.0**70, "bytes_accessed": 12.9})
+    p.event_meta("meta_nan", stats={"flops": float("nan"), "bytes_accessed": "many"})
+    line = p.line(1, "t")
+    p.event(line, "big", 0, 10, step_num=2**60 + 1, group_id=3)
+    p.event(line, "double", 100, 10, step_num=7.9, group_id=-2.5)
+    p.event(line, "nan", 200, 10, step_num=float("nan"), group_id=1e30)
+    p.event(line, "text", 300, 10, step_num="five", group_id=("ref", "a name"))
+    p.event(line, "meta_flops", 400, 10)
+    p.event(line, "meta_flops", 500, 10, flops=5, bytes_accessed=float("nan"))
+    p.event(line, "meta_nan", 600, 10)
+    ev = parse_xplane(b.bytes(), worker="w").events
+    na = None
+
+    def col(c: str) -> list[object]:
+        return [None if pd.isna(v) else int(v) for v in ev[c]]
+
+    assert col("step_num") == [2**60 + 1, 7, na, na, na, na, na]
+    assert col("group_id") == [3, -2, 2**63 - 1, na, na, na, na]
+    assert col("flops") == [na, na, na, na, 2**63 - 1, 5, na]
+    assert col("bytes_accessed") == [na, na, na, na, 12, na, na]
+
+
 def test_aggregated_events_stay_off_the_timeline() -> None:
     b = SpaceBuilder()
     p = b.plane("/device:TPU:0")
