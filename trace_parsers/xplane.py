@@ -183,22 +183,14 @@ class _Builder:
         for i in np.flatnonzero(ps["key_row"] >= 0).tolist():
             key = self.sm_names[ps["key_row"][i]]
             if key in ("profile_start_time", "profile_stop_time"):  # int or double stats
-                values[key] = int(self._values(ps, np.array([i]), "Int64")[0])
+                number, is_set = _numbers(ps["kind"][i : i + 1], ps["ival"][i : i + 1])
+                if is_set[0]:
+                    values[key] = int(number[0])
         start, stop = values.get("profile_start_time"), values.get("profile_stop_time")
         relative = bool(len(self.line_ts)) and int(self.line_ts.max()) < _EPOCH_NS_MIN
         if start is not None and relative:
             return start, stop, "epoch"
         return 0, stop, "relative" if relative else "epoch"
-
-    def _values(self, t: dict[str, np.ndarray], rows: np.ndarray, dtype: str) -> Any:
-        """Stat values of ``rows`` as the promoted column's dtype (numbers or string codes)."""
-        if dtype == CAT:
-            return t["sid"].take(rows)
-        kind, ival = t["kind"].take(rows), t["ival"].take(rows)
-        is_double = kind == _DOUBLE
-        if not is_double.any():
-            return ival
-        return np.where(is_double, ival.view(np.float64), ival.astype(np.float64))
 
     # ------------------------------------------------------------------ frames
 
