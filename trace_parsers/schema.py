@@ -267,10 +267,14 @@ def validate(frames: TraceFrames, source: str = "<frames>") -> TraceFrames:
             raise SchemaError(
                 source, "schema", f"{name}: columns {list(frame.columns)} != {list(want)}"
             )
+        canonical = True  # as an empty frame: categoricals without categories, of their type
         for (col, dtype), got_dtype in zip(want.items(), frame.dtypes, strict=True):
             got = dtype_name(got_dtype)
             if got != dtype:
                 raise SchemaError(source, "schema", f"{name}.{col}: dtype {got} != {dtype}")
-        if frame.empty:
+            if isinstance(got_dtype, pd.CategoricalDtype):
+                cats = got_dtype.categories
+                canonical = canonical and not len(cats) and cats.dtype != object
+        if frame.empty and not canonical:
             empty[name] = empty_frame(name)
     return replace(frames, **empty) if empty else frames
