@@ -367,7 +367,11 @@ class _Builder:
         """A long stats frame (``stats``, ``plane_stats``, ``metadata_stats``): the rows of
         stat table ``t`` not promoted to event columns (all rows with ``keep_all``), built in
         one C pass; ``lead`` gives the leading columns from the kept rows' owners. Consumes
-        ``t``, so its full-length arrays are gone before the frame is assembled."""
+        ``t``, so its full-length arrays are gone before the frame is assembled.
+
+        In the same pass, the promoted rows go to ``targets`` (per key of ``PROMOTED_STATS``,
+        its column from ``_promote_targets`` or None) at their events; ``written`` (int64,
+        one per key) counts them."""
         key_codes, key_cats = self.keys
         str_codes, str_cats = self.strings
         key_dt, str_dt = np.dtype(code_dtype(len(key_cats))), np.dtype(code_dtype(len(str_cats)))
@@ -511,18 +515,17 @@ def _numbers(kind: np.ndarray, ival: np.ndarray) -> tuple[np.ndarray, np.ndarray
     """Stats of a promoted number key as int64 values and whether each is set: integers as
     they are, doubles truncated toward zero and saturated (NaN: not set), other kinds not set,
     as ``long_stats`` reads event stats."""
-    is_int = (kind == _UINT) | (kind == _INT)
-    values = np.where(is_int, ival, 0)
+    is_set = (kind == _UINT) | (kind == _INT)
+    values = np.where(is_set, ival, 0)
     is_double = kind == _DOUBLE
     if is_double.any():
         d = ival[is_double].view(np.float64)
-        limit = 2.0**63
-        fits = (d > -limit) & (d < limit)  # False for NaN
+        fits = (d > -(2.0**63)) & (d < 2.0**63)  # False for NaN
         values[is_double] = np.where(
             fits, np.where(fits, d, 0).astype(np.int64), np.where(d > 0, 2**63 - 1, -(2**63))
         )
-        is_int[is_double] = ~np.isnan(d)
-    return values, is_int
+        is_set[is_double] = ~np.isnan(d)
+    return values, is_set
 
 
 def _rows(owner: np.ndarray, inverse: np.ndarray | None) -> np.ndarray:
