@@ -14,6 +14,7 @@ parse --out``) stay Parquet/CSV; the cache is an internal format.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import mmap
 import os
@@ -263,6 +264,17 @@ class _Views:
         return view.copy()
 
 
+#: Dictionaries up to this size (workers, planes, lines, stat kinds and keys, op types) repeat
+#: across the frames of a capture and across captures: their dtypes are built once.
+_SMALL_DICTIONARY = 256
+
+
+@functools.lru_cache(maxsize=1024)
+def _labels_dtype(labels: tuple[str, ...]) -> pd.CategoricalDtype:
+    """The categorical dtype of these str labels (dtypes are immutable: frames share them)."""
+    return pd.CategoricalDtype(pd.Index(list(labels), dtype="str"))
+
+
 def _column(table: pa.Table, col: str, dtype: str, views: _Views) -> Any:
     """Column ``col`` (a single chunk) of a cache table as the declared pandas dtype.
 
@@ -277,12 +289,13 @@ def _column(table: pa.Table, col: str, dtype: str, views: _Views) -> Any:
         n_cats = len(arr.dictionary)
         if len(codes) and (int(codes.min()) < -1 or int(codes.max()) >= n_cats):
             raise ValueError(f"{col}: category code out of range")
-        cats = (
-            pd.Index(views.values(arr.dictionary), dtype="int64")
-            if dtype == CAT_ID
-            else pd.Index(arr.dictionary, dtype="str")  # from the Arrow strings, not via Python
-        )
-        return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(cats), validate=False)
+        if dtype == CAT_ID:
+            cat_dtype = pd.CategoricalDtype(pd.Index(views.values(arr.dictionary), dtype="int64"))
+        elif n_cats <= _SMALL_DICTIONARY:
+            cat_dtype = _labels_dtype(tuple(arr.dictionary.to_pylist()))
+        else:  # from the Arrow strings, not via Python objects
+            cat_dtype = pd.CategoricalDtype(pd.Index(arr.dictionary, dtype="str"))
+        return pd.Categorical.from_codes(codes, dtype=cat_dtype, validate=False)
     if arr.null_count:
         raise ValueError(f"{col}: {dtype} column with Arrow nulls")
     values = views.values(arr)
