@@ -83,6 +83,7 @@ def start(
     repository_root: Path | None = None,
     token: str | None = None,
     strategy: str = "",
+    task: tuple[str, int] | None = None,
     tf: Any = None,
 ) -> Agent:
     """Starts the TF profiler server (unless ``profiler_address`` names one) and the agent.
@@ -94,6 +95,8 @@ def start(
         repository_root: where traces are kept (default: a new temporary folder).
         token: shared secret the collector must send.
         strategy: the job's tf.distribute strategy class name (collectors plan safe captures).
+        task: this process's (task type, index), e.g. ("worker", 1); None reads it from the
+            ``TF_CONFIG`` environment variable, once, here (an empty role when unset).
         tf: the TensorFlow module (imported when None).
 
     Returns:
@@ -107,10 +110,10 @@ def start(
         profiler_address = f"{host}:{tf_port}"
     root = repository_root or Path(tempfile.mkdtemp(prefix="podscope-traces-"))
     root.mkdir(parents=True, exist_ok=True)
-    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+    role, index = task if task is not None else task_from_tf_config(os.environ.get("TF_CONFIG"))
     info = WorkerInfo(
-        role=str(task.get("type", "")),
-        index=int(task.get("index", 0)),
+        role=role,
+        index=index,
         strategy=strategy,
         tf_version=str(getattr(tf, "__version__", "")),
         profiler_address=profiler_address,
@@ -125,3 +128,9 @@ def start(
         extra_handlers=lambda s: s.add_generic_rpc_handlers((proxy,)),
     )
     return Agent(f"{host}:{bound}", profiler_address, root, server)
+
+
+def task_from_tf_config(tf_config: str | None) -> tuple[str, int]:
+    """(task type, index) of a ``TF_CONFIG`` JSON string; ("", 0) when it is unset."""
+    task = json.loads(tf_config or "{}").get("task", {})
+    return str(task.get("type", "")), int(task.get("index", 0))

@@ -20,12 +20,10 @@ the file could not be brought back).
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 import grpc
@@ -35,11 +33,12 @@ from collectors.export_service import TOKEN_HEADER, grpc_options
 from collectors.proto import profiler_service_pb2 as tsl
 from collectors.proto import trace_export_pb2 as pb
 from collectors.proto import trace_export_pb2_grpc as pb_grpc
+from collectors.status import Status
+from trace_parsers import layout
 
 PROFILE_METHOD = "/tensorflow.ProfilerService/Profile"
 MWMS = "MultiWorkerMirroredStrategy"
 EXIT_OK, EXIT_PARTIAL, EXIT_FAILED = 0, 3, 4
-OK_STATUSES = ("ok",)
 
 
 @dataclass(frozen=True)
@@ -102,7 +101,7 @@ class WorkerResult:
 
     label: str
     address: str
-    status: str = "pending"
+    status: Status = Status.PENDING
     reason: str = ""
     role: str = ""
     index: int | None = None
@@ -126,31 +125,25 @@ class CaptureResult:
     start_timestamp_ns: int = 0
 
     def exit_code(self) -> int:
-        ok = sum(w.status in OK_STATUSES for w in self.workers)
+        ok = sum(w.status == Status.OK for w in self.workers)
         if ok == len(self.workers):
             return EXIT_OK
         return EXIT_PARTIAL if ok else EXIT_FAILED
 
     def save(self) -> Path:
-        self.session_dir.mkdir(parents=True, exist_ok=True)
-        path = self.session_dir / "capture.json"
+        """Writes the session's ``capture.json`` (``trace_parsers.layout``; no token)."""
         opts = {
             k: (str(v) if isinstance(v, Path) else v)
             for k, v in asdict(self.options).items()
             if k != "token"
         }
-        path.write_text(
-            json.dumps(
-                {
-                    "session": self.session,
-                    "start_timestamp_ns": self.start_timestamp_ns,
-                    "options": opts,
-                    "workers": [asdict(w) for w in self.workers],
-                },
-                indent=2,
-            )
+        return layout.write_manifest(
+            self.session_dir,
+            self.session,
+            self.start_timestamp_ns,
+            opts,
+            [asdict(w) for w in self.workers],
         )
-        return path
 
 
 def _metadata(token: str | None) -> tuple[tuple[str, str], ...]:
@@ -185,7 +178,8 @@ def _hello(
                 time.sleep(backoff)
                 backoff *= 2
     raise CaptureError(
-        f"no answer from {result.address} after {opts.retries + 1} attempts (is the worker running?)"
+        f"no answer from {result.address} after {opts.retries + 1} attempts (is the worker running?)",
+        status=Status.UNREACHABLE,
     )
 
 
@@ -243,26 +237,26 @@ def _profile(
     result.profile_s = time.monotonic() - t
     if response.empty_trace:
         result.status, result.reason = (
-            "empty",
+            Status.EMPTY,
             "the profiler collected no events in the window (is the job running?)",
         )
         return False
     return True
 
 
-def _classify(e: grpc.RpcError, elapsed_s: float, opts: CaptureOptions) -> tuple[str, str]:
+def _classify(e: grpc.RpcError, elapsed_s: float, opts: CaptureOptions) -> tuple[Status, str]:
     code, details = e.code(), e.details() or ""
     low = details.lower()
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return "timeout", f"no answer within the {opts.deadline_s():.0f} s deadline"
+        return Status.TIMEOUT, f"no answer within the {opts.deadline_s():.0f} s deadline"
     if "no trace event" in low or "empty" in low:
-        return "empty", details
+        return Status.EMPTY, details
     if (
         code in (grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.RESOURCE_EXHAUSTED)
         or "another" in low
         or "already" in low
     ):
-        return "busy", f"another profiling session is running on this worker ({details})"
+        return Status.BUSY, f"another profiling session is running on this worker ({details})"
     if code in (
         grpc.StatusCode.UNAVAILABLE,
         grpc.StatusCode.CANCELLED,
@@ -270,10 +264,10 @@ def _classify(e: grpc.RpcError, elapsed_s: float, opts: CaptureOptions) -> tuple
         grpc.StatusCode.UNKNOWN,
     ):
         return (
-            "crashed",
+            Status.CRASHED,
             f"worker went away during the capture after {elapsed_s:.1f} s ({code.name}: {details})",
         )
-    return "failed", f"{code.name}: {details}"
+    return Status.FAILED, f"{code.name}: {details}"
 
 
 def fetch_trace(
@@ -281,7 +275,7 @@ def fetch_trace(
 ) -> None:
     """Streams the worker's trace into ``dest``, verifying size and SHA-256."""
     stub = pb_grpc.TraceExportStub(channel)
-    name = f"{result.label}.xplane.pb"
+    name = layout.xplane_name(result.label)
     tmp = dest.with_suffix(".part")
     t = time.monotonic()
     digest = hashlib.sha256()
@@ -307,12 +301,12 @@ def fetch_trace(
         tmp.unlink(missing_ok=True)
         detail = f"{e.code().name}: {e.details()}" if isinstance(e, grpc.RpcError) else str(e)
         result.status, result.reason = (
-            "transfer_failed",
+            Status.TRANSFER_FAILED,
             f"trace captured on the worker but not brought back ({detail})",
         )
         return
     result.transfer_s = time.monotonic() - t
-    result.bytes, result.file, result.status = size, str(dest), "ok"
+    result.bytes, result.file, result.status = size, str(dest), Status.OK
 
 
 def capture(
@@ -333,8 +327,8 @@ def capture(
         raise CaptureError("no workers to capture")
     if len(set(labels)) != len(labels):
         raise CaptureError(f"two workers share a label: {labels}")
-    session = opts.session or datetime.now(timezone.utc).strftime("%Y_%m_%d_%H_%M_%S")
-    session_dir = opts.logdir / "plugins" / "profile" / session
+    session = opts.session or layout.new_session_name()
+    session_dir = layout.session_dir(opts.logdir, session)
     session_dir.mkdir(parents=True, exist_ok=True)
     results = [WorkerResult(t.worker_label, t.address) for t in targets]
     notify = on_update or (lambda r: None)
@@ -381,15 +375,12 @@ def _hello_or_fail(
     result: WorkerResult,
     notify: Callable[[WorkerResult], None],
 ) -> object:
-    result.status = "connecting"
+    result.status = Status.CONNECTING
     notify(result)
     try:
         hello = _hello(channel, opts, result)
     except CaptureError as e:
-        result.status, result.reason = (
-            ("unreachable" if "no answer" in str(e) else "failed"),
-            str(e),
-        )
+        result.status, result.reason = e.status, str(e)
         notify(result)
         return None
     if hello is None:
@@ -415,7 +406,7 @@ def _capture_one(
         agent, opts
     )
     if agent is None and not opts.shared_storage:
-        result.status = "failed"
+        result.status = Status.FAILED
         result.reason = (
             "no PodScope agent at this address (a bare TF profiler server writes the trace to the "
             "worker's own disk): start collectors.agent in the worker, or pass --shared-storage "
@@ -424,23 +415,23 @@ def _capture_one(
         notify(result)
         return
     root = str(session_dir.parent.resolve()) if opts.shared_storage else agent.repository_root  # type: ignore[union-attr]
-    result.status = "tracing"
+    result.status = Status.TRACING
     notify(result)
     if not _profile(channel, opts, result, session, start_ns, root):
         notify(result)
         return
     if opts.shared_storage:
-        path = session_dir / f"{result.label}.xplane.pb"
+        path = session_dir / layout.xplane_name(result.label)
         if path.exists():
-            result.status, result.file, result.bytes = "ok", str(path), path.stat().st_size
+            result.status, result.file, result.bytes = Status.OK, str(path), path.stat().st_size
         else:
             result.status, result.reason = (
-                "transfer_failed",
+                Status.TRANSFER_FAILED,
                 f"the worker reported a trace but {path} does not exist (is the logdir really shared?)",
             )
         notify(result)
         return
-    result.status = "transferring"
+    result.status = Status.TRANSFERRING
     notify(result)
-    fetch_trace(channel, opts, result, session, session_dir / f"{result.label}.xplane.pb")
+    fetch_trace(channel, opts, result, session, session_dir / layout.xplane_name(result.label))
     notify(result)

@@ -22,13 +22,13 @@ import grpc
 
 from collectors.proto import trace_export_pb2 as pb
 from collectors.proto import trace_export_pb2_grpc as pb_grpc
+from trace_parsers import layout
 
 TOKEN_HEADER = "x-podscope-token"
 #: Below gRPC's default 4 MiB receive limit, so any client can read the stream.
 CHUNK_BYTES = 2 << 20
 #: gRPC message limit for both ends (a chunk plus headroom).
 MAX_MESSAGE_BYTES = 16 << 20
-TRACE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
 
 
 @dataclass(frozen=True)
@@ -48,14 +48,10 @@ def safe_path(root: Path, session: str, name: str) -> Path:
     Raises:
         PermissionError: a path separator, ``..``, an absolute name, or a symlink leading out.
     """
-    for part in (session, name):
-        if not part or part in (".", "..") or "/" in part or "\\" in part or "\x00" in part:
-            raise PermissionError(f"not a plain file name: {part!r}")
-    real_root = root.resolve()
-    path = (real_root / session / name).resolve()
-    if real_root not in path.parents:
-        raise PermissionError(f"{session}/{name} resolves outside the repository root")
-    return path
+    try:
+        return layout.confined(root, session, name)
+    except layout.LayoutError as e:
+        raise PermissionError(str(e)) from None
 
 
 class TraceExportServicer(pb_grpc.TraceExportServicer):
@@ -93,7 +89,7 @@ class TraceExportServicer(pb_grpc.TraceExportServicer):
         if self.root.is_dir():
             for session in sorted(p for p in self.root.iterdir() if p.is_dir()):
                 for f in sorted(session.iterdir()):
-                    if f.is_file() and f.name.endswith(TRACE_SUFFIXES):
+                    if f.is_file() and f.name.endswith(layout.XPLANE_SUFFIXES):
                         files.append(
                             pb.TraceFile(session=session.name, name=f.name, size=f.stat().st_size)
                         )

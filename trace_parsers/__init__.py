@@ -3,13 +3,32 @@
 >>> import trace_parsers
 >>> frames = trace_parsers.load("logdir")            # newest session, every worker
 >>> frames.events.groupby(["worker", "op_type"], observed=True)["self_ps"].sum()
+
+The package's names are loaded on first use (PEP 562), so importing one small module
+(``trace_parsers.layout``, standard library only) does not import pandas and every parser.
 """
 
 from __future__ import annotations
 
-from trace_parsers.errors import TraceParseError
-from trace_parsers.loader import PARSERS, load, resolve, sessions
-from trace_parsers.schema import SCHEMA, TraceFrames, validate
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trace_parsers.errors import TraceParseError
+    from trace_parsers.loader import PARSERS, load, resolve, sessions
+    from trace_parsers.schema import SCHEMA, TraceFrames, validate
+
+#: Public name → the module that defines it.
+_EXPORTS = {
+    "PARSERS": "trace_parsers.loader",
+    "load": "trace_parsers.loader",
+    "resolve": "trace_parsers.loader",
+    "sessions": "trace_parsers.loader",
+    "SCHEMA": "trace_parsers.schema",
+    "TraceFrames": "trace_parsers.schema",
+    "validate": "trace_parsers.schema",
+    "TraceParseError": "trace_parsers.errors",
+}
 
 __all__ = [
     "PARSERS",
@@ -21,3 +40,12 @@ __all__ = [
     "sessions",
     "validate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trace_parsers' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value

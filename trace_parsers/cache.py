@@ -7,7 +7,7 @@ parsing the XPlane again; memory-mapped Arrow IPC took 0.04 s. Exports (``podsco
 parse --out``) stay Parquet/CSV; the cache is an internal format.
 
 >>> from trace_parsers.cache import FrameCache
->>> store = FrameCache(FrameCache.default_dir())
+>>> store = FrameCache(FrameCache.default_dir(os.environ))
 >>> key = store.key(path, data); frames = store.get(key) or parse(data)
 """
 
@@ -22,6 +22,7 @@ import shutil
 import tempfile
 import warnings
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +53,13 @@ class FrameCache:
         self.root = root
 
     @staticmethod
-    def default_dir() -> Path:
-        """``$PODSCOPE_CACHE_DIR``, else ``$XDG_CACHE_HOME/podscope``, else ``~/.cache/podscope``.
-
-        Read here, at the edge where the cache is built (the CLI and app pass ``cache_dir``).
-        """
-        env = os.environ.get("PODSCOPE_CACHE_DIR")
-        if env:
-            return Path(env)
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    def default_dir(env: Mapping[str, str]) -> Path:
+        """``PODSCOPE_CACHE_DIR``, else ``XDG_CACHE_HOME/podscope``, else ``~/.cache/podscope``,
+        from ``env`` (the caller's edge passes ``os.environ``)."""
+        chosen = env.get("PODSCOPE_CACHE_DIR")
+        if chosen:
+            return Path(chosen)
+        base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         return Path(base) / "podscope"
 
     def key(self, path: Path) -> str:

@@ -18,6 +18,7 @@ One bad worker file does not lose the others: they load, and the failure is list
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from trace_parsers import layout
 from trace_parsers.atrace import looks_like_atrace, parse_atrace
 from trace_parsers.cache import FrameCache
 from trace_parsers.chrome_json import looks_like_chrome_json, parse_chrome_json
@@ -93,21 +95,17 @@ PARSERS: Mapping[str, Format] = {
     ),
 }
 
-PROFILE_SUBDIR = Path("plugins") / "profile"
+#: Every format's file-name suffixes, in registry order.
+SUFFIXES = tuple(s for f in PARSERS.values() for s in f.suffixes)
 
 
 def worker_label(path: Path) -> str:
     """The worker label of a capture file: its name without the format suffix."""
-    name = path.name
-    for fmt in PARSERS.values():
-        for suffix in fmt.suffixes:
-            if name.endswith(suffix):
-                return name[: -len(suffix)]
-    return path.stem
+    return layout.worker_label(path, SUFFIXES)
 
 
 #: Files that live in session folders but are not captures (PodScope's manifest; XProf's caches).
-NOT_CAPTURES = ("capture.json", ".op_stats.pb", ".op_stats_v2.pb")
+NOT_CAPTURES = (layout.MANIFEST_NAME, ".op_stats.pb", ".op_stats_v2.pb")
 
 
 def trace_files(folder: Path) -> list[Path]:
@@ -117,13 +115,12 @@ def trace_files(folder: Path) -> list[Path]:
     xplanes = [p for p in files if p.name.endswith(PARSERS["xplane"].suffixes)]
     if xplanes:
         return sorted(xplanes)
-    suffixes = tuple(s for f in PARSERS.values() for s in f.suffixes)
-    return sorted(p for p in files if p.name.endswith(suffixes))
+    return sorted(p for p in files if p.name.endswith(SUFFIXES))
 
 
 def sessions(logdir: Path) -> list[str]:
     """Session folder names under ``<logdir>/plugins/profile``, oldest first."""
-    root = logdir / PROFILE_SUBDIR
+    root = layout.profile_root(logdir)
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir() if p.is_dir() and trace_files(p))
@@ -149,12 +146,12 @@ def resolve(path: str | Path, session: str | None = None) -> list[Path]:
             raise TraceParseError(
                 p, "unknown", f"no session {session!r}; known: {', '.join(known) or 'none'}"
             )
-        return trace_files(p / PROFILE_SUBDIR / session)
+        return trace_files(layout.session_dir(p, session))
     if not known:
         raise TraceParseError(
             p, "unknown", "no capture files (*.xplane.pb) and no plugins/profile/<session> folder"
         )
-    return trace_files(p / PROFILE_SUBDIR / known[-1])
+    return trace_files(layout.session_dir(p, known[-1]))
 
 
 def format_of(path: Path, head: bytes) -> Format:
@@ -191,7 +188,8 @@ def load(
         path: bytes, a file, a run folder or a logdir.
         session: with a logdir, the session to load (default: the newest).
         cache: reuse / write parsed frames in the Parquet cache.
-        cache_dir: cache location (default: ``FrameCache.default_dir()``).
+        cache_dir: cache location (default: ``FrameCache.default_dir``, read from the
+            environment here, the library's edge).
         on_file: called before each file is parsed (progress display).
 
     Returns:
@@ -207,7 +205,9 @@ def load(
         )
     files = resolve(path, session)
     store = (
-        FrameCache(Path(cache_dir) if cache_dir else FrameCache.default_dir()) if cache else None
+        FrameCache(Path(cache_dir) if cache_dir else FrameCache.default_dir(os.environ))
+        if cache
+        else None
     )
     parts: list[TraceFrames] = []
     failures: list[TraceParseError] = []

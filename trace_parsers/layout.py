@@ -1,0 +1,196 @@
+"""The on-disk contract of a capture: ``<logdir>/plugins/profile/<session>/<worker>.xplane.pb``
+beside a ``capture.json``; one make/parse pair for every side (capture client, the workers'
+export service, the loader, the dashboard).
+
+Standard library only, so that ``collectors`` (which must not pull in pandas) can import it.
+
+    >>> from trace_parsers import layout
+    >>> d = layout.session_dir(Path("runs"), "2026_12_01_10_00_00")
+    >>> d / layout.xplane_name("10.0.0.1_6009")
+    PosixPath('runs/plugins/profile/2026_12_01_10_00_00/10.0.0.1_6009.xplane.pb')
+    >>> layout.worker_label("10.0.0.1_6009.xplane.pb")
+    '10.0.0.1_6009'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+#: Session folders live here under a logdir (TensorBoard's and XProf's layout).
+PROFILE_SUBDIR = Path("plugins") / "profile"
+#: File-name suffixes of XPlane captures.
+XPLANE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
+#: PodScope's per-session manifest: options and per-worker capture results.
+MANIFEST_NAME = "capture.json"
+#: Session names as XProf writes them (UTC).
+SESSION_FORMAT = "%Y_%m_%d_%H_%M_%S"
+
+
+class LayoutError(ValueError):
+    """A session or file name that would leave its folder, or an unreadable manifest."""
+
+
+def check_plain_name(name: str) -> str:
+    """``name`` if it is one plain path component (no separator, ``..``, NUL or empty).
+
+    Raises:
+        LayoutError: it is not.
+    """
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
+        raise LayoutError(f"not a plain file name: {name!r}")
+    return name
+
+
+def profile_root(logdir: Path) -> Path:
+    """The folder holding a logdir's session folders."""
+    return logdir / PROFILE_SUBDIR
+
+
+def session_dir(logdir: Path, session: str) -> Path:
+    """``<logdir>/plugins/profile/<session>``.
+
+    Raises:
+        LayoutError: ``session`` is not a plain name.
+    """
+    return profile_root(logdir) / check_plain_name(session)
+
+
+def confined(root: Path, *parts: str) -> Path:
+    """``root/part/…`` resolved, when every part is a plain name and the result stays inside
+    ``root`` after symlinks are followed.
+
+    Raises:
+        LayoutError: a part is not a plain name, or the path resolves outside ``root``.
+    """
+    for part in parts:
+        check_plain_name(part)
+    real_root = root.resolve()
+    path = real_root.joinpath(*parts).resolve()
+    if real_root not in path.parents:
+        raise LayoutError(f"{'/'.join(parts)} resolves outside {root}")
+    return path
+
+
+def xplane_name(worker: str) -> str:
+    """The file name of a worker's XPlane capture (workers are labelled ``host_port``)."""
+    return check_plain_name(worker) + XPLANE_SUFFIXES[0]
+
+
+def worker_label(name: str | Path, suffixes: Iterable[str] = XPLANE_SUFFIXES) -> str:
+    """A capture file's worker label: its name without the first of ``suffixes`` it ends with
+    (else without its last extension)."""
+    base = Path(name).name
+    for suffix in suffixes:
+        if base.endswith(suffix):
+            return base[: -len(suffix)]
+    return Path(base).stem
+
+
+def new_session_name(now: datetime | None = None) -> str:
+    """A session name for ``now`` (default: the current UTC time), in XProf's format."""
+    return (now or datetime.now(timezone.utc)).strftime(SESSION_FORMAT)
+
+
+def tf_trace_path(repository_root: Path, session: str, host: str) -> Path:
+    """Where TF's profiler server writes a trace: ``<root>/<session>/<host>.xplane.pb``, with
+    ``:`` in the host name written as ``_`` (TSL's rule)."""
+    return repository_root / check_plain_name(session) / xplane_name(host.replace(":", "_"))
+
+
+@dataclass(frozen=True)
+class ManifestWorker:
+    """One worker's line of ``capture.json`` (the fields every reader uses; ``extra`` keeps
+    the rest as written)."""
+
+    label: str
+    status: str
+    reason: str = ""
+    role: str = ""
+    index: int | None = None
+    file: str | None = None
+    bytes: int = 0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CaptureManifest:
+    """A session's ``capture.json``."""
+
+    session: str
+    start_timestamp_ns: int
+    options: Mapping[str, Any]
+    workers: tuple[ManifestWorker, ...]
+
+
+def write_manifest(
+    folder: Path,
+    session: str,
+    start_timestamp_ns: int,
+    options: Mapping[str, Any],
+    workers: Iterable[Mapping[str, Any]],
+) -> Path:
+    """Writes ``folder/capture.json`` (atomically: a reader never sees half a file).
+
+    Args:
+        folder: the session folder.
+        session, start_timestamp_ns: the capture's name and common start.
+        options: the capture options (JSON-serializable; secrets left out by the caller).
+        workers: one mapping per worker with at least ``label`` and ``status``.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / MANIFEST_NAME
+    tmp = path.with_suffix(".json.part")
+    payload = {
+        "session": session,
+        "start_timestamp_ns": start_timestamp_ns,
+        "options": dict(options),
+        "workers": [dict(w) for w in workers],
+    }
+    tmp.write_text(json.dumps(payload, indent=2, default=str))
+    tmp.replace(path)
+    return path
+
+
+_WORKER_FIELDS = ("label", "status", "reason", "role", "index", "file", "bytes")
+
+
+def read_manifest(folder: Path) -> CaptureManifest | None:
+    """The session's ``capture.json``, or None when it has none (an upload, a copied run).
+
+    Raises:
+        LayoutError: the file exists but is not a readable manifest (names the file and why).
+    """
+    path = folder / MANIFEST_NAME
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise LayoutError(f"{path}: unreadable capture manifest ({e})") from e
+    try:
+        workers = tuple(
+            ManifestWorker(
+                label=str(w["label"]),
+                status=str(w["status"]),
+                reason=str(w.get("reason") or ""),
+                role=str(w.get("role") or ""),
+                index=w.get("index"),
+                file=w.get("file"),
+                bytes=int(w.get("bytes") or 0),
+                extra={k: v for k, v in w.items() if k not in _WORKER_FIELDS},
+            )
+            for w in raw.get("workers", [])
+        )
+        return CaptureManifest(
+            session=str(raw.get("session", folder.name)),
+            start_timestamp_ns=int(raw.get("start_timestamp_ns") or 0),
+            options=dict(raw.get("options") or {}),
+            workers=workers,
+        )
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise LayoutError(f"{path}: unexpected capture manifest content ({e!r})") from e
