@@ -113,3 +113,54 @@ def device_imbalance(breakdown: pd.DataFrame) -> pd.DataFrame:
     counts = b.groupby("worker")["device"].nunique()
     res = spread.groupby("worker").mean().rename("imbalance").reset_index()
     return res[res["worker"].map(counts) > 1].reset_index(drop=True)
+
+
+def step_rows(breakdown: pd.DataFrame, step: int | None) -> pd.DataFrame:
+    """The breakdown of one aligned step, or each worker × device's mean over all steps.
+
+    Args:
+        breakdown: ``analyzers.breakdown.step_breakdown`` output.
+        step: an aligned step (0..N-1), or None for the means.
+
+    Returns:
+        For a step, its breakdown rows. For None, one row per worker × device: ``worker,
+        device, step_time_ns`` and the category ``_ns`` columns averaged over the steps, and
+        ``split`` (whether the categories are known)::
+
+            worker  device  step_time_ns  device_compute_ns  …  split
+            w0      /host   1.2e6         3.1e5              …  True
+    """
+    if step is not None:
+        return breakdown[breakdown["step"] == step]
+    numeric = ["step_time_ns", *(f"{c}_ns" for c in CATEGORY_NAMES)]
+    g = breakdown.groupby(["worker", "device"])
+    means = g[numeric].mean().reset_index()
+    means["split"] = g["split"].first().to_numpy()
+    return means
+
+
+def worker_summary(breakdown: pd.DataFrame, straggler_table: pd.DataFrame) -> pd.DataFrame:
+    """Per worker × device: steps, mean and std step time and mean categories in ms, and the
+    worker's straggler score.
+
+    Args:
+        breakdown: ``step_breakdown`` output.
+        straggler_table: ``stragglers`` output for the same session.
+
+    Returns:
+        Columns ``worker, device, steps, method, step_ms_mean, step_ms_std,
+        <category>_ms…, straggler_score, straggler``::
+
+            worker  device  steps  step_ms_mean  input_ms  …  straggler_score  straggler
+            w1      /host   40     12.5          0.4       …  0.61             True
+    """
+    g = breakdown.groupby(["worker", "device"])
+    out = g.agg(steps=("step", "size"), method=("method", "first")).reset_index()
+    out["step_ms_mean"] = (g["step_time_ns"].mean() / 1e6).round(3).to_numpy()
+    out["step_ms_std"] = (g["step_time_ns"].std() / 1e6).round(3).to_numpy()
+    for c in CATEGORY_NAMES:
+        out[f"{c}_ms"] = (g[f"{c}_ns"].mean().astype("Float64") / 1e6).round(3).to_numpy()
+    s = straggler_table.set_index("worker")
+    out["straggler_score"] = out["worker"].map(s["score"]).round(3)
+    out["straggler"] = out["worker"].map(s["straggler"])
+    return out

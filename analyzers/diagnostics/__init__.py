@@ -1,5 +1,5 @@
 """Diagnostics that follow TensorFlow's GPU performance guide: a registry of rules, each a pure
-function (inputs, thresholds) → ``Finding`` with its evidence.
+function (``SessionAnalysis``, thresholds) → ``Finding`` with its evidence.
 
     >>> from analyzers.diagnostics import diagnose, prepare
     >>> findings = diagnose(prepare(frames))
@@ -12,9 +12,30 @@ reproduces its main number, so users can check it: ``eval(f.expression, {"frames
 
 from __future__ import annotations
 
-from analyzers.diagnostics.base import RULES, Finding, Inputs, Thresholds, diagnose, prepare
+from analyzers.diagnostics.base import (
+    RULES,
+    Finding,
+    Need,
+    Severity,
+    Thresholds,
+    Verdict,
+    diagnose,
+    prepare,
+    rule,
+)
 
-__all__ = ["RULES", "Finding", "Inputs", "Thresholds", "diagnose", "prepare"]
+__all__ = [
+    "RULES",
+    "Finding",
+    "Need",
+    "Severity",
+    "Thresholds",
+    "Verdict",
+    "diagnose",
+    "prepare",
+    "rule",
+]
 
-# Rules register themselves in RULES on import.
-from analyzers.diagnostics import rules_gpu, rules_host, rules_steps  # noqa: F401
+# Rules register themselves in RULES on import; this order is the report's order among equals.
+from analyzers.diagnostics import rules_steps  # noqa: F401, I001
+from analyzers.diagnostics import rules_gpu, rules_host  # noqa: F401

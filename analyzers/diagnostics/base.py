@@ -1,24 +1,45 @@
-"""Findings, thresholds, the rule registry and the inputs every rule reads."""
+"""Findings, thresholds, severities and the rule registry.
+
+A rule is a function (analysis, thresholds) → ``Verdict``, registered with what it needs::
+
+    @rule("tensor_cores", "Tensor Cores unused by eligible ops", needs=(DEVICE,))
+    def tensor_cores(a: SessionAnalysis, t: Thresholds) -> Verdict:
+        ...
+        return Verdict(severity_of(value, t.tensor_cores), value=value, ...)
+
+The registry turns the verdict into a ``Finding`` with the rule's id and title, and writes the
+not-applicable finding itself when a requirement (``DEVICE``, ``SPLIT``…) does not hold.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from analyzers._match import matches
-from analyzers.breakdown import step_breakdown
-from analyzers.ops import op_events, op_stats, ops_per_step
-from analyzers.pod import pod_view, stragglers
-from analyzers.steps import align_steps, find_steps, step_methods
+from analyzers.session import SessionAnalysis
 from trace_parsers.schema import TraceFrames
 
 GUIDE = "https://www.tensorflow.org/guide/gpu_performance_analysis"
-SEVERITIES = ("none", "moderate", "high")
+
+
+class Severity(str, Enum):
+    """How bad a finding is; compares equal to its value (``Severity.HIGH == "high"``)."""
+
+    NONE = "none"
+    MODERATE = "moderate"
+    HIGH = "high"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def rank(self) -> int:
+        """0 for none, 1 moderate, 2 high."""
+        return list(Severity).index(self)
 
 
 @dataclass(frozen=True)
@@ -44,6 +65,12 @@ class Thresholds:
     launch_skew: tuple[float, float] = (0.05, 0.2)
     memory_use: tuple[float, float] = (0.8, 0.9)
     allreduce_per_step: float = 1.0
+    #: share of Tensor-Core-eligible kernel time without Tensor Cores
+    tensor_cores: tuple[float, float] = (0.10, 0.50)
+    #: share of GEMM/conv kernel time in plain fp32 on an Ampere-or-newer GPU (moderate)
+    tf32_fp32_share: float = 0.50
+    #: share of op self time in compute-heavy ops placed on the host of a GPU worker (moderate)
+    ops_on_host: float = 0.05
 
 
 @dataclass
@@ -64,7 +91,7 @@ class Finding:
 
     rule_id: str
     title: str
-    severity: str = "none"
+    severity: Severity = Severity.NONE
     applies: bool = True
     reason: str = ""
     value: float | None = None
@@ -76,111 +103,109 @@ class Finding:
     page: str = "/pod"
 
 
-def severity_of(value: float | None, levels: tuple[float, float]) -> str:
+def severity_of(value: float | None, levels: tuple[float, float]) -> Severity:
+    """``HIGH`` at or above ``levels[1]``, ``MODERATE`` at or above ``levels[0]``, else
+    ``NONE`` (also for a missing value)."""
     if value is None or np.isnan(value):
-        return "none"
-    return "high" if value >= levels[1] else "moderate" if value >= levels[0] else "none"
+        return Severity.NONE
+    if value >= levels[1]:
+        return Severity.HIGH
+    return Severity.MODERATE if value >= levels[0] else Severity.NONE
 
 
-class Inputs:
-    """Frames and the derived frames the rules read, each computed once on first use."""
+@dataclass(frozen=True)
+class Verdict:
+    """What a rule found; the registry adds the rule's id and title (see ``Finding``)."""
 
-    def __init__(self, frames: TraceFrames) -> None:
-        self.frames = frames
-
-    @cached_property
-    def steps(self) -> pd.DataFrame:
-        return find_steps(self.frames.events)
-
-    @cached_property
-    def _alignment(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        return align_steps(self.steps)
-
-    @property
-    def aligned(self) -> pd.DataFrame:
-        """Steps every worker has, numbered 0..N-1 (``analyzers.steps.align_steps``)."""
-        return self._alignment[0]
-
-    @property
-    def missing(self) -> pd.DataFrame:
-        """(worker, step_num) pairs that some workers lack."""
-        return self._alignment[1]
-
-    @cached_property
-    def breakdown(self) -> pd.DataFrame:
-        return step_breakdown(self.frames.events, self.aligned, self.frames.stats)
-
-    @cached_property
-    def split(self) -> pd.DataFrame:
-        """Breakdown rows whose categories are known."""
-        return self.breakdown[self.breakdown["split"].astype(bool)]
-
-    @cached_property
-    def pod(self) -> pd.DataFrame:
-        return pod_view(self.breakdown)
-
-    @cached_property
-    def stragglers(self) -> pd.DataFrame:
-        return stragglers(self.pod)
-
-    @cached_property
-    def methods(self) -> pd.DataFrame:
-        return step_methods(self.frames.events, self.steps)
-
-    @cached_property
-    def ops(self) -> pd.DataFrame:
-        return op_events(self.frames.events, stats=self.frames.stats)
-
-    @cached_property
-    def op_table(self) -> pd.DataFrame:
-        return op_stats(self.frames.events, stats=self.frames.stats)
-
-    @cached_property
-    def kernels(self) -> pd.DataFrame:
-        return op_stats(self.frames.events, by="kernel", stats=self.frames.stats)
-
-    @cached_property
-    def ops_per_step(self) -> pd.DataFrame:
-        return ops_per_step(self.frames.events, self.aligned)
-
-    @cached_property
-    def has_device(self) -> bool:
-        return bool(matches(self.frames.events["plane"], "/device:(?:GPU|TPU)", how="match").any())
-
-    @cached_property
-    def step_time_ns(self) -> float:
-        """Mean step time over workers and steps (ns), 0 when no steps."""
-        return float(self.pod["step_time_ns"].mean()) if len(self.pod) else 0.0
+    severity: Severity = Severity.NONE
+    value: float | None = None
+    expression: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+    recommendation: str = ""
+    doc: str = GUIDE
+    at_stake_ns: float = 0.0
+    page: str = "/pod"
+    applies: bool = True
+    reason: str = ""
+    #: replaces the rule's title when the title depends on what was found
+    title: str | None = None
 
 
-def prepare(frames: TraceFrames) -> Inputs:
-    """The inputs of every rule for these frames."""
-    return Inputs(frames)
+def skip(reason: str) -> Verdict:
+    """The verdict of a rule that cannot judge this trace, for a reason found while judging
+    (requirements known up front belong in the rule's ``needs``)."""
+    return Verdict(applies=False, reason=reason)
 
 
-Rule = Callable[[Inputs, Thresholds], Finding]
+@dataclass(frozen=True)
+class Need:
+    """A precondition of a rule, and the reason a finding gives when it does not hold."""
+
+    holds: Callable[[SessionAnalysis], bool]
+    reason: str
+
+    def because(self, reason: str) -> Need:
+        """The same precondition with another reason."""
+        return Need(self.holds, reason)
+
+
+#: Device (GPU/TPU) planes in the trace.
+DEVICE = Need(lambda a: a.has_device, "CPU-only trace: this GPU rule is not applicable")
+#: At least one step with a known breakdown.
+SPLIT = Need(
+    lambda a: not a.split.empty,
+    "no step with a known breakdown (no steps found, or only Python-tracer workers)",
+)
+
+RuleFn = Callable[[SessionAnalysis, Thresholds], Verdict]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A registered rule: its id, title, requirements and the function that judges."""
+
+    rule_id: str
+    title: str
+    needs: tuple[Need, ...]
+    judge: RuleFn
+
+    def __call__(self, analysis: SessionAnalysis, thresholds: Thresholds) -> Finding:
+        """The finding: not applicable for the first unmet requirement, else the verdict."""
+        for need in self.needs:
+            if not need.holds(analysis):
+                return Finding(self.rule_id, self.title, applies=False, reason=need.reason)
+        verdict = asdict(self.judge(analysis, thresholds))
+        title = verdict.pop("title") or self.title
+        return Finding(self.rule_id, title, **verdict)
+
+
 #: Rules by id, in the order they are reported.
 RULES: dict[str, Rule] = {}
 
 
-def rule(rule_id: str) -> Callable[[Rule], Rule]:
-    """Registers a rule under ``rule_id``."""
+def rule(rule_id: str, title: str, *, needs: tuple[Need, ...] = ()) -> Callable[[RuleFn], Rule]:
+    """Registers a rule under ``rule_id``.
 
-    def register(fn: Rule) -> Rule:
+    Raises:
+        ValueError: the id is taken.
+    """
+
+    def register(fn: RuleFn) -> Rule:
         if rule_id in RULES:
             raise ValueError(f"duplicate rule id {rule_id}")
-        RULES[rule_id] = fn
-        return fn
+        RULES[rule_id] = Rule(rule_id, title, needs, fn)
+        return RULES[rule_id]
 
     return register
 
 
-def not_applicable(rule_id: str, title: str, reason: str, page: str = "/pod") -> Finding:
-    return Finding(rule_id, title, applies=False, reason=reason, page=page)
+def prepare(frames: TraceFrames) -> SessionAnalysis:
+    """The analysis every rule reads, for these frames (used by findings' expressions)."""
+    return SessionAnalysis(frames)
 
 
 def diagnose(
-    inputs: Inputs, thresholds: Thresholds | None = None, only: list[str] | None = None
+    analysis: SessionAnalysis, thresholds: Thresholds | None = None, only: list[str] | None = None
 ) -> list[Finding]:
     """Runs the rules (all, or ``only``) and ranks findings: severity, then time at stake.
 
@@ -192,6 +217,5 @@ def diagnose(
     unknown = [r for r in ids if r not in RULES]
     if unknown:
         raise KeyError(f"unknown rules {unknown}; known: {', '.join(RULES)}")
-    findings = [RULES[r](inputs, t) for r in ids]
-    rank = {s: i for i, s in enumerate(SEVERITIES)}
-    return sorted(findings, key=lambda f: (-rank[f.severity], -f.at_stake_ns, not f.applies))
+    findings = [RULES[r](analysis, t) for r in ids]
+    return sorted(findings, key=lambda f: (-f.severity.rank, -f.at_stake_ns, not f.applies))

@@ -7,27 +7,28 @@ import pandas as pd
 
 from analyzers._match import isin, matches
 from analyzers.diagnostics.base import (
-    Finding,
-    Inputs,
+    DEVICE,
+    Severity,
     Thresholds,
-    not_applicable,
+    Verdict,
     rule,
     severity_of,
+    skip,
 )
-from analyzers.diagnostics.rules_steps import GPU_ONLY
 from analyzers.ops import TENSOR_CORE_ELIGIBLE, memory_timeline
+from analyzers.session import SessionAnalysis
 
 COMPUTE_HEAVY = frozenset(
     TENSOR_CORE_ELIGIBLE | {"Conv2D", "MatMul", "BiasAdd", "Softmax", "FusedBatchNormV3"}
 )
 
 
-def _device_events(inp: Inputs) -> pd.DataFrame:
+def _device_events(inp: SessionAnalysis) -> pd.DataFrame:
     ev = inp.frames.events
     return ev[matches(ev["plane"], "/device:(?:GPU|TPU)", how="match")]
 
 
-def _plane_stat(inp: Inputs, key: str) -> pd.Series:
+def _plane_stat(inp: SessionAnalysis, key: str) -> pd.Series:
     s = inp.frames.plane_stats
     s = s[s["key"] == key]
     return pd.Series(
@@ -36,26 +37,19 @@ def _plane_stat(inp: Inputs, key: str) -> pd.Series:
     )
 
 
-@rule("tensor_cores")
-def tensor_cores(inp: Inputs, t: Thresholds) -> Finding:
-    title = "Tensor Cores unused by eligible ops"
-    if not inp.has_device:
-        return not_applicable("tensor_cores", title, GPU_ONLY)
+@rule("tensor_cores", "Tensor Cores unused by eligible ops", needs=(DEVICE,))
+def tensor_cores(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     k = inp.kernels
     eligible = k[k["tc_eligible"].astype(bool)]
     if eligible.empty:
-        return not_applicable(
-            "tensor_cores", title, "no Tensor-Core-eligible op (Conv2D, MatMul, …) on the device"
-        )
+        return skip("no Tensor-Core-eligible op (Conv2D, MatMul, …) on the device")
     value = float(
         eligible.loc[~eligible["tensor_core"].astype(bool), "self_ps"].sum()
         / eligible["self_ps"].sum()
     )
     worst = eligible[~eligible["tensor_core"].astype(bool)].nlargest(5, "self_ps")
-    return Finding(
-        "tensor_cores",
-        title,
-        "high" if value >= 0.5 else "moderate" if value >= 0.1 else "none",
+    return Verdict(
+        severity_of(value, t.tensor_cores),
         value=value,
         expression="(lambda k: k[~k.tensor_core & k.tc_eligible].self_ps.sum() / k[k.tc_eligible].self_ps.sum())(prepare(frames).kernels)",
         evidence={
@@ -73,25 +67,22 @@ def tensor_cores(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("mixed_precision")
-def mixed_precision(inp: Inputs, t: Thresholds) -> Finding:
-    title = "Mixed precision off (16-bit share of device compute below 10 %)"
-    if not inp.has_device:
-        return not_applicable(
-            "mixed_precision",
-            title,
-            GPU_ONLY + " (on CPU, mixed precision does not speed up training)",
-        )
+@rule(
+    "mixed_precision",
+    "Mixed precision off (16-bit share of device compute below 10 %)",
+    needs=(
+        DEVICE.because(DEVICE.reason + " (on CPU, mixed precision does not speed up training)"),
+    ),
+)
+def mixed_precision(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     b = inp.split
     if b.empty or float(b["device_compute_ns"].astype(float).sum()) == 0:
-        return not_applicable("mixed_precision", title, "no device compute inside steps")
+        return skip("no device compute inside steps")
     value = float(
         b["device_compute_16_ns"].astype(float).sum() / b["device_compute_ns"].astype(float).sum()
     )
-    return Finding(
-        "mixed_precision",
-        title,
-        "moderate" if value < t.half_precision_share else "none",
+    return Verdict(
+        Severity.MODERATE if value < t.half_precision_share else Severity.NONE,
         value=value,
         expression="(lambda b: b.device_compute_16_ns.sum() / b.device_compute_ns.sum())(prepare(frames).split)",
         evidence={"half_precision_share": round(value, 4)},
@@ -100,20 +91,13 @@ def mixed_precision(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("tf32")
-def tf32(inp: Inputs, t: Thresholds) -> Finding:
-    title = "TF32 disabled on an Ampere-or-newer GPU"
-    if not inp.has_device:
-        return not_applicable("tf32", title, GPU_ONLY)
+@rule("tf32", "TF32 disabled on an Ampere-or-newer GPU", needs=(DEVICE,))
+def tf32(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     cc = _plane_stat(inp, "compute_cap_major").dropna()
     if cc.empty:
-        return not_applicable(
-            "tf32", title, "the trace does not record the GPUs' compute capability"
-        )
+        return skip("the trace does not record the GPUs' compute capability")
     if float(cc.max()) < 8:
-        return not_applicable(
-            "tf32", title, f"compute capability {int(cc.max())}.x: TF32 needs Ampere (8.0) or newer"
-        )
+        return skip(f"compute capability {int(cc.max())}.x: TF32 needs Ampere (8.0) or newer")
     k = inp.kernels
     gemm = k[matches(k["kernel"].astype("category"), r"(?i)gemm|conv")]
     fp32 = gemm[
@@ -121,10 +105,8 @@ def tf32(inp: Inputs, t: Thresholds) -> Finding:
         & ~matches(gemm["kernel"].astype("category"), r"(?i)tf32|1688|884|16816|xmma")
     ]
     value = float(fp32["self_ps"].sum() / gemm["self_ps"].sum()) if gemm["self_ps"].sum() else 0.0
-    return Finding(
-        "tf32",
-        title,
-        "moderate" if value >= 0.5 else "none",
+    return Verdict(
+        Severity.MODERATE if value >= t.tf32_fp32_share else Severity.NONE,
         value=value,
         expression="(lambda g: g[g.kernel.str.contains('(?i)sgemm|fp32|f32f32') & ~g.kernel.str.contains('(?i)tf32|1688|884|16816|xmma')].self_ps.sum() / g.self_ps.sum())(prepare(frames).kernels.pipe(lambda k: k[k.kernel.str.contains('(?i)gemm|conv')]))",
         evidence={"fp32_gemm_kernels": fp32["kernel"].head(5).tolist()},
@@ -133,11 +115,8 @@ def tf32(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("host_device_copies")
-def copies(inp: Inputs, t: Thresholds) -> Finding:
-    title = "Host↔device copies every step"
-    if not inp.has_device:
-        return not_applicable("host_device_copies", title, GPU_ONLY)
+@rule("host_device_copies", "Host↔device copies every step", needs=(DEVICE,))
+def copies(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     d = _device_events(inp)
     cp = d[matches(d["name"], r"(?i)memcpy(?:HtoD|DtoH|H2D|D2H)")]
     steps = max(1, inp.pod["step"].nunique())
@@ -145,9 +124,7 @@ def copies(inp: Inputs, t: Thresholds) -> Finding:
     share = (
         float(cp["dur_ps"].sum() / 1000 / (inp.step_time_ns * steps)) if inp.step_time_ns else 0.0
     )
-    return Finding(
-        "host_device_copies",
-        title,
+    return Verdict(
         severity_of(value, t.copies_per_step),
         value=float(value),
         expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)memcpy(?:HtoD|DtoH|H2D|D2H)').sum() / max(1, i.pod.step.nunique()) / max(1, d.plane.nunique()))(i.frames.events[i.frames.events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
@@ -163,20 +140,15 @@ def copies(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("ops_on_host")
-def ops_on_host(inp: Inputs, t: Thresholds) -> Finding:
-    title = "Compute ops placed on the host of a GPU worker"
-    if not inp.has_device:
-        return not_applicable("ops_on_host", title, GPU_ONLY)
+@rule("ops_on_host", "Compute ops placed on the host of a GPU worker", needs=(DEVICE,))
+def ops_on_host(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     ops = inp.ops
     host_ops = ops[
         ~matches(ops["plane"], "/device:", how="startswith") & isin(ops["op_type"], COMPUTE_HEAVY)
     ]
     value = float(host_ops["op_self_ps"].sum() / max(1, ops["op_self_ps"].sum()))
-    return Finding(
-        "ops_on_host",
-        title,
-        "moderate" if value >= 0.05 else "none",
+    return Verdict(
+        Severity.MODERATE if value >= t.ops_on_host else Severity.NONE,
         value=value,
         expression="(lambda o: o[~o.plane.astype(str).str.startswith('/device:') & o.op_type.astype(str).isin(__import__('analyzers.diagnostics.rules_gpu', fromlist=['x']).COMPUTE_HEAVY)].op_self_ps.sum() / o.op_self_ps.sum())(prepare(frames).ops)",
         evidence={"ops": host_ops["op_name"].astype(str).value_counts().head(5).to_dict()},
@@ -186,19 +158,14 @@ def ops_on_host(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("allreduce_count")
-def allreduce_count(inp: Inputs, t: Thresholds) -> Finding:
-    title = "Many all-reduces per GPU per step"
-    if not inp.has_device:
-        return not_applicable("allreduce_count", title, GPU_ONLY)
+@rule("allreduce_count", "Many all-reduces per GPU per step", needs=(DEVICE,))
+def allreduce_count(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     d = _device_events(inp)
     coll = d[matches(d["name"], r"(?i)^nccl.*all-?reduce|all-?reduce")]
     steps = max(1, inp.pod["step"].nunique())
     value = len(coll) / steps / max(1, d["plane"].nunique())
-    return Finding(
-        "allreduce_count",
-        title,
-        "moderate" if value > t.allreduce_per_step else "none",
+    return Verdict(
+        Severity.MODERATE if value > t.allreduce_per_step else Severity.NONE,
         value=float(value),
         expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)^nccl.*all-?reduce|all-?reduce').sum() / max(1, i.pod.step.nunique()) / max(1, d.plane.nunique()))(i.frames.events[i.frames.events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
         evidence={"allreduce_kernels": len(coll), "per_step_per_device": round(float(value), 2)},
@@ -208,15 +175,12 @@ def allreduce_count(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("launch_skew")
-def launch_skew(inp: Inputs, t: Thresholds) -> Finding:
-    title = "GPU launch skew between the GPUs of one worker"
-    if not inp.has_device:
-        return not_applicable("launch_skew", title, GPU_ONLY)
+@rule("launch_skew", "GPU launch skew between the GPUs of one worker", needs=(DEVICE,))
+def launch_skew(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     d = _device_events(inp)
     s = inp.aligned
     if s.empty or d["plane"].nunique() < 2:
-        return not_applicable("launch_skew", title, "needs steps and at least two busy GPUs")
+        return skip("needs steps and at least two busy GPUs")
     skews = []
     for worker, st in s.groupby("worker"):
         dw = d[d["worker"] == worker]
@@ -243,9 +207,7 @@ def launch_skew(inp: Inputs, t: Thresholds) -> Finding:
                 float(np.minimum(spread.to_numpy(), period).mean() / period)
             )  # at most one period
     value = max(skews) if skews else 0.0
-    return Finding(
-        "launch_skew",
-        title,
+    return Verdict(
         severity_of(value, t.launch_skew),
         value=value,
         expression="(see analyzers/diagnostics/rules_gpu.py: per step, spread of the first kernel start across GPUs, over the median step period)",
@@ -255,22 +217,15 @@ def launch_skew(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("memory")
-def memory(inp: Inputs, t: Thresholds) -> Finding:
-    title = "Device memory close to capacity"
-    if not inp.has_device:
-        return not_applicable("memory", title, GPU_ONLY)
+@rule("memory", "Device memory close to capacity", needs=(DEVICE,))
+def memory(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     mem = memory_timeline(inp.frames.events, inp.frames.stats)
     size = _plane_stat(inp, "memory_size").dropna()
     if mem.empty or size.empty:
-        return not_applicable(
-            "memory", title, "no allocator events or device memory size in the trace"
-        )
+        return skip("no allocator events or device memory size in the trace")
     peak = mem.groupby(["worker", "allocator"])["peak_bytes_in_use"].max().astype(float)
     value = float(peak.max() / size.max())
-    return Finding(
-        "memory",
-        title,
+    return Verdict(
         severity_of(value, t.memory_use),
         value=value,
         expression="float(prepare(frames).frames.plane_stats.pipe(lambda s: __import__('analyzers.ops', fromlist=['x']).memory_timeline(frames.events, frames.stats).peak_bytes_in_use.max() / s[s.key == 'memory_size'].int_value.max()))",

@@ -5,28 +5,21 @@ from __future__ import annotations
 import numpy as np
 
 from analyzers._match import matches
-from analyzers.diagnostics.base import (
-    Finding,
-    Inputs,
-    Thresholds,
-    not_applicable,
-    rule,
-    severity_of,
-)
+from analyzers.diagnostics.base import Severity, Thresholds, Verdict, rule, severity_of, skip
+from analyzers.session import SessionAnalysis
 
 EAGER_OP = r"EagerLocalExecute: (?!__inference)"
 _COMPILE = r"(?i)(?:xlacompile|compile_ondemand|compilation|__inference.*compile)"
 
 
-@rule("eager")
-def eager(inp: Inputs, t: Thresholds) -> Finding:
+@rule("eager", "Ops run eagerly (outside tf.function)")
+def eager(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """Eager op time: ops with ``is_eager`` (XProf), or TF 2.21's ``EagerLocalExecute: <Op>``
     events (CPU), as a share of all op time."""
-    title = "Ops run eagerly (outside tf.function)"
     ev = inp.frames.events
     ops = inp.ops
     if ops.empty:
-        return not_applicable("eager", title, "no TF op events in this trace")
+        return skip("no TF op events in this trace")
     eager_ev = ev[matches(ev["name"], EAGER_OP, how="match")]
     flagged = ops["is_eager"].fillna(False).astype(bool)
     eager_ps = float(eager_ev["dur_ps"].sum() + ops.loc[flagged, "dur_ps"].sum())
@@ -34,9 +27,7 @@ def eager(inp: Inputs, t: Thresholds) -> Finding:
     top = (
         eager_ev["name"].astype(str).str.removeprefix("EagerLocalExecute: ").value_counts().head(5)
     )
-    return Finding(
-        "eager",
-        title,
+    return Verdict(
         severity_of(value, t.eager),
         value=value,
         expression="(lambda i: (lambda e: (e.dur_ps.sum() + i.ops.dur_ps[i.ops.is_eager.fillna(False).astype(bool)].sum()) / (i.ops.dur_ps.sum() + e.dur_ps.sum()))(i.frames.events[i.frames.events.name.astype(str).str.match(r'EagerLocalExecute: (?!__inference)')]))(prepare(frames))",
@@ -48,25 +39,22 @@ def eager(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("tiny_ops")
-def tiny_ops(inp: Inputs, t: Thresholds) -> Finding:
-    title = "Many tiny ops per step"
+@rule("tiny_ops", "Many tiny ops per step")
+def tiny_ops(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     note = (
         "TF's host tracer records cheap ops only at host_tracer_level 3; at the default level 2 most "
         "tiny ops are invisible, so this count is a lower bound."
     )
     per = inp.ops_per_step
     if per.empty:
-        return not_applicable("tiny_ops", title, "no steps with op events")
+        return skip("no steps with op events")
     ops = inp.ops
     per_worker = per.groupby("worker")["per_step"].sum()
     value = float(per_worker.max())
     short = float((ops["dur_ps"] < t.tiny_op_us * 1e6).mean())
-    severity = severity_of(value, t.tiny_ops_per_step) if short >= 0.5 else "none"
+    severity = severity_of(value, t.tiny_ops_per_step) if short >= 0.5 else Severity.NONE
     top = per[per["worker"] == per_worker.idxmax()].head(5)
-    return Finding(
-        "tiny_ops",
-        title,
+    return Verdict(
         severity,
         value=value,
         expression="float(prepare(frames).ops_per_step.groupby('worker').per_step.sum().max())",
@@ -83,24 +71,19 @@ def tiny_ops(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("slow_iterator")
-def slow_iterator(inp: Inputs, t: Thresholds) -> Finding:
-    title = "IteratorGetNext is slow (tf.data is a bottleneck)"
+@rule("slow_iterator", "IteratorGetNext is slow (tf.data is a bottleneck)")
+def slow_iterator(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     ev = inp.frames.events
     it = ev[matches(ev["name"], "IteratorGetNext", how="startswith")]
     if it.empty:
-        return not_applicable(
-            "slow_iterator", title, "no IteratorGetNext events (no tf.data input in the trace)"
-        )
+        return skip("no IteratorGetNext events (no tf.data input in the trace)")
     value = float(it["dur_ps"].mean() / 1e6)
     severity = (
-        "none"
+        Severity.NONE
         if value <= t.iterator_get_next_us
-        else ("high" if value >= 10 * t.iterator_get_next_us else "moderate")
+        else (Severity.HIGH if value >= 10 * t.iterator_get_next_us else Severity.MODERATE)
     )
-    return Finding(
-        "slow_iterator",
-        title,
+    return Verdict(
         severity,
         value=value,
         expression="float(frames.events[frames.events.name.astype(str).str.startswith('IteratorGetNext')].dur_ps.mean() / 1e6)",
@@ -115,18 +98,15 @@ def slow_iterator(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("no_prefetch")
-def no_prefetch(inp: Inputs, t: Thresholds) -> Finding:
-    title = "Input pipeline without prefetch"
+@rule("no_prefetch", "Input pipeline without prefetch")
+def no_prefetch(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     ev = inp.frames.events
     iters = ev[matches(ev["name"], "Iterator::", how="startswith")]
     if iters.empty:
-        return not_applicable("no_prefetch", title, "no tf.data iterator events in the trace")
+        return skip("no tf.data iterator events in the trace")
     has = bool(matches(iters["name"], "Prefetch").any())
-    return Finding(
-        "no_prefetch",
-        title,
-        "none" if has else "moderate",
+    return Verdict(
+        Severity.NONE if has else Severity.MODERATE,
         value=float(not has),
         expression="float(not frames.events[frames.events.name.astype(str).str.startswith('Iterator::')].name.astype(str).str.contains('Prefetch').any())",
         evidence={
@@ -144,26 +124,21 @@ def no_prefetch(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("xla_recompilation")
-def recompilation(inp: Inputs, t: Thresholds) -> Finding:
-    title = "XLA / tf.function compiles after warm-up"
+@rule("xla_recompilation", "XLA / tf.function compiles after warm-up")
+def recompilation(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     ev = inp.frames.events
     steps = inp.steps
     comp = ev[matches(ev["name"], _COMPILE) & ~matches(ev["name"], "$", how="startswith")]
     if steps.empty:
-        return not_applicable(
-            "xla_recompilation", title, "no steps: cannot tell warm-up from steady state"
-        )
+        return skip("no steps: cannot tell warm-up from steady state")
     first_end = steps.groupby("worker")["end_ns"].min()
     late = comp[
         comp["start_ns"].to_numpy()
         > comp["worker"].astype(str).map(first_end).astype(float).fillna(np.inf).to_numpy()
     ]
     value = float(len(late))
-    return Finding(
-        "xla_recompilation",
-        title,
-        "moderate" if value else "none",
+    return Verdict(
+        Severity.MODERATE if value else Severity.NONE,
         value=value,
         expression="float(len((lambda i: i.frames.events[i.frames.events.name.astype(str).str.contains('(?i)(?:xlacompile|compile_ondemand|compilation|__inference.*compile)') & ~i.frames.events.name.astype(str).str.startswith('$') & (i.frames.events.start_ns.to_numpy() > i.frames.events.worker.astype(str).map(i.steps.groupby('worker').end_ns.min()).astype(float).fillna(float('inf')).to_numpy())])(prepare(frames))))",
         evidence={
@@ -176,13 +151,11 @@ def recompilation(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("cpu_only")
-def cpu_only(inp: Inputs, t: Thresholds) -> Finding:
+@rule("cpu_only", "CPU-only trace")
+def cpu_only(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     gpu = inp.has_device
-    return Finding(
-        "cpu_only",
-        "CPU-only trace" if not gpu else "Device planes present",
-        "none",
+    return Verdict(
+        title=None if not gpu else "Device planes present",
         value=float(not gpu),
         expression="float(not frames.events.plane.astype(str).str.match('/device:(?:GPU|TPU)').any())",
         evidence={"planes": sorted(inp.frames.planes["plane"].astype(str).unique())},

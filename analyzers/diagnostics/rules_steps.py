@@ -6,17 +6,18 @@ import pandas as pd
 
 from analyzers._match import matches
 from analyzers.diagnostics.base import (
-    Finding,
-    Inputs,
+    DEVICE,
+    GUIDE,
+    SPLIT,
+    Severity,
     Thresholds,
-    not_applicable,
+    Verdict,
     rule,
     severity_of,
+    skip,
 )
 from analyzers.pod import device_imbalance
-
-NO_SPLIT = "no step with a known breakdown (no steps found, or only Python-tracer workers)"
-GPU_ONLY = "CPU-only trace: this GPU rule is not applicable"
+from analyzers.session import SessionAnalysis
 
 
 def _category(
@@ -29,21 +30,15 @@ def _category(
     device_only: bool = False,
     anchor: str = "",
 ) -> None:
-    @rule(rule_id)
-    def check(inp: Inputs, t: Thresholds) -> Finding:
-        if device_only and not inp.has_device:
-            return not_applicable(rule_id, title, GPU_ONLY)
+    @rule(rule_id, title, needs=(DEVICE, SPLIT) if device_only else (SPLIT,))
+    def check(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         b = inp.split
-        if b.empty:
-            return not_applicable(rule_id, title, NO_SPLIT)
         value = float(b[f"{cat}_ns"].astype(float).sum() / b["step_time_ns"].sum())
         per_worker = (
             b.groupby("worker")[f"{cat}_ns"].sum().astype(float)
             / b.groupby("worker")["step_time_ns"].sum()
         )
-        return Finding(
-            rule_id,
-            title,
+        return Verdict(
             severity_of(value, getattr(t, levels)),
             value=value,
             expression=f"(lambda b: b.{cat}_ns.sum() / b.step_time_ns.sum())(prepare(frames).split)",
@@ -53,15 +48,9 @@ def _category(
                 "mean_ms_per_step": round(float(b[f"{cat}_ns"].astype(float).mean()) / 1e6, 3),
             },
             recommendation=advice,
-            doc=f"{_guide()}#{anchor}" if anchor else _guide(),
+            doc=f"{GUIDE}#{anchor}" if anchor else GUIDE,
             at_stake_ns=value * inp.step_time_ns,
         )
-
-
-def _guide() -> str:
-    from analyzers.diagnostics.base import GUIDE
-
-    return GUIDE
 
 
 _category(
@@ -107,24 +96,19 @@ _category(
 )
 
 
-@rule("step_gaps")
-def step_gaps(inp: Inputs, t: Thresholds) -> Finding:
-    title = "Gaps between steps (work outside the step: callbacks, metrics, Python)"
+@rule("step_gaps", "Gaps between steps (work outside the step: callbacks, metrics, Python)")
+def step_gaps(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     s = inp.steps
     if s["worker"].nunique() == 0 or len(s) < 2:
-        return not_applicable("step_gaps", title, "fewer than two steps")
+        return skip("fewer than two steps")
     if (s["method"] == "group_id").all():
-        return not_applicable(
-            "step_gaps", title, "steps come from group_id spans, which are not step boundaries"
-        )
+        return skip("steps come from group_id spans, which are not step boundaries")
     s = s.sort_values(["worker", "start_ns"])
     gap = (s.groupby("worker")["start_ns"].shift(-1) - s["end_ns"]).clip(lower=0)
     span = s.groupby("worker")["end_ns"].max() - s.groupby("worker")["start_ns"].min()
     per_worker = gap.groupby(s["worker"]).sum() / span
     value = float(per_worker.mean())
-    return Finding(
-        "step_gaps",
-        title,
+    return Verdict(
         severity_of(value, t.step_gaps),
         value=value,
         expression="float(prepare(frames).steps.sort_values(['worker','start_ns']).groupby('worker').apply(lambda s: (s.start_ns.shift(-1) - s.end_ns).clip(lower=0).sum() / (s.end_ns.max() - s.start_ns.min())).mean())",
@@ -139,8 +123,8 @@ def step_gaps(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("no_step_markers")
-def no_step_markers(inp: Inputs, t: Thresholds) -> Finding:
+@rule("no_step_markers", "Step markers missing")
+def no_step_markers(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     m = inp.methods
     # Workers traced with the Python tracer only (the safe capture plan) cannot show markers;
     # they count as missing only when no worker of the job shows any.
@@ -151,10 +135,8 @@ def no_step_markers(inp: Inputs, t: Thresholds) -> Finding:
     has_markers = bool((m["method"] == "marker").any())
     missing = m[(m["method"] != "marker") & ~(m["python_only"] & has_markers)]
     none = missing[missing["method"] == "none"]
-    severity = "high" if len(none) else "moderate" if len(missing) else "none"
-    return Finding(
-        "no_step_markers",
-        "Step markers missing",
+    severity = Severity.HIGH if len(none) else Severity.MODERATE if len(missing) else Severity.NONE
+    return Verdict(
         severity,
         value=float(len(missing)),
         expression="(lambda m, e: int(((m.method != 'marker') & ~(m.worker.map(e[~e.name.astype(str).str.startswith('$')].worker.astype(str).value_counts()).fillna(0).eq(0) & (m.method == 'marker').any())).sum()))(prepare(frames).methods, frames.events)",
@@ -168,18 +150,15 @@ def no_step_markers(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("straggler")
-def straggler(inp: Inputs, t: Thresholds) -> Finding:
-    title = "Straggler: one worker holds the others back"
+@rule("straggler", "Straggler: one worker holds the others back")
+def straggler(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     s = inp.stragglers
     if s.empty or len(s) < 2:
-        return not_applicable("straggler", title, "needs steps on at least two workers")
+        return skip("needs steps on at least two workers")
     named = s[s["straggler"]]
     top = float(s["score"].max())
-    severity = severity_of(top, t.straggler_score) if len(named) else "none"
-    return Finding(
-        "straggler",
-        title,
+    severity = severity_of(top, t.straggler_score) if len(named) else Severity.NONE
+    return Verdict(
         severity,
         value=top,
         expression="float(prepare(frames).stragglers.score.max())",
@@ -195,20 +174,13 @@ def straggler(inp: Inputs, t: Thresholds) -> Finding:
     )
 
 
-@rule("device_imbalance")
-def imbalance(inp: Inputs, t: Thresholds) -> Finding:
-    title = "Imbalance between the GPUs of one worker"
-    if not inp.has_device:
-        return not_applicable("device_imbalance", title, GPU_ONLY)
+@rule("device_imbalance", "Imbalance between the GPUs of one worker", needs=(DEVICE,))
+def imbalance(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     im = device_imbalance(inp.breakdown)
     if im.empty:
-        return not_applicable(
-            "device_imbalance", title, "no worker has several busy devices in its steps"
-        )
+        return skip("no worker has several busy devices in its steps")
     value = float(im["imbalance"].max())
-    return Finding(
-        "device_imbalance",
-        title,
+    return Verdict(
         severity_of(value, t.device_imbalance),
         value=value,
         expression="float(__import__('analyzers.pod', fromlist=['x']).device_imbalance(prepare(frames).breakdown).imbalance.max())",

@@ -1,0 +1,207 @@
+"""The one façade over a session's frames: every derived frame, computed once, on first use.
+
+The CLI, the dashboard, the benchmarks and the diagnostics rules all read a session through
+``SessionAnalysis``; none of them chains the analyzers by hand.
+
+    >>> from analyzers.session import SessionAnalysis
+    >>> a = SessionAnalysis(trace_parsers.load("runs/job"))
+    >>> a.breakdown.groupby("worker")["input_ns"].mean()     # steps found and aligned first
+    >>> a.op_table_for("kernel", worker=None).head()
+    >>> [f.rule_id for f in a.findings if f.severity != "none"]
+
+The chain (each arrow one pure function of ``analyzers``)::
+
+    frames.events ─ find_steps ─> steps ─ align_steps ─> aligned, missing
+    aligned ─ step_breakdown ─> breakdown ─ pod_view ─> pod ─ stragglers ─> stragglers
+    frames.events ─ op_events / op_stats ─> ops, op_table, kernels, op_table_for(by, worker)
+
+Attributes are computed lazily and kept, so a page that shows the pod view never parses op
+tables, and a second page pays nothing. The object is not thread-safe for the *first*
+computation of an attribute (two threads may both compute it; both get equal frames).
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from analyzers._match import matches
+from analyzers.breakdown import step_breakdown
+from analyzers.ops import memory_timeline, op_events, op_stats, ops_per_step
+from analyzers.pod import pod_view, step_rows, stragglers, worker_summary
+from analyzers.steps import align_steps, find_steps, step_methods
+from analyzers.timeline import TimelineIndex, event_details
+from trace_parsers.schema import TraceFrames
+
+if TYPE_CHECKING:
+    from analyzers.diagnostics.base import Finding
+
+
+class SessionAnalysis:
+    """A parsed session and its derived frames.
+
+    Args:
+        frames: the session's ``TraceFrames`` (``trace_parsers.load``), one or many workers.
+    """
+
+    def __init__(self, frames: TraceFrames) -> None:
+        self.frames = frames
+        self._op_tables: dict[tuple[str, str | None], pd.DataFrame] = {}
+        self._op_tables_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ steps
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        """Steps of every worker, by the best method each worker allows (``find_steps``)::
+
+        worker  step_num  start_ns   end_ns     method
+        w0      12        1.7e18     1.7e18+9e6 marker
+        """
+        return find_steps(self.frames.events)
+
+    @cached_property
+    def _alignment(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        return align_steps(self.steps)
+
+    @property
+    def aligned(self) -> pd.DataFrame:
+        """Steps every worker has, numbered 0..N-1 in column ``step`` (``align_steps``)::
+
+        steps: w0 12, w0 13, w1 13   →   aligned: w0 step 0 (13), w1 step 0 (13)
+        """
+        return self._alignment[0]
+
+    @property
+    def missing(self) -> pd.DataFrame:
+        """(worker, step_num) pairs that some workers lack (left out of ``aligned``)."""
+        return self._alignment[1]
+
+    @cached_property
+    def methods(self) -> pd.DataFrame:
+        """Per worker: how its steps were found (``marker``, ``group_id``, …) and a note."""
+        return step_methods(self.frames.events, self.steps)
+
+    # ------------------------------------------------------------------ breakdown
+
+    @cached_property
+    def breakdown(self) -> pd.DataFrame:
+        """XProf's step-time categories per worker × device × aligned step (``step_breakdown``)::
+
+        aligned: w0 step 0 [t, t+10 ms]
+        breakdown: w0 /host:CPU step 0  step_time_ns 1e7  input_ns 2e6  device_compute_ns …
+        """
+        return step_breakdown(self.frames.events, self.aligned, self.frames.stats)
+
+    @cached_property
+    def split(self) -> pd.DataFrame:
+        """Breakdown rows whose categories are known (not Python-tracer-only workers)."""
+        return self.breakdown[self.breakdown["split"].astype(bool)]
+
+    @cached_property
+    def pod(self) -> pd.DataFrame:
+        """Per worker × step, the slowest device of each worker, with lateness and excess::
+
+        breakdown: w0 GPU:0 8 ms, w0 GPU:1 9 ms   →   pod: w0 step 0 9 ms, lateness 0.4 ms
+        """
+        return pod_view(self.breakdown)
+
+    @cached_property
+    def stragglers(self) -> pd.DataFrame:
+        """Per worker: straggler score, last-arrival share, and whether it is named."""
+        return stragglers(self.pod)
+
+    @cached_property
+    def pod_summary(self) -> pd.DataFrame:
+        """Per worker × device: steps, mean/std step time and categories in ms, straggler score
+        (``analyzers.pod.worker_summary``)."""
+        return worker_summary(self.breakdown, self.stragglers)
+
+    def step_rows(self, step: int | None) -> pd.DataFrame:
+        """The breakdown of aligned ``step``, or per worker × device means when None."""
+        return step_rows(self.breakdown, step)
+
+    @cached_property
+    def step_time_ns(self) -> float:
+        """Mean step time over workers and steps (ns), 0 when no steps."""
+        return float(self.pod["step_time_ns"].mean()) if len(self.pod) else 0.0
+
+    # ------------------------------------------------------------------ ops
+
+    @cached_property
+    def ops(self) -> pd.DataFrame:
+        """One row per op execution, self time among ops only (``op_events``)."""
+        return op_events(self.frames.events, stats=self.frames.stats)
+
+    @property
+    def op_table(self) -> pd.DataFrame:
+        """Per op, worker and device: occurrences, total/self time, percentiles (``op_stats``)::
+
+        ops: w0 MatMul 3 µs, w0 MatMul 5 µs   →   op_table: w0 MatMul occurrences 2, total 8 µs
+        """
+        return self.op_table_for("op", None)
+
+    @property
+    def kernels(self) -> pd.DataFrame:
+        """``op_stats(by="kernel")``: GPU kernels with launch dimensions and Tensor Core use."""
+        return self.op_table_for("kernel", None)
+
+    def op_table_for(self, by: str, worker: str | None) -> pd.DataFrame:
+        """``analyzers.ops.op_stats`` for (by, worker), computed once per pair.
+
+        Raises:
+            ValueError: ``by`` is not one of ``analyzers.ops.BY``.
+        """
+        key = (by, worker)
+        with self._op_tables_lock:
+            hit = self._op_tables.get(key)
+        if hit is None:
+            hit = op_stats(self.frames.events, by=by, worker=worker, stats=self.frames.stats)
+            with self._op_tables_lock:
+                hit = self._op_tables.setdefault(key, hit)
+        return hit
+
+    @cached_property
+    def ops_per_step(self) -> pd.DataFrame:
+        """Op executions and time per worker and aligned step."""
+        return ops_per_step(self.frames.events, self.aligned)
+
+    # ------------------------------------------------------------------ devices, memory
+
+    @cached_property
+    def has_device(self) -> bool:
+        """Whether any worker has a GPU or TPU plane."""
+        return bool(matches(self.frames.events["plane"], "/device:(?:GPU|TPU)", how="match").any())
+
+    @cached_property
+    def memory(self) -> pd.DataFrame:
+        """Bytes in use over time per worker and allocator (``memory_timeline``); empty when
+        the capture has no allocator events."""
+        return memory_timeline(self.frames.events, self.frames.stats)
+
+    # ------------------------------------------------------------------ timeline
+
+    @cached_property
+    def timeline(self) -> TimelineIndex:
+        """The level-of-detail index the timeline draws from."""
+        return TimelineIndex.build(self.frames.events)
+
+    def event_details(self, row: int) -> dict[str, object]:
+        """One event's columns and stats (``analyzers.timeline.event_details``).
+
+        Raises:
+            KeyError: no event at ``row``.
+        """
+        return event_details(self.frames.events, self.frames.stats, row)
+
+    # ------------------------------------------------------------------ diagnostics
+
+    @cached_property
+    def findings(self) -> list[Finding]:
+        """Every diagnostics rule's finding with default thresholds, ranked."""
+        from analyzers.diagnostics import diagnose  # the rules import this module
+
+        return diagnose(self)
