@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import pandas as pd
 import typer
+
+if TYPE_CHECKING:
+    from analyzers.session import SessionAnalysis
 
 PathArg = Annotated[Path, typer.Argument(help="A trace file, a run folder or a logdir.")]
 SessionOpt = Annotated[str | None, typer.Option(help="Session of a logdir (default: newest).")]
@@ -50,14 +53,10 @@ def steps_command(
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Step-time breakdown per worker, device and step (XProf's categories)."""
-    from analyzers.breakdown import step_breakdown
-    from analyzers.steps import align_steps, find_steps, step_methods
-
-    frames = _load_or_exit(path, session, no_cache)
-    found = find_steps(frames.events)
-    aligned, missing = align_steps(found)
-    table = steps_table(step_breakdown(frames.events, aligned, frames.stats))
-    for row in step_methods(frames.events, found).itertuples():
+    analysis = _analysis_or_exit(path, session, no_cache)
+    table = steps_table(analysis.breakdown)
+    missing = analysis.missing
+    for row in analysis.methods.itertuples():
         if row.method != "marker":
             typer.echo(f"podscope: note: {row.worker}: {row.note}", err=True)
     if len(missing):
@@ -101,11 +100,13 @@ def render_summary(table: pd.DataFrame) -> None:
     Console().print(view)
 
 
-def _load_or_exit(path: Path, session: str | None, no_cache: bool) -> Any:
+def _analysis_or_exit(path: Path, session: str | None, no_cache: bool) -> SessionAnalysis:
+    """The session's analysis; a parse error becomes one line on stderr and exit code 2."""
+    from analyzers.session import SessionAnalysis
     from trace_parsers import TraceParseError, load
 
     try:
-        return load(path, session=session, cache=not no_cache)
+        return SessionAnalysis(load(path, session=session, cache=not no_cache))
     except TraceParseError as e:
         typer.echo(f"podscope: error: {e}", err=True)
         raise typer.Exit(2) from None
@@ -149,13 +150,12 @@ def ops_command(
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Per-op time per worker and device: occurrences, total and self time, percentiles."""
-    from analyzers.ops import BY, op_stats
+    from analyzers.ops import BY
 
     if by not in BY:
         typer.echo(f"podscope: error: --by must be one of {', '.join(BY)}", err=True)
         raise typer.Exit(2)
-    frames = _load_or_exit(path, session, no_cache)
-    table = ops_table(op_stats(frames.events, by=by, worker=worker, stats=frames.stats))
+    table = ops_table(_analysis_or_exit(path, session, no_cache).op_table_for(by, worker))
     if csv:
         table.to_csv(sys.stdout, index=False)
         return
@@ -205,13 +205,12 @@ def compare_command(
 ) -> None:
     """Two runs side by side: step time and its categories per step, and the ops that changed."""
     from analyzers.compare import compare_ops, compare_steps
-    from analyzers.diagnostics import Inputs
 
     if csv not in (None, "steps", "ops"):
         typer.echo("podscope: error: --csv must be steps or ops", err=True)
         raise typer.Exit(2)
     runs = [
-        Inputs(_load_or_exit(path, session, no_cache))
+        _analysis_or_exit(path, session, no_cache)
         for path, session in ((base, base_session), (new, new_session))
     ]
     steps = compare_steps(runs[0].breakdown, runs[1].breakdown)
@@ -258,10 +257,9 @@ def memory_command(
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Bytes in use over time per allocator (TF allocator events), and the peak breakdown."""
-    from analyzers.ops import memory_peak, memory_timeline
+    from analyzers.ops import memory_peak
 
-    frames = _load_or_exit(path, session, no_cache)
-    timeline = memory_timeline(frames.events, frames.stats)
+    timeline = _analysis_or_exit(path, session, no_cache).memory
     if timeline.empty:
         typer.echo(
             "podscope: this capture has no allocator events (TF records them only when memory "
@@ -292,10 +290,7 @@ def diagnose_command(
     import dataclasses
     import json
 
-    from analyzers.diagnostics import diagnose, prepare
-
-    frames = _load_or_exit(path, session, no_cache)
-    findings = diagnose(prepare(frames))
+    findings = _analysis_or_exit(path, session, no_cache).findings
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(f) for f in findings], indent=2, default=str))
         return

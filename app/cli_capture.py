@@ -13,41 +13,19 @@ from typing import Annotated
 
 import typer
 
+from app.targets import targets_from
 from collectors.capture import CaptureOptions, CaptureResult, Target, WorkerResult, capture
 from collectors.errors import CaptureError
-
-STATUS_STYLE = {
-    "ok": "green",
-    "empty": "yellow",
-    "busy": "yellow",
-    "transfer_failed": "red",
-    "unreachable": "red",
-    "timeout": "red",
-    "crashed": "red",
-    "failed": "red",
-}
+from collectors.status import Status
 
 
-def targets_from(addresses: str | None, cluster_manifest: Path | None) -> list[Target]:
-    """Targets from ``ADDR[,ADDR…]`` or an engine cluster manifest (its agent addresses).
-
-    Raises:
-        CaptureError: neither or both given, or an unreadable manifest.
-    """
-    if bool(addresses) == bool(cluster_manifest):
-        raise CaptureError(
-            "give worker addresses (host:port,host:port) or --cluster MANIFEST, not both"
-        )
-    if addresses:
-        return [Target(a.strip()) for a in addresses.split(",") if a.strip()]
-    from reference_engine.cluster import Manifest
-    from reference_engine.config import EngineError
-
-    try:
-        manifest = Manifest.load(Path(cluster_manifest))  # type: ignore[arg-type]
-    except EngineError as e:
-        raise CaptureError(str(e)) from None
-    return [Target(t.agent_address) for t in manifest.tasks]
+def status_style(status: Status) -> str:
+    """Rich colour of a worker status: green ok, red lost, yellow retry later, cyan running."""
+    if status == Status.OK:
+        return "green"
+    if status.is_failure:
+        return "red"
+    return "yellow" if status.is_final else "cyan"
 
 
 def _table(workers: list[WorkerResult]) -> object:
@@ -57,7 +35,7 @@ def _table(workers: list[WorkerResult]) -> object:
     for col in ("worker", "role", "status", "tracers h/py", "MB", "reason"):
         table.add_column(col)
     for w in workers:
-        style = STATUS_STYLE.get(w.status, "cyan")
+        style = status_style(w.status)
         role = f"{w.role}:{w.index}" if w.role else ""
         levels = (
             f"{w.host_tracer_level}/{w.python_tracer_level}"

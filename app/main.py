@@ -19,20 +19,11 @@ from dash import Input, Output, State, dcc, html
 from flask import jsonify
 
 from app import ids
+from app.context import AppContext, attach, current
+from app.pages._common import query_of
 from app.settings import AppSettings
-from app.store import SessionStore
 
 PAGES_DIR = Path(__file__).parent / "pages"
-_STATE: dict[str, object] = {}
-
-
-def store() -> SessionStore:
-    """The app's session store (created by ``create_app``; read-only afterwards)."""
-    return _STATE["store"]  # type: ignore[return-value]
-
-
-def settings() -> AppSettings:
-    return _STATE["settings"]  # type: ignore[return-value]
 
 
 def _navbar() -> dbc.Navbar:
@@ -70,9 +61,9 @@ def _navbar() -> dbc.Navbar:
 
 
 def create_app(config: AppSettings) -> dash.Dash:
-    """Builds the Dash app for ``config`` (one logdir)."""
-    _STATE["settings"] = config
-    _STATE["store"] = SessionStore(config.logdir, config.cache_dir, config.frame_cache_sessions)
+    """Builds the Dash app for ``config`` (one logdir); its ``AppContext`` rides on the Flask
+    server (``app.context.current()``)."""
+    context = AppContext.build(config)
     from app.background import manager
 
     app = dash.Dash(
@@ -85,6 +76,7 @@ def create_app(config: AppSettings) -> dash.Dash:
         background_callback_manager=manager(),
         title="PodScope",
     )
+    attach(app.server, context)
     app.server.config["MAX_CONTENT_LENGTH"] = (
         config.max_upload_mb * 2**20 * 4 // 3 + 2**20
     )  # base64 overhead
@@ -98,7 +90,7 @@ def create_app(config: AppSettings) -> dash.Dash:
 
     @app.server.route("/healthz")
     def healthz() -> object:
-        return jsonify(status="ok", logdir=str(config.logdir), sessions=len(store().names()))
+        return jsonify(status="ok", logdir=str(config.logdir), sessions=len(context.store.names()))
 
     return app
 
@@ -109,10 +101,8 @@ def create_app(config: AppSettings) -> dash.Dash:
     Input(ids.URL, "search"),
 )
 def _sync_picker(search: str | None) -> tuple[list[str], str | None]:
-    from urllib.parse import parse_qs
-
-    names = store().names()
-    wanted = parse_qs((search or "").lstrip("?")).get("session", [None])[0]
+    names = current().store.names()
+    wanted = query_of(search).get("session")
     if wanted is None:
         return names, names[0] if names else None
     # A session that is not in the list stays unselected: the page explains why (never a
@@ -127,9 +117,9 @@ def _sync_picker(search: str | None) -> tuple[list[str], str | None]:
     prevent_initial_call=True,
 )
 def _picker_to_url(session: str | None, search: str | None) -> object:
-    from urllib.parse import parse_qs, urlencode
+    from urllib.parse import urlencode
 
-    query = {k: v[0] for k, v in parse_qs((search or "").lstrip("?")).items()}
+    query = query_of(search)
     if not session or query.get("session") == session:
         return dash.no_update
     query = {"session": session}  # a new session: step/worker of the old one do not apply

@@ -1,62 +1,64 @@
-"""Server-side store of parsed sessions and their analyses (never sent to the browser).
+"""The sessions of one logdir, for the dashboard: listing, import of uploads, and their analyses
+kept server-side (never sent to the browser).
 
-Sessions are named by their folder under ``<logdir>/plugins/profile``; any name that would
-leave that folder (``..``, separators, absolute paths) is refused. Parsed frames and derived
-analyses are kept in a bounded LRU keyed by (session, files' sizes and mtimes, parser
-version), so a re-captured or replaced session is parsed again, and memory stays bounded.
+Sessions are named by their folder under ``<logdir>/plugins/profile`` (``trace_parsers.layout``);
+any name that would leave that folder (``..``, separators, absolute paths) is refused. Analyses
+(``analyzers.session.SessionAnalysis``) are kept in a bounded LRU keyed by (session, files'
+sizes and mtimes, parser version), so a re-captured or replaced session is parsed again, and
+memory stays bounded.
 """
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
-import pandas as pd
-
-from analyzers.diagnostics import Finding, Inputs, diagnose
-from analyzers.ops import memory_timeline, op_stats
-from app.figures.timeline import TimelineIndex
-from trace_parsers import TraceFrames, TraceParseError, load, sessions
-from trace_parsers.loader import PROFILE_SUBDIR, trace_files
+from analyzers.session import SessionAnalysis
+from trace_parsers import TraceParseError, layout, load, sessions
+from trace_parsers.loader import format_of, trace_files, worker_label
 from trace_parsers.schema import PARSER_VERSION
+
+#: Characters an uploaded file name may keep; others become ``_``.
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
 class SessionError(Exception):
     """A session name that is not allowed or does not exist."""
 
 
-class Analysis(Inputs):
-    """One parsed session: the diagnostics' inputs (steps, breakdown, pod view, ops, all
-    computed on first use) plus what the pages need on top (timeline index, memory, op
-    tables per view, findings)."""
+@dataclass(frozen=True)
+class SessionSummary:
+    """One session as the Sessions page lists it.
 
-    def __init__(self, frames: TraceFrames) -> None:
-        super().__init__(frames)
-        self._op_tables: dict[tuple[str, str | None], pd.DataFrame] = {}
+    Attributes:
+        name: the session folder.
+        workers: capture files in it.
+        bytes: their total size.
+        modified: the newest file's mtime (epoch seconds).
+        manifest: its ``capture.json``, None when it has none (an upload).
+        manifest_error: why ``capture.json`` could not be read, else "".
+    """
 
-    @cached_property
-    def timeline(self) -> TimelineIndex:
-        return TimelineIndex.build(self.frames.events)
+    name: str
+    workers: int
+    bytes: int
+    modified: float
+    manifest: layout.CaptureManifest | None
+    manifest_error: str = ""
 
-    @cached_property
-    def memory(self) -> pd.DataFrame:
-        return memory_timeline(self.frames.events, self.frames.stats)
 
-    @cached_property
-    def findings(self) -> list[Finding]:
-        return diagnose(self)
+@dataclass(frozen=True)
+class ImportResult:
+    """What an upload became: the session, the workers saved, and per-file errors."""
 
-    def op_table_for(self, by: str, worker: str | None) -> pd.DataFrame:
-        """``analyzers.ops.op_stats`` for (by, worker), computed once."""
-        key = (by, worker)
-        if key not in self._op_tables:
-            self._op_tables[key] = op_stats(
-                self.frames.events, by=by, worker=worker, stats=self.frames.stats
-            )
-        return self._op_tables[key]
+    session: str
+    saved: tuple[str, ...]
+    errors: tuple[str, ...]
 
 
 @dataclass
@@ -64,12 +66,12 @@ class SessionStore:
     logdir: Path
     cache_dir: Path | None = None
     capacity: int = 4
-    _items: OrderedDict[tuple[object, ...], Analysis] = field(default_factory=OrderedDict)
+    _items: OrderedDict[tuple[object, ...], SessionAnalysis] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def root(self) -> Path:
-        return self.logdir / PROFILE_SUBDIR
+        return layout.profile_root(self.logdir)
 
     def names(self) -> list[str]:
         """Session names, newest first."""
@@ -81,24 +83,43 @@ class SessionStore:
         Raises:
             SessionError: the name leaves the logdir, or no such session.
         """
-        if (
-            not session
-            or session in (".", "..")
-            or "/" in session
-            or "\\" in session
-            or "\x00" in session
-        ):
-            raise SessionError(f"not a session name: {session!r}")
-        root = self.root.resolve()
-        path = (root / session).resolve()
-        if path.parent != root:
-            raise SessionError(f"session {session!r} is outside the logdir")
+        try:
+            layout.check_plain_name(session)
+        except layout.LayoutError:
+            raise SessionError(f"not a session name: {session!r}") from None
+        try:
+            path = layout.confined(self.root, session)
+        except layout.LayoutError:  # a symlink that leads out
+            raise SessionError(f"session {session!r} is outside the logdir") from None
         if not path.is_dir() or not trace_files(path):
             raise SessionError(f"no session {session!r} in {self.logdir}")
         return path
 
-    def get(self, session: str) -> Analysis:
-        """The parsed session (from memory, the disk cache, or parsed now).
+    def summaries(self) -> list[SessionSummary]:
+        """Every session, newest first, with its files and capture manifest."""
+        out = []
+        for name in self.names():
+            folder = self.root / name
+            files = trace_files(folder)
+            stats = [f.stat() for f in files]
+            try:
+                manifest, error = layout.read_manifest(folder), ""
+            except layout.LayoutError as e:
+                manifest, error = None, str(e)
+            out.append(
+                SessionSummary(
+                    name=name,
+                    workers=len(files),
+                    bytes=sum(s.st_size for s in stats),
+                    modified=max(s.st_mtime for s in stats),
+                    manifest=manifest,
+                    manifest_error=error,
+                )
+            )
+        return out
+
+    def get(self, session: str) -> SessionAnalysis:
+        """The session's analysis (from memory, the disk cache, or parsed now).
 
         Raises:
             SessionError: bad or unknown session name.
@@ -115,12 +136,46 @@ class SessionStore:
             if hit is not None:
                 self._items.move_to_end(key)
                 return hit
-        analysis = Analysis(load(path, cache=True, cache_dir=self.cache_dir))
+        analysis = SessionAnalysis(load(path, cache=True, cache_dir=self.cache_dir))
         with self._lock:
             self._items[key] = analysis
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)
         return analysis
 
+    def import_files(self, files: Sequence[tuple[str, bytes]]) -> ImportResult:
+        """Validates each uploaded file by parsing it; the good ones become a new session
+        (``upload_<time>``), each saved under a safe name with its format's suffix.
 
-__all__ = ["Analysis", "SessionError", "SessionStore", "TraceParseError"]
+        Args:
+            files: (file name as uploaded, its bytes).
+
+        Returns:
+            The session and the workers saved, and one "name: reason" per rejected file.
+        """
+        session = time.strftime("upload_%Y_%m_%d_%H_%M_%S")
+        folder = layout.session_dir(self.logdir, session)
+        saved, errors = [], []
+        for name, data in files:
+            safe = _UNSAFE.sub("_", Path(name).name) or "trace"
+            try:
+                fmt = format_of(Path(safe), data[:65536])
+                fmt.parse(data, worker=worker_label(Path(safe)), source=name)
+            except TraceParseError as e:
+                errors.append(f"{name}: {e.reason}")
+                continue
+            if not safe.endswith(fmt.suffixes):  # keep it findable as a capture file of its format
+                safe += fmt.suffixes[0]
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / safe).write_bytes(data)
+            saved.append(worker_label(Path(safe)))
+        return ImportResult(session, tuple(saved), tuple(errors))
+
+
+__all__ = [
+    "ImportResult",
+    "SessionError",
+    "SessionStore",
+    "SessionSummary",
+    "TraceParseError",
+]

@@ -9,60 +9,13 @@ redraw is a few vectorized passes, never per-event Python.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
+
+from analyzers.timeline import TimelineIndex
 
 PIXELS = 1600
 MAX_SHAPES = 20_000
-
-
-@dataclass(frozen=True)
-class TimelineIndex:
-    """Events as flat arrays: times, track code (worker / plane / line), name code."""
-
-    start: np.ndarray
-    end: np.ndarray
-    track: np.ndarray
-    tracks: list[str]
-    worker_of_track: list[str]
-    name: np.ndarray
-    names: pd.Index
-    rows: np.ndarray
-
-    @classmethod
-    def build(cls, events: pd.DataFrame) -> TimelineIndex:
-        cols = [events[c] for c in ("worker", "plane", "line")]
-        sizes = [len(c.cat.categories) + 1 for c in cols]
-        key = np.zeros(len(events), dtype=np.int64)
-        for c, size in zip(cols, sizes, strict=True):
-            key = key * size + (c.cat.codes.to_numpy().astype(np.int64) + 1)
-        uniq, codes = np.unique(key, return_inverse=True)
-        parts = []
-        for c, size in zip(reversed(cols), reversed(sizes), strict=True):
-            labels = np.append(c.cat.categories.astype(str).to_numpy(dtype=object), "")
-            parts.append(labels[(uniq % size) - 1])
-            uniq = uniq // size
-        uniques = list(zip(*reversed(parts), strict=True))
-        tracks = [f"{w} / {p} / {ln}" for w, p, ln in uniques]
-        start = events["start_ns"].to_numpy()
-        return cls(
-            start=start,
-            end=start + events["dur_ps"].to_numpy() // 1000,
-            track=codes.astype(np.int32),
-            tracks=tracks,
-            worker_of_track=[str(w) for w, _, _ in uniques],
-            name=events["name"].cat.codes.to_numpy(),
-            names=events["name"].cat.categories,
-            rows=events.index.to_numpy(),
-        )
-
-    def matching(self, text: str) -> np.ndarray:
-        """Row mask of events whose name contains ``text`` (tested per distinct name)."""
-        hit = np.append(np.asarray(self.names.str.contains(text, regex=False), dtype=bool), False)
-        return hit[self.name]
 
 
 def timeline_figure(

@@ -1,24 +1,37 @@
-"""Helpers shared by pages: resolve the session of the URL, render errors as alerts."""
+"""Helpers shared by pages: decode the URL, resolve its session, render errors as alerts."""
 
 from __future__ import annotations
 
 import io
 from typing import Any
+from urllib.parse import parse_qs
 
 import dash
 import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import dcc, html
 
-from app.main import store
-from app.store import Analysis, SessionError
+from analyzers.session import SessionAnalysis
+from app.context import current
+from app.store import SessionError
 from trace_parsers import TraceParseError
 
 
-def load_session(session: str | None) -> tuple[str | None, Analysis | None, Any]:
+def query_of(search: str | None) -> dict[str, str]:
+    """The URL's query (``dcc.Location.search``) as {key: first value}."""
+    return {k: v[0] for k, v in parse_qs((search or "").lstrip("?")).items()}
+
+
+def session_of(search: str | None) -> str | None:
+    """The ``session`` of the URL's query, if any."""
+    return query_of(search).get("session")
+
+
+def load_session(session: str | None) -> tuple[str | None, SessionAnalysis | None, Any]:
     """(session name, analysis, alert). With no session given, the newest one is used;
     a bad or corrupt session yields an alert instead of raising."""
-    names = store().names()
+    store = current().store
+    names = store.names()
     if not session:
         if not names:
             return (
@@ -27,7 +40,7 @@ def load_session(session: str | None) -> tuple[str | None, Analysis | None, Any]
                 dbc.Alert(
                     [
                         "No sessions yet in ",
-                        html.Code(str(store().logdir)),
+                        html.Code(str(store.logdir)),
                         ": capture one on the ",
                         dcc.Link("Capture", href="/capture"),
                         " page or upload a trace on ",
@@ -39,7 +52,7 @@ def load_session(session: str | None) -> tuple[str | None, Analysis | None, Any]
             )
         session = names[0]
     try:
-        return session, store().get(session), None
+        return session, store.get(session), None
     except (SessionError, TraceParseError) as e:
         return session, None, dbc.Alert(str(e), color="danger")
 
@@ -77,7 +90,7 @@ def table_header(title: str, csv_id: str, parquet_id: str) -> html.Div:
 ALL_WORKERS = "all"
 
 
-def worker_picker(component_id: str, analysis: Analysis, value: str | None) -> dcc.Dropdown:
+def worker_picker(component_id: str, analysis: SessionAnalysis, value: str | None) -> dcc.Dropdown:
     """A dropdown of the session's workers, with "all" first."""
     workers = [ALL_WORKERS, *sorted(analysis.frames.events["worker"].cat.categories)]
     return dcc.Dropdown(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs
 
 import dash
 import dash_ag_grid as dag
@@ -12,7 +11,7 @@ from dash import Input, Output, State, dcc, html
 from analyzers.tflite import invokes, tflite_op_stats
 from app import ids
 from app.figures.tflite import cpu_figure, invoke_latency_figure, waterfall_figure
-from app.pages._common import card, download_frame, load_session, table_header
+from app.pages._common import card, download_frame, load_session, session_of, table_header
 
 dash.register_page(__name__, path="/android", name="TFLite", order=6)
 
@@ -88,7 +87,7 @@ def layout(session: str | None = None, invoke: str | None = None, **_: str) -> A
     State(ids.URL, "search"),
 )
 def show_invoke(index: int | None, search: str | None) -> tuple[Any, Any]:
-    _, analysis, _ = load_session(parse_qs((search or "").lstrip("?")).get("session", [None])[0])
+    _, analysis, _ = load_session(session_of(search))
     if analysis is None or index is None:
         return dash.no_update, dash.no_update
     ev = analysis.frames.events
@@ -114,9 +113,7 @@ def show_invoke(index: int | None, search: str | None) -> tuple[Any, Any]:
     prevent_initial_call=True,
 )
 def download(_csv: int | None, _pq: int | None, search: str | None) -> Any:
-    session, analysis, _ = load_session(
-        parse_qs((search or "").lstrip("?")).get("session", [None])[0]
-    )
+    session, analysis, _ = load_session(session_of(search))
     if analysis is None:
         return dash.no_update
     return download_frame(

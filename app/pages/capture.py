@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any
 
 import dash
@@ -12,14 +11,23 @@ from dash import Input, Output, State, dcc, html
 
 from app import ids
 from app.background import manager
-from app.main import settings
+from app.context import current
 from app.pages._common import card
 from collectors.capture import CaptureOptions, WorkerResult, capture
 from collectors.errors import CaptureError
+from collectors.status import Status
+from trace_parsers.layout import profile_root
 
 dash.register_page(__name__, path="/capture", name="Capture", order=7)
 
-STATUS_COLOR = {"ok": "success", "empty": "warning", "busy": "warning"}
+
+def status_color(status: Status) -> str:
+    """Bootstrap colour of a worker status: success ok, danger lost, warning retry later."""
+    if status == Status.OK:
+        return "success"
+    if status.is_failure:
+        return "danger"
+    return "warning" if status.is_final else "secondary"
 
 
 def _field(label: str, component: Any, width: int = 3) -> dbc.Col:
@@ -27,14 +35,15 @@ def _field(label: str, component: Any, width: int = 3) -> dbc.Col:
 
 
 def layout(**_: str) -> Any:
-    manifest = settings().cluster_manifest
+    settings = current().settings
+    manifest = settings.cluster_manifest
     return html.Div(
         [
             card(
                 html.H5("Capture a job"),
                 html.P(
                     "Workers run the PodScope agent (collectors.agent); traces come back to "
-                    f"{settings().logdir}/plugins/profile/<session>/.",
+                    f"{profile_root(settings.logdir)}/<session>/.",
                     className="podscope-muted",
                 ),
                 dbc.Row(
@@ -102,24 +111,7 @@ def status_table(workers: list[WorkerResult]) -> dbc.Table:
                 [
                     html.Td(w.label),
                     html.Td(f"{w.role}:{w.index}" if w.role else ""),
-                    html.Td(
-                        dbc.Badge(
-                            w.status,
-                            color=STATUS_COLOR.get(
-                                w.status,
-                                "danger"
-                                if w.status
-                                in (
-                                    "unreachable",
-                                    "timeout",
-                                    "crashed",
-                                    "failed",
-                                    "transfer_failed",
-                                )
-                                else "secondary",
-                            ),
-                        )
-                    ),
+                    html.Td(dbc.Badge(str(w.status), color=status_color(w.status))),
                     html.Td(
                         f"{w.host_tracer_level}/{w.python_tracer_level}"
                         if w.host_tracer_level is not None
@@ -162,16 +154,13 @@ def run_capture(
     py_level: str,
     retries: int,
 ) -> Any:
-    from app.cli_capture import targets_from
-
+    context = current()
     try:
-        targets = targets_from(
-            addresses or None, Path(manifest) if manifest and not addresses else None
-        )
+        targets = context.capture_targets(addresses, manifest)
     except CaptureError as e:
         return dbc.Alert(str(e), color="danger")
     opts = CaptureOptions(
-        logdir=settings().logdir,
+        logdir=context.settings.logdir,
         duration_ms=int(duration or 2000),
         delay_ms=int(delay or 0),
         host_tracer_level=int(host_level),
@@ -187,7 +176,7 @@ def run_capture(
             set_progress(status_table(list(shown.values())))
 
     result = capture(targets, opts, on_update=update)
-    ok = sum(w.status == "ok" for w in result.workers)
+    ok = sum(w.status == Status.OK for w in result.workers)
     color = "success" if ok == len(result.workers) else "warning" if ok else "danger"
     return dbc.Alert(
         [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs
 
 import dash
 import dash_ag_grid as dag
@@ -13,9 +12,9 @@ from dash import Input, Output, State, dcc, html
 
 from analyzers.compare import compare_ops, compare_steps
 from app import ids
+from app.context import current
 from app.figures.compare import compare_steps_figure
-from app.main import store
-from app.pages._common import card, download_buttons, download_frame, load_session
+from app.pages._common import card, download_buttons, download_frame, load_session, session_of
 
 dash.register_page(__name__, path="/compare", name="Compare", order=5)
 
@@ -24,7 +23,7 @@ def layout(session: str | None = None, baseline: str | None = None, **_: str) ->
     session, analysis, alert = load_session(session)
     if analysis is None:
         return alert
-    names = store().names()  # newest first
+    names = current().store.names()  # newest first
     others = [n for n in names if n != session]
     if not others:
         return dbc.Alert(
@@ -67,9 +66,7 @@ def _compare(
     search: str | None, baseline: str | None
 ) -> tuple[str | None, pd.DataFrame | None, pd.DataFrame | None, Any]:
     """(session, step comparison, op comparison, alert) of the URL's session vs ``baseline``."""
-    session, new, alert = load_session(
-        parse_qs((search or "").lstrip("?")).get("session", [None])[0]
-    )
+    session, new, alert = load_session(session_of(search))
     _, base, base_alert = load_session(baseline) if baseline else (None, None, None)
     if new is None or base is None:
         return session, None, None, alert or base_alert

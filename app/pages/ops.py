@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
 import dash
 import dash_ag_grid as dag
@@ -20,6 +20,7 @@ from app.pages._common import (
     download_buttons,
     download_frame,
     load_session,
+    session_of,
     worker_picker,
 )
 
@@ -119,9 +120,7 @@ def layout(
 
 
 def _table(search: str | None, worker: str, by: str) -> tuple[str | None, pd.DataFrame | None]:
-    session, analysis, _ = load_session(
-        parse_qs((search or "").lstrip("?")).get("session", [None])[0]
-    )
+    session, analysis, _ = load_session(session_of(search))
     if analysis is None:
         return session, None
     return session, analysis.op_table_for(by, chosen_worker(worker))

@@ -3,51 +3,26 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs
 
 import dash
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
-import pandas as pd
 from dash import Input, Output, State, dcc, html
 
-from analyzers.breakdown import CATEGORIES
+from analyzers.session import SessionAnalysis
 from app import ids
 from app.figures.pod import breakdown_bars_figure, step_heatmap_figure, step_time_lines_figure
-from app.pages._common import card, download_frame, load_session, table_header
-from app.store import Analysis
+from app.pages._common import card, download_frame, load_session, session_of, table_header
 
 dash.register_page(__name__, path="/pod", name="Pod Viewer", order=1)
 
-CAT_NS = [f"{c}_ns" for c in CATEGORIES]
 
-
-def step_rows(analysis: Analysis, step: int | None) -> tuple[pd.DataFrame, str]:
-    """Bars for one step, or means (± std in the hover table) over all steps when None."""
+def step_title(analysis: SessionAnalysis, step: int | None) -> str:
+    """The bars' title: the step and its step_num, or the number of steps averaged."""
     b = analysis.breakdown
-    if step is not None:
-        return b[
-            b["step"] == step
-        ], f"Step {step} (step_num {b.loc[b['step'] == step, 'step_num'].iloc[0]})"
-    numeric = ["step_time_ns", *CAT_NS]
-    means = b.groupby(["worker", "device"])[numeric].mean().reset_index()
-    means["split"] = b.groupby(["worker", "device"])["split"].first().to_numpy()
-    return means, f"All {b['step'].nunique()} steps (mean)"
-
-
-def worker_table(analysis: Analysis) -> pd.DataFrame:
-    """Per worker × device: steps, mean/std step time, mean categories (ms), straggler score."""
-    b = analysis.breakdown
-    g = b.groupby(["worker", "device"])
-    out = g.agg(steps=("step", "size"), method=("method", "first")).reset_index()
-    out["step_ms_mean"] = (g["step_time_ns"].mean() / 1e6).round(3).to_numpy()
-    out["step_ms_std"] = (g["step_time_ns"].std() / 1e6).round(3).to_numpy()
-    for c in CATEGORIES:
-        out[f"{c}_ms"] = (g[f"{c}_ns"].mean().astype("Float64") / 1e6).round(3).to_numpy()
-    s = analysis.stragglers.set_index("worker")
-    out["straggler_score"] = out["worker"].map(s["score"]).round(3)
-    out["straggler"] = out["worker"].map(s["straggler"])
-    return out
+    if step is None:
+        return f"All {b['step'].nunique()} steps (mean)"
+    return f"Step {step} (step_num {b.loc[b['step'] == step, 'step_num'].iloc[0]})"
 
 
 def layout(
@@ -93,8 +68,8 @@ def layout(
         )
         for r in s[s["straggler"]].itertuples()
     ] or [dbc.Badge("no straggler", color="success")]
-    rows, title = step_rows(analysis, selected)
-    table = worker_table(analysis)
+    rows, title = analysis.step_rows(selected), step_title(analysis, selected)
+    table = analysis.pod_summary
     if worker:
         table = (
             table.assign(_sel=table["worker"] == worker)
@@ -174,10 +149,6 @@ def layout(
     )
 
 
-def _session_of(search: str | None) -> str | None:
-    return parse_qs((search or "").lstrip("?")).get("session", [None])[0]
-
-
 @dash.callback(
     Output(ids.POD_BARS, "figure"),
     Output(ids.POD_LINES, "figure"),
@@ -187,11 +158,11 @@ def _session_of(search: str | None) -> str | None:
     prevent_initial_call=True,
 )
 def select_step(step: int, mode: str, search: str | None) -> tuple[Any, Any]:
-    _, analysis, _ = load_session(_session_of(search))
+    _, analysis, _ = load_session(session_of(search))
     if analysis is None:
         return dash.no_update, dash.no_update
     selected = int(step) if mode == "step" else None
-    rows, title = step_rows(analysis, selected)
+    rows, title = analysis.step_rows(selected), step_title(analysis, selected)
     return breakdown_bars_figure(rows, title), step_time_lines_figure(analysis.pod, selected)
 
 
@@ -203,7 +174,7 @@ def select_step(step: int, mode: str, search: str | None) -> tuple[Any, Any]:
     prevent_initial_call=True,
 )
 def download(_csv: int | None, _pq: int | None, search: str | None) -> Any:
-    session, analysis, _ = load_session(_session_of(search))
+    session, analysis, _ = load_session(session_of(search))
     if analysis is None:
         return dash.no_update
     return download_frame(analysis.breakdown, f"pod_{session}", ids.POD_PARQUET)

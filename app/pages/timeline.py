@@ -7,22 +7,20 @@ browser never gets more than ~20 k bars, whatever the session size.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs
 
 import dash
 import dash_bootstrap_components as dbc
-import pandas as pd
 from dash import Input, Output, State, dcc, html
 
+from analyzers.session import SessionAnalysis
 from app import ids
 from app.figures.timeline import timeline_figure
-from app.pages._common import card, chosen_worker, load_session, worker_picker
-from app.store import Analysis
+from app.pages._common import card, chosen_worker, load_session, session_of, worker_picker
 
 dash.register_page(__name__, path="/timeline", name="Timeline", order=3)
 
 
-def _window(analysis: Analysis, relayout: dict[str, Any] | None) -> tuple[int, int, int]:
+def _window(analysis: SessionAnalysis, relayout: dict[str, Any] | None) -> tuple[int, int, int]:
     """(t0, t1, base) in epoch ns: the zoom of ``relayout``, else the whole session."""
     index = analysis.timeline
     base, end = int(index.start.min()), int(index.end.max())
@@ -31,10 +29,6 @@ def _window(analysis: Analysis, relayout: dict[str, Any] | None) -> tuple[int, i
         t1 = base + int(float(relayout["xaxis.range[1]"]) * 1e6)
         return max(base, t0), min(end, max(t1, t0 + 1000)), base
     return base, end, base
-
-
-def _session(search: str | None) -> str | None:
-    return parse_qs((search or "").lstrip("?")).get("session", [None])[0]
 
 
 def layout(
@@ -92,7 +86,7 @@ def layout(
 def redraw(
     relayout: dict[str, Any] | None, worker: str, query: str | None, search: str | None
 ) -> tuple[Any, Any]:
-    _, analysis, _ = load_session(_session(search))
+    _, analysis, _ = load_session(session_of(search))
     if analysis is None:
         return dash.no_update, dash.no_update
     t0, t1, base = _window(analysis, relayout)
@@ -115,35 +109,10 @@ def redraw(
 def details(click: dict[str, Any] | None, search: str | None) -> Any:
     if not click or not click.get("points") or "customdata" not in click["points"][0]:
         return dash.no_update
-    _, analysis, _ = load_session(_session(search))
+    _, analysis, _ = load_session(session_of(search))
     if analysis is None:
         return dash.no_update
-    row = int(click["points"][0]["customdata"][0])
-    ev = analysis.frames.events.loc[row]
-    stats = analysis.frames.stats[analysis.frames.stats["event_row"] == row]
-    fields = {
-        k: ev[k]
-        for k in (
-            "worker",
-            "plane",
-            "line",
-            "name",
-            "start_ns",
-            "dur_ps",
-            "self_ps",
-            "depth",
-            "step_num",
-            "group_id",
-            "tf_op",
-            "op_type",
-            "is_eager",
-        )
-        if pd.notna(ev[k])
-    }
-    for s in stats.itertuples():
-        fields[str(s.key)] = next(
-            (v for v in (s.str_value, s.int_value, s.float_value) if pd.notna(v)), ""
-        )
+    fields = analysis.event_details(int(click["points"][0]["customdata"][0]))
     return html.Table(
         [html.Tr([html.Td(k, className="pe-3"), html.Td(str(v))]) for k, v in fields.items()]
     )
