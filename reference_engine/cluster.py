@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from reference_engine.config import EngineConfig, EngineError
+from reference_engine.workloads import validate_config
 
 MANIFEST = "cluster.json"
 HOST = "127.0.0.1"
@@ -107,7 +108,7 @@ def up(
         EngineError: bad config, or a task exited / was not ready in time (the others are
             stopped; the message has the task's last log lines).
     """
-    cfg.validate()
+    validate_config(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "engine.json").write_text(cfg.to_json())
     roles = _roles(cfg.workload, workers, ps)

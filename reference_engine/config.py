@@ -67,34 +67,3 @@ class EngineConfig:
     @classmethod
     def load(cls, path: Path) -> EngineConfig:
         return cls.from_json(path.read_text())
-
-    def validate(self) -> EngineConfig:
-        """Checks names against the registries and options against each other.
-
-        Raises:
-            EngineError: an unknown name (the message lists the known ones) or a bad option.
-        """
-        from reference_engine.models import MODELS
-        from reference_engine.scenarios import SCENARIOS
-        from reference_engine.workloads import WORKLOADS
-
-        for kind, value, registry in (
-            ("workload", self.workload, WORKLOADS),
-            ("scenario", self.scenario, SCENARIOS),
-            ("model", self.model, MODELS),
-        ):
-            if value not in registry:
-                raise EngineError(f"unknown {kind} {value!r}; known: {', '.join(sorted(registry))}")
-        if self.mixed_precision not in (None, "mixed_float16", "mixed_bfloat16"):
-            raise EngineError(
-                f"mixed_precision must be mixed_float16 or mixed_bfloat16, not {self.mixed_precision!r}"
-            )
-        if self.steps is not None and self.steps < 1:
-            raise EngineError("steps must be >= 1 (or None for --forever)")
-        scenario = SCENARIOS[self.scenario]
-        if self.workload not in scenario.workloads:
-            raise EngineError(
-                f"scenario {self.scenario!r} does not apply to workload {self.workload!r}; "
-                f"it applies to: {', '.join(scenario.workloads)}"
-            )
-        return self

@@ -14,6 +14,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +39,13 @@ def main() -> None:
     args = ap.parse_args()
     cfg = EngineConfig.load(args.config)
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf-keras: see reference_engine.models
-    task = Task.from_tf_config(args.config.parent)
+    tf_config = json.loads(os.environ["TF_CONFIG"])  # the process's edge: read once, passed in
+    task = Task.from_tf_config(args.config.parent, tf_config)
     try:
         import tensorflow as tf
 
         tf.config.threading.set_intra_op_parallelism_threads(1)
-        podscope = _start_agent(cfg, task, args.agent_host, args.agent_port, tf)
+        podscope = _start_agent(cfg, task, tf_config, args.agent_host, args.agent_port, tf)
         report(
             "ready",
             role=task.role,
@@ -64,20 +66,22 @@ def main() -> None:
         sys.exit(1)
 
 
-def _start_agent(cfg: EngineConfig, task: Task, host: str, port: int, tf: Any) -> agent.Agent:
+def _start_agent(
+    cfg: EngineConfig, task: Task, tf_config: Mapping[str, Any], host: str, port: int, tf: Any
+) -> agent.Agent:
     """The agent fronts this task's TF profiler: its own server, or for ps-workload workers and
     parameter servers the tf.distribute.Server on its TF_CONFIG port (it serves the profiler)."""
     strategy = "ParameterServerStrategy" if cfg.workload == "ps" else "MultiWorkerMirroredStrategy"
     profiler_address = None
     if cfg.workload == "ps" and task.role in ("worker", "ps"):
-        cluster = json.loads(os.environ["TF_CONFIG"])["cluster"]
-        profiler_address = cluster[task.role][task.index]
+        profiler_address = tf_config["cluster"][task.role][task.index]
     return agent.start(
         host=host,
         port=port,
         profiler_address=profiler_address,
         repository_root=Path.cwd() / "traces",
         strategy=strategy,
+        task=(task.role, task.index),
         tf=tf,
     )
 

@@ -6,7 +6,6 @@ Each ``run_*(cfg, task, tf, report)`` trains and returns the per-step losses it 
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reference_engine.config import EngineConfig
+from reference_engine.config import EngineConfig, EngineError
 from reference_engine.data import make_dataset
 from reference_engine.models import MODELS
 from reference_engine.scenarios import SCENARIOS
@@ -39,8 +38,8 @@ class Task:
         )
 
     @classmethod
-    def from_tf_config(cls, run_dir: Path) -> Task:
-        tf_config = json.loads(os.environ["TF_CONFIG"])
+    def from_tf_config(cls, run_dir: Path, tf_config: Mapping[str, Any]) -> Task:
+        """The task that a parsed ``TF_CONFIG`` names."""
         t = tf_config["task"]
         return cls(t["type"], int(t["index"]), len(tf_config["cluster"].get("worker", [])), run_dir)
 
@@ -299,3 +298,31 @@ WORKLOADS: Mapping[str, Callable[[EngineConfig, Task, Any, Report], list[float]]
     "mwms-loop": run_mwms_loop,
     "ps": run_ps,
 }
+
+
+def validate_config(cfg: EngineConfig) -> EngineConfig:
+    """Checks names against the registries and options against each other.
+
+    Raises:
+        EngineError: an unknown name (the message lists the known ones) or a bad option.
+    """
+    for kind, value, registry in (
+        ("workload", cfg.workload, WORKLOADS),
+        ("scenario", cfg.scenario, SCENARIOS),
+        ("model", cfg.model, MODELS),
+    ):
+        if value not in registry:
+            raise EngineError(f"unknown {kind} {value!r}; known: {', '.join(sorted(registry))}")
+    if cfg.mixed_precision not in (None, "mixed_float16", "mixed_bfloat16"):
+        raise EngineError(
+            f"mixed_precision must be mixed_float16 or mixed_bfloat16, not {cfg.mixed_precision!r}"
+        )
+    if cfg.steps is not None and cfg.steps < 1:
+        raise EngineError("steps must be >= 1 (or None for --forever)")
+    scenario = SCENARIOS[cfg.scenario]
+    if cfg.workload not in scenario.workloads:
+        raise EngineError(
+            f"scenario {cfg.scenario!r} does not apply to workload {cfg.workload!r}; "
+            f"it applies to: {', '.join(scenario.workloads)}"
+        )
+    return cfg

@@ -11,6 +11,7 @@ import pytest
 
 from reference_engine import cluster
 from reference_engine.config import EngineConfig, EngineError
+from reference_engine.workloads import validate_config
 from tests.cluster_helpers import StartCluster, decreasing, losses
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow]
@@ -80,6 +81,6 @@ def test_cli_up_status_down_leaves_no_process(tmp_path: Path) -> None:
 
 def test_bad_requests_name_the_known_values() -> None:
     with pytest.raises(EngineError, match="known: mwms-fit, mwms-loop, ps"):
-        EngineConfig(workload="horovod").validate()
+        validate_config(EngineConfig(workload="horovod"))
     with pytest.raises(EngineError, match="does not apply to workload 'ps'"):
-        EngineConfig(workload="ps", scenario="eager").validate()
+        validate_config(EngineConfig(workload="ps", scenario="eager"))
