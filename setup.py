@@ -1,5 +1,5 @@
-"""Build hook for the C extensions (the XSpace wire decoder, the ftrace text reader); metadata is
-in pyproject.toml."""
+"""Build hook for the C extensions (the XSpace wire decoder, the ftrace text reader, the column
+kernels every parser shares); metadata is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -11,6 +11,6 @@ setup(
             depends=["trace_parsers/_cols.h"],
             extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-function"],
         )
-        for name in ("_xplane_fast", "_ftrace_fast")
+        for name in ("_xplane_fast", "_ftrace_fast", "_column_kernels")
     ]
 )

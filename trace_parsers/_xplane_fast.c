@@ -408,156 +408,6 @@ done:
     return out;
 }
 
-/* nest(group, start, end, depth_out, parent_out, self_out)
- *
- * Events must be sorted by (group, start asc, end desc). For each event: depth within its group
- * (a line), the row of its innermost enclosing event (-1 at top level), and self time = its
- * duration minus the union of its direct children's time (children clipped to the parent, so
- * partial overlaps never make self time negative). One pass with an explicit stack; this is the
- * one sequential loop of the parser (GUIDE convention 2).
- */
-static PyObject *nest(PyObject *self, PyObject *args) {
-    /* nest(group, start, end, depth, parent, self) -> True if the rows were in timeline order
-     * (group ascending, start ascending, end descending); the results are only valid then.
-     * group and parent may be int32 or int64 (told apart by their byte length). */
-    Py_buffer g, s, e, d, p, sf;
-    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*", &g, &s, &e, &d, &p, &sf)) return NULL;
-    Py_ssize_t n = s.len / 8;
-    PyObject *res = NULL;
-    /* The open events of the current line: row and the end of its children's union so far.
-     * As deep as the nesting, not as long as the line: grown on demand. */
-    typedef struct { int64_t row, covered; } Open;
-    Open *stack = NULL;
-    Py_ssize_t cap = 64;
-    int g32 = g.len == n * 4 && n > 0, p32 = p.len == n * 4 && n > 0;
-    if ((!g32 && g.len != n * 8) || e.len != n * 8 || d.len != n * 4 || (!p32 && p.len != n * 8) ||
-        sf.len != n * 8) {
-        PyErr_SetString(PyExc_ValueError, "nest: column lengths differ");
-        goto out;
-    }
-    const int64_t *st = s.buf, *en = e.buf;
-    const int32_t *grp32 = g.buf;
-    const int64_t *grp64 = g.buf;
-    int32_t *depth = d.buf, *parent32 = p.buf;
-    int64_t *parent64 = p.buf, *selft = sf.buf;
-    if (!(stack = PyMem_RawMalloc(sizeof(Open) * cap))) { PyErr_NoMemory(); goto out; }
-    Py_ssize_t top = 0;
-    int ordered = 1, oom = 0;
-    int64_t prev_g = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t gi = g32 ? grp32[i] : grp64[i];
-        if (i > 0) {
-            if (gi != prev_g) {
-                if (gi < prev_g) ordered = 0;
-                top = 0;
-            } else if (st[i] < st[i - 1] || (st[i] == st[i - 1] && en[i] > en[i - 1])) {
-                ordered = 0;
-            }
-        }
-        prev_g = gi;
-        while (top > 0 && en[stack[top - 1].row] <= st[i]) top--;
-        /* An event that starts inside the parent but outlasts it is still its child (clipped),
-         * matching how trace viewers draw it. */
-        int64_t par = top > 0 ? stack[top - 1].row : -1;
-        depth[i] = (int32_t)top;
-        if (p32) parent32[i] = (int32_t)par; else parent64[i] = par;
-        selft[i] = en[i] - st[i];
-        if (par >= 0) {
-            int64_t *covered = &stack[top - 1].covered;
-            int64_t lo = st[i] > *covered ? st[i] : *covered;
-            int64_t hi = en[i] < en[par] ? en[i] : en[par];
-            if (hi > lo) { selft[par] -= hi - lo; *covered = hi; }
-        }
-        if (top == cap) {
-            Open *grown = PyMem_RawRealloc(stack, sizeof(Open) * (size_t)cap * 2);
-            if (!grown) { oom = 1; break; }
-            stack = grown;
-            cap *= 2;
-        }
-        stack[top].row = i;
-        stack[top].covered = st[i];
-        top++;
-    }
-    Py_END_ALLOW_THREADS
-    if (oom) PyErr_NoMemory(); else res = PyBool_FromLong(ordered);
-out:
-    PyMem_RawFree(stack);
-    PyBuffer_Release(&g); PyBuffer_Release(&s); PyBuffer_Release(&e);
-    PyBuffer_Release(&d); PyBuffer_Release(&p); PyBuffer_Release(&sf);
-    return res;
-}
-
-/* lookup(plane_of, ids, table_plane, table_ids, owner, out)
- *
- * out[i] = row r of the table with (table_plane[r], table_ids[r]) == (plane, ids[i]), -1 if none,
- * where plane = plane_of[owner[i]] (owner not None: a stat's plane is its owner's) or plane_of[i].
- * plane_of, owner and out are int32; ids, table_plane and table_ids int64. One pass over the
- * queries into an open-addressing table of the (small) metadata table; of duplicate (plane, id)
- * keys the last row wins, as in a protobuf map. */
-static inline uint64_t key_hash(int64_t plane, int64_t id) {
-    uint64_t h = (uint64_t)id * 0x9E3779B97F4A7C15ULL ^ (uint64_t)plane * 0xC2B2AE3D27D4EB4FULL;
-    return h ^ (h >> 29);
-}
-
-static PyObject *lookup(PyObject *self, PyObject *args) {
-    Py_buffer pl, id, tp, ti, ow = {0}, out;
-    PyObject *owner_obj;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*Ow*", &pl, &id, &tp, &ti, &owner_obj, &out)) return NULL;
-    PyObject *res = NULL;
-    int32_t *slots = NULL;
-    Py_ssize_t n = id.len / 8, m = ti.len / 8, n_planes = pl.len / 4;
-    int use_owner = owner_obj != Py_None;
-    if (use_owner && PyObject_GetBuffer(owner_obj, &ow, PyBUF_SIMPLE) < 0) {
-        use_owner = 0;
-        goto done;
-    }
-    if (out.len != n * 4 || tp.len != m * 8 || (use_owner && ow.len != n * 4) ||
-        (!use_owner && pl.len != n * 4)) {
-        PyErr_SetString(PyExc_ValueError, "lookup: column lengths differ");
-        goto done;
-    }
-    size_t cap = 16;
-    while (cap < (size_t)m * 2) cap *= 2;
-    if (!(slots = PyMem_Malloc(cap * sizeof(int32_t)))) { PyErr_NoMemory(); goto done; }
-    memset(slots, 0xff, cap * sizeof(int32_t));
-    const int64_t *tplane = tp.buf, *tid = ti.buf, *ids = id.buf;
-    const int32_t *plane_of = pl.buf, *owner = ow.buf;
-    int32_t *o = out.buf;
-    for (Py_ssize_t r = 0; r < m; r++) {
-        size_t j = key_hash(tplane[r], tid[r]) & (cap - 1);
-        while (slots[j] >= 0 && !(tplane[slots[j]] == tplane[r] && tid[slots[j]] == tid[r]))
-            j = (j + 1) & (cap - 1);
-        slots[j] = (int32_t)r;
-    }
-    int bad_owner = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t plane;
-        if (use_owner) {
-            int32_t w = owner[i];
-            if (w < 0 || w >= n_planes) { bad_owner = 1; break; }
-            plane = plane_of[w];
-        } else {
-            plane = plane_of[i];
-        }
-        size_t j = key_hash(plane, ids[i]) & (cap - 1);
-        int32_t r;
-        while ((r = slots[j]) >= 0 && !(tplane[r] == plane && tid[r] == ids[i]))
-            j = (j + 1) & (cap - 1);
-        o[i] = r;
-    }
-    Py_END_ALLOW_THREADS
-    if (bad_owner) { PyErr_SetString(PyExc_ValueError, "lookup: owner out of range"); goto done; }
-    res = Py_NewRef(Py_None);
-done:
-    PyMem_Free(slots);
-    PyBuffer_Release(&pl); PyBuffer_Release(&id); PyBuffer_Release(&tp);
-    PyBuffer_Release(&ti); PyBuffer_Release(&out);
-    if (use_owner) PyBuffer_Release(&ow);
-    return res;
-}
-
 /* Stores code v in a column of 1, 2 or 4-byte codes (numpy's narrowest categorical codes). */
 static inline void put_code(char *col, Py_ssize_t width, size_t i, int32_t v) {
     if (width == 1) ((int8_t *)col)[i] = (int8_t)v;
@@ -723,17 +573,29 @@ done:
 static PyMethodDef methods[] = {
     {"decode_xspace", decode_xspace, METH_O,
      "decode_xspace(buffer) -> dict of column buffers and small tables; ValueError if malformed."},
-    {"nest", nest, METH_VARARGS,
-     "nest(group, start, end, depth_out, parent_out, self_out): nesting within sorted groups."},
     {"long_stats", long_stats, METH_VARARGS,
      "long_stats(promoted, kind, key_row, ival, sid, owner, key_code, str_code, keep_all, key_width, "
      "str_width, imask, dval, dmask, targets, written) -> kept rows (compacted in place)."},
-    {"lookup", lookup, METH_VARARGS,
-     "lookup(plane_of, ids, table_plane, table_ids, owner, out): rows of (plane, id) keys."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_xplane_fast",
                                     "Fast XSpace wire decoder (see trace_parsers/xplane.py).", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__xplane_fast(void) { return PyModule_Create(&moddef); }
+/* The stat kinds of the decoder's kind column (XStat's value oneof), exported so that Python
+ * declares them once (trace_parsers.xplane.StatKind) and a test holds the two together. */
+PyMODINIT_FUNC PyInit__xplane_fast(void) {
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m) return NULL;
+    static const struct { const char *name; long value; } kinds[] = {
+        {"KIND_NONE", 0}, {"KIND_DOUBLE", 1}, {"KIND_UINT64", 2}, {"KIND_INT64", 3},
+        {"KIND_STR", 4},  {"KIND_BYTES", 5},  {"KIND_REF", 6},
+    };
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        if (PyModule_AddIntConstant(m, kinds[i].name, kinds[i].value) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
+}

@@ -1,10 +1,15 @@
 from typing import Any
 
+# Codes of the decoder's stat kind column (trace_parsers.xplane.StatKind holds them as an enum).
+KIND_NONE: int
+KIND_DOUBLE: int
+KIND_UINT64: int
+KIND_INT64: int
+KIND_STR: int
+KIND_BYTES: int
+KIND_REF: int
+
 def decode_xspace(data: bytes | bytearray | memoryview, /) -> dict[str, Any]: ...
-def nest(group: Any, start: Any, end: Any, depth: Any, parent: Any, self_t: Any, /) -> bool: ...
-def lookup(
-    plane_of: Any, ids: Any, table_plane: Any, table_ids: Any, owner: Any, out: Any, /
-) -> None: ...
 def long_stats(
     promoted: Any,
     kind: Any,

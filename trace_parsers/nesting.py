@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trace_parsers import _xplane_fast
+from trace_parsers import _column_kernels
 
 
 def nest_columns(
@@ -54,7 +54,7 @@ def nest_if_sorted(
     depth = np.empty(n, dtype=np.int32)
     parent: np.ndarray = np.empty(n, dtype=parent_dtype)
     self_t = np.empty(n, dtype=np.int64)
-    if not _xplane_fast.nest(g, s, e, depth, parent, self_t):
+    if not _column_kernels.nest(g, s, e, depth, parent, self_t):
         return None
     return depth, parent, self_t
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from enum import IntEnum
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from trace_parsers import _xplane_fast
+from trace_parsers import _column_kernels, _xplane_fast
 from trace_parsers._columns import (
     cat,
     cat_of,
@@ -35,9 +36,23 @@ from trace_parsers.schema import CAT, PROMOTED_STATS, SCHEMA, TraceFrames, valid
 from trace_parsers.tfop import split_tf_op
 
 FORMAT = "xplane"
-#: Stat kinds as written by the decoder (XStat's value oneof).
-KINDS = ["none", "double", "uint64", "int64", "str", "bytes", "ref"]
-_DOUBLE, _UINT, _INT, _STR, _BYTES, _REF = 1, 2, 3, 4, 5, 6
+
+
+class StatKind(IntEnum):
+    """Codes of the decoder's stat kind column: which field of XStat's value oneof was set
+    (the C decoder exports them as ``KIND_*``)."""
+
+    NONE = _xplane_fast.KIND_NONE
+    DOUBLE = _xplane_fast.KIND_DOUBLE
+    UINT64 = _xplane_fast.KIND_UINT64
+    INT64 = _xplane_fast.KIND_INT64
+    STR = _xplane_fast.KIND_STR
+    BYTES = _xplane_fast.KIND_BYTES
+    REF = _xplane_fast.KIND_REF
+
+
+#: Category labels of the stats frames' ``kind`` column, indexed by ``StatKind``.
+KINDS = [k.name.lower() for k in StatKind]
 #: Line timestamps below this are offsets from the capture start, not epoch times
 #: (TF 2.x writes them relative to the Task Environment plane's profile_start_time;
 #: checked on a TF 2.21 capture: line.timestamp_ns = 14551, profile_start_time = 1.796e18).
@@ -58,13 +73,82 @@ def decompress(data: bytes, source: str) -> bytes:
         raise TraceParseError(source, FORMAT, f"corrupt gzip stream ({e})") from e
 
 
-def parse_xplane(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceFrames:
+class PlaneTable(NamedTuple):
+    """The decoder's planes, one column per field (row i = plane index i)."""
+
+    id: Sequence[int]
+    name: Sequence[str | None]
+
+
+class LineTable(NamedTuple):
+    """The decoder's lines: their plane index, XLine fields, and their timed events' range."""
+
+    plane: Sequence[int]
+    id: Sequence[int]
+    display_id: Sequence[int]
+    name: Sequence[str | None]
+    display_name: Sequence[str | None]
+    timestamp_ns: Sequence[int]
+    duration_ps: Sequence[int]
+    first_event: Sequence[int]
+    n_events: Sequence[int]
+
+
+class EventMetadataTable(NamedTuple):
+    """The decoder's event metadata: plane index, map key, names, size, and its stats' range."""
+
+    plane: Sequence[int]
+    id: Sequence[int]
+    name: Sequence[str | None]
+    display_name: Sequence[str | None]
+    metadata_bytes: Sequence[int]
+    first_stat: Sequence[int]
+    n_stats: Sequence[int]
+
+
+class StatMetadataTable(NamedTuple):
+    """The decoder's stat metadata: plane index, map key and names."""
+
+    plane: Sequence[int]
+    id: Sequence[int]
+    name: Sequence[str | None]
+    display_name: Sequence[str | None]
+
+
+#: The decoder: serialized XSpace → dict of column buffers and small tables (row tuples);
+#: ``ValueError`` when malformed. A parameter of ``parse_xplane`` so tests can replace it.
+Decoder = Callable[[bytes], dict[str, Any]]
+#: The decoder's row tables, by key, and the named table each becomes.
+_TABLES: dict[str, Any] = {
+    "planes": PlaneTable,
+    "lines": LineTable,
+    "event_metadata": EventMetadataTable,
+    "stat_metadata": StatMetadataTable,
+}
+
+
+def _named_tables(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` with its row tables turned into named tables of columns."""
+    for key, table in _TABLES.items():
+        rows = raw[key]
+        raw[key] = table._make(zip(*rows, strict=True) if rows else [()] * len(table._fields))
+    return raw
+
+
+def parse_xplane(
+    data: bytes,
+    *,
+    worker: str,
+    source: str = "<bytes>",
+    decoder: Decoder = _xplane_fast.decode_xspace,
+) -> TraceFrames:
     """Parses one serialized XSpace (one worker's capture).
 
     Args:
         data: the file's bytes, plain or gzip-compressed.
         worker: label for this capture (``host_port``), written to every frame's ``worker``.
         source: file name for error messages and the ``workers`` frame.
+        decoder: the wire decoder (the C extension's ``decode_xspace``).
 
     Returns:
         Validated ``TraceFrames``.
@@ -76,11 +160,11 @@ def parse_xplane(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceF
     if not data:
         raise TraceParseError(source, FORMAT, "empty file")
     try:
-        raw = _xplane_fast.decode_xspace(data)
+        raw = _named_tables(decoder(data))
     except ValueError as e:
         raise TraceParseError(source, FORMAT, str(e)) from e
     del data  # decoded: strings were copied out (freed here unless the caller keeps a reference)
-    if not raw["planes"]:
+    if not raw["planes"].id:
         raise TraceParseError(source, FORMAT, "no XPlane in the data (not an XSpace capture)")
     return validate(_Builder(raw, worker, source).build(), source)
 
@@ -101,7 +185,7 @@ def _lookup(
         ValueError: an owner is not a row of ``plane_of``.
     """
     out = np.empty(len(ids), dtype=np.int32)
-    _xplane_fast.lookup(
+    _column_kernels.lookup(
         np.ascontiguousarray(plane_of, dtype=np.int32),
         np.ascontiguousarray(ids, dtype=np.int64),
         np.ascontiguousarray(table_plane, dtype=np.int64),
@@ -119,24 +203,27 @@ class _Builder:
         self.raw = raw
         self.worker = worker
         self.source = source
-        planes = raw["planes"]
-        self.plane_names = [name or "" for _, name in planes]
-        self.plane_ids = np.array([pid for pid, _ in planes], dtype=np.int64)
-        lines = raw["lines"]
-        self.line_plane = np.array([ln[0] for ln in lines], dtype=np.int64)
-        self.line_ids = np.array([ln[1] for ln in lines], dtype=np.int64)
-        self.line_names = [ln[4] or ln[3] or f"line {ln[1]}" for ln in lines]
-        self.line_ts = np.array([ln[5] for ln in lines], dtype=np.int64)
-        self.line_events = np.array([ln[8] for ln in lines], dtype=np.int64)  # timed ones
-        sm = raw["stat_metadata"]
-        self.sm_plane = np.array([r[0] for r in sm], dtype=np.int64)
-        self.sm_ids = np.array([r[1] for r in sm], dtype=np.int64)
-        self.sm_names = [r[2] or "" for r in sm]
-        em = raw["event_metadata"]
-        self.em_plane = np.array([r[0] for r in em], dtype=np.int64)
-        self.em_ids = np.array([r[1] for r in em], dtype=np.int64)
-        self.em_names = [r[2] or "" for r in em]
-        self.em_display = [r[3] or "" for r in em]
+        planes: PlaneTable = raw["planes"]
+        self.plane_names = [name or "" for name in planes.name]
+        self.plane_ids = np.array(planes.id, dtype=np.int64)
+        lines: LineTable = raw["lines"]
+        self.line_plane = np.array(lines.plane, dtype=np.int64)
+        self.line_ids = np.array(lines.id, dtype=np.int64)
+        self.line_names = [
+            shown or name or f"line {i}"
+            for shown, name, i in zip(lines.display_name, lines.name, lines.id, strict=True)
+        ]
+        self.line_ts = np.array(lines.timestamp_ns, dtype=np.int64)
+        self.line_events = np.array(lines.n_events, dtype=np.int64)  # timed ones
+        sm: StatMetadataTable = raw["stat_metadata"]
+        self.sm_plane = np.array(sm.plane, dtype=np.int64)
+        self.sm_ids = np.array(sm.id, dtype=np.int64)
+        self.sm_names = [name or "" for name in sm.name]
+        em: EventMetadataTable = raw["event_metadata"]
+        self.em_plane = np.array(em.plane, dtype=np.int64)
+        self.em_ids = np.array(em.id, dtype=np.int64)
+        self.em_names = [name or "" for name in em.name]
+        self.em_display = [name or "" for name in em.display_name]
         # Index into PROMOTED_STATS of each stat-metadata row, -1 for stats kept long.
         pos = {k: i for i, k in enumerate(PROMOTED_STATS)}
         self.sm_promoted = np.array([pos.get(nm, -1) for nm in self.sm_names], dtype=np.int8)
@@ -161,7 +248,7 @@ class _Builder:
         # A stat's plane: its owner's (event, metadata) or the owner itself (plane stats).
         plane_of, by_owner = (owner, None) if owner_plane is None else (owner_plane, owner)
         key_row = _lookup(plane_of, meta, self.sm_plane, self.sm_ids, by_owner)
-        is_ref = kind == _REF
+        is_ref = kind == StatKind.REF
         if is_ref.any():
             ref_plane = owner[is_ref] if owner_plane is None else owner_plane[owner[is_ref]]
             ref_row = _lookup(ref_plane, ival[is_ref], self.sm_plane, self.sm_ids)
@@ -195,9 +282,23 @@ class _Builder:
     # ------------------------------------------------------------------ frames
 
     def build(self) -> TraceFrames:
+        """The frames, in three steps: the event rows (order, nesting, timed columns), the
+        event stats (promoted columns and the long ``stats`` frame), then the small frames.
+        Each decoder column is freed (popped from ``raw``, its views dropped) once it is spent:
+        memory peaks while the events frame and the stat tables coexist."""
+        cols, meta_row, order = self._event_rows()
+        stats, mst = self._event_stats(cols, meta_row, order)
+        del meta_row, order
+        cols["op_name"], cols["op_type"] = split_tf_op(cols["tf_op"], cols["name"])
+        events = pd.DataFrame({c: _as(cols[c], t) for c, t in SCHEMA["events"].items()}, copy=False)
+        del cols
+        return self._frames(events, stats, mst)
+
+    def _event_rows(self) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None]:
+        """The timed columns of ``events`` (in row order), each event's metadata row (decoder
+        order), and the row order (None when the decoder's order is already by line, start,
+        longest first)."""
         raw = self.raw
-        # Each decoder column is freed (popped from raw, its views dropped) once it is spent:
-        # memory peaks while the events frame and the stat tables coexist.
         ev_plane = np.frombuffer(raw["ev_plane"], dtype=np.int32)
         ev_line = np.frombuffer(raw.pop("ev_line"), dtype=np.int32)
         dur = np.frombuffer(raw["ev_duration_ps"], dtype=np.int64)
@@ -227,7 +328,7 @@ class _Builder:
         del nested
 
         def take(a: np.ndarray) -> np.ndarray:
-            return a if order is None else gather(a, order)
+            return _take(a, order)
 
         start_ns = take(rel_ps)
         del rel_ps
@@ -252,11 +353,20 @@ class _Builder:
             "parent": parent,
             "self_ps": self_ps,
         }
-        del line, ids_kept, depth
-        est = self._stat_table(raw.pop("event_stats"), owner_plane=ev_plane)
-        del raw["ev_plane"], ev_plane
+        return cols, meta_row, order
+
+    def _event_stats(
+        self, cols: dict[str, Any], meta_row: np.ndarray, order: np.ndarray | None
+    ) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+        """Adds the promoted stat columns to ``cols`` and returns the long ``stats`` frame, and
+        the metadata stats table (``_frames`` builds ``metadata_stats`` from it)."""
+        raw = self.raw
+        n = len(meta_row)
+        est = self._stat_table(
+            raw.pop("event_stats"), owner_plane=np.frombuffer(raw["ev_plane"], dtype=np.int32)
+        )
+        del raw["ev_plane"]
         mst = self._stat_table(raw.pop("metadata_stats"), owner_plane=self.em_plane)
-        planes = self._planes()
         targets, from_meta = self._promote_targets(mst, meta_row, n)
         inverse = None
         if order is not None:
@@ -277,17 +387,21 @@ class _Builder:
             if key not in targets or not (written[k] or key in from_meta):
                 cols[key] = missing(n, dtype)  # absent from this capture
             elif dtype == CAT:
-                cols[key] = cat_of(take(targets[key][0]), *self.strings)
+                cols[key] = cat_of(_take(targets[key][0], order), *self.strings)
             else:
-                values, mask = (take(a) for a in targets[key])
+                values, mask = (_take(a, order) for a in targets[key])
                 cols[key] = (
                     pd.arrays.BooleanArray(values != 0, mask)
                     if dtype == "boolean"
                     else pd.arrays.IntegerArray(values, mask)
                 )
         del targets
-        cols["op_name"], cols["op_type"] = split_tf_op(cols["tf_op"], cols["name"])
-        events = pd.DataFrame({c: _as(cols[c], t) for c, t in SCHEMA["events"].items()}, copy=False)
+        return stats, mst
+
+    def _frames(
+        self, events: pd.DataFrame, stats: pd.DataFrame, mst: dict[str, np.ndarray]
+    ) -> TraceFrames:
+        """All frames, from ``events`` and ``stats`` and the small tables still in ``raw``."""
         return TraceFrames(
             events=events,
             stats=stats,
@@ -312,7 +426,7 @@ class _Builder:
                 },
             ),
             aggregates=self._aggregates(),
-            planes=planes,
+            planes=self._planes(),
             lines=self._lines(),
             workers=self._workers(),
         )
@@ -433,8 +547,8 @@ class _Builder:
         )
 
     def _event_metadata(self) -> pd.DataFrame:
-        em = self.raw["event_metadata"]
-        n = len(em)
+        em: EventMetadataTable = self.raw["event_metadata"]
+        n = len(em.id)
         return pd.DataFrame(
             {
                 "worker": self._worker_col(n),
@@ -442,7 +556,7 @@ class _Builder:
                 "metadata_id": self.em_ids,
                 "name": pd.Categorical(self.em_names),
                 "display_name": pd.Categorical(self.em_display),
-                "metadata_bytes": np.array([r[4] for r in em], dtype=np.int64),
+                "metadata_bytes": np.array(em.metadata_bytes, dtype=np.int64),
             }
         )
 
@@ -477,16 +591,16 @@ class _Builder:
         )
 
     def _lines(self) -> pd.DataFrame:
-        lines = self.raw["lines"]
+        lines: LineTable = self.raw["lines"]
         return pd.DataFrame(
             {
-                "worker": self._worker_col(len(lines)),
+                "worker": self._worker_col(len(lines.id)),
                 "plane": cat(self.line_plane, self.plane_names),
                 "line_id": self.line_ids,
-                "display_id": np.array([ln[2] for ln in lines], dtype=np.int64),
+                "display_id": np.array(lines.display_id, dtype=np.int64),
                 "line": pd.Categorical(self.line_names),
                 "timestamp_ns": self.line_ts,
-                "duration_ps": np.array([ln[6] for ln in lines], dtype=np.int64),
+                "duration_ps": np.array(lines.duration_ps, dtype=np.int64),
                 "n_events": self.line_events,
             }
         )
@@ -515,9 +629,9 @@ def _numbers(kind: np.ndarray, ival: np.ndarray) -> tuple[np.ndarray, np.ndarray
     """Stats of a promoted number key as int64 values and whether each is set: integers as
     they are, doubles truncated toward zero and saturated (NaN: not set), other kinds not set,
     as ``long_stats`` reads event stats."""
-    is_set = (kind == _UINT) | (kind == _INT)
+    is_set = (kind == StatKind.UINT64) | (kind == StatKind.INT64)
     values = np.where(is_set, ival, 0)
-    is_double = kind == _DOUBLE
+    is_double = kind == StatKind.DOUBLE
     if is_double.any():
         d = ival[is_double].view(np.float64)
         fits = (d > -(2.0**63)) & (d < 2.0**63)  # False for NaN
@@ -526,6 +640,11 @@ def _numbers(kind: np.ndarray, ival: np.ndarray) -> tuple[np.ndarray, np.ndarray
         )
         is_set[is_double] = ~np.isnan(d)
     return values, is_set
+
+
+def _take(a: np.ndarray, order: np.ndarray | None) -> np.ndarray:
+    """``a`` in row order (``order`` from the sort, or None when no sort was needed)."""
+    return a if order is None else gather(a, order)
 
 
 def _rows(owner: np.ndarray, inverse: np.ndarray | None) -> np.ndarray:

@@ -336,3 +336,50 @@ def test_stats_follow_their_events_when_the_file_is_out_of_order() -> None:
     rows = f.stats.set_index("str_value")["event_row"]
     for name in ("early", "mid", "late"):
         assert f.events.loc[rows[f"of {name}"], "name"] == name
+
+
+def test_stat_kinds_are_the_decoders_codes() -> None:
+    from trace_parsers import _xplane_fast
+    from trace_parsers.xplane import KINDS, StatKind
+
+    assert [k.value for k in StatKind] == list(range(len(StatKind)))
+    assert {k.name: k.value for k in StatKind} == {
+        n.removeprefix("KIND_"): getattr(_xplane_fast, n)
+        for n in dir(_xplane_fast)
+        if n.startswith("KIND_")
+    }
+    assert KINDS == ["none", "double", "uint64", "int64", "str", "bytes", "ref"]
+
+
+def test_decoder_is_a_parameter_and_its_tables_are_named() -> None:
+    """A test can wrap or replace the wire decoder; the builder reads the tables by name."""
+    from trace_parsers import _xplane_fast
+    from trace_parsers.errors import TraceParseError
+    from trace_parsers.xplane import LineTable, _named_tables
+
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    p.event(p.line(3, "tf_Compute", timestamp_ns=100), "MatMul", 0, 10)
+    seen: list[dict[str, object]] = []
+
+    def spy(data: bytes) -> dict[str, object]:
+        raw = _xplane_fast.decode_xspace(data)
+        seen.append(raw)
+        return raw
+
+    f = parse_xplane(b.bytes(), worker="w", decoder=spy)
+    assert len(seen) == 1 and f.events["name"].tolist() == ["MatMul"]
+    lines = _named_tables(_xplane_fast.decode_xspace(b.bytes()))["lines"]
+    assert isinstance(lines, LineTable)
+    assert (lines.id, lines.name, lines.timestamp_ns, lines.n_events) == (
+        (3,),
+        ("tf_Compute",),
+        (100,),
+        (1,),
+    )
+
+    def broken(data: bytes) -> dict[str, object]:
+        raise ValueError("offset 7: truncated varint")
+
+    with pytest.raises(TraceParseError, match="offset 7: truncated varint"):
+        parse_xplane(b.bytes(), worker="w", source="x.xplane.pb", decoder=broken)

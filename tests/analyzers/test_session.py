@@ -1,0 +1,67 @@
+"""The façade: each derived frame computed once; rules declare what they need."""
+
+from __future__ import annotations
+
+import pytest
+
+import analyzers.session as session_module
+from analyzers.diagnostics import RULES, Severity, Thresholds, Verdict, diagnose, prepare
+from analyzers.diagnostics.base import DEVICE, Need, Rule
+from analyzers.session import SessionAnalysis
+from tests.xspace_builder import SpaceBuilder
+from trace_parsers.xplane import parse_xplane
+
+
+def _frames():
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    line = p.line(1, "python")
+    ops = p.line(2, "tf_Compute")
+    for i in range(3):
+        p.event(line, "train", i * 1000, 900, step_num=i, _r=1)
+        p.event(ops, "dense/MatMul:MatMul", i * 1000 + 10, 500, tf_op="dense/MatMul:MatMul")
+    return parse_xplane(b.bytes(), worker="w")
+
+
+def test_each_derived_frame_is_computed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {"find_steps": 0, "op_stats": 0}
+
+    def counted(name: str):
+        real = getattr(session_module, name)
+
+        def wrapper(*a, **k):
+            calls[name] += 1
+            return real(*a, **k)
+
+        return wrapper
+
+    for name in calls:
+        monkeypatch.setattr(session_module, name, counted(name))
+    a = SessionAnalysis(_frames())
+    assert len(a.breakdown) == 3 and len(a.pod) == 3 and len(a.stragglers) == 1
+    a.step_rows(None), a.pod_summary, a.aligned, a.missing, a.methods
+    assert a.op_table is a.op_table_for("op", None)
+    a.op_table_for("op", "w"), a.op_table_for("op", "w")
+    assert calls == {"find_steps": 1, "op_stats": 2}
+
+
+def test_rule_requirements_write_the_not_applicable_finding() -> None:
+    a = prepare(_frames())
+    f = RULES["tensor_cores"](a, Thresholds())
+    assert not f.applies and f.reason == DEVICE.reason and f.rule_id == "tensor_cores"
+    assert f.title == "Tensor Cores unused by eligible ops"
+    judged = []
+    never = Need(lambda _: False, "needs something this trace lacks")
+    r = Rule("x", "X", (never,), lambda a, t: judged.append(1) or Verdict(Severity.HIGH))
+    assert r(a, Thresholds()).reason == "needs something this trace lacks" and not judged
+    ok = Rule("y", "Y", (), lambda a, t: Verdict(Severity.HIGH, value=2.0))(a, Thresholds())
+    assert (ok.rule_id, ok.title, ok.severity, ok.value) == ("y", "Y", "high", 2.0)
+
+
+def test_findings_are_ranked_by_severity_enum() -> None:
+    findings = diagnose(prepare(_frames()))
+    assert all(isinstance(f.severity, Severity) for f in findings)
+    ranks = [f.severity.rank for f in findings]
+    assert ranks == sorted(ranks, reverse=True)
+    with pytest.raises(KeyError, match="known"):
+        diagnose(prepare(_frames()), only=["nope"])

@@ -1,0 +1,6 @@
+from typing import Any
+
+def nest(group: Any, start: Any, end: Any, depth: Any, parent: Any, self_t: Any, /) -> bool: ...
+def lookup(
+    plane_of: Any, ids: Any, table_plane: Any, table_ids: Any, owner: Any, out: Any, /
+) -> None: ...
