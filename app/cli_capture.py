@@ -16,16 +16,9 @@ import typer
 from app.targets import targets_from
 from collectors.capture import CaptureOptions, CaptureResult, Target, WorkerResult, capture
 from collectors.errors import CaptureError
-from collectors.status import Status
 
-
-def status_style(status: Status) -> str:
-    """Rich colour of a worker status: green ok, red lost, yellow retry later, cyan running."""
-    if status == Status.OK:
-        return "green"
-    if status.is_failure:
-        return "red"
-    return "yellow" if status.is_final else "cyan"
+#: Rich colour per ``Status.tone``.
+STATUS_STYLE = {"ok": "green", "lost": "red", "retry": "yellow", "running": "cyan"}
 
 
 def _table(workers: list[WorkerResult]) -> object:
@@ -35,7 +28,7 @@ def _table(workers: list[WorkerResult]) -> object:
     for col in ("worker", "role", "status", "tracers h/py", "MB", "reason"):
         table.add_column(col)
     for w in workers:
-        style = status_style(w.status)
+        style = STATUS_STYLE[w.status.tone]
         role = f"{w.role}:{w.index}" if w.role else ""
         levels = (
             f"{w.host_tracer_level}/{w.python_tracer_level}"

@@ -48,6 +48,16 @@ class Status(str, Enum):
         """No further change for this capture."""
         return self not in _IN_PROGRESS
 
+    @property
+    def tone(self) -> str:
+        """How a display should colour it: ``ok``, ``lost`` (a failure), ``retry`` (empty or
+        busy: may succeed later) or ``running``."""
+        if self == Status.OK:
+            return "ok"
+        if self.is_failure:
+            return "lost"
+        return "retry" if self.is_final else "running"
+
 
 _FAILURES = frozenset(
     {Status.UNREACHABLE, Status.TIMEOUT, Status.CRASHED, Status.FAILED, Status.TRANSFER_FAILED}

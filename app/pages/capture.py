@@ -21,13 +21,8 @@ from trace_parsers.layout import profile_root
 dash.register_page(__name__, path="/capture", name="Capture", order=7)
 
 
-def status_color(status: Status) -> str:
-    """Bootstrap colour of a worker status: success ok, danger lost, warning retry later."""
-    if status == Status.OK:
-        return "success"
-    if status.is_failure:
-        return "danger"
-    return "warning" if status.is_final else "secondary"
+#: Bootstrap colour per ``Status.tone``.
+STATUS_COLOR = {"ok": "success", "lost": "danger", "retry": "warning", "running": "secondary"}
 
 
 def _field(label: str, component: Any, width: int = 3) -> dbc.Col:
@@ -111,7 +106,7 @@ def status_table(workers: list[WorkerResult]) -> dbc.Table:
                 [
                     html.Td(w.label),
                     html.Td(f"{w.role}:{w.index}" if w.role else ""),
-                    html.Td(dbc.Badge(str(w.status), color=status_color(w.status))),
+                    html.Td(dbc.Badge(str(w.status), color=STATUS_COLOR[w.status.tone])),
                     html.Td(
                         f"{w.host_tracer_level}/{w.python_tracer_level}"
                         if w.host_tracer_level is not None
