@@ -327,28 +327,25 @@ class _Builder:
         depth, parent, self_ps = nested
         del nested
 
-        def take(a: np.ndarray) -> np.ndarray:
-            return _take(a, order)
-
-        start_ns = take(rel_ps)
+        start_ns = _take(rel_ps, order)
         del rel_ps
         np.floor_divide(start_ns, 1000, out=start_ns)  # == line_ts - ts0 + offset // 1000
         start_ns += ts0 + self.start_base
-        line = take(ev_line)
+        line = _take(ev_line, order)
         del ev_line
-        name_codes = take(meta_row)
+        name_codes = _take(meta_row, order)
         cols: dict[str, Any] = {
             "worker": self._worker_col(n),
-            "plane": cat(take(ev_plane), self.plane_names),
+            "plane": cat(_take(ev_plane, order), self.plane_names),
             "line_id": id_cat(line, self.line_ids),
             "line": cat(line, self.line_names),
             "metadata_id": id_cat(name_codes, self.em_ids)
             if ids_kept is None
-            else pd.Categorical(take(ids_kept)),
+            else pd.Categorical(_take(ids_kept, order)),
             "name": cat(name_codes, [*self.em_names, ""]),
             "display_name": cat(name_codes, [*self.em_display, ""]),
             "start_ns": start_ns,
-            "dur_ps": take(dur),
+            "dur_ps": _take(dur, order),
             "depth": depth.astype(np.int16),
             "parent": parent,
             "self_ps": self_ps,
