@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from analyzers._match import isin, matches
-from analyzers.groups import step_groups
+from analyzers.groups import DERIVED_LINES, device_spans, step_groups
 
 # Event types, low → high priority (XProf generic model).
 PRIORITY = (
@@ -63,22 +63,6 @@ CATEGORIES = {
     "all_others": ("UNKNOWN", "HOST_RUNTIME", "HOST_TO_HOST"),
 }
 CATEGORY_COLUMNS = [f"{c}_ns" for c in CATEGORIES]
-#: Device lines that repeat other lines' events (TF/XLA derived lines): not counted twice.
-DERIVED_LINES = frozenset(
-    {
-        "Steps",
-        "TensorFlow Ops",
-        "TensorFlow Name Scope",
-        "XLA Ops",
-        "XLA Modules",
-        "Framework Ops",
-        "Framework Name Scope",
-        "Launch Stats",
-        "Source code",
-        "XLA TraceMe",
-        "Async XLA Ops",
-    }
-)
 _NOT_REAL_COMPUTE = r"(?:EagerExecute|EagerLocalExecute|EagerKernelExecute|FunctionRun)|(?:train|test|TraceContext)[^/]*$"
 _HALF = r"(?i)(?:half|fp16|bf16|h884|h1688|hmma|_f16|16816)"
 
@@ -179,6 +163,33 @@ def _own_step_windows(group: np.ndarray, steps: pd.DataFrame) -> tuple[np.ndarra
     return lo, hi
 
 
+def _busy(start: np.ndarray, end: np.ndarray, st: pd.DataFrame) -> np.ndarray:
+    """Per step of ``st``: whether any of the events [start, end) overlaps it."""
+    if not len(start):
+        return np.zeros(len(st), dtype=bool)
+    order = np.argsort(start)
+    s, e = start[order], np.maximum.accumulate(end[order])
+    i = np.searchsorted(s, st["end_ns"].to_numpy(), side="left") - 1
+    return (i >= 0) & (e[np.clip(i, 0, None)] > st["start_ns"].to_numpy())
+
+
+def _device_steps(dev: pd.DataFrame, st: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Steps found from ``group_id`` on a GPU capture: per device, the steps it ran, each
+    with the device's own span of it (``start_ns``/``end_ns`` replaced). The worker's step
+    is the longest of these (``analyzers.steps``); GPU:4 and GPU:6 running the same step
+    650 ms apart each get their own 20 ms step, not a share of a 670 ms one."""
+    grouped = st[st["method"] == "group_id"]
+    dev = dev[dev["group_id"].notna().to_numpy() & ~isin(dev["line"], DERIVED_LINES)]
+    if grouped.empty or dev.empty:
+        return {}
+    spans = device_spans(dev).rename(columns={"group_id": "key"})
+    steps = grouped.assign(key=grouped["step_num"].astype("int64")).drop(
+        columns=["start_ns", "end_ns"]
+    )
+    both = steps.merge(spans, on="key").sort_values("start_ns")
+    return {str(p): g.drop(columns=["key", "plane"]) for p, g in both.groupby("plane", sort=True)}
+
+
 def step_breakdown(
     events: pd.DataFrame, steps: pd.DataFrame, stats: pd.DataFrame | None = None
 ) -> pd.DataFrame:
@@ -227,19 +238,31 @@ def step_breakdown(
         on_device = np.array([p.startswith("/device:") for p in plane], dtype=bool)
         devices = sorted(set(plane[on_device])) or ["/host:CPU"]
         split = bool(len(ev))
+        own = _device_steps(ev[on_device], st)
         for device in devices:
-            sel = ~on_device | (plane == device)
+            st_d, sel = st, ~on_device | (plane == device)
+            if device in own:  # the device's own span of each step it ran; its events only
+                st_d, sel = own[device], plane == device
+            elif device != "/host:CPU":  # no row where the device ran nothing in the step
+                busy = _busy(start[plane == device], end[plane == device], st)
+                st_d = st[busy]
+            if st_d.empty:
+                continue
             times = _sweep(
-                start[sel], end[sel], types[sel], st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
+                start[sel],
+                end[sel],
+                types[sel],
+                st_d["start_ns"].to_numpy(),
+                st_d["end_ns"].to_numpy(),
             )
             frame = pd.DataFrame(
                 {
                     "worker": worker,
                     "device": device,
-                    "step": st["step"].to_numpy(),
-                    "step_num": st["step_num"].to_numpy(),
-                    "start_ns": st["start_ns"].to_numpy(),
-                    "step_time_ns": (st["end_ns"] - st["start_ns"]).to_numpy(),
+                    "step": st_d["step"].to_numpy(),
+                    "step_num": st_d["step_num"].to_numpy(),
+                    "start_ns": st_d["start_ns"].to_numpy(),
+                    "step_time_ns": (st_d["end_ns"] - st_d["start_ns"]).to_numpy(),
                 }
             )
             for cat, members in CATEGORIES.items():
@@ -249,7 +272,7 @@ def step_breakdown(
                 for col in [*CATEGORY_COLUMNS, "device_compute_16_ns"]:
                     frame[col] = pd.array([pd.NA] * len(frame), dtype="Int64")
             frame["split"] = split
-            frame["method"] = st["method"].to_numpy()
+            frame["method"] = st_d["method"].to_numpy()
             rows.append(frame)
     if not rows:
         return pd.DataFrame(

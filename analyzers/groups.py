@@ -18,6 +18,40 @@ import pandas as pd
 from analyzers._match import isin
 
 _MAX_ROUNDS = 8
+#: Device lines that repeat other lines' events (TF/XLA derived lines): not counted twice.
+DERIVED_LINES = frozenset(
+    {
+        "Steps",
+        "TensorFlow Ops",
+        "TensorFlow Name Scope",
+        "XLA Ops",
+        "XLA Modules",
+        "Framework Ops",
+        "Framework Name Scope",
+        "Launch Stats",
+        "Source code",
+        "XLA TraceMe",
+        "Async XLA Ops",
+    }
+)
+
+
+def device_spans(device: pd.DataFrame) -> pd.DataFrame:
+    """Per (group_id, plane): the first start and last end of the group's device events.
+
+    Args:
+        device: device stream events with a ``group_id``.
+
+    Returns:
+        Columns ``group_id, plane, start_ns, end_ns``.
+    """
+    end = device["start_ns"].to_numpy() + device["dur_ps"].to_numpy() // 1000
+    return (
+        device.assign(end_ns=end, plane=device["plane"].astype(str))
+        .groupby(["group_id", "plane"], observed=True)
+        .agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
+        .reset_index()
+    )
 
 
 def _context(stats: pd.DataFrame, type_key: str, id_key: str) -> pd.DataFrame:

@@ -17,8 +17,9 @@ import numpy as np
 import pandas as pd
 
 from analyzers._match import isin, matches
-from analyzers.breakdown import DERIVED_LINES
+from analyzers.groups import DERIVED_LINES
 from trace_parsers.nesting import nest_events
+from trace_parsers.tfop import parse_tf_op
 
 BY = ("op", "type", "kernel")
 #: Kernel names that use Tensor Cores (NVIDIA naming: mma shapes and generators).
@@ -65,7 +66,10 @@ _KERNEL_FIELDS = ("regs", "shm", "static_shared", "dynamic_shared", "occ_pct")
 
 
 def op_events(
-    events: pd.DataFrame, columns: list[str] | None = None, stats: pd.DataFrame | None = None
+    events: pd.DataFrame,
+    columns: list[str] | None = None,
+    stats: pd.DataFrame | None = None,
+    hlo_ops: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Events that are ops: host TF ops (``name:Type`` or ``tf_op``), device kernels and copies
     (derived device lines excluded, Python tracer events excluded), with ``op_self_ps``.
@@ -80,7 +84,10 @@ def op_events(
     Args:
         events: the ``events`` frame.
         columns: keep only these columns of it (the rows are copied: fewer columns, less work).
-        stats: the ``stats`` frame of the same frames (for device durations of XLA ops).
+        stats: the ``stats`` frame of the same frames (for device durations of XLA ops, and
+            the ``hlo_op`` / ``program_id`` of XLA kernels).
+        hlo_ops: the ``hlo_ops`` frame of the same frames: XLA kernels are named by the
+            framework op of their HLO instruction (see ``_xla_kernels``).
     """
     on_device = matches(events["plane"], "/device:", how="startswith")
     derived = isin(events["line"], DERIVED_LINES)
@@ -97,6 +104,8 @@ def op_events(
     ops = ops.assign(op_self_ps=self_ps, device=ops["plane"])
     if xla_ops.any():
         ops = _hlo_ops(ops, xla_ops[is_op])
+    if stats is not None:
+        ops = _xla_kernels(ops, stats, hlo_ops, on_device[is_op])
     return _ops_of_kernels(events, ops, on_device[is_op])
 
 
@@ -145,6 +154,81 @@ def _hlo_ops(ops: pd.DataFrame, xla: np.ndarray) -> pd.DataFrame:
     ]
     op_type[need] = np.array([m.group(2) if m else "(device)" for m in parsed], dtype=object)[codes]
     return ops.assign(op_name=pd.Categorical(op_name), op_type=pd.Categorical(op_type))
+
+
+def _row_stats(ops: pd.DataFrame, stats: pd.DataFrame, keys: set[str]) -> dict[str, np.ndarray]:
+    """Per row of ``ops`` (labels of the events frame) the value of each stat in ``keys``:
+    strings as objects (None where absent), integer stats as float (NaN where absent)."""
+    st = stats[isin(stats["key"], keys)]
+    pos = ops.index.get_indexer(st["event_row"].to_numpy())
+    st, pos = st[pos >= 0], pos[pos >= 0]
+    out: dict[str, np.ndarray] = {}
+    for key in keys:
+        one = (st["key"] == key).to_numpy()
+        text = st["str_value"].astype(object).to_numpy()[one]
+        if pd.isna(text).all():  # an integer stat
+            col = np.full(len(ops), np.nan)
+            col[pos[one]] = st["int_value"].to_numpy(dtype=np.float64, na_value=np.nan)[one]
+        else:
+            col = np.full(len(ops), None, dtype=object)
+            col[pos[one]] = text
+        out[key] = col
+    return out
+
+
+def _xla_kernels(
+    ops: pd.DataFrame, stats: pd.DataFrame, hlo: pd.DataFrame | None, on_device: np.ndarray
+) -> pd.DataFrame:
+    """Device kernels of XLA programs (an ``hlo_op`` stat) named as XProf's framework_op_stats
+    names them: by the framework op their HLO instruction was lowered from (its metadata in
+    the ``hlo_ops`` frame: ``jit(_mean)/reduce_sum``), else by the instruction itself (op
+    ``copy.1``, type its opcode ``copy``; XProf: type ``Unknown``). Their ``tf_op``
+    (``XlaModule:``) names the launch, not the op.
+
+    Adds ``device_op``, the op as the device ran it: ``program_id/hlo_op`` for XLA kernels,
+    the kernel name for other device events. XProf counts an op's occurrences as the most
+    times any one of its device ops ran (``op_stats`` does the same)."""
+    device_op = ops["name"].astype(object).to_numpy().copy()
+    device_op[~on_device] = None
+    if not on_device.any() or "hlo_op" not in stats["key"].cat.categories:
+        return ops.assign(device_op=pd.Categorical(device_op))
+    got = _row_stats(ops, stats, {"hlo_op", "program_id"})
+    rows = np.flatnonzero(on_device & pd.notna(got["hlo_op"]))
+    if not len(rows):
+        return ops.assign(device_op=pd.Categorical(device_op))
+    program = np.nan_to_num(got["program_id"][rows], nan=-1).astype(np.int64)
+    worker = ops["worker"].astype(str).to_numpy()[rows]
+    keys = pd.DataFrame({"worker": worker, "program_id": program, "hlo_op": got["hlo_op"][rows]})
+    distinct = keys.drop_duplicates()
+    if hlo is not None and len(hlo):
+        meta = hlo[["worker", "program_id", "hlo_op", "opcode", "op_name", "op_type"]].astype(
+            {"worker": str, "hlo_op": str, "opcode": str, "op_name": str, "op_type": str}
+        )
+        distinct = distinct.merge(meta, on=["worker", "program_id", "hlo_op"], how="left")
+    named = []
+    for d in distinct.itertuples(index=False):
+        hlo_op = str(d.hlo_op)
+        opcode = getattr(d, "opcode", None)
+        if not isinstance(opcode, str):  # no HLO module for this program: the name's stem
+            opcode = hlo_op.rsplit(".", 1)[0] if hlo_op[-1:].isdigit() else hlo_op
+        provenance = (
+            f"{d.op_name}:{d.op_type}" if isinstance(getattr(d, "op_name", None), str) else ":"
+        )
+        if provenance == ":":  # no framework op: the HLO instruction (XProf's rule)
+            named.append((hlo_op, opcode))
+        else:
+            named.append(parse_tf_op(provenance) or (provenance, "Unknown"))
+    distinct["n_name"], distinct["n_type"] = zip(*named, strict=True)
+    found = keys.merge(distinct, on=["worker", "program_id", "hlo_op"], how="left")
+    op_name = ops["op_name"].astype(object).to_numpy().copy()
+    op_type = ops["op_type"].astype(object).to_numpy().copy()
+    op_name[rows], op_type[rows] = found["n_name"].to_numpy(), found["n_type"].to_numpy()
+    device_op[rows] = [f"{p}/{h}" for p, h in zip(program, keys["hlo_op"], strict=True)]
+    return ops.assign(
+        op_name=pd.Categorical(op_name),
+        op_type=pd.Categorical(op_type),
+        device_op=pd.Categorical(device_op),
+    )
 
 
 def _ops_of_kernels(events: pd.DataFrame, ops: pd.DataFrame, on_device: np.ndarray) -> pd.DataFrame:
@@ -267,6 +351,7 @@ def op_stats(
     by: str = "op",
     worker: str | None = None,
     stats: pd.DataFrame | None = None,
+    hlo_ops: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per worker × device × op (``by``: op name+type, op type, or kernel name).
 
@@ -275,7 +360,9 @@ def op_stats(
         by: ``op`` (op_type + op_name), ``type`` (op_type) or ``kernel`` (kernel name, device
             events only).
         worker: only this worker.
-        stats: the ``stats`` frame, for TPU ops' device durations (see ``op_events``).
+        stats: the ``stats`` frame, for TPU ops' device durations and XLA kernels' HLO
+            instructions (see ``op_events``).
+        hlo_ops: the ``hlo_ops`` frame, for XLA kernels' framework ops.
 
     Returns:
         Columns ``worker, device, op_type, op_name`` (``kernel`` for by=kernel), ``occurrences,
@@ -289,11 +376,11 @@ def op_stats(
     """
     if by not in BY:
         raise ValueError(f"by must be one of {BY}, not {by!r}")
-    ops = op_events(events, _OP_STATS_COLUMNS, stats)
+    ops = op_events(events, _OP_STATS_COLUMNS, stats, hlo_ops)
     if worker is not None:
         ops = ops[ops["worker"] == worker]
-    if by == "kernel":
-        ops = ops[matches(ops["plane"], "/device:", how="startswith")]
+    if by == "kernel":  # GPU kernels (a TPU's XLA ops are ops, not kernels)
+        ops = ops[matches(ops["plane"], "/device:GPU", how="startswith")]
         # The filtered rows' own column: an empty frame given another frame's column takes
         # that column's index (all rows came back).
         ops = ops.assign(kernel=ops["name"])
@@ -330,6 +417,11 @@ def op_stats(
         bytes_accessed=("bytes_f", "sum"),
     )
     q = g["dur_ps"].quantile([0.5, 0.95]).unstack().reindex(columns=[0.5, 0.95])
+    if by == "op" and "device_op" in frame:
+        # XProf's rule: an op runs as often as the device op of it that ran most often (one
+        # execution of an op launches each of its kernels once).
+        sub = frame["device_op"].cat.codes.to_numpy()
+        out["occurrences"] = pd.Series(gid).groupby([gid, sub]).size().groupby(level=0).max()
     out["p50_ps"], out["p95_ps"] = q[0.5].round().astype("int64"), q[0.95].round().astype("int64")
     out["avg_ps"] = (out["total_ps"] / out["occurrences"]).round().astype("int64")
     names = frame[keys].iloc[first_rows].reset_index(drop=True).astype(str)
@@ -420,22 +512,36 @@ def memory_timeline(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
         stats["event_row"].isin(mem.index)
         & isin(
             stats["key"],
-            {"bytes_allocated", "peak_bytes_in_use", "requested_bytes", "allocator_name"},
+            {
+                "bytes_allocated",
+                "bytes_reserved",
+                "peak_bytes_in_use",
+                "requested_bytes",
+                "allocator_name",
+                "index_on_host",
+            },
         )
     ]
     nums = s.pivot_table(
         index="event_row", columns="key", values="int_value", aggfunc="first", observed=True
-    )
+    ).reindex(mem.index)
     names = s[s["key"] == "allocator_name"].set_index("event_row")["str_value"].astype(str)
+    # XProf's memory id: the allocator's name, else the device index (TPU runtimes).
+    index = nums.get("index_on_host", pd.Series(np.nan, index=mem.index))
+    allocator = names.reindex(mem.index).fillna(index.astype("Int64").astype(str)).fillna("?")
+    # In use: heap allocated plus stack reserved (XProf's peakBytesInUse; GPUs reserve none).
+    reserved = nums.get("bytes_reserved", pd.Series(0, index=mem.index)).fillna(0)
     out = pd.DataFrame(
         {
             "worker": mem["worker"].astype(str),
-            "allocator": names.reindex(mem.index).fillna("?"),
+            "allocator": allocator.replace("<NA>", "?"),
             "t_ns": mem["start_ns"],
-            "bytes_in_use": nums.reindex(mem.index).get("bytes_allocated"),
-            "peak_bytes_in_use": nums.reindex(mem.index).get("peak_bytes_in_use"),
+            "bytes_in_use": nums.get("bytes_allocated") + reserved
+            if "bytes_allocated" in nums
+            else None,
+            "peak_bytes_in_use": nums.get("peak_bytes_in_use"),
             "event": mem["name"].astype(str),
-            "requested_bytes": nums.reindex(mem.index).get("requested_bytes"),
+            "requested_bytes": nums.get("requested_bytes"),
             "tf_op": mem["tf_op"].astype(str).where(mem["tf_op"].notna(), ""),
         }
     )

@@ -11,7 +11,8 @@ Methods, tried in this order per worker (the first that finds at least two steps
 1. ``marker``: events with a ``step_num`` stat at depth 0 (``Trace('train', step_num=…, _r=1)``,
    tf-keras ``fit``); ``train`` is preferred when several marker names exist.
 2. ``group_id``: traces already grouped by XProf/TensorBoard (``group_id`` stats on host
-   events): each group's time span is a step.
+   events): each group's time span is a step; on GPU captures only the groups that ran
+   device work, each as long as its longest device span (see ``_group_rows``).
 3. ``function``: the outermost calls of the most frequent tf.function execution,
    ``EagerLocalExecute: __inference_<name>`` with ``train`` in the name (custom loops without
    markers, ParameterServerStrategy workers).
@@ -27,7 +28,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzers._match import matches
+from analyzers._match import isin, matches
+from analyzers.groups import DERIVED_LINES, device_spans
 
 METHODS = ("marker", "group_id", "function", "python_call")
 _FUNCTION = r"^EagerLocalExecute: __inference_\w*train\w*"
@@ -52,12 +54,31 @@ def _rows(ev: pd.DataFrame, method: str) -> pd.DataFrame:
     return out.sort_values("start_ns", kind="stable")
 
 
-def _group_rows(ev: pd.DataFrame) -> pd.DataFrame:
-    """Steps of traces grouped by XProf (``group_id`` stats): each group's host time span."""
+def _group_rows(ev: pd.DataFrame, device: pd.DataFrame) -> pd.DataFrame:
+    """Steps of traces grouped by XProf (``group_id`` stats).
+
+    Without device work, each group's host time span. With it (``device``: the grouped
+    events on device stream lines), XProf's rules: only groups that ran device work are
+    steps (a lone ``tf_data_iterator`` group is input work, not a step), and a step lasts as
+    long as the longest span one device spent on it, unless the host's span includes that
+    (``StepDetails::StepTime``): two GPUs that ran the same step 650 ms apart make one step
+    of one GPU's length, not a 670 ms step."""
     end = ev["start_ns"] + ev["dur_ps"] // 1000
     g = ev.assign(end_ns=end).groupby("group_id", observed=True)
     span = g.agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
     first = g["start_ns"].idxmin()
+    if len(device):
+        dev = device_spans(device)
+        longest = dev.loc[
+            dev.assign(d=dev["end_ns"] - dev["start_ns"]).groupby("group_id")["d"].idxmax()
+        ]
+        span = span.merge(longest, on="group_id", suffixes=("_host", ""))
+        host_has = (span["start_ns_host"] <= span["start_ns"]) & (
+            span["end_ns_host"] >= span["end_ns"]
+        )
+        span.loc[host_has, "start_ns"] = span.loc[host_has, "start_ns_host"]
+        span.loc[host_has, "end_ns"] = span.loc[host_has, "end_ns_host"]
+        first = first.reindex(span["group_id"].to_numpy())
     out = pd.DataFrame(
         {
             "worker": str(ev["worker"].iloc[0]),
@@ -92,9 +113,14 @@ def _worker_steps(ev: pd.DataFrame) -> pd.DataFrame:
         )
         if len(markers) >= 2:
             return _rows(markers, "marker")
-    grouped = ev[ev["group_id"].notna() & ~matches(ev["plane"], "/device:", how="startswith")]
-    if grouped["group_id"].nunique() >= 2:
-        return _group_rows(grouped)
+    on_device = matches(ev["plane"], "/device:", how="startswith")
+    has_group = ev["group_id"].notna().to_numpy()
+    grouped = ev[has_group & ~on_device]
+    device = ev[has_group & on_device & ~isin(ev["line"], DERIVED_LINES)]
+    if len(device):  # GPU groups: the groups that ran device work, however few
+        grouped = grouped[grouped["group_id"].isin(device["group_id"].unique())]
+    if grouped["group_id"].nunique() >= (1 if len(device) else 2):
+        return _group_rows(grouped, device)
     fn = ev[matches(ev["name"], _FUNCTION)]
     if len(fn):
         top = _outermost(fn[fn["name"].astype(str) == fn["name"].astype(str).mode().iloc[0]])

@@ -17,14 +17,15 @@ OURS = ("app", "collectors", "trace_parsers", "analyzers", "reference_engine")
 #: Per layer, the modules of ours it may import (a name covers its submodules).
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "trace_parsers": ("trace_parsers",),
-    # GUIDE: "trace_parsers (schema only)". Also the two pure frame helpers the parsers own and
-    # analyzers must not re-implement: nesting (self time among a subset of events) and the
-    # TFLite section-name grammar.
+    # GUIDE: "trace_parsers (schema only)". Also the pure helpers the parsers own and analyzers
+    # must not re-implement: nesting (self time among a subset of events), the TFLite
+    # section-name grammar and XProf's op-name grammar (an XLA kernel's framework op).
     "analyzers": (
         "analyzers",
         "trace_parsers.schema",
         "trace_parsers.nesting",
         "trace_parsers.tflite",
+        "trace_parsers.tfop",
     ),
     # The capture layout (stdlib only) is the one contract collectors and parsers share.
     "collectors": ("collectors", "trace_parsers.layout"),

@@ -28,7 +28,7 @@ CAT = "category"
 CAT_ID = "category[int64]"
 
 #: Version of the parsed layout; part of the cache key, bump on any change to the frames.
-PARSER_VERSION = "7"
+PARSER_VERSION = "8"
 
 #: Stat keys promoted from ``stats`` to typed ``events`` columns (a stat lives in exactly one).
 PROMOTED_STATS: Mapping[str, str] = {
@@ -104,6 +104,18 @@ SCHEMA: Mapping[str, Mapping[str, str]] = {
         "int_value": "Int64",
         "float_value": "Float64",
         "str_value": CAT,
+    },
+    # Instructions of the XLA programs the capture carries (``trace_parsers.hlo``): the
+    # framework op each was lowered from (OpMetadata), which device kernels inherit through
+    # their program_id / hlo_op stats. Empty op_name / op_type: the instruction has none.
+    "hlo_ops": {
+        "worker": CAT,
+        "program_id": "int64",
+        "module": CAT,
+        "hlo_op": CAT,
+        "opcode": CAT,
+        "op_name": CAT,
+        "op_type": CAT,
     },
     # Aggregated events (XEvent.num_occurrences): totals without a time, never on the timeline.
     "aggregates": {
@@ -219,8 +231,8 @@ class TraceFrames:
     """All frames parsed from one trace session (one or more workers).
 
     Attributes:
-        events, stats, plane_stats, event_metadata, metadata_stats, aggregates, planes, lines,
-        workers: frames declared in ``SCHEMA``.
+        events, stats, plane_stats, event_metadata, metadata_stats, hlo_ops, aggregates,
+        planes, lines, workers: frames declared in ``SCHEMA``.
         failures: per-file errors of a multi-file load whose other files parsed.
     """
 
@@ -229,6 +241,7 @@ class TraceFrames:
     plane_stats: pd.DataFrame = field(default_factory=lambda: empty_frame("plane_stats"))
     event_metadata: pd.DataFrame = field(default_factory=lambda: empty_frame("event_metadata"))
     metadata_stats: pd.DataFrame = field(default_factory=lambda: empty_frame("metadata_stats"))
+    hlo_ops: pd.DataFrame = field(default_factory=lambda: empty_frame("hlo_ops"))
     aggregates: pd.DataFrame = field(default_factory=lambda: empty_frame("aggregates"))
     planes: pd.DataFrame = field(default_factory=lambda: empty_frame("planes"))
     lines: pd.DataFrame = field(default_factory=lambda: empty_frame("lines"))

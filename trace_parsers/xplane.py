@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from enum import IntEnum
 from typing import Any, NamedTuple
 
@@ -31,6 +32,7 @@ from trace_parsers._columns import (
     missing,
 )
 from trace_parsers.errors import TraceParseError
+from trace_parsers.hlo import METADATA_PLANE, hlo_ops
 from trace_parsers.nesting import nest_columns, nest_if_sorted
 from trace_parsers.schema import CAT, PROMOTED_STATS, SCHEMA, TraceFrames, validate
 from trace_parsers.tfop import split_tf_op
@@ -163,10 +165,16 @@ def parse_xplane(
         raw = _named_tables(decoder(data))
     except ValueError as e:
         raise TraceParseError(source, FORMAT, str(e)) from e
-    del data  # decoded: strings were copied out (freed here unless the caller keeps a reference)
     if not raw["planes"].id:
         raise TraceParseError(source, FORMAT, "no XPlane in the data (not an XSpace capture)")
-    return validate(_Builder(raw, worker, source).build(), source)
+    hlo = (
+        hlo_ops(data, worker=worker, source=source)
+        if METADATA_PLANE in raw["planes"].name
+        else None
+    )
+    del data  # decoded: strings were copied out (freed here unless the caller keeps a reference)
+    frames = _Builder(raw, worker, source).build()
+    return validate(frames if hlo is None else replace(frames, hlo_ops=hlo), source)
 
 
 def _lookup(
