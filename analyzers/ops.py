@@ -379,8 +379,11 @@ def op_stats(
     ops = op_events(events, _OP_STATS_COLUMNS, stats, hlo_ops)
     if worker is not None:
         ops = ops[ops["worker"] == worker]
-    if by == "kernel":  # GPU kernels (a TPU's XLA ops are ops, not kernels)
-        ops = ops[matches(ops["plane"], "/device:GPU", how="startswith")]
+    if by == "kernel":  # GPU kernels: launched with dimensions (not copies, not TPU ops)
+        ops = ops[
+            matches(ops["plane"], "/device:GPU", how="startswith")
+            & ops["kernel_details"].notna().to_numpy()
+        ]
         # The filtered rows' own column: an empty frame given another frame's column takes
         # that column's index (all rows came back).
         ops = ops.assign(kernel=ops["name"])

@@ -122,7 +122,7 @@ def test_gpu_kernel_table_attributes_ops_and_tensor_cores() -> None:
         "implicit_convolve_sgemm", ["regs", "shm", "grid_x", "grid_y", "block_x"]
     ].tolist() == [64, 8192, 128, 2, 256]
     assert k.loc["volta_h1688gemm_128x128_ldg8_nn", "occurrences"] == 3
-    assert k.loc["MemcpyHtoD", "occurrences"] == 3
+    assert "MemcpyHtoD" not in k.index  # a copy is not a kernel (XProf's kernel_stats too)
 
 
 def test_tables_without_matching_events_are_empty_not_errors() -> None:
