@@ -140,8 +140,8 @@ def step_rows(breakdown: pd.DataFrame, step: int | None) -> pd.DataFrame:
 
 
 def worker_summary(breakdown: pd.DataFrame, straggler_table: pd.DataFrame) -> pd.DataFrame:
-    """Per worker × device: steps, mean and std step time and mean categories in ms, and the
-    worker's straggler score.
+    """Per worker × device (busiest device first): steps, mean and std step time and mean
+    categories in ms, and the worker's straggler score.
 
     Args:
         breakdown: ``step_breakdown`` output.
@@ -163,4 +163,44 @@ def worker_summary(breakdown: pd.DataFrame, straggler_table: pd.DataFrame) -> pd
     s = straggler_table.set_index("worker")
     out["straggler_score"] = out["worker"].map(s["score"]).round(3)
     out["straggler"] = out["worker"].map(s["straggler"])
+    # per worker, the busiest device first (a GPU that works before one that waits)
+    busy = out["device_compute_ms"].astype(float).fillna(0.0)
+    order = out.assign(_busy=busy).sort_values(["worker", "_busy"], ascending=[True, False])
+    return order.drop(columns="_busy").reset_index(drop=True)
+
+
+def device_activity(planes: pd.DataFrame, breakdown: pd.DataFrame) -> pd.DataFrame:
+    """Per worker × accelerator (GPU/TPU plane): in how many steps it worked and how much.
+
+    Args:
+        planes: the ``planes`` frame (every device plane, even one without events).
+        breakdown: ``step_breakdown`` output (a device has a row only for steps it worked in).
+
+    Returns:
+        Columns ``worker, device, steps_busy, steps, compute_ms_per_step, idle``, per worker
+        the busiest devices first and the idle ones (no work in any step) last::
+
+            worker  device          steps_busy  steps  compute_ms_per_step  idle
+            w       /device:GPU:6   1           1      14.865               False
+            w       /device:GPU:0   0           1      0.0                  True
+    """
+    dev = planes[planes["plane"].astype(str).str.match(r"/device:(?:GPU|TPU):")]
+    out = pd.DataFrame(
+        {"worker": dev["worker"].astype(str), "device": dev["plane"].astype(str)}
+    ).drop_duplicates()
+    steps = breakdown.groupby("worker")["step"].nunique()
+    work = breakdown.groupby(["worker", "device"]).agg(
+        steps_busy=("step", "nunique"), compute=("device_compute_ns", "sum")
+    )
+    out = out.join(work, on=["worker", "device"])
+    out["steps_busy"] = out["steps_busy"].fillna(0).astype("int64")
+    out["steps"] = out["worker"].map(steps).fillna(0).astype("int64")
+    per_step = out["compute"].astype(float) / out["steps_busy"].where(out["steps_busy"] > 0)
+    out["compute_ms_per_step"] = (per_step.fillna(0.0) / 1e6).round(3)
+    out["idle"] = out["steps_busy"] == 0
+    out = out.drop(columns="compute").sort_values(
+        ["worker", "idle", "compute_ms_per_step", "device"],
+        ascending=[True, True, False, True],
+        ignore_index=True,
+    )
     return out

@@ -13,6 +13,7 @@ The chain (each arrow one pure function of ``analyzers``)::
 
     frames.events ─ find_steps ─> steps ─ align_steps ─> aligned, missing
     aligned ─ step_breakdown ─> breakdown ─ pod_view ─> pod ─ stragglers ─> stragglers
+    frames.planes + breakdown ─ device_activity ─> devices (busy GPUs first, idle flagged)
     frames.events ─ op_events / op_stats ─> ops, op_table, kernels, op_table_for(by, worker)
 
 Attributes are computed lazily and kept, so a page that shows the pod view never parses op
@@ -31,7 +32,7 @@ import pandas as pd
 from analyzers._match import matches
 from analyzers.breakdown import step_breakdown
 from analyzers.ops import memory_timeline, op_events, op_stats, ops_per_step
-from analyzers.pod import pod_view, step_rows, stragglers, worker_summary
+from analyzers.pod import device_activity, pod_view, step_rows, stragglers, worker_summary
 from analyzers.steps import align_steps, find_steps, step_methods
 from analyzers.timeline import TimelineIndex, event_details
 from trace_parsers.schema import TraceFrames
@@ -134,7 +135,7 @@ class SessionAnalysis:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """One row per op execution, self time among ops only (``op_events``)."""
-        return op_events(self.frames.events, stats=self.frames.stats)
+        return op_events(self.frames.events, stats=self.frames.stats, hlo_ops=self.frames.hlo_ops)
 
     @property
     def op_table(self) -> pd.DataFrame:
@@ -159,7 +160,8 @@ class SessionAnalysis:
         with self._op_tables_lock:
             hit = self._op_tables.get(key)
         if hit is None:
-            hit = op_stats(self.frames.events, by=by, worker=worker, stats=self.frames.stats)
+            f = self.frames
+            hit = op_stats(f.events, by=by, worker=worker, stats=f.stats, hlo_ops=f.hlo_ops)
             with self._op_tables_lock:
                 hit = self._op_tables.setdefault(key, hit)
         return hit
@@ -175,6 +177,12 @@ class SessionAnalysis:
     def has_device(self) -> bool:
         """Whether any worker has a GPU or TPU plane."""
         return bool(matches(self.frames.events["plane"], "/device:(?:GPU|TPU)", how="match").any())
+
+    @cached_property
+    def devices(self) -> pd.DataFrame:
+        """Per worker × GPU/TPU: steps it worked in, compute per step, idle flag, busiest
+        first (``analyzers.pod.device_activity``)."""
+        return device_activity(self.frames.planes, self.breakdown)
 
     @cached_property
     def memory(self) -> pd.DataFrame:

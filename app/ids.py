@@ -21,6 +21,8 @@ POD_HEATMAP = "pod-heatmap"
 POD_BADGES = "pod-badges"
 POD_TABLE = "pod-table"
 POD_NOTES = "pod-notes"
+#: The busy / idle GPUs line (Pod Viewer, Ops and Diagnostics pages).
+DEVICES = "devices"
 POD_CSV = "pod-csv"
 POD_PARQUET = "pod-parquet"
 POD_DOWNLOAD = "pod-download"

@@ -12,6 +12,7 @@ import pandas as pd
 from dash import dcc, html
 
 from analyzers.session import SessionAnalysis
+from app import ids
 from app.context import current
 from app.store import SessionError
 from trace_parsers import TraceParseError
@@ -101,3 +102,45 @@ def worker_picker(component_id: str, analysis: SessionAnalysis, value: str | Non
 def chosen_worker(choice: str | None) -> str | None:
     """The worker a picker names, or None for all workers."""
     return None if not choice or choice == ALL_WORKERS else choice
+
+
+def device_summary(analysis: SessionAnalysis) -> Any:
+    """The session's GPUs/TPUs: the busy ones named with their compute per step, the idle
+    ones (no device work in any step) collapsed under one line that says so. None when the
+    session has no accelerator plane."""
+    d = analysis.devices
+    if d.empty:
+        return None
+    busy, idle = d[~d["idle"]], d[d["idle"]]
+    short = {w: w if d["worker"].nunique() > 1 else "" for w in d["worker"].unique()}
+
+    def label(r: Any) -> str:
+        name = r.device.removeprefix("/device:")
+        return f"{short[r.worker]} › {name}" if short[r.worker] else name
+
+    return html.Div(
+        [
+            html.Span(f"{len(busy)} busy: ", className="me-1"),
+            *[
+                dbc.Badge(
+                    f"{label(r)} · {r.compute_ms_per_step:g} ms compute/step · "
+                    f"{r.steps_busy}/{r.steps} steps",
+                    color="primary",
+                    className="me-1",
+                )
+                for r in busy.itertuples()
+            ],
+            html.Details(
+                [
+                    html.Summary(
+                        f"{len(idle)} idle (no device work in any step)", className="podscope-muted"
+                    ),
+                    html.Ul([html.Li(label(r)) for r in idle.itertuples()]),
+                ],
+                className="mt-1",
+            )
+            if len(idle)
+            else None,
+        ],
+        id=ids.DEVICES,
+    )

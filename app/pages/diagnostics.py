@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from dash import dcc, html
 
 from analyzers.diagnostics import Finding
-from app.pages._common import card, load_session
+from app.pages._common import card, device_summary, load_session
 
 dash.register_page(__name__, path="/diagnostics", name="Diagnostics", order=4)
 
@@ -84,11 +84,13 @@ def layout(session: str | None = None, **_: str) -> Any:
     flagged = [f for f in findings if f.applies and f.severity != "none"]
     passed = [f for f in findings if f.applies and f.severity == "none"]
     skipped = [f for f in findings if not f.applies]
+    devices = device_summary(analysis)
     return html.Div(
         [
             html.H5(
                 f"{len(flagged)} findings · {len(passed)} checks passed · {len(skipped)} not applicable"
             ),
+            card(devices) if devices is not None else None,
             *[finding_card(f, session) for f in flagged],
             card(
                 html.H6("Passed"),

@@ -17,6 +17,7 @@ from app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure
 from app.pages._common import (
     card,
     chosen_worker,
+    device_summary,
     download_buttons,
     download_frame,
     load_session,
@@ -94,6 +95,7 @@ def layout(
                         ),
                     ]
                 ),
+                device_summary(analysis),
                 dcc.Download(id=ids.OPS_DOWNLOAD),
             ),
             card(

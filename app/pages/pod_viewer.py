@@ -12,7 +12,14 @@ from dash import Input, Output, State, dcc, html
 from analyzers.session import SessionAnalysis
 from app import ids
 from app.figures.pod import breakdown_bars_figure, step_heatmap_figure, step_time_lines_figure
-from app.pages._common import card, download_frame, load_session, session_of, table_header
+from app.pages._common import (
+    card,
+    device_summary,
+    download_frame,
+    load_session,
+    session_of,
+    table_header,
+)
 
 dash.register_page(__name__, path="/pod", name="Pod Viewer", order=1)
 
@@ -88,6 +95,7 @@ def layout(
                     ],
                     id=ids.POD_BADGES,
                 ),
+                device_summary(analysis),
                 html.Ul(notes, id=ids.POD_NOTES, className="podscope-muted mt-2")
                 if notes
                 else html.Div(id=ids.POD_NOTES),

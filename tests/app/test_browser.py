@@ -22,6 +22,7 @@ import pytest
 from tests.analyzers.test_breakdown import worker_trace
 from tests.analyzers.test_ops import gpu_space
 from tests.android.test_tflite import line, trace
+from tests.conftest import SHARED_TRACES
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -38,6 +39,10 @@ CHROME_ARGS = [
 ]
 
 
+V100 = SHARED_TRACES / "xplane" / "gpu_tf_multiworker_v100" / "34.83.195.179_6003.xplane.pb"
+V100_SESSION = "2025_12_31_v100"
+
+
 def make_logdir(root: Path) -> Path:
     for session, late in (("2026_01_01_00_00_00", None), ("2026_01_02_00_00_00", "10.0.0.2_6000")):
         run = root / "plugins" / "profile" / session
@@ -49,6 +54,10 @@ def make_logdir(root: Path) -> Path:
     gpu = root / "plugins" / "profile" / "2026_01_03_gpu"
     gpu.mkdir(parents=True)
     (gpu / "10.0.0.9_6000.xplane.pb").write_bytes(gpu_space())
+    if V100.exists():  # the public 8× V100 capture (older name: not the default session)
+        real = root / "plugins" / "profile" / V100_SESSION
+        real.mkdir(parents=True)
+        shutil.copy(V100, real / V100.name)
     phone = root / "plugins" / "profile" / "2026_01_04_phone"
     phone.mkdir(parents=True)
     (phone / "pixel.systrace").write_bytes(tflite_trace())
@@ -278,3 +287,33 @@ def test_upload_of_an_android_trace_becomes_a_session(page, server, tmp_path: Pa
     assert "5 invokes" in page.inner_text("body")
     assert page.errors == []
     page.screenshot(path=str(ARTIFACTS / "android_uploaded.png"), full_page=True)
+
+
+@pytest.mark.parametrize("path", ["/pod", "/ops", "/diagnostics"])
+def test_gpu_pages_put_busy_gpus_first_and_collapse_idle_ones(page, server, path: str) -> None:  # type: ignore[no-untyped-def]
+    if not V100.exists():
+        pytest.skip(f"public trace samples not present: {V100}")
+    page.goto(f"{server}{path}?session={V100_SESSION}")
+    settle(page)
+    devices = page.locator("#devices")
+    devices.wait_for(timeout=30_000)
+    text = devices.inner_text()
+    # GPU:6 and GPU:4 ran the step (GPU:6 a little more compute); six GPUs ran nothing
+    assert text.startswith("2 busy"), text
+    assert text.index("GPU:6 · 14.865 ms compute/step") < text.index("GPU:4 · 14.825 ms")
+    assert "6 idle (no device work in any step)" in text
+    idle = devices.locator("li")
+    assert not idle.first.is_visible()  # collapsed until asked for
+    devices.locator("summary").click()
+    page.wait_for_timeout(1000)  # still open a second later, not a transient state
+    assert idle.first.is_visible()
+    assert idle.all_inner_texts() == [f"GPU:{i}" for i in (0, 1, 2, 3, 5, 7)]
+    if path == "/pod":
+        rows = page.locator("#pod-table .ag-center-cols-container .ag-row")
+        rows.first.wait_for()
+        cells = page.locator("#pod-table .ag-center-cols-container [col-id=device]")
+        assert cells.all_inner_texts() == ["/device:GPU:6", "/device:GPU:4"]  # no idle GPU row
+        assert "1 steps" in page.inner_text("#pod-badges")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"v100{path.replace('/', '_')}.png"), full_page=True)
+    assert page.errors == []
