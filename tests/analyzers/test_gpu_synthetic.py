@@ -189,12 +189,12 @@ def test_against_xprof(capture: Path) -> None:
         .groupby("kernel")
         .agg(occ=("occurrences", "sum"), ps=("total_ps", "sum"), tc=("tensor_core", "max"))
     )
-    both = theirs.join(ours, lsuffix="_x", how="outer")  # copies are not kernels in either
-    assert (both["occ_x"] == both["occ"]).all()
-    assert ((both["us"] - both["ps"] / 1e6).abs() < 1e-3).all()
+    both = theirs.join(ours.add_suffix("_ours"), how="outer")  # copies are kernels in neither
+    assert (both["occ"] == both["occ_ours"]).all()
+    assert ((both["us"] - both["ps_ours"] / 1e6).abs() < 1e-3).all()
     # Tensor Core use from NVIDIA's mma-shape names (h884 = HMMA 8x8x4); XProf's
     # is_kernel_using_tensor_core says False for it on this file: stated, not compared.
-    assert both["tc"].to_dict() == {k: k == FP16 for k in both.index}
+    assert both["tc_ours"].to_dict() == {k: k == FP16 for k in both.index}
     # device ops (tf_op on kernels): XProf's op/kernel rows folded per TF op
     ops = table_rows(xprof(capture, "framework_op_stats"))
     dev = ops[(ops["host_or_device"] == "Device") & (ops["type"] != "IDLE")]
