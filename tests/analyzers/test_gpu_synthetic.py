@@ -216,3 +216,57 @@ def table_rows(raw: object) -> pd.DataFrame:
     t = raw[0] if isinstance(raw, list) else raw
     cols = [c["id"] for c in t["cols"]]  # type: ignore[index]
     return pd.DataFrame([[v.get("v") for v in r["c"]] for r in t["rows"]], columns=cols)  # type: ignore[index]
+
+
+def test_tf_xla_kernels_are_named_by_their_hlo_instruction(tmp_path: Path) -> None:
+    """TF ``jit_compile=True`` on a GPU: kernels carry ``tf_op`` ``XlaModule:`` (the launch)
+    and ``hlo_module`` / ``hlo_op`` / ``program_id``; the HLO module on ``/host:metadata`` names
+    the TF op each instruction came from. (Module text built with the parser's own subset of
+    HloProto: XProf cannot convert it, so this one is not cross-checked.)"""
+    from trace_parsers.hlo import _hlo_proto_class
+
+    proto = _hlo_proto_class()()
+    module = proto.hlo_module
+    module.name = "a_inference_step_164__XlaMustCompile_true.5"
+    comp = module.computations.add()
+    for name, opcode, op_name, op_type in [
+        ("dot.3", "dot", "model/dense/MatMul", "MatMul"),
+        ("fusion.1", "fusion", "model/dense/Relu", "Relu"),
+        ("copy.2", "copy", "", ""),
+    ]:
+        i = comp.instructions.add()
+        i.name, i.opcode = name, opcode
+        i.metadata.op_name, i.metadata.op_type = op_name, op_type
+    b = SpaceBuilder()
+    meta = b.plane("/host:metadata", 0)
+    meta.event_meta(module.name, stats={"Hlo Proto": proto.SerializeToString()})
+    gpu = b.plane("/device:GPU:0", 1)
+    s = gpu.line(1, "Stream #1(Compute)")
+    program = 1  # the event metadata id above: the program id
+    for step in range(2):
+        t0 = step * 1000 * US
+        for at, (kernel, hlo_op) in enumerate(
+            [("sm80_xmma_gemm_f32f32", "dot.3"), ("loop_relu_fusion", "fusion.1")]
+            + [("loop_relu_fusion", "fusion.1"), ("copy_kernel", "copy.2")]
+        ):
+            gpu.event(
+                s,
+                kernel,
+                t0 + at * 100 * US,
+                50 * US,
+                correlation_id=step * 10 + at,
+                tf_op="XlaModule:",
+                hlo_module=module.name,
+                hlo_op=hlo_op,
+                program_id=program,
+                kernel_details="regs:32 shm:0 grid:80,1,1 block:256,1,1",
+            )
+    (tmp_path / "w_1.xplane.pb").write_bytes(b.bytes())
+    f = load(tmp_path, cache=False)
+    table = op_stats(f.events, stats=f.stats, hlo_ops=f.hlo_ops).set_index("op_name")
+    assert table.loc["model/dense/MatMul", ["op_type", "occurrences"]].tolist() == ["MatMul", 2]
+X
+    assert table.loc["model/dense/Relu", ["op_type", "occurrences"]].tolist() == ["Relu", 4]
+    assert table.loc["model/dense/Relu", "total_ps"] == 4 * 50 * US
+    assert table.loc["copy.2", "op_type"] == "copy"  # no framework op: the instruction
+    assert "XlaModule" not in table.index
