@@ -1,7 +1,7 @@
 """What the public GPU samples lack, built with their stat formats (the V100 capture's
 ``kernel_details``, ``memcpy_details``, ``correlation_id``, ``group_id``, its ``Steps`` line id)
 and checked against XProf on the same file: NCCL kernels (old ``ncclKernel_*`` and newer
-``ncclDevKernel_*`` names) as device collectives, fp16 / TF32 Tensor Core kernels, memcpy in
+``ncclDevKernel_*`` names) as device collectives, fp16 / bf16 / TF32 Tensor Core kernels, memcpy in
 three directions, two GPUs of one worker doing different work per step, one of them idle in a
 step.
 
@@ -31,14 +31,16 @@ STEPS_LINE = -559038737  # the Steps line id of TF's derived device lines (V100 
 US = 1_000_000  # ps per µs
 #: (gpu, step) → kernels: (name, start µs, duration µs, tf_op); None = GPU idle in that step.
 FP16 = "volta_h884gemm_64x64_ldg8_nn"
-TF32 = "ampere_sgemm_128x64_tn"
+TF32 = (
+    "sm80_xmma_gemm_tf32f32_tf32f32_f32_nn_n_tilesize128x128x16_stage4_warpsize2x2x1_tensor16x8x8"
+)
+BF16 = "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_tn"
 NCCL_OLD = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
 NCCL_NEW = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
-EIGEN = "void Eigen::internal::EigenMetaKernel<float>(float)"
 WORK = {
     0: [
         (FP16, 0, 400, "model/dense/MatMul:MatMul"),
-        (EIGEN, 420, 100, "model/dense/Relu:Relu"),
+        (BF16, 420, 100, "model/dense/BiasAdd:BiasAdd"),
         (NCCL_OLD, 540, 300, "allreduce/CollectiveReduceV2:CollectiveReduceV2"),
     ],
     1: [
@@ -149,7 +151,7 @@ def test_per_gpu_steps_and_categories(capture: Path) -> None:
     assert g0["step_time_ns"] == 1_070_000 and g1["step_time_ns"] == 970_000
     assert g0["device_collectives_ns"] == 300_000  # ncclKernel_*
     assert g1["device_collectives_ns"] == 200_000  # ncclDevKernel_*
-    assert g0["device_compute_16_ns"] == 400_000  # h884 Tensor Core fp16
+    assert g0["device_compute_16_ns"] == 500_000  # h884 fp16 and s16816 bf16 kernels
     assert g1["device_compute_ns"] == 600_000 and g1["device_compute_16_ns"] == 0  # TF32
     for row in (g0, g1):
         assert (row["input_ns"], row["output_ns"], row["device_to_device_ns"]) == (
@@ -192,9 +194,9 @@ def test_against_xprof(capture: Path) -> None:
     both = theirs.join(ours.add_suffix("_ours"), how="outer")  # copies are kernels in neither
     assert (both["occ"] == both["occ_ours"]).all()
     assert ((both["us"] - both["ps_ours"] / 1e6).abs() < 1e-3).all()
-    # Tensor Core use from NVIDIA's mma-shape names (h884 = HMMA 8x8x4); XProf's
-    # is_kernel_using_tensor_core says False for it on this file: stated, not compared.
-    assert both["tc_ours"].to_dict() == {k: k == FP16 for k in both.index}
+    # Tensor Core use from NVIDIA's kernel names (h884 = HMMA 8x8x4, s16816, xmma tf32);
+    # XProf's is_kernel_using_tensor_core says False for all three here: stated, not compared.
+    assert both["tc_ours"].to_dict() == {k: k in (FP16, BF16, TF32) for k in both.index}
     # device ops (tf_op on kernels): XProf's op/kernel rows folded per TF op
     ops = table_rows(xprof(capture, "framework_op_stats"))
     dev = ops[(ops["host_or_device"] == "Device") & (ops["type"] != "IDLE")]
