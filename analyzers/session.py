@@ -53,6 +53,26 @@ class SessionAnalysis:
         self._op_tables: dict[tuple[str, str | None], pd.DataFrame] = {}
         self._op_tables_lock = threading.Lock()
 
+    @classmethod
+    def from_parts(cls, frames: TraceFrames, derived: dict[str, pd.DataFrame]) -> SessionAnalysis:
+        """An analysis whose derived frames were computed per worker elsewhere and merged
+        (``app.execution``): ``frames`` holds the small frames only (planes, workers…), and
+        ``derived`` sets ``steps``, ``methods``, ``breakdown``, ``memory`` and the op tables
+        ``ops:<by>``. Attributes that read events (timeline, findings) see no events.
+
+        Raises:
+            KeyError: an unknown derived frame.
+        """
+        analysis = cls(frames)
+        for name, frame in derived.items():
+            if name.startswith("ops:"):
+                analysis._op_tables[(name.removeprefix("ops:"), None)] = frame
+            elif name in ("steps", "methods", "breakdown", "memory"):
+                analysis.__dict__[name] = frame  # what the cached property would hold
+            else:
+                raise KeyError(f"unknown derived frame {name!r}")
+        return analysis
+
     # ------------------------------------------------------------------ steps
 
     @cached_property
@@ -159,6 +179,9 @@ class SessionAnalysis:
         key = (by, worker)
         with self._op_tables_lock:
             hit = self._op_tables.get(key)
+            whole = self._op_tables.get((by, None))
+        if hit is None and whole is not None:  # one worker's rows of the whole table
+            hit = whole[whole["worker"] == worker].reset_index(drop=True)
         if hit is None:
             f = self.frames
             hit = op_stats(f.events, by=by, worker=worker, stats=f.stats, hlo_ops=f.hlo_ops)

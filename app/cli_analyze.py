@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,6 +17,16 @@ if TYPE_CHECKING:
 PathArg = Annotated[Path, typer.Argument(help="A trace file, a run folder or a logdir.")]
 SessionOpt = Annotated[str | None, typer.Option(help="Session of a logdir (default: newest).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Parse again; do not use the cache.")]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        help="Run the per-worker tasks on this Dask scheduler (tcp://HOST:8786); default: "
+        "$PODSCOPE_DASK_SCHEDULER, else this machine.",
+    ),
+]
+#: Exit code when the Dask cluster is unreachable or lost (as for a failed capture).
+EXIT_CLUSTER = 4
 
 STEP_CSV_COLUMNS = [
     "worker",
@@ -51,9 +63,12 @@ def steps_command(
     ] = False,
     session: SessionOpt = None,
     no_cache: NoCacheOpt = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Step-time breakdown per worker, device and step (XProf's categories)."""
-    analysis = _analysis_or_exit(path, session, no_cache)
+    analysis = _analysis_or_exit(
+        path, session, no_cache, frozenset({"steps", "breakdown"}), scheduler
+    )
     table = steps_table(analysis.breakdown)
     missing = analysis.missing
     for row in analysis.methods.itertuples():
@@ -100,16 +115,54 @@ def render_summary(table: pd.DataFrame) -> None:
     Console().print(view)
 
 
-def _analysis_or_exit(path: Path, session: str | None, no_cache: bool) -> SessionAnalysis:
-    """The session's analysis; a parse error becomes one line on stderr and exit code 2."""
+def _analysis_or_exit(
+    path: Path,
+    session: str | None,
+    no_cache: bool,
+    parts: frozenset[str] | None = None,
+    scheduler: str | None = None,
+) -> SessionAnalysis:
+    """The session's analysis. With ``parts``, computed per worker by ``app.execution`` (in
+    this process for small sessions, else on Dask) with progress on a terminal; failed
+    workers are listed and the others kept. Without, one whole-session load (for analyses
+    that read events). A parse error becomes one line on stderr and exit code 2, a lost
+    cluster exit code 4."""
+    import os
+
     from analyzers.session import SessionAnalysis
-    from trace_parsers import TraceParseError, load
+    from app.execution import ExecConfig, ExecutionError, run_session
+    from trace_parsers import TraceParseError, load, resolve
 
     try:
-        return SessionAnalysis(load(path, session=session, cache=not no_cache))
+        if parts is None:
+            return SessionAnalysis(load(path, session=session, cache=not no_cache))
+        config = ExecConfig.from_env(os.environ, scheduler=scheduler, cache=not no_cache)
+        files = resolve(path, session)
+        with _progress(len(files)) as progress:
+            run = run_session(files, config, parts, progress)
     except TraceParseError as e:
         typer.echo(f"podscope: error: {e}", err=True)
         raise typer.Exit(2) from None
+    except ExecutionError as e:
+        typer.echo(f"podscope: error: {e}", err=True)
+        raise typer.Exit(EXIT_CLUSTER) from None
+    for failed in run.failures:
+        typer.echo(f"podscope: warning: {failed.worker} left out: {failed.error}", err=True)
+    return run.analysis
+
+
+@contextmanager
+def _progress(total: int) -> Iterator[Callable[[int, int], None] | None]:
+    """A per-worker task bar on an interactive terminal (nothing otherwise)."""
+    if total < 2 or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("workers analysed", total=total)
+        yield lambda done, _total: bar.update(task, completed=done)
 
 
 def ops_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -148,6 +201,7 @@ def ops_command(
     top: Annotated[int, typer.Option(help="Rows in the table view.")] = 20,
     session: SessionOpt = None,
     no_cache: NoCacheOpt = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Per-op time per worker and device: occurrences, total and self time, percentiles."""
     from analyzers.ops import BY
@@ -155,7 +209,8 @@ def ops_command(
     if by not in BY:
         typer.echo(f"podscope: error: --by must be one of {', '.join(BY)}", err=True)
         raise typer.Exit(2)
-    table = ops_table(_analysis_or_exit(path, session, no_cache).op_table_for(by, worker))
+    analysis = _analysis_or_exit(path, session, no_cache, frozenset({f"ops:{by}"}), scheduler)
+    table = ops_table(analysis.op_table_for(by, worker))
     if csv:
         table.to_csv(sys.stdout, index=False)
         return
@@ -202,6 +257,7 @@ def compare_command(
     base_session: Annotated[str | None, typer.Option(help="Session of BASE's logdir.")] = None,
     new_session: Annotated[str | None, typer.Option(help="Session of NEW's logdir.")] = None,
     no_cache: NoCacheOpt = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Two runs side by side: step time and its categories per step, and the ops that changed."""
     from analyzers.compare import compare_ops, compare_steps
@@ -209,8 +265,9 @@ def compare_command(
     if csv not in (None, "steps", "ops"):
         typer.echo("podscope: error: --csv must be steps or ops", err=True)
         raise typer.Exit(2)
+    parts = frozenset({"steps", "breakdown", "ops:op"})
     runs = [
-        _analysis_or_exit(path, session, no_cache)
+        _analysis_or_exit(path, session, no_cache, parts, scheduler)
         for path, session in ((base, base_session), (new, new_session))
     ]
     steps = compare_steps(runs[0].breakdown, runs[1].breakdown)
@@ -255,11 +312,12 @@ def memory_command(
     ] = False,
     session: SessionOpt = None,
     no_cache: NoCacheOpt = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Bytes in use over time per allocator (TF allocator events), and the peak breakdown."""
     from analyzers.ops import memory_peak
 
-    timeline = _analysis_or_exit(path, session, no_cache).memory
+    timeline = _analysis_or_exit(path, session, no_cache, frozenset({"memory"}), scheduler).memory
     if timeline.empty:
         typer.echo(
             "podscope: this capture has no allocator events (TF records them only when memory "

@@ -113,6 +113,18 @@ def test_module_imports_only_what_its_layer_may(package: str, path: Path) -> Non
     assert not third, f"{path.relative_to(REPO)} imports {sorted(third)}"
 
 
+#: Heavy optional dependencies, each behind one seam (GUIDE convention 10).
+SEAMS = {"dask": "app/execution.py", "distributed": "app/execution.py"}
+
+
+def test_heavy_dependencies_stay_behind_their_seam() -> None:
+    for _, path in package_files():
+        rel = str(path.relative_to(REPO))
+        found = {m.split(".")[0] for m in imports(path)}
+        for dep, seam in SEAMS.items():
+            assert dep not in found or rel == seam, f"{rel} imports {dep} (only {seam} may)"
+
+
 def test_no_import_cycles_between_our_modules() -> None:
     """Module-level imports only (a function-level import runs after both modules loaded); a
     package ``__init__`` re-exporting its own submodules is not counted."""

@@ -1,0 +1,319 @@
+"""Where a session's analyses run: one task per worker file, in this process or on Dask.
+
+Each task parses one worker's trace (through the parse cache, so a second run maps the cached
+Arrow shards instead of parsing) and reduces it to that worker's derived frames: steps and how
+they were found, the step breakdown of all its steps, op tables, the memory timeline. Only
+those small frames come back; the driver aligns the steps across workers, keeps the breakdown
+rows of the aligned steps, and merges. Per-worker results are exact parts of the session's
+(every analysis groups by worker first), so the merged frames equal a whole-session analysis.
+
+Where: in this process for sessions of fewer than ``in_process_below`` files (a cluster's
+start-up would cost more than it saves), else a ``LocalCluster`` of processes sized to the
+machine, or an existing cluster named by ``scheduler`` (``PODSCOPE_DASK_SCHEDULER``). Dask is
+imported here only, and only when a cluster is used.
+
+    >>> run = run_session(resolve("logdir"), ExecConfig.from_env(os.environ))
+    >>> run.analysis.op_table, run.failures
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analyzers.breakdown import step_breakdown
+from analyzers.ops import BY
+from analyzers.session import SessionAnalysis
+from analyzers.steps import align_steps
+from trace_parsers import TraceParseError, load
+from trace_parsers.loader import worker_label
+from trace_parsers.schema import TraceFrames, empty_frame
+
+#: Derived frames a task can compute; ``ops:<by>`` for each op table.
+PARTS = frozenset({"steps", "breakdown", "memory", *(f"ops:{b}" for b in BY)})
+#: The small frames every task returns (what pages need besides the derived ones).
+SMALL_FRAMES = ("planes", "lines", "workers", "parse_notes")
+
+
+class ExecutionError(RuntimeError):
+    """The cluster could not run the session (scheduler unreachable or gone)."""
+
+
+@dataclass(frozen=True)
+class ExecConfig:
+    """Where per-worker tasks run.
+
+    Attributes:
+        scheduler: address of an existing Dask scheduler (``tcp://HOST:8786``); None: local.
+        processes: LocalCluster worker processes (default: the usable cores).
+        memory_limit: per LocalCluster process (Dask's syntax, ``"4GB"``; ``"auto"`` splits the
+            machine's memory between the processes).
+        in_process_below: sessions with fewer files run in this process.
+        cache: read and write the parse cache.
+        cache_dir: the cache's folder (default: ``FrameCache.default_dir``).
+        connect_timeout_s: how long to wait for ``scheduler``.
+    """
+
+    scheduler: str | None = None
+    processes: int | None = None
+    memory_limit: str = "auto"
+    in_process_below: int = 8
+    cache: bool = True
+    cache_dir: str | None = None
+    connect_timeout_s: float = 10.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], **overrides: Any) -> ExecConfig:
+        """From ``PODSCOPE_DASK_SCHEDULER``, ``PODSCOPE_DASK_PROCESSES``,
+        ``PODSCOPE_DASK_CONNECT_TIMEOUT`` (s) and ``PODSCOPE_CACHE_DIR``; keyword overrides
+        (CLI flags) win when not None."""
+        procs = env.get("PODSCOPE_DASK_PROCESSES")
+        timeout = env.get("PODSCOPE_DASK_CONNECT_TIMEOUT")
+        base = cls(
+            scheduler=env.get("PODSCOPE_DASK_SCHEDULER") or None,
+            processes=int(procs) if procs else None,
+            cache_dir=env.get("PODSCOPE_CACHE_DIR") or None,
+            connect_timeout_s=float(timeout) if timeout else cls.connect_timeout_s,
+        )
+        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+@dataclass(frozen=True)
+class WorkerPart:
+    """One worker's derived frames (what a task sends back; never its events)."""
+
+    worker: str
+    file: str
+    n_events: int
+    frames: dict[str, pd.DataFrame] = field(default_factory=dict)
+    error: str | None = None
+
+
+def analyze_file(
+    file: str, parts: frozenset[str], cache: bool, cache_dir: str | None
+) -> WorkerPart:
+    """The task: parse one worker's file and reduce it to ``parts``.
+
+    A trace that cannot be parsed gives a part with ``error`` set (the parser's message),
+    not an exception: it is the input's fault, and rerunning the task elsewhere cannot help.
+    """
+    label = worker_label(Path(file))
+    try:
+        frames = load(file, cache=cache, cache_dir=cache_dir)
+    except TraceParseError as e:
+        return WorkerPart(label, file, 0, error=str(e))
+    a = SessionAnalysis(frames)
+    out = {name: getattr(frames, name) for name in SMALL_FRAMES}
+    if parts & {"steps", "breakdown"}:
+        out["steps"], out["methods"] = a.steps, a.methods
+    if "breakdown" in parts:
+        own, _ = align_steps(a.steps)  # all of this worker's steps; the driver picks
+        out["breakdown"] = step_breakdown(frames.events, own, frames.stats)
+        out["own_steps"] = own[["worker", "step", "start_ns", "end_ns"]]
+    if "memory" in parts:
+        out["memory"] = a.memory
+    for by in BY:
+        if f"ops:{by}" in parts:
+            out[f"ops:{by}"] = a.op_table_for(by, None)
+    worker = str(frames.workers["worker"].iloc[0]) if len(frames.workers) else label
+    return WorkerPart(worker, file, len(frames.events), out)
+
+
+@dataclass(frozen=True)
+class SessionRun:
+    """A session analysed per worker: the merged analysis and the workers that failed."""
+
+    analysis: SessionAnalysis
+    failures: tuple[WorkerPart, ...]
+    where: str
+
+
+def merge_parts(parts: Sequence[WorkerPart], wanted: frozenset[str]) -> SessionAnalysis:
+    """The session's analysis from its workers' parts (in file order, as ``load`` merges).
+
+    Raises:
+        TraceParseError: no worker's part is usable.
+    """
+    ok = [p for p in parts if p.error is None]
+    if not ok:
+        reasons = "; ".join(f"{p.worker}: {p.error}" for p in parts)
+        raise TraceParseError(
+            parts[0].file if parts else "<none>", "session", f"no worker parsed ({reasons})"
+        )
+    offsets = dict(
+        zip(
+            [p.worker for p in ok],
+            pd.Series([p.n_events for p in ok]).cumsum().shift(1, fill_value=0),
+            strict=True,
+        )
+    )
+
+    def cat(name: str) -> pd.DataFrame:
+        frames = [p.frames[name] for p in ok if name in p.frames]
+        frames = [f for f in frames if len(f)] or frames[:1]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    small = TraceFrames(
+        **{
+            n: _categorical_concat([p.frames[n] for p in ok])
+            if n in ok[0].frames
+            else empty_frame(n)
+            for n in SMALL_FRAMES
+        }
+    )
+    derived: dict[str, pd.DataFrame] = {}
+    if wanted & {"steps", "breakdown"}:
+        steps = cat("steps")
+        steps["event_row"] = steps["event_row"] + steps["worker"].map(offsets).astype("int64")
+        derived["steps"], derived["methods"] = steps, cat("methods")
+    if "breakdown" in wanted:
+        derived["breakdown"] = _aligned_breakdown(
+            cat("breakdown"), cat("own_steps"), derived["steps"]
+        )
+    if "memory" in wanted:
+        derived["memory"] = cat("memory").sort_values(
+            ["worker", "allocator", "t_ns"], ignore_index=True
+        )
+    for by in BY:
+        if f"ops:{by}" in wanted:
+            derived[f"ops:{by}"] = cat(f"ops:{by}")
+    return SessionAnalysis.from_parts(small, derived)
+
+
+def _categorical_concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenates small frames, keeping categorical columns categorical (union of labels)."""
+    out = pd.concat(frames, ignore_index=True)
+    for col in frames[0].columns:
+        if isinstance(frames[0][col].dtype, pd.CategoricalDtype):
+            out[col] = out[col].astype(str).astype("category")
+    return out
+
+
+def _aligned_breakdown(
+    own: pd.DataFrame, own_steps: pd.DataFrame, steps: pd.DataFrame
+) -> pd.DataFrame:
+    """Each worker's breakdown of its own steps → the rows of the steps every worker has,
+    numbered as ``align_steps`` numbers them for the session (``step``, ``step_num``)."""
+    aligned, _ = align_steps(steps)
+    if own.empty or aligned.empty:
+        return own.iloc[:0]
+    key = own_steps.rename(columns={"step": "own"}).merge(
+        aligned[["worker", "start_ns", "end_ns", "step", "step_num"]],
+        on=["worker", "start_ns", "end_ns"],
+    )
+    rows = own.drop(columns=["step_num"]).merge(
+        key[["worker", "own", "step", "step_num"]].rename(columns={"step": "aligned"}),
+        left_on=["worker", "step"],
+        right_on=["worker", "own"],
+    )
+    rows["step"] = rows["aligned"]
+    rows["step_num"] = rows["step_num"].to_numpy()  # as step_breakdown writes it
+    out = rows[list(own.columns)]
+    return out.sort_values(["start_ns", "worker", "device"], ignore_index=True)
+
+
+# ---------------------------------------------------------------------- where tasks run
+
+Progress = Callable[[int, int], None]
+
+
+@contextmanager
+def _client(config: ExecConfig, n_files: int) -> Iterator[tuple[Any, str]]:
+    """A Dask client for ``config`` (None and ``"in-process"`` for small local sessions)."""
+    if config.scheduler is None and n_files < config.in_process_below:
+        yield None, "in-process"
+        return
+    from distributed import Client, LocalCluster
+
+    if config.scheduler is not None:
+        try:
+            client = Client(config.scheduler, timeout=f"{config.connect_timeout_s}s")
+        except (OSError, TimeoutError) as e:
+            raise ExecutionError(f"Dask scheduler {config.scheduler} unreachable: {e}") from e
+        with client:
+            yield client, config.scheduler
+        return
+    n = config.processes or len(os.sched_getaffinity(0))
+    with (
+        LocalCluster(
+            n_workers=min(n, n_files),
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=config.memory_limit,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client, f"LocalCluster({min(n, n_files)} processes)"
+
+
+def run_session(
+    files: Sequence[Path],
+    config: ExecConfig,
+    parts: frozenset[str] = PARTS,
+    progress: Progress | None = None,
+) -> SessionRun:
+    """Runs one task per file where ``config`` says and merges the results.
+
+    Args:
+        files: the session's worker files (``trace_parsers.resolve``).
+        config: where to run.
+        parts: which derived frames to compute (``PARTS``).
+        progress: called with (tasks done, total) as tasks finish.
+
+    Returns:
+        The merged analysis, the failed workers (their parse errors) and where it ran.
+
+    Raises:
+        ValueError: an unknown part.
+        ExecutionError: the scheduler is unreachable or lost mid-run.
+        TraceParseError: no worker could be parsed.
+    """
+    unknown = set(parts) - PARTS
+    if unknown:
+        raise ValueError(f"unknown parts {sorted(unknown)}; known: {sorted(PARTS)}")
+    args = (frozenset(parts), config.cache, config.cache_dir)
+    names = [str(f) for f in files]
+    results: dict[str, WorkerPart] = {}
+    with _client(config, len(names)) as (client, where):
+        if client is None:
+            for i, name in enumerate(names):
+                results[name] = analyze_file(name, *args)
+                if progress:
+                    progress(i + 1, len(names))
+        else:
+            results = _on_cluster(client, names, args, progress)
+    ordered = [results[n] for n in names]
+    analysis = merge_parts(ordered, frozenset(parts))
+    return SessionRun(analysis, tuple(p for p in ordered if p.error), where)
+
+
+def _on_cluster(
+    client: Any, names: list[str], args: tuple[Any, ...], progress: Progress | None
+) -> dict[str, WorkerPart]:
+    from distributed import as_completed
+
+    futures = {
+        client.submit(analyze_file, n, *args, key=f"podscope-{i}-{n}", retries=2): n
+        for i, n in enumerate(names)
+    }
+    results: dict[str, WorkerPart] = {}
+    try:
+        for future in as_completed(futures):
+            try:
+                results[futures[future]] = future.result()
+            except (OSError, TimeoutError) as e:
+                raise ExecutionError(f"lost the Dask cluster mid-run: {e}") from e
+            if progress:
+                progress(len(results), len(names))
+    except BaseException:
+        client.cancel(list(futures))  # Ctrl-C or a lost cluster: leave nothing running
+        raise
+    return results

@@ -1,0 +1,229 @@
+"""The per-worker execution layer: in this process and on a real Dask cluster (a ``dask
+scheduler`` and two ``dask worker`` processes on 127.0.0.1), equal to the whole-session
+analysis frame for frame, and losing nothing when a worker, a trace or the scheduler fails."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analyzers.session import SessionAnalysis
+from app.execution import PARTS, ExecConfig, ExecutionError, run_session
+from bench.synth import synth_xspace
+from tests.analyzers.test_breakdown import worker_trace
+from trace_parsers import load, resolve
+
+REPO = Path(__file__).resolve().parents[2]
+DASK = Path(sys.executable).with_name("dask")
+
+
+def mixed_session(root: Path) -> Path:
+    """Four workers: one late with input waits, one with a GPU, one Python-traced only."""
+    root.mkdir(parents=True, exist_ok=True)
+    for w, kw in [
+        ("10.0.0.1_6000", {"gpu": True}),
+        ("10.0.0.2_6000", {"offset_us": 300, "input_us": 50, "gpu": True}),
+        ("10.0.0.3_6000", {}),
+        ("10.0.0.4_6000", {"python_only": True}),
+    ]:
+        (root / f"{w}.xplane.pb").write_bytes(worker_trace(w, 12, **kw))  # type: ignore[arg-type]
+    return root
+
+
+def assert_same(a: SessionAnalysis, b: SessionAnalysis) -> None:
+    for name in ("steps", "methods", "aligned", "missing", "breakdown", "memory", "pod"):
+        x, y = getattr(a, name), getattr(b, name)
+        pd.testing.assert_frame_equal(
+            x.reset_index(drop=True), y.reset_index(drop=True), check_categorical=False, obj=name
+        )
+    for by in ("op", "type", "kernel"):
+        pd.testing.assert_frame_equal(
+            a.op_table_for(by, None), b.op_table_for(by, None), check_categorical=False, obj=by
+        )
+
+
+def test_in_process_equals_the_whole_session_analysis(tmp_path: Path) -> None:
+    folder = mixed_session(tmp_path / "s")
+    whole = SessionAnalysis(load(folder, cache=False))
+    run = run_session(resolve(folder), ExecConfig(cache=False))
+    assert run.where == "in-process" and run.failures == ()
+    assert len(whole.breakdown) > 0 and whole.pod["worker"].nunique() == 4
+    assert_same(whole, run.analysis)
+
+
+def test_a_corrupt_trace_is_listed_and_the_others_kept(tmp_path: Path) -> None:
+    folder = mixed_session(tmp_path / "s")
+    (folder / "10.0.0.9_6000.xplane.pb").write_bytes(b"\x0a\xff\xff\xff\xff\x0f garbage")
+    run = run_session(resolve(folder), ExecConfig(cache=False))
+    (failed,) = run.failures
+    assert failed.worker == "10.0.0.9_6000" and "10.0.0.9_6000.xplane.pb" in str(failed.error)
+    assert set(run.analysis.steps["worker"]) == {f"10.0.0.{i}_6000" for i in (1, 2, 3, 4)}
+
+
+def test_unknown_parts_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown parts"):
+        run_session(resolve(mixed_session(tmp_path / "s")), ExecConfig(), frozenset({"nope"}))
+
+
+def test_config_reads_the_environment_and_flags_win() -> None:
+    env = {"PODSCOPE_DASK_SCHEDULER": "tcp://10.0.0.5:8786", "PODSCOPE_DASK_PROCESSES": "3"}
+    assert ExecConfig.from_env(env).scheduler == "tcp://10.0.0.5:8786"
+    assert ExecConfig.from_env(env).processes == 3
+    assert ExecConfig.from_env(env, scheduler="tcp://127.0.0.1:1").scheduler == "tcp://127.0.0.1:1"
+    assert ExecConfig.from_env({}, scheduler=None).scheduler is None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Cluster:
+    """A Dask scheduler and ``n`` single-threaded workers as subprocesses on loopback."""
+
+    def __init__(self, n: int, tmp: Path) -> None:
+        self.address = f"tcp://127.0.0.1:{free_port()}"
+        env = {**os.environ, "PYTHONPATH": str(REPO), "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+        log = (tmp / "dask.log").open("w")
+        common = {"cwd": REPO, "env": env, "stdout": log, "stderr": subprocess.STDOUT}
+        port = self.address.rsplit(":", 1)[1]
+        self.scheduler = subprocess.Popen(
+            [str(DASK), "scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"],
+            **common,  # type: ignore[call-overload]
+        )
+        worker = [str(DASK), "worker", self.address, "--nthreads", "1", "--no-dashboard"]
+        worker += ["--host", "127.0.0.1", "--no-nanny"]  # a killed worker stays dead
+        self.workers = [
+            subprocess.Popen([*worker, "--name", f"w{i}"], **common)  # type: ignore[call-overload]
+            for i in range(n)
+        ]
+        from distributed import Client
+
+        with Client(self.address, timeout="30s") as c:
+            c.wait_for_workers(n, timeout=60)
+
+    def stop(self) -> None:
+        for p in [*self.workers, self.scheduler]:
+            if p.poll() is None:
+                p.terminate()
+        for p in [*self.workers, self.scheduler]:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    pytest.importorskip("distributed")
+    c = Cluster(2, tmp_path)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_a_real_cluster_gives_the_same_frames(cluster: Cluster, tmp_path: Path) -> None:
+    folder = mixed_session(tmp_path / "s")
+    (folder / "10.0.0.9_6000.xplane.pb").write_bytes(b"not an xspace at all")
+    cache = str(tmp_path / "cache")
+    local = run_session(resolve(folder), ExecConfig(cache_dir=cache))
+    remote = run_session(resolve(folder), ExecConfig(scheduler=cluster.address, cache_dir=cache))
+    assert remote.where == cluster.address
+    assert [f.worker for f in remote.failures] == ["10.0.0.9_6000"]
+    assert remote.failures[0].error == local.failures[0].error  # the parser's own message
+    assert_same(local.analysis, remote.analysis)
+    again = run_session(resolve(folder), ExecConfig(scheduler=cluster.address, cache_dir=cache))
+    assert_same(local.analysis, again.analysis)  # the second run reads the cached shards
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_a_killed_dask_worker_loses_nothing(cluster: Cluster, tmp_path: Path) -> None:
+    folder = tmp_path / "big"
+    folder.mkdir()
+    data = synth_xspace(400)
+    for i in range(8):
+        (folder / f"10.0.1.{i}_6000.xplane.pb").write_bytes(data)
+    victim = cluster.workers[1]
+
+    def kill_after_first(done: int, total: int) -> None:
+        if done == 1 and victim.poll() is None:
+            victim.send_signal(signal.SIGKILL)
+
+    run = run_session(
+        resolve(folder),
+        ExecConfig(scheduler=cluster.address, cache=False),
+        frozenset({"steps", "ops:op"}),
+        progress=kill_after_first,
+    )
+    assert victim.poll() is not None  # it died mid-run
+    assert run.failures == ()
+    assert sorted(run.analysis.steps["worker"].unique()) == [f"10.0.1.{i}_6000" for i in range(8)]
+    assert run.analysis.steps.groupby("worker").size().eq(400).all()
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_a_scheduler_that_is_gone_is_one_clear_error(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    folder = mixed_session(tmp_path / "s")
+    address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    started = time.monotonic()
+    with pytest.raises(ExecutionError, match=f"Dask scheduler {address} unreachable"):
+        run_session(resolve(folder), ExecConfig(scheduler=address, connect_timeout_s=2))
+    assert time.monotonic() - started < 30
+    out = subprocess.run(
+        [sys.executable, "-m", "app", "ops", str(folder), "--scheduler", address, "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env={**os.environ, "PODSCOPE_DASK_CONNECT_TIMEOUT": "2"},
+    )
+    assert out.returncode == 4, out.stderr
+    assert (
+        out.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"podscope: error: Dask scheduler {address} unreachable")
+    )
+
+
+def test_every_part_is_known() -> None:
+    assert {"steps", "breakdown", "memory", "ops:op", "ops:type", "ops:kernel"} == set(PARTS)
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_a_scheduler_lost_mid_run_is_one_clear_error(cluster: Cluster, tmp_path: Path) -> None:
+    folder = tmp_path / "big"
+    folder.mkdir()
+    data = synth_xspace(400)
+    for i in range(8):
+        (folder / f"10.0.1.{i}_6000.xplane.pb").write_bytes(data)
+
+    def kill_scheduler(done: int, total: int) -> None:
+        if done == 1:
+            cluster.scheduler.send_signal(signal.SIGKILL)
+
+    started = time.monotonic()
+    with pytest.raises(ExecutionError, match="lost the Dask cluster"):
+        run_session(
+            resolve(folder),
+            ExecConfig(scheduler=cluster.address, cache=False),
+            frozenset({"steps"}),
+            progress=kill_scheduler,
+        )
+    assert time.monotonic() - started < 60
