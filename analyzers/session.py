@@ -171,7 +171,8 @@ class SessionAnalysis:
         return self.op_table_for("kernel", None)
 
     def op_table_for(self, by: str, worker: str | None) -> pd.DataFrame:
-        """``analyzers.ops.op_stats`` for (by, worker), computed once per pair.
+        """``analyzers.ops.op_stats`` for (by, worker), computed once per pair (a worker's
+        table is cut from the whole one when that exists).
 
         Raises:
             ValueError: ``by`` is not one of ``analyzers.ops.BY``.
@@ -180,14 +181,15 @@ class SessionAnalysis:
         with self._op_tables_lock:
             hit = self._op_tables.get(key)
             whole = self._op_tables.get((by, None))
-        if hit is None and whole is not None:  # one worker's rows of the whole table
+        if hit is not None:
+            return hit
+        if whole is not None:  # one worker's rows of the whole table (op_stats groups by worker)
             hit = whole[whole["worker"] == worker].reset_index(drop=True)
-        if hit is None:
+        else:
             f = self.frames
             hit = op_stats(f.events, by=by, worker=worker, stats=f.stats, hlo_ops=f.hlo_ops)
-            with self._op_tables_lock:
-                hit = self._op_tables.setdefault(key, hit)
-        return hit
+        with self._op_tables_lock:
+            return self._op_tables.setdefault(key, hit)
 
     @cached_property
     def ops_per_step(self) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 import analyzers.session as session_module
@@ -41,8 +42,11 @@ def test_each_derived_frame_is_computed_once(monkeypatch: pytest.MonkeyPatch) ->
     assert len(a.breakdown) == 3 and len(a.pod) == 3 and len(a.stragglers) == 1
     a.step_rows(None), a.pod_summary, a.aligned, a.missing, a.methods
     assert a.op_table is a.op_table_for("op", None)
-    a.op_table_for("op", "w"), a.op_table_for("op", "w")
-    assert calls == {"find_steps": 1, "op_stats": 2}
+    one = a.op_table_for("op", "w")
+    assert one is a.op_table_for("op", "w")
+    # one worker's table is the whole table's rows of that worker: no second op_stats
+    assert calls == {"find_steps": 1, "op_stats": 1}
+    pd.testing.assert_frame_equal(one, session_module.op_stats(a.frames.events, worker="w"))
 
 
 def test_rule_requirements_write_the_not_applicable_finding() -> None:
