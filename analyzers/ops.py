@@ -188,14 +188,19 @@ def _xla_kernels(
     Adds ``device_op``, the op as the device ran it: ``program_id/hlo_op`` for XLA kernels,
     the kernel name for other device events. XProf counts an op's occurrences as the most
     times any one of its device ops ran (``op_stats`` does the same)."""
-    device_op = ops["name"].astype(object).to_numpy().copy()
-    device_op[~on_device] = None
-    if not on_device.any() or "hlo_op" not in stats["key"].cat.categories:
-        return ops.assign(device_op=pd.Categorical(device_op))
+    if not on_device.any():  # a host-only capture: an op's occurrences are its events
+        return ops
+    name = ops["name"]
+    # Kernel names by code (host rows -1): no per-row strings for the common case.
+    codes = np.where(on_device, name.cat.codes.to_numpy(), -1)
+    plain = pd.Categorical.from_codes(codes, categories=name.cat.categories)
+    if "hlo_op" not in stats["key"].cat.categories:
+        return ops.assign(device_op=plain)
     got = _row_stats(ops, stats, {"hlo_op", "program_id"})
     rows = np.flatnonzero(on_device & pd.notna(got["hlo_op"]))
     if not len(rows):
-        return ops.assign(device_op=pd.Categorical(device_op))
+        return ops.assign(device_op=plain)
+    device_op = np.asarray(plain, dtype=object)
     program = np.nan_to_num(got["program_id"][rows], nan=-1).astype(np.int64)
     worker = ops["worker"].astype(str).to_numpy()[rows]
     keys = pd.DataFrame({"worker": worker, "program_id": program, "hlo_op": got["hlo_op"][rows]})

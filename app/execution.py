@@ -7,10 +7,11 @@ those small frames come back; the driver aligns the steps across workers, keeps 
 rows of the aligned steps, and merges. Per-worker results are exact parts of the session's
 (every analysis groups by worker first), so the merged frames equal a whole-session analysis.
 
-Where: in this process for sessions of fewer than ``in_process_below`` files (a cluster's
-start-up would cost more than it saves), else a ``LocalCluster`` of processes sized to the
-machine, or an existing cluster named by ``scheduler`` (``PODSCOPE_DASK_SCHEDULER``). Dask is
-imported here only, and only when a cluster is used.
+Where: for sessions of fewer than ``in_process_below`` files (a cluster's start-up would cost
+more than it saves), forked processes on this machine (or this process, with one file or one
+core); else a ``LocalCluster`` of processes sized to the machine, or an existing cluster named
+by ``scheduler`` (``PODSCOPE_DASK_SCHEDULER``). Dask is imported here only, and only when a
+cluster is used.
 
     >>> run = run_session(resolve("logdir"), ExecConfig.from_env(os.environ))
     >>> run.analysis.op_table, run.failures
@@ -18,8 +19,11 @@ imported here only, and only when a cluster is used.
 
 from __future__ import annotations
 
+import concurrent.futures
+import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -223,11 +227,23 @@ def _aligned_breakdown(
 Progress = Callable[[int, int], None]
 
 
+def _local_processes(config: ExecConfig, n_files: int) -> int:
+    return min(config.processes or len(os.sched_getaffinity(0)), n_files)
+
+
 @contextmanager
 def _client(config: ExecConfig, n_files: int) -> Iterator[tuple[Any, str]]:
-    """A Dask client for ``config`` (None and ``"in-process"`` for small local sessions)."""
+    """Where tasks run: a Dask client (an existing cluster, or a ``LocalCluster`` for a big
+    session), a fork pool for a small session on a machine with several cores (children
+    inherit this process's imports: no start-up to pay), or None (one file, one core)."""
     if config.scheduler is None and n_files < config.in_process_below:
-        yield None, "in-process"
+        n = _local_processes(config, n_files)
+        if n < 2 or "fork" not in multiprocessing.get_all_start_methods():
+            yield None, "in-process"
+            return
+        ctx = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+            yield pool, f"{n} forked processes"
         return
     from distributed import Client, LocalCluster
 
@@ -239,10 +255,10 @@ def _client(config: ExecConfig, n_files: int) -> Iterator[tuple[Any, str]]:
         with client:
             yield client, config.scheduler
         return
-    n = config.processes or len(os.sched_getaffinity(0))
+    n = _local_processes(config, n_files)
     with (
         LocalCluster(
-            n_workers=min(n, n_files),
+            n_workers=n,
             threads_per_worker=1,
             processes=True,
             memory_limit=config.memory_limit,
@@ -251,7 +267,7 @@ def _client(config: ExecConfig, n_files: int) -> Iterator[tuple[Any, str]]:
         ) as cluster,
         Client(cluster) as client,
     ):
-        yield client, f"LocalCluster({min(n, n_files)} processes)"
+        yield client, f"LocalCluster({n} processes)"
 
 
 def run_session(
@@ -288,11 +304,29 @@ def run_session(
                 results[name] = analyze_file(name, *args)
                 if progress:
                     progress(i + 1, len(names))
+        elif isinstance(client, ProcessPoolExecutor):
+            results = _on_pool(client, names, args, progress)
         else:
             results = _on_cluster(client, names, args, progress)
     ordered = [results[n] for n in names]
     analysis = merge_parts(ordered, frozenset(parts))
     return SessionRun(analysis, tuple(p for p in ordered if p.error), where)
+
+
+def _on_pool(
+    pool: ProcessPoolExecutor, names: list[str], args: tuple[Any, ...], progress: Progress | None
+) -> dict[str, WorkerPart]:
+    futures = {pool.submit(analyze_file, n, *args): n for n in names}
+    results: dict[str, WorkerPart] = {}
+    try:
+        for future in concurrent.futures.as_completed(futures):
+            results[futures[future]] = future.result()
+            if progress:
+                progress(len(results), len(names))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: start nothing more
+        raise
+    return results
 
 
 def _on_cluster(
@@ -309,7 +343,8 @@ def _on_cluster(
         for future in as_completed(futures):
             try:
                 results[futures[future]] = future.result()
-            except (OSError, TimeoutError) as e:
+            except (OSError, TimeoutError, concurrent.futures.CancelledError) as e:
+                # the scheduler went away: its connection fails, or it cancels the futures
                 raise ExecutionError(f"lost the Dask cluster mid-run: {e}") from e
             if progress:
                 progress(len(results), len(names))

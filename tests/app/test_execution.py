@@ -54,10 +54,11 @@ def assert_same(a: SessionAnalysis, b: SessionAnalysis) -> None:
 def test_in_process_equals_the_whole_session_analysis(tmp_path: Path) -> None:
     folder = mixed_session(tmp_path / "s")
     whole = SessionAnalysis(load(folder, cache=False))
-    run = run_session(resolve(folder), ExecConfig(cache=False))
-    assert run.where == "in-process" and run.failures == ()
     assert len(whole.breakdown) > 0 and whole.pod["worker"].nunique() == 4
-    assert_same(whole, run.analysis)
+    for processes, where in ((1, "in-process"), (2, "2 forked processes")):
+        run = run_session(resolve(folder), ExecConfig(cache=False, processes=processes))
+        assert run.where == where and run.failures == ()
+        assert_same(whole, run.analysis)
 
 
 def test_a_corrupt_trace_is_listed_and_the_others_kept(tmp_path: Path) -> None:
