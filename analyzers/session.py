@@ -24,6 +24,7 @@ computation of an attribute (two threads may both compute it; both get equal fra
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -48,22 +49,53 @@ class SessionAnalysis:
         frames: the session's ``TraceFrames`` (``trace_parsers.load``), one or many workers.
     """
 
-    def __init__(self, frames: TraceFrames) -> None:
-        self.frames = frames
+    def __init__(
+        self, frames: TraceFrames, load_events: Callable[[], TraceFrames] | None = None
+    ) -> None:
+        self._frames = frames
+        self._load_events = load_events
+        self._frames_lock = threading.Lock()
         self._op_tables: dict[tuple[str, str | None], pd.DataFrame] = {}
         self._op_tables_lock = threading.Lock()
 
+    @property
+    def frames(self) -> TraceFrames:
+        """The session's frames; with ``load_events``, loaded on first use (only analyses
+        that read events, such as the timeline and the findings, get here)."""
+        if self._load_events is not None:
+            with self._frames_lock:
+                if self._load_events is not None:
+                    self._frames, self._load_events = self._load_events(), None
+        return self._frames
+
+    @property
+    def meta(self) -> TraceFrames:
+        """The frames as they are now, never loading events: for the small frames (planes,
+        lines, workers), which a per-worker analysis already has."""
+        return self._frames
+
+    @property
+    def worker_names(self) -> list[str]:
+        """The session's workers, sorted."""
+        return sorted(str(w) for w in self.meta.workers["worker"].unique())
+
     @classmethod
-    def from_parts(cls, frames: TraceFrames, derived: dict[str, pd.DataFrame]) -> SessionAnalysis:
+    def from_parts(
+        cls,
+        frames: TraceFrames,
+        derived: dict[str, pd.DataFrame],
+        load_events: Callable[[], TraceFrames] | None = None,
+    ) -> SessionAnalysis:
         """An analysis whose derived frames were computed per worker elsewhere and merged
         (``app.execution``): ``frames`` holds the small frames only (planes, workers…), and
         ``derived`` sets ``steps``, ``methods``, ``breakdown``, ``memory`` and the op tables
-        ``ops:<by>``. Attributes that read events (timeline, findings) see no events.
+        ``ops:<by>``. Attributes that read events (timeline, findings) call ``load_events``
+        once, or see no events without it.
 
         Raises:
             KeyError: an unknown derived frame.
         """
-        analysis = cls(frames)
+        analysis = cls(frames, load_events)
         for name, frame in derived.items():
             if name.startswith("ops:"):
                 analysis._op_tables[(name.removeprefix("ops:"), None)] = frame
@@ -201,13 +233,15 @@ class SessionAnalysis:
     @cached_property
     def has_device(self) -> bool:
         """Whether any worker has a GPU or TPU plane."""
-        return bool(matches(self.frames.events["plane"], "/device:(?:GPU|TPU)", how="match").any())
+        planes = self.meta.planes
+        device = matches(planes["plane"], "/device:(?:GPU|TPU)", how="match")
+        return bool((planes["n_events"].to_numpy()[device] > 0).any())
 
     @cached_property
     def devices(self) -> pd.DataFrame:
         """Per worker × GPU/TPU: steps it worked in, compute per step, idle flag, busiest
         first (``analyzers.pod.device_activity``)."""
-        return device_activity(self.frames.planes, self.breakdown)
+        return device_activity(self.meta.planes, self.breakdown)
 
     @cached_property
     def memory(self) -> pd.DataFrame:

@@ -2,4 +2,5 @@
 
 from app.cli import main
 
-main()
+if __name__ == "__main__":  # not in Dask's spawned worker processes, which import this module
+    main()

@@ -20,11 +20,37 @@ def serve_command(
     port: Annotated[int, typer.Option()] = 8050,
     cache_dir: Annotated[Path | None, typer.Option(help="Parsed-frame cache folder.")] = None,
     max_upload_mb: Annotated[int, typer.Option(help="Largest accepted upload.")] = 512,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            help="Analyse sessions on this Dask scheduler (default: $PODSCOPE_DASK_SCHEDULER).",
+        ),
+    ] = None,
+    cluster_min_files: Annotated[
+        int | None,
+        typer.Option(
+            help="Sessions with this many files are analysed per worker in the background "
+            "(default: $PODSCOPE_CLUSTER_MIN_FILES or 8)."
+        ),
+    ] = None,
 ) -> None:
     """Serve the dashboard for a logdir."""
+    import dataclasses
+    import os
+
     from app.settings import AppSettings
 
-    serve(AppSettings(logdir=logdir, cache_dir=cache_dir, max_upload_mb=max_upload_mb), host, port)
+    env = AppSettings.from_env(os.environ)
+    settings = dataclasses.replace(
+        env,
+        logdir=logdir,
+        cache_dir=cache_dir or env.cache_dir,
+        max_upload_mb=max_upload_mb,
+        dask_scheduler=scheduler or env.dask_scheduler,
+        cluster_min_files=cluster_min_files or env.cluster_min_files,
+    )
+    serve(settings, host, port)
 
 
 def _stop_on_signals() -> None:

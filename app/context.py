@@ -14,6 +14,7 @@ from pathlib import Path
 
 import flask
 
+from app.execution import ExecConfig
 from app.settings import AppSettings
 from app.store import SessionStore
 from app.targets import targets_from
@@ -37,9 +38,16 @@ class AppContext:
 
     @classmethod
     def build(cls, settings: AppSettings) -> AppContext:
+        execution = ExecConfig(
+            scheduler=settings.dask_scheduler,
+            in_process_below=settings.cluster_min_files,
+            fork=False,  # the server is threaded
+        )
         return cls(
             settings,
-            SessionStore(settings.logdir, settings.cache_dir, settings.frame_cache_sessions),
+            SessionStore(
+                settings.logdir, settings.cache_dir, settings.frame_cache_sessions, execution
+            ),
         )
 
     def capture_targets(self, addresses: str | None, manifest: str | None) -> list[Target]:

@@ -62,6 +62,8 @@ class ExecConfig:
         cache: read and write the parse cache.
         cache_dir: the cache's folder (default: ``FrameCache.default_dir``).
         connect_timeout_s: how long to wait for ``scheduler``.
+        fork: small sessions in forked processes (off in a threaded server, where forking
+            is unsafe: there they run in the calling thread).
     """
 
     scheduler: str | None = None
@@ -71,6 +73,7 @@ class ExecConfig:
     cache: bool = True
     cache_dir: str | None = None
     connect_timeout_s: float = 10.0
+    fork: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], **overrides: Any) -> ExecConfig:
@@ -138,7 +141,11 @@ class SessionRun:
     where: str
 
 
-def merge_parts(parts: Sequence[WorkerPart], wanted: frozenset[str]) -> SessionAnalysis:
+def merge_parts(
+    parts: Sequence[WorkerPart],
+    wanted: frozenset[str],
+    load_events: Callable[[], TraceFrames] | None = None,
+) -> SessionAnalysis:
     """The session's analysis from its workers' parts (in file order, as ``load`` merges).
 
     Raises:
@@ -187,7 +194,7 @@ def merge_parts(parts: Sequence[WorkerPart], wanted: frozenset[str]) -> SessionA
     for by in BY:
         if f"ops:{by}" in wanted:
             derived[f"ops:{by}"] = cat(f"ops:{by}")
-    return SessionAnalysis.from_parts(small, derived)
+    return SessionAnalysis.from_parts(small, derived, load_events)
 
 
 def _categorical_concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -238,7 +245,7 @@ def _client(config: ExecConfig, n_files: int) -> Iterator[tuple[Any, str]]:
     inherit this process's imports: no start-up to pay), or None (one file, one core)."""
     if config.scheduler is None and n_files < config.in_process_below:
         n = _local_processes(config, n_files)
-        if n < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        if n < 2 or not config.fork or "fork" not in multiprocessing.get_all_start_methods():
             yield None, "in-process"
             return
         ctx = multiprocessing.get_context("fork")
@@ -275,6 +282,8 @@ def run_session(
     config: ExecConfig,
     parts: frozenset[str] = PARTS,
     progress: Progress | None = None,
+    load_events: Callable[[], TraceFrames] | None = None,
+    on_start: Callable[[str], None] | None = None,
 ) -> SessionRun:
     """Runs one task per file where ``config`` says and merges the results.
 
@@ -282,7 +291,11 @@ def run_session(
         files: the session's worker files (``trace_parsers.resolve``).
         config: where to run.
         parts: which derived frames to compute (``PARTS``).
-        progress: called with (tasks done, total) as tasks finish.
+        progress: called with (tasks done, total) as tasks finish; an exception it raises
+            (a cancel) stops the run and cancels what has not run.
+        load_events: how the merged analysis loads the whole session's events if an
+            analysis that reads them is asked for (the timeline, the findings).
+        on_start: called with where the tasks run, once that is known.
 
     Returns:
         The merged analysis, the failed workers (their parse errors) and where it ran.
@@ -299,6 +312,8 @@ def run_session(
     names = [str(f) for f in files]
     results: dict[str, WorkerPart] = {}
     with _client(config, len(names)) as (client, where):
+        if on_start:
+            on_start(where)
         if client is None:
             for i, name in enumerate(names):
                 results[name] = analyze_file(name, *args)
@@ -309,7 +324,7 @@ def run_session(
         else:
             results = _on_cluster(client, names, args, progress)
     ordered = [results[n] for n in names]
-    analysis = merge_parts(ordered, frozenset(parts))
+    analysis = merge_parts(ordered, frozenset(parts), load_events)
     return SessionRun(analysis, tuple(p for p in ordered if p.error), where)
 
 

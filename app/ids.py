@@ -71,3 +71,11 @@ CMP_BODY = "cmp-body"
 CMP_CSV = "cmp-csv"
 CMP_PARQUET = "cmp-parquet"
 CMP_DOWNLOAD = "cmp-download"
+
+# A big session being analysed (any page)
+PREP_SESSION = "prep-session"
+PREP_BAR = "prep-bar"
+PREP_WHERE = "prep-where"
+PREP_CANCEL = "prep-cancel"
+PREP_TICK = "prep-tick"
+PREP_DONE = "prep-done"

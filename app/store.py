@@ -15,10 +15,11 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from analyzers.session import SessionAnalysis
+from app.execution import ExecConfig, ExecutionError, run_session
 from trace_parsers import TraceParseError, layout, load, sessions
 from trace_parsers.loader import format_of, trace_files, worker_label
 from trace_parsers.schema import PARSER_VERSION
@@ -61,12 +62,63 @@ class ImportResult:
     errors: tuple[str, ...]
 
 
+class Cancelled(Exception):
+    """A session's analysis was cancelled from the page."""
+
+
+@dataclass
+class Job:
+    """One big session being analysed per worker in the background (``app.execution``).
+
+    Attributes:
+        session: the session.
+        total: worker files.
+        done: files analysed so far.
+        where: where the tasks run (``LocalCluster(2 processes)``, a scheduler address).
+        error: why it failed (None while running or after success).
+        finished: set once it ended (success, failure or cancel).
+    """
+
+    session: str
+    total: int
+    done: int = 0
+    where: str = ""
+    error: str | None = None
+    finished: threading.Event = field(default_factory=threading.Event)
+    cancel_requested: threading.Event = field(default_factory=threading.Event)
+
+    def progress(self, done: int, total: int) -> None:
+        """The runner's progress callback; raises ``Cancelled`` once cancel was asked for."""
+        self.done = done
+        if self.cancel_requested.is_set():
+            raise Cancelled(f"analysis of {self.session} cancelled")
+
+
+class SessionPreparing(Exception):
+    """The session is big and is being analysed in the background: show ``job``'s progress."""
+
+    def __init__(self, job: Job) -> None:
+        super().__init__(f"session {job.session}: {job.done}/{job.total} workers analysed")
+        self.job = job
+
+
 @dataclass
 class SessionStore:
+    """Args:
+    logdir: the logdir whose sessions are listed.
+    cache_dir: parse cache (None: ``trace_parsers``' default).
+    capacity: analyses kept in memory.
+    execution: where big sessions' per-worker tasks run; sessions of fewer than its
+        ``in_process_below`` files (and no scheduler) are loaded whole in the request.
+    """
+
     logdir: Path
     cache_dir: Path | None = None
     capacity: int = 4
+    execution: ExecConfig = field(default_factory=lambda: ExecConfig(fork=False))
     _items: OrderedDict[tuple[object, ...], SessionAnalysis] = field(default_factory=OrderedDict)
+    _jobs: dict[tuple[object, ...], Job] = field(default_factory=dict)
+    _failures: dict[tuple[object, ...], tuple[str, ...]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -136,12 +188,77 @@ class SessionStore:
             if hit is not None:
                 self._items.move_to_end(key)
                 return hit
-        analysis = SessionAnalysis(load(path, cache=True, cache_dir=self.cache_dir))
+        files = trace_files(path)
+        if self.execution.scheduler is None and len(files) < self.execution.in_process_below:
+            self._keep(key, SessionAnalysis(load(path, cache=True, cache_dir=self.cache_dir)))
+            return self._items[key]
+        raise SessionPreparing(self._job(key, session, path, files))
+
+    def _keep(self, key: tuple[object, ...], analysis: SessionAnalysis) -> None:
         with self._lock:
             self._items[key] = analysis
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)
-        return analysis
+
+    def _job(self, key: tuple[object, ...], session: str, path: Path, files: list[Path]) -> Job:
+        """The running job of this session, started if there is none (a failed or cancelled
+        one is reported once, then a new visit starts again).
+
+        Raises:
+            SessionError: the last job of this session failed or was cancelled.
+        """
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is not None and job.finished.is_set():
+                del self._jobs[key]
+                raise SessionError(f"session {session}: {job.error} (open the page again to retry)")
+            if job is None:
+                job = self._jobs[key] = Job(session, len(files))
+                threading.Thread(
+                    target=self._run, args=(key, job, path, files), daemon=True
+                ).start()
+            return job
+
+    def _run(self, key: tuple[object, ...], job: Job, path: Path, files: list[Path]) -> None:
+        config = replace(self.execution, cache_dir=str(self.cache_dir) if self.cache_dir else None)
+        try:
+            run = run_session(
+                files,
+                config,
+                progress=job.progress,
+                load_events=lambda: load(path, cache=True, cache_dir=self.cache_dir),
+                on_start=lambda where: setattr(job, "where", where),
+            )
+        except (Cancelled, ExecutionError, TraceParseError) as e:
+            job.error = str(e)
+            job.finished.set()
+            return
+        except Exception as e:  # the thread's edge: any failure must reach the page, not vanish
+            job.error = f"{type(e).__name__}: {e}"
+            job.finished.set()
+            return
+        self._keep(key, run.analysis)
+        with self._lock:
+            self._jobs.pop(key, None)
+            self._failures[key] = tuple(f"{p.worker}: {p.error}" for p in run.failures)
+        job.finished.set()
+
+    def job(self, session: str) -> Job | None:
+        """The session's running (or just finished) background analysis, if any."""
+        with self._lock:
+            return next((j for k, j in self._jobs.items() if k[0] == session), None)
+
+    def cancel(self, session: str) -> None:
+        """Asks the session's running analysis to stop (after the tasks already running)."""
+        with self._lock:
+            for key, job in self._jobs.items():
+                if key[0] == session:
+                    job.cancel_requested.set()
+
+    def failures(self, session: str) -> tuple[str, ...]:
+        """Workers of the session's last per-worker analysis that could not be parsed."""
+        with self._lock:
+            return next((f for k, f in self._failures.items() if k[0] == session), ())
 
     def import_files(self, files: Sequence[tuple[str, bytes]]) -> ImportResult:
         """Validates each uploaded file by parsing it; the good ones become a new session
@@ -173,8 +290,11 @@ class SessionStore:
 
 
 __all__ = [
+    "Cancelled",
     "ImportResult",
+    "Job",
     "SessionError",
+    "SessionPreparing",
     "SessionStore",
     "SessionSummary",
     "TraceParseError",

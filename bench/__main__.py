@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import android, app_latency, pod, transfer
+from bench import android, app_latency, pod, scale, transfer
 from bench.synth import ensure_capture
 from bench.tf_capture import ensure_tf_capture
 
@@ -155,6 +155,13 @@ def main() -> None:
         help="synthetic steps (302 events each); 0 skips",
     )
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--scale-workers",
+        type=int,
+        nargs="*",
+        default=[4, 16, 64],
+        help="Dask scale-out sessions (N workers x 1.2 M events); none skips",
+    )
     ap.add_argument("--android-mb", type=int, default=100, help="size of the generated atrace file")
     ap.add_argument(
         "--transfer-mb", type=int, default=200, help="size of the transferred trace; 0 skips"
@@ -180,6 +187,8 @@ def main() -> None:
     android.report(android.bench_android(OUT, args.android_mb, args.repeat))
     if args.transfer_mb:
         transfer.report(transfer.bench_transfer(args.transfer_mb, args.repeat), args.transfer_mb)
+    if args.scale_workers:
+        scale.report(args.scale_workers, args.repeat)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,12 @@ from urllib.parse import parse_qs
 import dash
 import dash_bootstrap_components as dbc
 import pandas as pd
-from dash import dcc, html
+from dash import Input, Output, State, dcc, html
 
 from analyzers.session import SessionAnalysis
 from app import ids
 from app.context import current
-from app.store import SessionError
+from app.store import Job, SessionError, SessionPreparing
 from trace_parsers import TraceParseError
 
 
@@ -54,8 +54,68 @@ def load_session(session: str | None) -> tuple[str | None, SessionAnalysis | Non
         session = names[0]
     try:
         return session, store.get(session), None
+    except SessionPreparing as p:
+        return session, None, preparing(p.job)
     except (SessionError, TraceParseError) as e:
         return session, None, dbc.Alert(str(e), color="danger")
+
+
+def preparing(job: Job) -> html.Div:
+    """A big session's per-worker analysis under way: progress, where it runs, Cancel; the
+    page reloads itself when it is done."""
+    return card(
+        html.H5(f"Analysing the {job.total} workers of {job.session}"),
+        html.P(_where(job), id=ids.PREP_WHERE, className="podscope-muted"),
+        dbc.Progress(
+            id=ids.PREP_BAR, value=job.done, max=job.total, label=f"{job.done}/{job.total}"
+        ),
+        dbc.Button("Cancel", id=ids.PREP_CANCEL, color="secondary", className="mt-2"),
+        html.Div(job.session, id=ids.PREP_SESSION, hidden=True),
+        dcc.Interval(id=ids.PREP_TICK, interval=1000),
+        dcc.Store(id=ids.PREP_DONE, data=False),
+    )
+
+
+def _where(job: Job) -> str:
+    return f"one task per worker on {job.where}" if job.where else "starting the workers…"
+
+
+@dash.callback(
+    Output(ids.PREP_BAR, "value"),
+    Output(ids.PREP_BAR, "label"),
+    Output(ids.PREP_WHERE, "children"),
+    Output(ids.PREP_DONE, "data"),
+    Input(ids.PREP_TICK, "n_intervals"),
+    State(ids.PREP_SESSION, "children"),
+    prevent_initial_call=True,
+)
+def _poll(_: int, session: str) -> tuple[Any, Any, Any, Any]:
+    job = current().store.job(session)
+    if job is None or job.finished.is_set():  # done (or failed): show the page (or why)
+        return dash.no_update, dash.no_update, dash.no_update, True
+    return job.done, f"{job.done}/{job.total}", _where(job), dash.no_update
+
+
+# The same URL again: a reload renders the page from the finished analysis (a Location set
+# to the URL it already has would not navigate).
+dash.clientside_callback(
+    "function(done) { if (done) { window.location.reload(); } return done; }",
+    Output(ids.PREP_DONE, "data", allow_duplicate=True),
+    Input(ids.PREP_DONE, "data"),
+    prevent_initial_call=True,
+)
+
+
+@dash.callback(
+    Output(ids.PREP_CANCEL, "disabled"),
+    Output(ids.PREP_CANCEL, "children"),
+    Input(ids.PREP_CANCEL, "n_clicks"),
+    State(ids.PREP_SESSION, "children"),
+    prevent_initial_call=True,
+)
+def _cancel(_: int, session: str) -> tuple[bool, str]:
+    current().store.cancel(session)
+    return True, "Cancelling… (tasks already running finish first)"
 
 
 def download_frame(frame: pd.DataFrame, name: str, parquet_button: str) -> dict[str, Any]:
@@ -93,7 +153,7 @@ ALL_WORKERS = "all"
 
 def worker_picker(component_id: str, analysis: SessionAnalysis, value: str | None) -> dcc.Dropdown:
     """A dropdown of the session's workers, with "all" first."""
-    workers = [ALL_WORKERS, *sorted(analysis.frames.events["worker"].cat.categories)]
+    workers = [ALL_WORKERS, *analysis.worker_names]
     return dcc.Dropdown(
         id=component_id, options=workers, value=value or ALL_WORKERS, clearable=False
     )

@@ -11,6 +11,7 @@ from dash import Input, Output, State, dcc, html
 
 from analyzers.session import SessionAnalysis
 from app import ids
+from app.context import current
 from app.figures.pod import breakdown_bars_figure, step_heatmap_figure, step_time_lines_figure
 from app.pages._common import (
     card,
@@ -43,6 +44,10 @@ def layout(
         html.Li(f"{r.worker}: {r.note}")
         for r in analysis.methods.itertuples()
         if r.method != "marker"
+    ]
+    notes += [
+        html.Li(f"left out (could not be parsed): {failure}")
+        for failure in current().store.failures(session or "")
     ]
     missing = analysis.missing
     if len(missing):
