@@ -34,11 +34,12 @@ def grid_rows(table: pd.DataFrame, session: str) -> list[dict[str, Any]]:
     for col in [c for c in view.columns if c.endswith("_ps")]:
         view[col.removesuffix("_ps") + "_ms"] = (view[col] / 1e9).round(4)
     view = view.drop(columns=[c for c in view.columns if c.endswith("_ps")])
-    name = (
-        view["kernel"]
-        if "kernel" in view
-        else view["op_name"].where(view["op_name"] != "", view["op_type"])
-    )
+    if "kernel" in view:
+        name = view["kernel"]
+    elif "op_name" in view:
+        name = view["op_name"].where(view["op_name"] != "", view["op_type"])
+    else:  # per op type: the timeline searches for the type
+        name = view["op_type"]
     view.insert(
         0,
         "timeline",

@@ -317,3 +317,24 @@ def test_gpu_pages_put_busy_gpus_first_and_collapse_idle_ones(page, server, path
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"v100{path.replace('/', '_')}.png"), full_page=True)
     assert page.errors == []
+
+
+@pytest.mark.parametrize("how", ["click", "url"])
+def test_ops_per_op_type_shows_the_type_table(page, server, how: str) -> None:  # type: ignore[no-untyped-def]
+    if how == "url":
+        page.goto(server + "/ops?session=2026_01_01_00_00_00&by=type")
+    else:
+        page.goto(server + "/ops?session=2026_01_01_00_00_00")
+        settle(page)
+        page.locator("#ops-table .ag-row").first.wait_for(timeout=20_000)
+        page.get_by_label("per op type").check()
+    page.wait_for_function(
+        "document.querySelector('#ops-table .ag-header-cell[col-id=op_type]') && "
+        "!document.querySelector('#ops-table .ag-header-cell[col-id=op_name]')",
+        timeout=20_000,
+    )
+    page.wait_for_timeout(1500)  # what stays, not a transient state
+    types = page.locator("#ops-table .ag-center-cols-container [col-id=op_type]").all_inner_texts()
+    assert {"MatMul", "CollectiveReduceV2"} <= set(types)
+    assert page.get_by_label("per op type").is_checked()
+    assert page.errors == []
