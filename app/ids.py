@@ -6,6 +6,8 @@ from __future__ import annotations
 URL = "shell-url"
 SESSION_PICKER = "shell-session"
 SESSION_ALERT = "shell-session-alert"
+#: Navbar links: pattern-matching ids {"type": NAV_LINK, "path": page path}.
+NAV_LINK = "shell-nav"
 
 # Sessions page
 SESSIONS_TABLE = "sessions-table"

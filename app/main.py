@@ -15,7 +15,7 @@ from pathlib import Path
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, dcc, html
+from dash import ALL, Input, Output, State, dcc, html
 from flask import jsonify
 
 from app import ids
@@ -32,7 +32,7 @@ def _navbar() -> dbc.Navbar:
             dbc.NavLink(
                 page["name"],
                 href=page["relative_path"],
-                id=f"nav-{page['module'].rsplit('.', 1)[-1]}",
+                id={"type": ids.NAV_LINK, "path": page["relative_path"]},
             )
         )
         for page in dash.page_registry.values()
@@ -93,6 +93,28 @@ def create_app(config: AppSettings) -> dash.Dash:
         return jsonify(status="ok", logdir=str(config.logdir), sessions=len(context.store.names()))
 
     return app
+
+
+#: Pages about every session (not one): their links do not carry the session.
+_NOT_PER_SESSION = {"/", "/capture"}
+
+
+@dash.callback(
+    Output({"type": ids.NAV_LINK, "path": ALL}, "href"),
+    Input(ids.URL, "search"),
+    State({"type": ids.NAV_LINK, "path": ALL}, "id"),
+)
+def _nav_keeps_session(search: str | None, links: list[dict[str, str]]) -> list[str]:
+    """Moving between pages keeps the session the user is looking at."""
+    from urllib.parse import urlencode
+
+    session = query_of(search).get("session")
+    return [
+        link["path"]
+        if session is None or link["path"] in _NOT_PER_SESSION
+        else f"{link['path']}?{urlencode({'session': session})}"
+        for link in links
+    ]
 
 
 @dash.callback(

@@ -338,3 +338,18 @@ def test_ops_per_op_type_shows_the_type_table(page, server, how: str) -> None:  
     assert {"MatMul", "CollectiveReduceV2"} <= set(types)
     assert page.get_by_label("per op type").is_checked()
     assert page.errors == []
+
+
+def test_navbar_links_keep_the_session(page, server) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + "/pod?session=2026_01_01_00_00_00")
+    settle(page)
+    page.locator(".podscope-nav a", has_text="Ops").click()
+    page.wait_for_url("**/ops?session=2026_01_01_00_00_00", timeout=10_000)
+    settle(page)
+    page.wait_for_timeout(1000)
+    assert "2026_01_01_00_00_00" in page.inner_text("#shell-session")  # not the newest session
+    page.locator(".podscope-nav a", has_text="Diagnostics").click()
+    page.wait_for_url("**/diagnostics?session=2026_01_01_00_00_00", timeout=10_000)
+    page.locator(".podscope-nav a", has_text="Sessions").click()  # every session: no query
+    page.wait_for_url(server + "/", timeout=10_000)
+    assert page.errors == []
