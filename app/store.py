@@ -126,8 +126,14 @@ class SessionStore:
         return layout.profile_root(self.logdir)
 
     def names(self) -> list[str]:
-        """Session names, newest first."""
-        return sorted(sessions(self.logdir), reverse=True)
+        """Session names, newest first: by their newest trace file's modification time (a
+        name says nothing: ``upload_…`` sorts after every ``2026_…`` capture), then name."""
+
+        def newest(name: str) -> float:
+            files = trace_files(self.root / name)
+            return max((f.stat().st_mtime for f in files), default=0.0)
+
+        return sorted(sessions(self.logdir), key=lambda n: (newest(n), n), reverse=True)
 
     def path(self, session: str) -> Path:
         """The session's folder.
