@@ -93,6 +93,10 @@ def mixed_precision(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 
 @rule("tf32", "TF32 disabled on an Ampere-or-newer GPU", needs=(DEVICE,))
 def tf32(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    s = inp.frames.plane_stats
+    vendors = set(s.loc[s["key"] == "device_vendor", "str_value"].dropna().astype(str))
+    if vendors - {"Nvidia", "NVIDIA"}:  # AMD's gfx9 reports major 9: not an NVIDIA Ampere
+        return skip(f"TF32 is an NVIDIA Ampere+ mode; these GPUs are {', '.join(sorted(vendors))}")
     cc = _plane_stat(inp, "compute_cap_major").dropna()
     if cc.empty:
         return skip("the trace does not record the GPUs' compute capability")

@@ -112,6 +112,15 @@ def test_tf32_needs_ampere() -> None:
     assert not f.applies and "Ampere" in f.reason
 
 
+def test_tf32_does_not_apply_to_an_amd_gpu() -> None:
+    """The ROCm MI300X sample reports compute capability 9 (gfx94x), not an NVIDIA Ampere."""
+    path = shared_trace(
+        "xplane", "rocm_jax_tracelens", "traces__mi300__jax08_gemm__tw003.xplane.pb"
+    )
+    f = finding(load(path, cache=False), "tf32")
+    assert not f.applies and f.reason == "TF32 is an NVIDIA Ampere+ mode; these GPUs are AMD"
+
+
 def test_cpu_only_trace_says_gpu_rules_do_not_apply() -> None:
     b = SpaceBuilder()
     host = b.plane("/host:CPU")
