@@ -125,6 +125,12 @@ def step_gaps(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 
 @rule("no_step_markers", "Step markers missing")
 def no_step_markers(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    planes = inp.meta.planes["plane"].astype(str)
+    if not planes.str.startswith("/").any():  # no XPlane: an Android / Chrome trace
+        return skip(
+            "not a training capture (Android or Chrome trace): its steps are TFLite "
+            "invokes, on the TFLite page"
+        )
     m = inp.methods
     # Workers traced with the Python tracer only (the safe capture plan) cannot show markers;
     # they count as missing only when no worker of the job shows any.
@@ -144,10 +150,26 @@ def no_step_markers(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             "workers": {r.worker: r.method for r in missing.itertuples()},
             "notes": {r.worker: r.note for r in missing.itertuples()},
         },
-        recommendation="Wrap each training step in `with tf.profiler.experimental.Trace('train', step_num=step, _r=1):` "
-        "(Keras fit does this for you). Without markers, PodScope falls back on repeated tf.function calls "
-        "or the Python tracer, and XProf shows no step time at all.",
+        recommendation=(
+            "Wrap each training step in `with jax.profiler.StepTraceAnnotation('train', "
+            "step_num=step):`. Without markers, neither PodScope nor XProf can tell the steps apart."
+            if _is_jax(inp)
+            else "Wrap each training step in `with tf.profiler.experimental.Trace('train', "
+            "step_num=step, _r=1):` (Keras fit does this for you). Without markers, PodScope falls "
+            "back on repeated tf.function calls or the Python tracer, and XProf shows no step "
+            "time at all."
+        ),
     )
+
+
+def _is_jax(inp: SessionAnalysis) -> bool:
+    """A JAX capture: its XLA programs are ``jit_<function>`` modules (TF's are
+    ``a_inference_…``) and no host event is a TF op."""
+    modules = inp.meta.hlo_ops["module"].astype(str)
+    ev = inp.frames.events
+    host = ~ev["plane"].astype(str).str.startswith("/device:")
+    tf_ops = ev["op_type"].notna() & (ev["op_type"] != "XlaModule") & host  # XLA launches
+    return bool(modules.str.startswith(("jit_", "pjit_")).any()) and not bool(tf_ops.any())
 
 
 @rule("straggler", "Straggler: one worker holds the others back")

@@ -121,6 +121,21 @@ def test_tf32_does_not_apply_to_an_amd_gpu() -> None:
     assert not f.applies and f.reason == "TF32 is an NVIDIA Ampere+ mode; these GPUs are AMD"
 
 
+def test_step_marker_advice_fits_the_framework() -> None:
+    jax = load(
+        shared_trace("xplane", "rocm_jax_tracelens", "traces__mi300__jax08_gemm__tw003.xplane.pb"),
+        cache=False,
+    )
+    f = finding(jax, "no_step_markers")
+    assert f.applies and "jax.profiler.StepTraceAnnotation" in f.recommendation
+    assert "tf.profiler" not in f.recommendation
+    android = load(shared_trace("android", "perfetto_small", "bad_print.systrace"), cache=False)
+    f = finding(android, "no_step_markers")
+    assert not f.applies and "TFLite" in f.reason
+    tf = finding(gpu_trace(kernel="volta_sgemm_128x64_nn"), "no_step_markers")
+    assert "tf.profiler.experimental.Trace" in tf.recommendation or tf.severity == "none"
+
+
 def test_cpu_only_trace_says_gpu_rules_do_not_apply() -> None:
     b = SpaceBuilder()
     host = b.plane("/host:CPU")
