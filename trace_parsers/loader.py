@@ -138,20 +138,37 @@ def resolve(path: str | Path, session: str | None = None) -> list[Path]:
     if not p.is_dir():
         raise TraceParseError(p, "unknown", "no such file or folder")
     files = trace_files(p)
-    if files and session is None:
+    logdirs = _logdirs(p)
+    # Loose files count unless the folder is a logdir and they are not XPlanes (a notes.json
+    # beside plugins/ is not a capture).
+    xplanes = files and files[0].name.endswith(PARSERS["xplane"].suffixes)
+    if files and session is None and (xplanes or not logdirs):
         return files
-    known = sessions(p)
+    found = {name: d for d in logdirs for name in sessions(d)}  # later runs win a tie
     if session is not None:
-        if session not in known:
+        if session not in found:
             raise TraceParseError(
-                p, "unknown", f"no session {session!r}; known: {', '.join(known) or 'none'}"
+                p, "unknown", f"no session {session!r}; known: {', '.join(sorted(found)) or 'none'}"
             )
-        return trace_files(layout.session_dir(p, session))
-    if not known:
+        return trace_files(layout.session_dir(found[session], session))
+    if not found:
         raise TraceParseError(
             p, "unknown", "no capture files (*.xplane.pb) and no plugins/profile/<session> folder"
         )
-    return trace_files(layout.session_dir(p, known[-1]))
+    newest = max(found, key=lambda n: (_mtime(layout.session_dir(found[n], n)), n))
+    return trace_files(layout.session_dir(found[newest], newest))
+
+
+def _logdirs(folder: Path) -> list[Path]:
+    """``folder`` if it holds ``plugins/profile``, else its subfolders that do: the run
+    folders a Keras ``TensorBoard(profile_batch=…)`` callback writes (``logdir/train/…``)."""
+    if layout.profile_root(folder).is_dir():
+        return [folder]
+    return sorted(c for c in folder.iterdir() if c.is_dir() and layout.profile_root(c).is_dir())
+
+
+def _mtime(folder: Path) -> float:
+    return max((f.stat().st_mtime for f in trace_files(folder)), default=0.0)
 
 
 def format_of(path: Path, head: bytes) -> Format:

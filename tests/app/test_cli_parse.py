@@ -96,3 +96,27 @@ def test_compare_two_runs(tmp_path: Path) -> None:
     assert "ms per step" in r.stdout and "+300.0%" in r.stdout and "MatMul" in r.stdout
     r = podscope("compare", str(files[0]), str(tmp_path / "missing"), cache=tmp_path / "c")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+def test_a_tensorboard_logdir_with_a_stray_file_parses(tmp_path: Path) -> None:
+    """Keras' TensorBoard(profile_batch=…) writes logdir/train/plugins/profile/<session>/;
+    a notes.json beside it is not a capture."""
+    logdir = make_run(tmp_path / "tb")  # tb/logdir/plugins/profile/2026_11_30_07_00_00
+    train = tmp_path / "keras"
+    (train / "logs").mkdir(parents=True)
+    (logdir).rename(train / "logs" / "train")
+    (train / "logs" / "notes.json").write_text('{"note": "lr 1e-3"}')
+    out = podscope("parse", str(train / "logs"), "--json", cache=tmp_path / "cache")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert sorted(w["worker"] for w in summary["workers"]) == ["localhost_2222", "localhost_2223"]
+    out = podscope(
+        "steps",
+        str(train / "logs"),
+        "--session",
+        "2026_11_30_07_00_00",
+        "--csv",
+        cache=tmp_path / "cache",
+    )
+    assert out.returncode == 0, out.stderr
+    assert len(out.stdout.strip().splitlines()) == 1 + 2 * 4
