@@ -73,7 +73,10 @@ def serve(settings: object, host: str, port: int) -> None:
     settings.logdir.mkdir(parents=True, exist_ok=True)  # type: ignore[attr-defined]
     app = create_app(settings)  # type: ignore[arg-type]
     typer.echo(f"serving on http://{host}:{port}", err=False)
-    app.run(host=host, port=port, debug=False)
+    # A production WSGI server (Flask's own warns it is not one), quiet per request.
+    import waitress
+
+    waitress.serve(app.server, host=host, port=port, threads=8, ident="PodScope")
 
 
 def demo_command(
