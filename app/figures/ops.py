@@ -10,18 +10,45 @@ def _label(row: pd.Series) -> str:
     return str(row.get("kernel") or row.get("op_name") or row["op_type"])
 
 
+def short_name(name: str, width: int = 60) -> str:
+    """``name`` in at most ``width`` characters, keeping its start and its end (kernel names
+    differ at the end: ``…<float, 128, 4>`` vs ``…<half, 64, 8>``)."""
+    if len(name) <= width:
+        return name
+    keep = (width - 1) // 2
+    return f"{name[:keep]}…{name[-(width - 1 - keep) :]}"
+
+
+def _unique(labels: list[str]) -> list[str]:
+    """Labels made distinct (a bar chart merges equal category labels into one bar)."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return out
+
+
 def ops_top_figure(table: pd.DataFrame, n: int = 20) -> go.Figure:
-    """Horizontal bars of the ``n`` ops with the most self time (ms), labelled by worker/device."""
+    """Horizontal bars of the ``n`` ops with the most self time (ms), labelled by worker/device
+    (long names shortened in the middle; the hover shows the whole name)."""
     top = table.nlargest(n, "self_ps")
-    labels = [f"{_label(r)[:60]} · {r['worker']} {r['device']}" for _, r in top.iterrows()]
+    names = [_label(r) for _, r in top.iterrows()]
+    labels = _unique(
+        [
+            f"{short_name(name)} · {r['worker']} {r['device']}"
+            for name, (_, r) in zip(names, top.iterrows(), strict=True)
+        ]
+    )
     fig = go.Figure(
         go.Bar(
             y=labels,
             x=top["self_ps"] / 1e9,
             orientation="h",
             marker_color="#4c78a8",
-            customdata=top[["occurrences", "op_type"]].to_numpy(),
-            hovertemplate="%{y}<br>self %{x:.3f} ms · %{customdata[0]} × %{customdata[1]}<extra></extra>",
+            customdata=list(zip(top["occurrences"], top["op_type"], names, strict=True)),
+            hovertemplate="%{customdata[2]}<br>self %{x:.3f} ms · %{customdata[0]} × "
+            "%{customdata[1]}<extra></extra>",
         )
     )
     fig.update_layout(

@@ -40,15 +40,25 @@ def grid_rows(table: pd.DataFrame, session: str) -> list[dict[str, Any]]:
         name = view["op_name"].where(view["op_name"] != "", view["op_type"])
     else:  # per op type: the timeline searches for the type
         name = view["op_type"]
-    view.insert(
-        0,
-        "timeline",
-        [
-            f"[open](/timeline?{urlencode({'session': session, 'worker': w, 'q': q})})"
-            for w, q in zip(view["worker"], name, strict=True)
-        ],
-    )
+    view["timeline"] = [
+        f"[open](/timeline?{urlencode({'session': session, 'worker': w, 'q': q})})"
+        for w, q in zip(view["worker"], name, strict=True)
+    ]
+    # What and what it costs first, where it ran after, most expensive first.
+    lead = [c for c in (*NAME_COLUMNS, *COST_COLUMNS, "worker", "device") if c in view]
+    view = view[lead + [c for c in view.columns if c not in lead]]
+    view = view.sort_values("self_ms", ascending=False, kind="stable")
     return view.astype(object).where(view.notna(), None).to_dict("records")
+
+
+#: The op's name columns (per GPU kernel: the kernel, then its op).
+NAME_COLUMNS = ("kernel", "op_name", "op_type")
+COST_COLUMNS = ("self_ms", "total_ms", "occurrences", "avg_ms", "self_share", "p95_ms")
+
+
+def rows_name(rows: list[dict[str, Any]]) -> str | None:
+    """The first name column of the grid's rows (pinned on the left)."""
+    return next((c for c in NAME_COLUMNS if rows and c in rows[0]), None)
 
 
 def layout(
@@ -156,7 +166,7 @@ def show(worker: str, by: str, search: str | None) -> tuple[Any, ...]:
     cols = [
         {
             "field": c,
-            "pinned": "left" if c in ("timeline", "worker") else None,
+            "pinned": "left" if c == rows_name(rows) else None,
             "cellRenderer": "markdown" if c == "timeline" else None,
         }
         for c in (rows[0] if rows else {})

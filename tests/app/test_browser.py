@@ -334,7 +334,7 @@ def test_ops_per_op_type_shows_the_type_table(page, server, how: str) -> None:  
         timeout=20_000,
     )
     page.wait_for_timeout(1500)  # what stays, not a transient state
-    types = page.locator("#ops-table .ag-center-cols-container [col-id=op_type]").all_inner_texts()
+    types = page.locator("#ops-table .ag-row [col-id=op_type]").all_inner_texts()
     assert {"MatMul", "CollectiveReduceV2"} <= set(types)
     assert page.get_by_label("per op type").is_checked()
     assert page.errors == []
@@ -352,4 +352,20 @@ def test_navbar_links_keep_the_session(page, server) -> None:  # type: ignore[no
     page.wait_for_url("**/diagnostics?session=2026_01_01_00_00_00", timeout=10_000)
     page.locator(".podscope-nav a", has_text="Sessions").click()  # every session: no query
     page.wait_for_url(server + "/", timeout=10_000)
+    assert page.errors == []
+
+
+def test_ops_grid_leads_with_the_name_and_its_cost_most_expensive_first(page, server) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + "/ops?session=2026_01_03_gpu&by=kernel")
+    settle(page)
+    page.locator("#ops-table .ag-row").first.wait_for(timeout=20_000)
+    page.wait_for_timeout(1000)
+    headers = page.locator("#ops-table .ag-header-cell").evaluate_all(
+        "els => els.map(e => e.getAttribute('col-id'))"
+    )
+    assert headers[:4] == ["kernel", "op_name", "op_type", "self_ms"], headers
+    assert "worker" not in headers[:6] and "timeline" not in headers[:6]  # costs in view first
+    cells = page.locator("#ops-table .ag-center-cols-container [col-id=self_ms]").all_inner_texts()
+    selfs = [float(c) for c in cells]
+    assert selfs == sorted(selfs, reverse=True) and len(selfs) >= 2  # by cost, not by device
     assert page.errors == []

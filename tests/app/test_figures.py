@@ -101,3 +101,23 @@ def test_compare_figure_has_one_bar_series_per_run() -> None:
     host = list(fig.data[0].y).index("host compute")
     assert (fig.data[0].x[host], fig.data[1].x[host]) == (0.3, 0.5)
     assert fig.data[1].customdata[host] == "+67%"
+
+
+def test_top_ops_keep_kernels_apart_whose_names_share_a_long_start() -> None:
+    from app.figures.ops import ops_top_figure
+
+    stem = "void cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::threadblock"
+    table = pd.DataFrame(
+        {
+            "kernel": [f"{stem}<float, 128, 4>>", f"{stem}<half, 64, 8>>", "small"],
+            "op_type": ["MatMul", "MatMul", "Relu"],
+            "worker": "w",
+            "device": "/device:GPU:0",
+            "self_ps": [3e9, 2e9, 1e9],
+            "occurrences": [10, 10, 5],
+        }
+    )
+    bar = ops_top_figure(table).data[0]
+    assert len(set(bar.y)) == 3  # three bars, not two merged ones
+    assert bar.y[0].split(" · ")[0].endswith("<float, 128, 4>>")
+    assert [c[2] for c in bar.customdata] == table["kernel"].tolist()  # whole names on hover
