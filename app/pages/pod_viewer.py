@@ -120,6 +120,7 @@ def layout(
                     max=n_steps - 1,
                     step=1,
                     value=selected or 0,
+                    disabled=selected is None,  # the mean of all steps has no step to pick
                     marks=None,
                     tooltip={"placement": "bottom", "always_visible": True},
                 ),
@@ -177,6 +178,11 @@ def select_step(step: int, mode: str, search: str | None) -> tuple[Any, Any]:
     selected = int(step) if mode == "step" else None
     rows, title = analysis.step_rows(selected), step_title(analysis, selected)
     return breakdown_bars_figure(rows, title), step_time_lines_figure(analysis.pod, selected)
+
+
+@dash.callback(Output(ids.POD_STEP, "disabled"), Input(ids.POD_MODE, "value"))
+def slider_only_for_one_step(mode: str) -> bool:
+    return mode != "step"
 
 
 @dash.callback(

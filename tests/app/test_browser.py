@@ -369,3 +369,25 @@ def test_ops_grid_leads_with_the_name_and_its_cost_most_expensive_first(page, se
     selfs = [float(c) for c in cells]
     assert selfs == sorted(selfs, reverse=True) and len(selfs) >= 2  # by cost, not by device
     assert page.errors == []
+
+
+def test_step_slider_is_off_while_all_steps_are_shown(page, server) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + "/pod?session=2026_01_01_00_00_00")
+    settle(page)
+    title = page.locator("#pod-bars .gtitle")
+    handle = page.locator("#pod-step [role=slider]")
+    assert (title.text_content() or "").startswith("All 30 steps")
+    assert handle.get_attribute("aria-disabled") == "true" or handle.is_disabled()
+    page.get_by_label("One step").check()
+    page.wait_for_function(
+        "document.querySelector('#pod-step [role=slider]')?.getAttribute('aria-disabled') !== 'true'"
+    )
+    handle.focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(
+        "document.querySelector('#pod-bars .gtitle')?.textContent.startsWith('Step 1')"
+    )
+    page.get_by_label("All steps (mean)").check()
+    page.wait_for_timeout(1000)
+    assert handle.get_attribute("aria-disabled") == "true" or handle.is_disabled()
+    assert (title.text_content() or "").startswith("All 30 steps")
