@@ -18,6 +18,7 @@ import pandas as pd
 
 from analyzers._match import isin, matches
 from analyzers.groups import DERIVED_LINES
+from analyzers.rule_inputs import op_counts, per_aligned_step
 from trace_parsers.nesting import nest_events
 from trace_parsers.tfop import parse_tf_op
 
@@ -581,7 +582,7 @@ def memory_peak(timeline: pd.DataFrame) -> pd.DataFrame:
 
 def ops_per_step(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Mean op executions per step, per worker and op type (ops that start inside a step;
-    tf.data work excluded).
+    tf.data work excluded: it runs beside the step).
 
     Args:
         events: the ``events`` frame.
@@ -590,22 +591,4 @@ def ops_per_step(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     Returns:
         Columns ``worker, op_type, per_step`` sorted by count, highest first.
     """
-    ops = op_events(events)
-    # Input-pipeline work (tf.data iterators and map functions on tf_data threads) runs beside
-    # the step, not in it.
-    ops = ops[
-        (ops["op_type"] != "Dataset").to_numpy()
-        & ~matches(ops["line"], "tf_data", how="startswith")
-    ]
-    rows = []
-    for worker, st in steps.groupby("worker"):
-        st = st.sort_values("start_ns")
-        w = ops[ops["worker"] == worker]
-        k = np.searchsorted(st["start_ns"].to_numpy(), w["start_ns"].to_numpy(), side="right") - 1
-        inside = (k >= 0) & (
-            w["start_ns"].to_numpy() < st["end_ns"].to_numpy()[np.clip(k, 0, None)]
-        )
-        counts = w[inside].groupby(w["op_type"].astype(str)[inside]).size() / len(st)
-        rows += [(worker, t, float(c)) for t, c in counts.items()]
-    out = pd.DataFrame(rows, columns=["worker", "op_type", "per_step"])
-    return out.sort_values(["worker", "per_step"], ascending=[True, False], ignore_index=True)
+    return per_aligned_step(op_counts(op_events(events), steps), steps)

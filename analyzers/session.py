@@ -32,14 +32,39 @@ import pandas as pd
 
 from analyzers._match import matches
 from analyzers.breakdown import step_breakdown
-from analyzers.ops import memory_timeline, op_events, op_stats, ops_per_step
+from analyzers.ops import memory_timeline, op_events, op_stats
 from analyzers.pod import device_activity, pod_view, step_rows, stragglers, worker_summary
+from analyzers.rule_inputs import (
+    first_device_starts,
+    first_starts_per_aligned_step,
+    op_counts,
+    op_summary,
+    per_aligned_step,
+    rule_events,
+    worker_events,
+)
 from analyzers.steps import align_steps, find_steps, step_methods
 from analyzers.timeline import TimelineIndex, event_details
 from trace_parsers.schema import TraceFrames
 
 if TYPE_CHECKING:
     from analyzers.diagnostics.base import Finding
+
+
+#: Derived frames that a per-worker analysis computes for each worker and concatenates
+#: (``from_parts``; the breakdown is cut to the aligned steps first). Only these and the op
+#: tables read events; the findings read none (the timeline and event details do).
+PER_WORKER = (
+    "steps",
+    "methods",
+    "memory",
+    "breakdown",
+    "op_counts",
+    "op_summary",
+    "rule_events",
+    "worker_events",
+    "device_starts",
+)
 
 
 class SessionAnalysis:
@@ -88,8 +113,8 @@ class SessionAnalysis:
     ) -> SessionAnalysis:
         """An analysis whose derived frames were computed per worker elsewhere and merged
         (``app.execution``): ``frames`` holds the small frames only (planes, workers…), and
-        ``derived`` sets ``steps``, ``methods``, ``breakdown``, ``memory`` and the op tables
-        ``ops:<by>``. Attributes that read events (timeline, findings) call ``load_events``
+        ``derived`` sets frames of ``PER_WORKER`` and the op tables ``ops:<by>``. Attributes
+        that read events (the timeline, or a frame not in ``derived``) call ``load_events``
         once, or see no events without it.
 
         Raises:
@@ -99,7 +124,7 @@ class SessionAnalysis:
         for name, frame in derived.items():
             if name.startswith("ops:"):
                 analysis._op_tables[(name.removeprefix("ops:"), None)] = frame
-            elif name in ("steps", "methods", "breakdown", "memory"):
+            elif name in PER_WORKER:
                 analysis.__dict__[name] = frame  # what the cached property would hold
             else:
                 raise KeyError(f"unknown derived frame {name!r}")
@@ -224,9 +249,42 @@ class SessionAnalysis:
             return self._op_tables.setdefault(key, hit)
 
     @cached_property
+    def op_counts(self) -> pd.DataFrame:
+        """Op executions per worker, own step and op type (``rule_inputs.op_counts``)."""
+        return op_counts(op_events(self.frames.events), self.steps)
+
+    @cached_property
     def ops_per_step(self) -> pd.DataFrame:
-        """Op executions and time per worker and aligned step."""
-        return ops_per_step(self.frames.events, self.aligned)
+        """Mean op executions per aligned step, per worker and op type (tf.data aside)."""
+        return per_aligned_step(self.op_counts, self.aligned)
+
+    @cached_property
+    def op_summary(self) -> pd.DataFrame:
+        """Op executions, tiny ones and time per worker, op and eager flag
+        (``rule_inputs.op_summary``): what the rules read instead of ``ops``."""
+        return op_summary(self.ops)
+
+    # ------------------------------------------------------------------ what rules read
+
+    @cached_property
+    def rule_events(self) -> pd.DataFrame:
+        """The few events rules pick by name (``rule_inputs.rule_events``)."""
+        return rule_events(self.frames.events)
+
+    @cached_property
+    def worker_events(self) -> pd.DataFrame:
+        """Per worker: events, non-Python-tracer events, host TF ops."""
+        return worker_events(self.frames.events)
+
+    @cached_property
+    def device_starts(self) -> pd.DataFrame:
+        """First GPU/TPU event per worker, own step and plane."""
+        return first_device_starts(self.frames.events, self.steps)
+
+    @property
+    def device_firsts(self) -> pd.DataFrame:
+        """First GPU/TPU event per worker, aligned step and plane (launch skew)."""
+        return first_starts_per_aligned_step(self.device_starts, self.aligned)
 
     # ------------------------------------------------------------------ devices, memory
 

@@ -119,26 +119,22 @@ def _analysis_or_exit(
     path: Path,
     session: str | None,
     no_cache: bool,
-    parts: frozenset[str] | None = None,
+    parts: frozenset[str],
     scheduler: str | None = None,
 ) -> SessionAnalysis:
-    """The session's analysis. With ``parts``, computed per worker by ``app.execution`` (in
-    this process for small sessions, else on Dask) with progress on a terminal; failed
-    workers are listed and the others kept. Without, one whole-session load (for analyses
-    that read events). A parse error becomes one line on stderr and exit code 2, a lost
-    cluster exit code 4."""
+    """The session's analysis, ``parts`` computed per worker by ``app.execution`` (in this
+    process for small sessions, else on Dask) with progress on a terminal; failed workers are
+    listed and the others kept. A parse error becomes one line on stderr and exit code 2, a
+    lost cluster exit code 4."""
     import os
 
-    from analyzers.session import SessionAnalysis
     from app.execution import ExecConfig, ExecutionError, run_session
-    from trace_parsers import TraceParseError, load, resolve
+    from trace_parsers import TraceParseError, resolve
 
     try:
-        if parts is None:
-            return SessionAnalysis(load(path, session=session, cache=not no_cache))
         config = ExecConfig.from_env(os.environ, scheduler=scheduler, cache=not no_cache)
         files = resolve(path, session)
-        with _progress(len(files)) as progress:
+        with task_progress(len(files)) as progress:
             run = run_session(files, config, parts, progress)
     except TraceParseError as e:
         typer.echo(f"podscope: error: {e}", err=True)
@@ -152,7 +148,7 @@ def _analysis_or_exit(
 
 
 @contextmanager
-def _progress(total: int) -> Iterator[Callable[[int, int], None] | None]:
+def task_progress(total: int) -> Iterator[Callable[[int, int], None] | None]:
     """A per-worker task bar on an interactive terminal (nothing otherwise)."""
     if total < 2 or not sys.stderr.isatty():
         yield None
@@ -343,12 +339,13 @@ def diagnose_command(
     ] = False,
     session: SessionOpt = None,
     no_cache: NoCacheOpt = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Findings from TensorFlow's GPU performance guide, ranked; exit code 0 whatever they say."""
     import dataclasses
     import json
 
-    findings = _analysis_or_exit(path, session, no_cache).findings
+    findings = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler).findings
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(f) for f in findings], indent=2, default=str))
         return

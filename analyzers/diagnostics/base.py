@@ -46,7 +46,8 @@ class Severity(str, Enum):
 class Thresholds:
     """Rule thresholds; shares of step time unless named otherwise. Defaults are XProf's where
     XProf has one (input/output 5 % / 20 %, launch / all others / collectives 3 % / 15 %,
-    16-bit share 10 %, eager 10 %, IteratorGetNext 50 µs)."""
+    16-bit share 10 %, eager 10 %, IteratorGetNext 50 µs). A tiny op is one under 20 µs
+    (``analyzers.rule_inputs.TINY_OP_PS``: op summaries are counted per worker with it)."""
 
     input: tuple[float, float] = (0.05, 0.20)
     output: tuple[float, float] = (0.05, 0.20)
@@ -57,7 +58,6 @@ class Thresholds:
     eager: tuple[float, float] = (0.10, 0.50)
     half_precision_share: float = 0.10
     iterator_get_next_us: float = 50.0
-    tiny_op_us: float = 20.0
     tiny_ops_per_step: tuple[float, float] = (200.0, 1000.0)
     copies_per_step: tuple[float, float] = (10.0, 100.0)
     straggler_score: tuple[float, float] = (0.25, 0.5)

@@ -15,7 +15,8 @@ from analyzers.diagnostics.base import (
     severity_of,
     skip,
 )
-from analyzers.ops import TENSOR_CORE_ELIGIBLE, memory_timeline
+from analyzers.ops import TENSOR_CORE_ELIGIBLE
+from analyzers.rule_inputs import ALLREDUCE, COPY, DEVICE_PLANE
 from analyzers.session import SessionAnalysis
 
 COMPUTE_HEAVY = frozenset(
@@ -24,12 +25,23 @@ COMPUTE_HEAVY = frozenset(
 
 
 def _device_events(inp: SessionAnalysis) -> pd.DataFrame:
-    ev = inp.frames.events
-    return ev[matches(ev["plane"], "/device:(?:GPU|TPU)", how="match")]
+    """The GPU/TPU events rules read (copies, all-reduces: ``rule_events``)."""
+    ev = inp.rule_events
+    return ev[matches(ev["plane"], DEVICE_PLANE, how="match")]
+
+
+def _busy_devices(inp: SessionAnalysis) -> int:
+    """GPU/TPU planes (by name, over workers) that hold any event."""
+    p = inp.meta.planes
+    return int(
+        p.loc[
+            matches(p["plane"], DEVICE_PLANE, how="match") & (p["n_events"] > 0).to_numpy(), "plane"
+        ].nunique()
+    )
 
 
 def _plane_stat(inp: SessionAnalysis, key: str) -> pd.Series:
-    s = inp.frames.plane_stats
+    s = inp.meta.plane_stats
     s = s[s["key"] == key]
     return pd.Series(
         s["int_value"].astype("Float64").to_numpy(),
@@ -93,7 +105,7 @@ def mixed_precision(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 
 @rule("tf32", "TF32 disabled on an Ampere-or-newer GPU", needs=(DEVICE,))
 def tf32(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    s = inp.frames.plane_stats
+    s = inp.meta.plane_stats
     vendors = set(s.loc[s["key"] == "device_vendor", "str_value"].dropna().astype(str))
     if vendors - {"Nvidia", "NVIDIA"}:  # AMD's gfx9 reports major 9: not an NVIDIA Ampere
         return skip(f"TF32 is an NVIDIA Ampere+ mode; these GPUs are {', '.join(sorted(vendors))}")
@@ -122,9 +134,9 @@ def tf32(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 @rule("host_device_copies", "Host↔device copies every step", needs=(DEVICE,))
 def copies(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     d = _device_events(inp)
-    cp = d[matches(d["name"], r"(?i)memcpy(?:HtoD|DtoH|H2D|D2H)")]
+    cp = d[matches(d["name"], COPY)]
     steps = max(1, inp.pod["step"].nunique())
-    value = len(cp) / steps / max(1, d["plane"].nunique())
+    value = len(cp) / steps / max(1, _busy_devices(inp))
     share = (
         float(cp["dur_ps"].sum() / 1000 / (inp.step_time_ns * steps)) if inp.step_time_ns else 0.0
     )
@@ -146,16 +158,14 @@ def copies(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 
 @rule("ops_on_host", "Compute ops placed on the host of a GPU worker", needs=(DEVICE,))
 def ops_on_host(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    ops = inp.ops
-    host_ops = ops[
-        ~matches(ops["plane"], "/device:", how="startswith") & isin(ops["op_type"], COMPUTE_HEAVY)
-    ]
-    value = float(host_ops["op_self_ps"].sum() / max(1, ops["op_self_ps"].sum()))
+    ops = inp.op_summary
+    host_ops = ops[~ops["on_device"] & isin(ops["op_type"], COMPUTE_HEAVY)]
+    value = float(host_ops["self_ps"].sum() / max(1, ops["self_ps"].sum()))
     return Verdict(
         Severity.MODERATE if value >= t.ops_on_host else Severity.NONE,
         value=value,
         expression="(lambda o: o[~o.plane.astype(str).str.startswith('/device:') & o.op_type.astype(str).isin(__import__('analyzers.diagnostics.rules_gpu', fromlist=['x']).COMPUTE_HEAVY)].op_self_ps.sum() / o.op_self_ps.sum())(prepare(frames).ops)",
-        evidence={"ops": host_ops["op_name"].astype(str).value_counts().head(5).to_dict()},
+        evidence={"ops": host_ops.groupby("op_name")["n"].sum().nlargest(5).astype(int).to_dict()},
         recommendation="Check device placement (tf.debugging.set_log_device_placement(True)): ops without a GPU "
         "kernel or with int32 inputs run on the CPU and add copies.",
         page="/ops",
@@ -165,9 +175,9 @@ def ops_on_host(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 @rule("allreduce_count", "Many all-reduces per GPU per step", needs=(DEVICE,))
 def allreduce_count(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     d = _device_events(inp)
-    coll = d[matches(d["name"], r"(?i)^nccl.*all-?reduce|all-?reduce")]
+    coll = d[matches(d["name"], ALLREDUCE)]
     steps = max(1, inp.pod["step"].nunique())
-    value = len(coll) / steps / max(1, d["plane"].nunique())
+    value = len(coll) / steps / max(1, _busy_devices(inp))
     return Verdict(
         Severity.MODERATE if value > t.allreduce_per_step else Severity.NONE,
         value=float(value),
@@ -181,25 +191,14 @@ def allreduce_count(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 
 @rule("launch_skew", "GPU launch skew between the GPUs of one worker", needs=(DEVICE,))
 def launch_skew(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    d = _device_events(inp)
     s = inp.aligned
-    if s.empty or d["plane"].nunique() < 2:
+    if s.empty or _busy_devices(inp) < 2:
         return skip("needs steps and at least two busy GPUs")
+    firsts = inp.device_firsts
     skews = []
     for worker, st in s.groupby("worker"):
-        dw = d[d["worker"] == worker]
-        k = np.searchsorted(st["start_ns"].to_numpy(), dw["start_ns"].to_numpy(), side="right") - 1
-        first = (
-            dw.assign(step=k)
-            .query("step >= 0")
-            .groupby(["step", dw["plane"].astype(str)])["start_ns"]
-            .min()
-        )
-        spread = (
-            first.groupby(level=0).agg(lambda x: x.max() - x.min())
-            if len(first)
-            else pd.Series(dtype=float)
-        )
+        first = firsts[firsts["worker"] == str(worker)]
+        spread = first.groupby("step_start_ns")["first_ns"].agg(lambda x: x.max() - x.min())
         # Relative to the step period (start to start), robust to steps that end before their kernels.
         period = (
             float(np.median(np.diff(st["start_ns"].to_numpy())))
@@ -223,7 +222,7 @@ def launch_skew(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 
 @rule("memory", "Device memory close to capacity", needs=(DEVICE,))
 def memory(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    mem = memory_timeline(inp.frames.events, inp.frames.stats)
+    mem = inp.memory
     size = _plane_stat(inp, "memory_size").dropna()
     if mem.empty or size.empty:
         return skip("no allocator events or device memory size in the trace")

@@ -6,23 +6,20 @@ import numpy as np
 
 from analyzers._match import matches
 from analyzers.diagnostics.base import Severity, Thresholds, Verdict, rule, severity_of, skip
+from analyzers.rule_inputs import COMPILE, EAGER_OP
 from analyzers.session import SessionAnalysis
-
-EAGER_OP = r"EagerLocalExecute: (?!__inference)"
-_COMPILE = r"(?i)(?:xlacompile|compile_ondemand|compilation|__inference.*compile)"
 
 
 @rule("eager", "Ops run eagerly (outside tf.function)")
 def eager(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """Eager op time: ops with ``is_eager`` (XProf), or TF 2.21's ``EagerLocalExecute: <Op>``
     events (CPU), as a share of all op time."""
-    ev = inp.frames.events
-    ops = inp.ops
+    ev = inp.rule_events
+    ops = inp.op_summary
     if ops.empty:
         return skip("no TF op events in this trace")
     eager_ev = ev[matches(ev["name"], EAGER_OP, how="match")]
-    flagged = ops["is_eager"].fillna(False).astype(bool)
-    eager_ps = float(eager_ev["dur_ps"].sum() + ops.loc[flagged, "dur_ps"].sum())
+    eager_ps = float(eager_ev["dur_ps"].sum() + ops.loc[ops["eager"], "dur_ps"].sum())
     value = eager_ps / float(ops["dur_ps"].sum() + eager_ev["dur_ps"].sum())
     top = (
         eager_ev["name"].astype(str).str.removeprefix("EagerLocalExecute: ").value_counts().head(5)
@@ -48,10 +45,10 @@ def tiny_ops(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     per = inp.ops_per_step
     if per.empty:
         return skip("no steps with op events")
-    ops = inp.ops
+    ops = inp.op_summary
     per_worker = per.groupby("worker")["per_step"].sum()
     value = float(per_worker.max())
-    short = float((ops["dur_ps"] < t.tiny_op_us * 1e6).mean())
+    short = float(ops["n_tiny"].sum() / max(1, ops["n"].sum()))
     severity = severity_of(value, t.tiny_ops_per_step) if short >= 0.5 else Severity.NONE
     top = per[per["worker"] == per_worker.idxmax()].head(5)
     return Verdict(
@@ -73,7 +70,7 @@ def tiny_ops(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 
 @rule("slow_iterator", "IteratorGetNext is slow (tf.data is a bottleneck)")
 def slow_iterator(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    ev = inp.frames.events
+    ev = inp.rule_events
     it = ev[matches(ev["name"], "IteratorGetNext", how="startswith")]
     if it.empty:
         return skip("no IteratorGetNext events (no tf.data input in the trace)")
@@ -100,7 +97,7 @@ def slow_iterator(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 
 @rule("no_prefetch", "Input pipeline without prefetch")
 def no_prefetch(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    ev = inp.frames.events
+    ev = inp.rule_events
     iters = ev[matches(ev["name"], "Iterator::", how="startswith")]
     if iters.empty:
         return skip("no tf.data iterator events in the trace")
@@ -126,9 +123,9 @@ def no_prefetch(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 
 @rule("xla_recompilation", "XLA / tf.function compiles after warm-up")
 def recompilation(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    ev = inp.frames.events
+    ev = inp.rule_events
     steps = inp.steps
-    comp = ev[matches(ev["name"], _COMPILE) & ~matches(ev["name"], "$", how="startswith")]
+    comp = ev[matches(ev["name"], COMPILE) & ~matches(ev["name"], "$", how="startswith")]
     if steps.empty:
         return skip("no steps: cannot tell warm-up from steady state")
     first_end = steps.groupby("worker")["end_ns"].min()
@@ -158,7 +155,7 @@ def cpu_only(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         title=None if not gpu else "Device planes present",
         value=float(not gpu),
         expression="float(not frames.events.plane.astype(str).str.match('/device:(?:GPU|TPU)').any())",
-        evidence={"planes": sorted(inp.frames.planes["plane"].astype(str).unique())},
+        evidence={"planes": sorted(inp.meta.planes["plane"].astype(str).unique())},
         recommendation="CPU-only trace: the GPU rules (Tensor Cores, mixed precision, TF32, copies, launch skew, "
         "memory) are not applicable and are listed with that reason."
         if not gpu

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
-
-from analyzers._match import matches
 from analyzers.diagnostics.base import (
     DEVICE,
     GUIDE,
@@ -134,9 +131,8 @@ def no_step_markers(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     m = inp.methods
     # Workers traced with the Python tracer only (the safe capture plan) cannot show markers;
     # they count as missing only when no worker of the job shows any.
-    ev = inp.frames.events
-    python = matches(ev["name"], "$", how="startswith")
-    python_only = (~pd.Series(python, index=ev.index)).groupby(ev["worker"].astype(str)).sum() == 0
+    we = inp.worker_events
+    python_only = we.set_index("worker")["traced"] == 0
     m = m.assign(python_only=m["worker"].map(python_only).fillna(False).astype(bool))
     has_markers = bool((m["method"] == "marker").any())
     missing = m[(m["method"] != "marker") & ~(m["python_only"] & has_markers)]
@@ -166,10 +162,8 @@ def _is_jax(inp: SessionAnalysis) -> bool:
     """A JAX capture: its XLA programs are ``jit_<function>`` modules (TF's are
     ``a_inference_…``) and no host event is a TF op."""
     modules = inp.meta.hlo_ops["module"].astype(str)
-    ev = inp.frames.events
-    host = ~ev["plane"].astype(str).str.startswith("/device:")
-    tf_ops = ev["op_type"].notna() & (ev["op_type"] != "XlaModule") & host  # XLA launches
-    return bool(modules.str.startswith(("jit_", "pjit_")).any()) and not bool(tf_ops.any())
+    tf_ops = inp.worker_events["host_tf_ops"].sum()  # XLA launches (XlaModule) not counted
+    return bool(modules.str.startswith(("jit_", "pjit_")).any()) and not tf_ops
 
 
 @rule("straggler", "Straggler: one worker holds the others back")

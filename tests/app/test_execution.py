@@ -11,13 +11,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from analyzers.session import SessionAnalysis
-from app.execution import PARTS, ExecConfig, ExecutionError, run_session
+from app.execution import RULE_FRAMES, ExecConfig, ExecutionError, run_session
 from bench.synth import synth_xspace
 from tests.analyzers.test_breakdown import worker_trace
 from trace_parsers import load, resolve
@@ -39,16 +40,24 @@ def mixed_session(root: Path) -> Path:
     return root
 
 
+FRAMES = ("steps", "methods", "aligned", "missing", "breakdown", "memory", "pod")
+RULE_VIEWS = (*RULE_FRAMES, "ops_per_step", "device_firsts")
+
+
 def assert_same(a: SessionAnalysis, b: SessionAnalysis) -> None:
-    for name in ("steps", "methods", "aligned", "missing", "breakdown", "memory", "pod"):
+    for name in (*FRAMES, *RULE_VIEWS):
         x, y = getattr(a, name), getattr(b, name)
         pd.testing.assert_frame_equal(
-            x.reset_index(drop=True), y.reset_index(drop=True), check_categorical=False, obj=name
+            x.reset_index(drop=True).astype({c: str for c in x.select_dtypes("category")}),
+            y.reset_index(drop=True).astype({c: str for c in y.select_dtypes("category")}),
+            check_categorical=False,
+            obj=name,
         )
     for by in ("op", "type", "kernel"):
         pd.testing.assert_frame_equal(
             a.op_table_for(by, None), b.op_table_for(by, None), check_categorical=False, obj=by
         )
+    assert [asdict(f) for f in a.findings] == [asdict(f) for f in b.findings]
 
 
 def test_in_process_equals_the_whole_session_analysis(tmp_path: Path) -> None:
@@ -59,6 +68,22 @@ def test_in_process_equals_the_whole_session_analysis(tmp_path: Path) -> None:
         run = run_session(resolve(folder), ExecConfig(cache=False, processes=processes))
         assert run.where == where and run.failures == ()
         assert_same(whole, run.analysis)
+
+
+def test_findings_of_a_per_worker_run_never_load_the_events(tmp_path: Path) -> None:
+    def no_events() -> None:
+        raise AssertionError("the findings read the session's events")
+
+    folder = mixed_session(tmp_path / "s")
+    run = run_session(
+        resolve(folder), ExecConfig(cache=False), frozenset({"rules"}), None, no_events
+    )  # type: ignore[arg-type]
+    judged = {f.rule_id: f for f in run.analysis.findings if f.applies}
+    assert {"step_gaps", "straggler", "tiny_ops", "slow_iterator", "host_device_copies"} <= set(
+        judged
+    )
+    whole = SessionAnalysis(load(folder, cache=False))
+    assert [asdict(f) for f in run.analysis.findings] == [asdict(f) for f in whole.findings]
 
 
 def test_a_corrupt_trace_is_listed_and_the_others_kept(tmp_path: Path) -> None:
@@ -200,10 +225,6 @@ def test_a_scheduler_that_is_gone_is_one_clear_error(tmp_path: Path) -> None:
         .splitlines()[-1]
         .startswith(f"podscope: error: Dask scheduler {address} unreachable")
     )
-
-
-def test_every_part_is_known() -> None:
-    assert {"steps", "breakdown", "memory", "ops:op", "ops:type", "ops:kernel"} == set(PARTS)
 
 
 @pytest.mark.cluster

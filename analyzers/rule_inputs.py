@@ -1,0 +1,218 @@
+"""What the diagnostics rules read of a session's events, reduced per worker.
+
+No rule reads the events frame: each reads these small frames (beside the op tables, steps,
+breakdown and memory timeline). Each is computed from one worker's events at a time and the
+workers' frames concatenate exactly (every function groups by worker first); the two that
+count per step are computed over a worker's *own* steps and then cut to the steps every worker
+has (``per_aligned_step``, ``first_starts_per_aligned_step``), so a session analysed per worker
+(``app.execution``) is diagnosed without its events ever reaching the driver, and equals the
+whole-session analysis.
+
+    >>> rule_events(frames.events)                    # eager, iterator, compile, copy, all-reduce
+    >>> op_summary(op_events(frames.events))          # per op: executions, tiny ones, time
+    >>> per_aligned_step(op_counts(events, steps), aligned)   # = ops_per_step(events, aligned)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analyzers._match import matches
+
+#: An op execution shorter than this is tiny (the ``tiny_ops`` rule's short-op share).
+TINY_OP_PS = 20_000_000
+EAGER_OP = r"EagerLocalExecute: (?!__inference)"
+COMPILE = r"(?i)(?:xlacompile|compile_ondemand|compilation|__inference.*compile)"
+COPY = r"(?i)memcpy(?:HtoD|DtoH|H2D|D2H)"
+ALLREDUCE = r"(?i)^nccl.*all-?reduce|all-?reduce"
+DEVICE_PLANE = "/device:(?:GPU|TPU)"
+
+
+def rule_events(events: pd.DataFrame) -> pd.DataFrame:
+    """The events rules pick by name: eager dispatches (``EagerLocalExecute``),
+    ``IteratorGetNext`` and ``Iterator::`` (tf.data), compilations, and on GPU/TPU planes the
+    host↔device copies and all-reduces.
+
+    Returns:
+        Columns ``worker, plane, name, start_ns, dur_ps``, in event order.
+    """
+    name = events["name"]
+    device = matches(events["plane"], DEVICE_PLANE, how="match")
+    keep = (
+        matches(name, EAGER_OP, how="match")
+        | matches(name, "IteratorGetNext", how="startswith")
+        | matches(name, "Iterator::", how="startswith")
+        | (matches(name, COMPILE) & ~matches(name, "$", how="startswith"))
+        | (device & (matches(name, COPY) | matches(name, ALLREDUCE)))
+    )
+    cols = ["worker", "plane", "name", "start_ns", "dur_ps"]
+    return events.loc[keep, cols].reset_index(drop=True)
+
+
+def worker_events(events: pd.DataFrame) -> pd.DataFrame:
+    """Per worker: events, those not from the Python tracer, and TF ops on the host (XLA
+    launches aside): what tells a Python-traced worker and a JAX capture.
+
+    Returns:
+        Columns ``worker, events, traced, host_tf_ops`` (one row per worker with events).
+    """
+    python = matches(events["name"], "$", how="startswith")
+    host = ~matches(events["plane"], "/device:", how="startswith")
+    op_type = events["op_type"]
+    tf_op = op_type.notna().to_numpy() & (op_type != "XlaModule").to_numpy() & host
+    out = pd.DataFrame(
+        {"worker": events["worker"].astype(str), "traced": ~python, "host_tf_ops": tf_op}
+    )
+    g = out.groupby("worker", sort=True)
+    return pd.DataFrame(
+        {
+            "events": g.size(),
+            "traced": g["traced"].sum(),
+            "host_tf_ops": g["host_tf_ops"].sum(),
+        }
+    ).reset_index()
+
+
+def op_summary(ops: pd.DataFrame) -> pd.DataFrame:
+    """Op executions (``analyzers.ops.op_events``) per worker, host or device, op type and name,
+    and eager flag: executions, tiny executions (``TINY_OP_PS``), time and self time.
+
+    Returns:
+        Columns ``worker, on_device, op_type, op_name, eager, n, n_tiny, dur_ps, self_ps``.
+    """
+    keys = ["worker", "on_device", "op_type", "op_name", "eager"]
+    frame = pd.DataFrame(
+        {
+            "worker": ops["worker"].astype(str).to_numpy(),
+            "on_device": matches(ops["plane"], "/device:", how="startswith"),
+            "op_type": ops["op_type"].astype(object).fillna("").astype(str).to_numpy(),
+            "op_name": ops["op_name"].astype(object).fillna("").astype(str).to_numpy(),
+            "eager": ops["is_eager"].to_numpy(dtype=bool, na_value=False),
+            "n_tiny": (ops["dur_ps"] < TINY_OP_PS).to_numpy(),
+            "dur_ps": ops["dur_ps"].to_numpy(dtype=np.float64),
+            "self_ps": ops["op_self_ps"].to_numpy(dtype=np.float64),
+        }
+    )
+    g = frame.groupby(keys, sort=True)
+    out = g.agg(n=("n_tiny", "size"), n_tiny=("n_tiny", "sum"), dur_ps=("dur_ps", "sum"))
+    out["self_ps"] = g["self_ps"].sum()
+    return out.reset_index()
+
+
+def _step_of(starts: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Index of the step (by sorted ``starts``) each time falls after, -1 before the first."""
+    return np.searchsorted(starts, t, side="right") - 1
+
+
+def op_counts(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Op executions that start inside each step, per worker, step and op type; tf.data work
+    (type ``Dataset`` or on ``tf_data`` threads) excluded: it runs beside the step.
+
+    Args:
+        ops: ``analyzers.ops.op_events`` of the events.
+        steps: steps with ``worker, start_ns, end_ns`` (a worker's own, or aligned).
+
+    Returns:
+        Columns ``worker, step_start_ns, op_type, count``.
+    """
+    ops = ops[
+        (ops["op_type"] != "Dataset").to_numpy()
+        & ~matches(ops["line"], "tf_data", how="startswith")
+    ]
+    parts = []
+    worker = ops["worker"].astype(str).to_numpy()
+    for w, st in steps.groupby(steps["worker"].astype(str)):
+        st = st.sort_values("start_ns")
+        starts, ends = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
+        mine = worker == w
+        t = ops["start_ns"].to_numpy()[mine]
+        k = _step_of(starts, t)
+        inside = (k >= 0) & (t < ends[np.clip(k, 0, None)])
+        counts = (
+            pd.DataFrame(
+                {
+                    "step_start_ns": starts[k[inside]],
+                    "op_type": ops["op_type"].astype(str).to_numpy()[mine][inside],
+                }
+            )
+            .groupby(["step_start_ns", "op_type"], sort=True)
+            .size()
+        )
+        if len(counts):  # an empty part would turn the concatenated columns to object
+            parts.append(counts.rename("count").reset_index().assign(worker=w))
+    cols = ["worker", "step_start_ns", "op_type", "count"]
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+
+
+def per_aligned_step(counts: pd.DataFrame, aligned: pd.DataFrame) -> pd.DataFrame:
+    """Mean executions per aligned step, per worker and op type, from ``op_counts`` over a
+    worker's own steps (the aligned steps are some of them, with the same bounds).
+
+    Returns:
+        Columns ``worker, op_type, per_step``, highest first per worker.
+    """
+    cols = ["worker", "op_type", "per_step"]
+    if aligned.empty or counts.empty:
+        return pd.DataFrame(columns=cols)
+    keys = aligned[["worker", "start_ns"]].astype({"worker": str})
+    n_steps = keys.groupby("worker").size()
+    kept = counts.merge(
+        keys.rename(columns={"start_ns": "step_start_ns"}), on=["worker", "step_start_ns"]
+    )
+    out = kept.groupby(["worker", "op_type"], sort=True)["count"].sum().reset_index()
+    out["per_step"] = (out["count"] / out["worker"].map(n_steps)).astype(float)
+    return out[cols].sort_values(["worker", "per_step"], ascending=[True, False], ignore_index=True)
+
+
+def first_device_starts(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Per worker, step and GPU/TPU plane: the first device event that starts in the step
+    (from its start to the next step's start).
+
+    Returns:
+        Columns ``worker, step_start_ns, plane, first_ns``.
+    """
+    device = events[matches(events["plane"], DEVICE_PLANE, how="match")]
+    worker = device["worker"].astype(str).to_numpy()
+    parts = []
+    for w, st in steps.groupby(steps["worker"].astype(str)):
+        starts = np.sort(st["start_ns"].to_numpy())
+        mine = worker == w
+        t = device["start_ns"].to_numpy()[mine]
+        k = _step_of(starts, t)
+        ok = k >= 0
+        if not ok.any():
+            continue
+        parts.append(
+            pd.DataFrame(
+                {
+                    "worker": w,
+                    "step_start_ns": starts[k[ok]],
+                    "plane": device["plane"].astype(str).to_numpy()[mine][ok],
+                    "first_ns": t[ok],
+                }
+            )
+        )
+    return _first_per_step(parts)
+
+
+def first_starts_per_aligned_step(firsts: pd.DataFrame, aligned: pd.DataFrame) -> pd.DataFrame:
+    """``first_device_starts`` over a worker's own steps → over the aligned steps: a step left
+    out of the alignment belongs to the aligned step before it, as its events would."""
+    parts = []
+    for w, st in aligned.groupby(aligned["worker"].astype(str)):
+        starts = np.sort(st["start_ns"].to_numpy())
+        mine = firsts[firsts["worker"] == w]
+        k = _step_of(starts, mine["step_start_ns"].to_numpy())
+        ok = k >= 0
+        if ok.any():
+            parts.append(mine[ok].assign(step_start_ns=starts[k[ok]]))
+    return _first_per_step(parts)
+
+
+def _first_per_step(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    cols = ["worker", "step_start_ns", "plane", "first_ns"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    both = pd.concat(parts, ignore_index=True)
+    return both.groupby(cols[:3], sort=True)["first_ns"].min().reset_index()
