@@ -1,19 +1,19 @@
 """The ``podscope`` command line: one sub-command per job; errors become one line + exit code.
 
-$ podscope parse runs/demo --out frames/ --format csv
+$ podscope parse runs/demo --out frames/ --format csv     # frames/events/<worker>.csv, …
 $ podscope parse 10.0.0.1_6009.xplane.pb --json
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from app.cli_analyze import (
+    SchedulerOpt,
     compare_command,
     diagnose_command,
     memory_command,
@@ -23,7 +23,6 @@ from app.cli_analyze import (
 from app.cli_capture import capture_command
 from app.cli_cluster import cluster_cli
 from app.cli_serve import demo_command, export_command, serve_command
-from app.summary import summarize
 
 cli = typer.Typer(
     add_completion=False,
@@ -48,8 +47,6 @@ def _root() -> None:
 
 
 EXIT_BAD_INPUT = 2
-#: Above this many input bytes, parsing shows a progress bar.
-PROGRESS_MIN_BYTES = 50 << 20
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
@@ -61,7 +58,10 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
 @cli.command()
 def parse(
     path: Annotated[Path, typer.Argument(help="A .xplane.pb file, a run folder or a logdir.")],
-    out: Annotated[Path | None, typer.Option(help="Write every frame into this folder.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Write every frame as OUT/<frame>/<worker>.parquet (or .csv)."),
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", help="parquet or csv")] = "parquet",
     session: Annotated[
         str | None, typer.Option(help="Session of a logdir (default: newest).")
@@ -70,35 +70,32 @@ def parse(
         bool, typer.Option("--no-cache", help="Parse again; do not use the cache.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
-    """Parse a trace into typed frames; print a summary, optionally write the frames."""
-    from trace_parsers import TraceParseError, load, resolve
+    """Parse a trace into typed frames; print a summary, optionally write the frames.
+
+    One task per worker file (``app.execution``; on Dask with ``--scheduler``): each writes its
+    own frames to OUT/<frame>/<worker>.parquet (or .csv), so no process holds the session."""
+    import os
+
+    from app.cli_analyze import EXIT_CLUSTER, task_progress
+    from app.execution import ExecConfig, ExecutionError, export_file, merge_summaries, run_tasks
+    from trace_parsers import TraceParseError, resolve
 
     if fmt not in ("parquet", "csv"):
         raise fail(f"--format must be parquet or csv, not {fmt!r}")
+    config = ExecConfig.from_env(os.environ, scheduler=scheduler, cache=not no_cache)
     try:
         files = resolve(path, session)
-        total = sum(f.stat().st_size for f in files)
-        if total >= PROGRESS_MIN_BYTES and not as_json and sys.stderr.isatty():
-            from rich.progress import Progress
-
-            with Progress(transient=True) as bar:
-                task = bar.add_task("parsing", total=len(files))
-                frames = load(
-                    path, session=session, cache=not no_cache, on_file=lambda f: bar.advance(task)
-                )
-        else:
-            frames = load(path, session=session, cache=not no_cache)
+        target = str(out.resolve()) if out is not None else None
+        args = (target, fmt, config.cache, config.cache_dir)
+        with task_progress(0 if as_json else len(files)) as progress:
+            parts, _ = run_tasks(export_file, files, config, args, progress)
+        summary = merge_summaries(parts)
     except TraceParseError as e:
         raise fail(str(e)) from None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        for name, frame in frames.frames():
-            if fmt == "csv":
-                frame.to_csv(out / f"{name}.csv", index=False)
-            else:
-                frame.to_parquet(out / f"{name}.parquet", index=False)
-    summary = summarize(frames)
+    except ExecutionError as e:
+        raise fail(str(e), EXIT_CLUSTER) from None
     if out is not None:
         summary["written"] = str(out)
     if as_json:
@@ -107,7 +104,7 @@ def parse(
         from app.summary import render
 
         render(summary)
-    for failure in frames.failures:
+    for failure in summary["failures"]:
         typer.echo(f"podscope: warning: {failure}", err=True)
 
 

@@ -2,7 +2,8 @@
 
 Each task parses one worker's trace (through the parse cache, so a second run maps the cached
 Arrow shards instead of parsing) and reduces it to that worker's derived frames: steps and how
-they were found, the step breakdown of all its steps, op tables, the memory timeline. Only
+they were found, the step breakdown of all its steps, op tables, the memory timeline, and what
+the diagnostics rules read (``analyzers.rule_inputs``). Only
 those small frames come back; the driver aligns the steps across workers, keeps the breakdown
 rows of the aligned steps, and merges. Per-worker results are exact parts of the session's
 (every analysis groups by worker first), so the merged frames equal a whole-session analysis.
@@ -35,14 +36,19 @@ from analyzers.breakdown import step_breakdown
 from analyzers.ops import BY
 from analyzers.session import SessionAnalysis
 from analyzers.steps import align_steps
+from app.summary import summarize
 from trace_parsers import TraceParseError, load
 from trace_parsers.loader import worker_label
 from trace_parsers.schema import TraceFrames, empty_frame
 
-#: Derived frames a task can compute; ``ops:<by>`` for each op table.
-PARTS = frozenset({"steps", "breakdown", "memory", *(f"ops:{b}" for b in BY)})
-#: The small frames every task returns (what pages need besides the derived ones).
-SMALL_FRAMES = ("planes", "lines", "workers", "parse_notes")
+#: Derived frames a task can compute; ``ops:<by>`` for each op table; ``rules``: what the
+#: diagnostics rules read (``analyzers.rule_inputs``; with it, the findings need no events).
+PARTS = frozenset({"steps", "breakdown", "memory", "rules", *(f"ops:{b}" for b in BY)})
+#: What ``rules`` computes besides the parts the rules also read.
+RULE_FRAMES = ("op_counts", "op_summary", "rule_events", "worker_events", "device_starts")
+RULE_PARTS = frozenset({"steps", "breakdown", "memory", "ops:kernel", "rules"})
+#: The small frames every task returns (what pages and rules need besides the derived ones).
+SMALL_FRAMES = ("planes", "lines", "workers", "parse_notes", "plane_stats", "hlo_ops")
 
 
 class ExecutionError(RuntimeError):
@@ -125,6 +131,8 @@ def analyze_file(
         out["own_steps"] = own[["worker", "step", "start_ns", "end_ns"]]
     if "memory" in parts:
         out["memory"] = a.memory
+    if "rules" in parts:
+        out.update((name, getattr(a, name)) for name in RULE_FRAMES)
     for by in BY:
         if f"ops:{by}" in parts:
             out[f"ops:{by}"] = a.op_table_for(by, None)
@@ -191,6 +199,8 @@ def merge_parts(
         derived["memory"] = cat("memory").sort_values(
             ["worker", "allocator", "t_ns"], ignore_index=True
         )
+    if "rules" in wanted:
+        derived.update((name, cat(name)) for name in RULE_FRAMES)
     for by in BY:
         if f"ops:{by}" in wanted:
             derived[f"ops:{by}"] = cat(f"ops:{by}")
@@ -227,6 +237,70 @@ def _aligned_breakdown(
     rows["step_num"] = rows["step_num"].to_numpy()  # as step_breakdown writes it
     out = rows[list(own.columns)]
     return out.sort_values(["start_ns", "worker", "device"], ignore_index=True)
+
+
+# ---------------------------------------------------------------------- parse --out
+
+#: Frame files ``export_file`` writes, by format.
+EXPORT_FORMATS = {"parquet": ".parquet", "csv": ".csv"}
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What an export task sends back: the worker's summary (``app.summary.summarize``)."""
+
+    worker: str
+    file: str
+    summary: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+def export_file(
+    file: str, out: str | None, fmt: str, cache: bool, cache_dir: str | None
+) -> Exported:
+    """The ``podscope parse`` task: parse one worker's file, write each of its frames to
+    ``out/<frame>/<worker>.<fmt>`` (a folder per frame: ``pd.read_parquet(out/"events")``
+    reads every worker's), and send back its summary only.
+
+    Each file is written beside its target and renamed into place, so a reader never sees a
+    half-written shard and a rerun (a task retried elsewhere) replaces it whole."""
+    label = worker_label(Path(file))
+    try:
+        frames = load(file, cache=cache, cache_dir=cache_dir)
+    except TraceParseError as e:
+        return Exported(label, file, error=str(e))
+    if out is not None:
+        for name, frame in frames.frames():
+            folder = Path(out) / name
+            folder.mkdir(parents=True, exist_ok=True)
+            target = folder / f"{label}{EXPORT_FORMATS[fmt]}"
+            partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+            if fmt == "csv":
+                frame.to_csv(partial, index=False)
+            else:
+                frame.to_parquet(partial, index=False)
+            partial.replace(target)
+    return Exported(label, file, summarize(frames))
+
+
+def merge_summaries(parts: Sequence[Exported]) -> dict[str, Any]:
+    """The session's summary from its workers' (counts add up; failed workers listed).
+
+    Raises:
+        TraceParseError: no worker could be parsed.
+    """
+    ok = [p.summary for p in parts if p.error is None]
+    if not ok:
+        reasons = "; ".join(f"{p.worker}: {p.error}" for p in parts)
+        raise TraceParseError(
+            parts[0].file if parts else "<none>", "session", f"no worker parsed ({reasons})"
+        )
+    totals = ("planes", "lines", "events", "stats", "aggregates")
+    return {
+        "workers": [w for s in ok for w in s["workers"]],
+        **{k: sum(s[k] for s in ok) for k in totals},
+        "failures": [f for s in ok for f in s["failures"]] + [p.error for p in parts if p.error],
+    }
 
 
 # ---------------------------------------------------------------------- where tasks run
@@ -277,6 +351,39 @@ def _client(config: ExecConfig, n_files: int) -> Iterator[tuple[Any, str]]:
         yield client, f"LocalCluster({n} processes)"
 
 
+def run_tasks(
+    task: Callable[..., Any],
+    files: Sequence[Path],
+    config: ExecConfig,
+    args: tuple[Any, ...],
+    progress: Progress | None = None,
+    on_start: Callable[[str], None] | None = None,
+) -> tuple[list[Any], str]:
+    """Runs ``task(file, *args)`` once per file where ``config`` says (see ``_client``).
+
+    Returns:
+        The results in file order, and where they ran.
+
+    Raises:
+        ExecutionError: the scheduler is unreachable or lost mid-run.
+    """
+    names = [str(f) for f in files]
+    results: dict[str, Any] = {}
+    with _client(config, len(names)) as (client, where):
+        if on_start:
+            on_start(where)
+        if client is None:
+            for i, name in enumerate(names):
+                results[name] = task(name, *args)
+                if progress:
+                    progress(i + 1, len(names))
+        elif isinstance(client, ProcessPoolExecutor):
+            results = _on_pool(client, task, names, args, progress)
+        else:
+            results = _on_cluster(client, task, names, args, progress)
+    return [results[n] for n in names], where
+
+
 def run_session(
     files: Sequence[Path],
     config: ExecConfig,
@@ -285,7 +392,7 @@ def run_session(
     load_events: Callable[[], TraceFrames] | None = None,
     on_start: Callable[[str], None] | None = None,
 ) -> SessionRun:
-    """Runs one task per file where ``config`` says and merges the results.
+    """Runs one ``analyze_file`` task per file where ``config`` says and merges the results.
 
     Args:
         files: the session's worker files (``trace_parsers.resolve``).
@@ -294,7 +401,7 @@ def run_session(
         progress: called with (tasks done, total) as tasks finish; an exception it raises
             (a cancel) stops the run and cancels what has not run.
         load_events: how the merged analysis loads the whole session's events if an
-            analysis that reads them is asked for (the timeline, the findings).
+            analysis that reads them is asked for (the timeline, event details).
         on_start: called with where the tasks run, once that is known.
 
     Returns:
@@ -308,31 +415,23 @@ def run_session(
     unknown = set(parts) - PARTS
     if unknown:
         raise ValueError(f"unknown parts {sorted(unknown)}; known: {sorted(PARTS)}")
+    if "rules" in parts:
+        parts = parts | RULE_PARTS
     args = (frozenset(parts), config.cache, config.cache_dir)
-    names = [str(f) for f in files]
-    results: dict[str, WorkerPart] = {}
-    with _client(config, len(names)) as (client, where):
-        if on_start:
-            on_start(where)
-        if client is None:
-            for i, name in enumerate(names):
-                results[name] = analyze_file(name, *args)
-                if progress:
-                    progress(i + 1, len(names))
-        elif isinstance(client, ProcessPoolExecutor):
-            results = _on_pool(client, names, args, progress)
-        else:
-            results = _on_cluster(client, names, args, progress)
-    ordered = [results[n] for n in names]
+    ordered, where = run_tasks(analyze_file, files, config, args, progress, on_start)
     analysis = merge_parts(ordered, frozenset(parts), load_events)
     return SessionRun(analysis, tuple(p for p in ordered if p.error), where)
 
 
 def _on_pool(
-    pool: ProcessPoolExecutor, names: list[str], args: tuple[Any, ...], progress: Progress | None
-) -> dict[str, WorkerPart]:
-    futures = {pool.submit(analyze_file, n, *args): n for n in names}
-    results: dict[str, WorkerPart] = {}
+    pool: ProcessPoolExecutor,
+    task: Callable[..., Any],
+    names: list[str],
+    args: tuple[Any, ...],
+    progress: Progress | None,
+) -> dict[str, Any]:
+    futures = {pool.submit(task, n, *args): n for n in names}
+    results: dict[str, Any] = {}
     try:
         for future in concurrent.futures.as_completed(futures):
             results[futures[future]] = future.result()
@@ -345,15 +444,19 @@ def _on_pool(
 
 
 def _on_cluster(
-    client: Any, names: list[str], args: tuple[Any, ...], progress: Progress | None
-) -> dict[str, WorkerPart]:
+    client: Any,
+    task: Callable[..., Any],
+    names: list[str],
+    args: tuple[Any, ...],
+    progress: Progress | None,
+) -> dict[str, Any]:
     from distributed import as_completed
 
     futures = {
-        client.submit(analyze_file, n, *args, key=f"podscope-{i}-{n}", retries=2): n
+        client.submit(task, n, *args, key=f"podscope-{task.__name__}-{i}-{n}", retries=2): n
         for i, n in enumerate(names)
     }
-    results: dict[str, WorkerPart] = {}
+    results: dict[str, Any] = {}
     try:
         for future in as_completed(futures):
             try:

@@ -48,16 +48,13 @@ def test_parse_json_summary_and_csv_frames(tmp_path: Path) -> None:
     assert [w["worker"] for w in summary["workers"]] == ["localhost_2222", "localhost_2223"]
     assert [w["steps"] for w in summary["workers"]] == [4, 4]
     assert summary["events"] == 8
-    events = pd.read_csv(out / "events.csv")
+    shards = sorted((out / "events").iterdir())  # one file per worker, written by its task
+    assert [p.name for p in shards] == ["localhost_2222.csv", "localhost_2223.csv"]
+    events = pd.concat(map(pd.read_csv, shards))
     assert len(events) == 8 and {"worker", "start_ns", "dur_ps", "step_num"} <= set(events.columns)
+    assert set(events["worker"]) == {"localhost_2222", "localhost_2223"}
     written = {p.name for p in out.iterdir()}
-    assert {
-        "aggregates.csv",
-        "event_metadata.csv",
-        "events.csv",
-        "counters.csv",
-        "sched.csv",
-    } <= written
+    assert {"aggregates", "event_metadata", "events", "counters", "sched"} <= written
 
 
 def test_parse_writes_parquet_and_prints_table(tmp_path: Path) -> None:
@@ -67,8 +64,28 @@ def test_parse_writes_parquet_and_prints_table(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     assert "localhost_2222" in r.stdout and "8 events" in r.stdout
-    assert len(pd.read_parquet(tmp_path / "pq" / "events.parquet")) == 8
+    events = pd.read_parquet(tmp_path / "pq" / "events")  # the folder reads as one dataset
+    assert len(events) == 8 and set(events["worker"]) == {"localhost_2222", "localhost_2223"}
     assert not (tmp_path / "c").exists()
+
+
+def test_parse_out_keeps_the_good_workers_of_a_folder_with_a_corrupt_one(tmp_path: Path) -> None:
+    logdir = make_run(tmp_path)
+    session = next((logdir / "plugins" / "profile").iterdir())
+    (session / "localhost_2224.xplane.pb").write_bytes(b"\x0a\xff\xff")
+    r = podscope(
+        "parse", str(logdir), "--json", "--out", str(tmp_path / "pq"), cache=tmp_path / "c"
+    )
+    assert r.returncode == 0, r.stderr
+    assert [w["worker"] for w in json.loads(r.stdout)["workers"]] == [
+        "localhost_2222",
+        "localhost_2223",
+    ]
+    assert "localhost_2224.xplane.pb" in r.stderr and "truncated" in r.stderr
+    assert sorted(p.name for p in (tmp_path / "pq" / "events").iterdir()) == [
+        "localhost_2222.parquet",
+        "localhost_2223.parquet",
+    ]
 
 
 def test_parse_bad_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
