@@ -21,8 +21,10 @@ cluster is used.
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import multiprocessing
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from analyzers.breakdown import step_breakdown
 from analyzers.ops import BY
@@ -38,6 +41,7 @@ from analyzers.session import SessionAnalysis
 from analyzers.steps import align_steps
 from app.summary import summarize
 from trace_parsers import TraceParseError, load
+from trace_parsers.cache import FrameCache
 from trace_parsers.loader import worker_label
 from trace_parsers.schema import TraceFrames, empty_frame
 
@@ -108,19 +112,109 @@ class WorkerPart:
     error: str | None = None
 
 
+def _analyzer_version() -> str:
+    """A digest of the code that makes derived frames (``analyzers`` and this module): a
+    derived shard is used only by the code that wrote it."""
+    import hashlib
+
+    import analyzers
+
+    digest = hashlib.blake2b(digest_size=8)
+    for source in [*sorted(Path(analyzers.__file__).parent.rglob("*.py")), Path(__file__)]:
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+class DerivedCache:
+    """Per-worker derived frames as Parquet shards in the parse cache's folder
+    (``derived/<file key>-<code digest>/<frame>.parquet``): a second run of any analysis of
+    an unchanged trace reads these small shards and neither parses nor maps the events.
+
+    Shards are written to a temporary name and renamed; an unreadable one is a miss."""
+
+    VERSION = _analyzer_version()
+
+    def __init__(self, cache_dir: str | None) -> None:
+        root = Path(cache_dir) if cache_dir else FrameCache.default_dir(os.environ)
+        self.frames = FrameCache(root)
+        self.root = root / "derived"
+
+    def entry(self, file: str) -> Path:
+        return self.root / f"{self.frames.key(Path(file))}-{self.VERSION}"
+
+    def get(self, entry: Path, names: Sequence[str]) -> WorkerPart | None:
+        """The worker's part from its shards, when every frame in ``names`` is there."""
+        try:
+            meta = json.loads((entry / "part.json").read_text())
+            frames = {n: pd.read_parquet(entry / _shard(n)) for n in names}
+        except (OSError, ValueError, pa.ArrowException):
+            return None
+        return WorkerPart(meta["worker"], meta["file"], meta["n_events"], frames)
+
+    def put(self, entry: Path, part: WorkerPart) -> None:
+        """Writes the part's frames (a cache that cannot be written only warns)."""
+        try:
+            entry.mkdir(parents=True, exist_ok=True)
+            for name, frame in part.frames.items():
+                partial = entry / f".{_shard(name)}.{os.getpid()}.partial"
+                frame.to_parquet(partial, index=False)
+                partial.replace(entry / _shard(name))
+            meta = {"worker": part.worker, "file": part.file, "n_events": part.n_events}
+            partial = entry / f".part.json.{os.getpid()}.partial"
+            partial.write_text(json.dumps(meta))
+            partial.replace(entry / "part.json")
+        except (OSError, ValueError, pa.ArrowException) as e:
+            warnings.warn(f"podscope: derived frames not cached under {entry}: {e}", stacklevel=2)
+
+
+def _shard(name: str) -> str:
+    return name.replace(":", "-") + ".parquet"
+
+
+def _frame_names(parts: frozenset[str]) -> list[str]:
+    """The frames a task returns for ``parts``."""
+    names = list(SMALL_FRAMES)
+    if parts & {"steps", "breakdown"}:
+        names += ["steps", "methods"]
+    if "breakdown" in parts:
+        names += ["breakdown", "own_steps"]
+    if "memory" in parts:
+        names.append("memory")
+    if "rules" in parts:
+        names += RULE_FRAMES
+    return names + sorted(p for p in parts if p.startswith("ops:"))
+
+
 def analyze_file(
     file: str, parts: frozenset[str], cache: bool, cache_dir: str | None
 ) -> WorkerPart:
-    """The task: parse one worker's file and reduce it to ``parts``.
+    """The task: parse one worker's file and reduce it to ``parts``; with ``cache``, read
+    them from the worker's derived shards when all are there, else write them.
 
     A trace that cannot be parsed gives a part with ``error`` set (the parser's message),
     not an exception: it is the input's fault, and rerunning the task elsewhere cannot help.
     """
     label = worker_label(Path(file))
+    names = _frame_names(parts)
+    store = DerivedCache(cache_dir) if cache else None
+    try:
+        entry = store.entry(file) if store else None
+    except OSError:  # the file is gone or unreadable: the parser below says why
+        entry = None
+    if store and entry and (hit := store.get(entry, names)) is not None:
+        return hit
     try:
         frames = load(file, cache=cache, cache_dir=cache_dir)
     except TraceParseError as e:
         return WorkerPart(label, file, 0, error=str(e))
+    part = _reduce(frames, parts, label, file)
+    if store and entry:
+        store.put(entry, part)
+    return part
+
+
+def _reduce(frames: TraceFrames, parts: frozenset[str], label: str, file: str) -> WorkerPart:
+    """One worker's frames → its derived frames for ``parts`` (``_frame_names``)."""
     a = SessionAnalysis(frames)
     out = {name: getattr(frames, name) for name in SMALL_FRAMES}
     if parts & {"steps", "breakdown"}:

@@ -70,6 +70,35 @@ def test_in_process_equals_the_whole_session_analysis(tmp_path: Path) -> None:
         assert_same(whole, run.analysis)
 
 
+def test_a_second_run_reads_derived_shards_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = mixed_session(tmp_path / "s")
+    config = ExecConfig(cache_dir=str(tmp_path / "cache"), processes=1)
+    first = run_session(resolve(folder), config)
+    shards = sorted((tmp_path / "cache" / "derived").glob("*/*.parquet"))
+    assert len({p.parent for p in shards}) == 4 and any(
+        p.name == "ops-kernel.parquet" for p in shards
+    )
+
+    def no_parse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a cached worker was loaded again")
+
+    monkeypatch.setattr("app.execution.load", no_parse)
+    second = run_session(resolve(folder), config)
+    assert_same(first.analysis, second.analysis)
+    assert_same(SessionAnalysis(load(folder, cache=False)), second.analysis)
+    # a changed trace is a miss: its worker is parsed again (and only it)
+    monkeypatch.undo()
+    (folder / "10.0.0.3_6000.xplane.pb").write_bytes(worker_trace("10.0.0.3_6000", 5))
+    third = run_session(resolve(folder), config)
+    assert (third.analysis.steps["worker"] == "10.0.0.3_6000").sum() == 5
+    # an unreadable shard is a miss too
+    for p in shards:
+        p.write_bytes(b"PAR1 not parquet")
+    assert_same(third.analysis, run_session(resolve(folder), config).analysis)
+
+
 def test_findings_of_a_per_worker_run_never_load_the_events(tmp_path: Path) -> None:
     def no_events() -> None:
         raise AssertionError("the findings read the session's events")
