@@ -28,6 +28,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from analyzers._match import matches
@@ -67,6 +68,10 @@ PER_WORKER = (
 )
 
 
+#: Workers whose events and timeline index a session keeps in memory.
+WORKERS_KEPT = 4
+
+
 class SessionAnalysis:
     """A parsed session and its derived frames.
 
@@ -75,10 +80,16 @@ class SessionAnalysis:
     """
 
     def __init__(
-        self, frames: TraceFrames, load_events: Callable[[], TraceFrames] | None = None
+        self,
+        frames: TraceFrames,
+        load_events: Callable[[], TraceFrames] | None = None,
+        load_worker: Callable[[str], TraceFrames] | None = None,
     ) -> None:
         self._frames = frames
         self._load_events = load_events
+        self._load_worker = load_worker
+        self._worker_frames: dict[str, TraceFrames] = {}
+        self._timelines: dict[str, TimelineIndex] = {}
         self._frames_lock = threading.Lock()
         self._op_tables: dict[tuple[str, str | None], pd.DataFrame] = {}
         self._op_tables_lock = threading.Lock()
@@ -86,7 +97,7 @@ class SessionAnalysis:
     @property
     def frames(self) -> TraceFrames:
         """The session's frames; with ``load_events``, loaded on first use (only analyses
-        that read events, such as the timeline and the findings, get here)."""
+        that read events and were not computed per worker get here)."""
         if self._load_events is not None:
             with self._frames_lock:
                 if self._load_events is not None:
@@ -110,17 +121,19 @@ class SessionAnalysis:
         frames: TraceFrames,
         derived: dict[str, pd.DataFrame],
         load_events: Callable[[], TraceFrames] | None = None,
+        load_worker: Callable[[str], TraceFrames] | None = None,
     ) -> SessionAnalysis:
         """An analysis whose derived frames were computed per worker elsewhere and merged
         (``app.execution``): ``frames`` holds the small frames only (planes, workers…), and
         ``derived`` sets frames of ``PER_WORKER`` and the op tables ``ops:<by>``. Attributes
-        that read events (the timeline, or a frame not in ``derived``) call ``load_events``
-        once, or see no events without it.
+        that read events (a frame not in ``derived``) call ``load_events`` once, or see no
+        events without it; the timeline and event details read one worker at a time with
+        ``load_worker``.
 
         Raises:
             KeyError: an unknown derived frame.
         """
-        analysis = cls(frames, load_events)
+        analysis = cls(frames, load_events, load_worker)
         for name, frame in derived.items():
             if name.startswith("ops:"):
                 analysis._op_tables[(name.removeprefix("ops:"), None)] = frame
@@ -309,18 +322,57 @@ class SessionAnalysis:
 
     # ------------------------------------------------------------------ timeline
 
-    @cached_property
-    def timeline(self) -> TimelineIndex:
-        """The level-of-detail index the timeline draws from."""
-        return TimelineIndex.build(self.frames.events)
-
-    def event_details(self, row: int) -> dict[str, object]:
-        """One event's columns and stats (``analyzers.timeline.event_details``).
+    def worker_frames(self, worker: str) -> TraceFrames:
+        """One worker's events and stats (their row labels kept): loaded alone with
+        ``load_worker`` (a per-worker analysis never loads the whole session for this), else
+        cut from the session's frames. The last few are kept.
 
         Raises:
-            KeyError: no event at ``row``.
+            KeyError: not a worker of this session.
         """
-        return event_details(self.frames.events, self.frames.stats, row)
+        if worker not in self.worker_names:
+            raise KeyError(f"no worker {worker!r} in this session")
+        with self._frames_lock:
+            hit = self._worker_frames.get(worker)
+        if hit is not None:
+            return hit
+        if self._load_worker is not None:
+            hit = self._load_worker(worker)
+        else:
+            f = self.frames
+            events = f.events[(f.events["worker"] == worker).to_numpy()]
+            stats = f.stats[np.isin(f.stats["event_row"].to_numpy(), events.index.to_numpy())]
+            hit = TraceFrames(events=events, stats=stats)
+        with self._frames_lock:
+            self._worker_frames[worker] = hit
+            while len(self._worker_frames) > WORKERS_KEPT:
+                self._worker_frames.pop(next(iter(self._worker_frames)))
+        return hit
+
+    def timeline(self, worker: str) -> TimelineIndex:
+        """The timeline index of one worker (``TimelineIndex.build``), kept with its frames.
+
+        Raises:
+            KeyError: not a worker of this session.
+        """
+        with self._frames_lock:
+            hit = self._timelines.get(worker)
+        if hit is None:
+            hit = TimelineIndex.build(self.worker_frames(worker).events, worker)
+            with self._frames_lock:
+                self._timelines[worker] = hit
+                while len(self._timelines) > WORKERS_KEPT:
+                    self._timelines.pop(next(iter(self._timelines)))
+        return hit
+
+    def event_details(self, worker: str, row: int) -> dict[str, object]:
+        """One event of a worker: its columns and stats (``analyzers.timeline.event_details``).
+
+        Raises:
+            KeyError: no such worker, or no event at ``row``.
+        """
+        f = self.worker_frames(worker)
+        return event_details(f.events, f.stats, row)
 
     # ------------------------------------------------------------------ diagnostics
 

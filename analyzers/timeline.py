@@ -1,63 +1,107 @@
-"""The timeline's level-of-detail index: every event as flat numpy columns with integer track
-codes, built once per session, so that a redraw of any window is a few vectorized passes.
+"""The timeline's index: one worker's events as flat numpy columns (times, track, depth,
+name and category codes), built once per worker shown, so that a redraw of any window is a
+few vectorized passes.
 
-    >>> index = TimelineIndex.build(frames.events)
-    >>> index.tracks[:2]                     # "worker / plane / line" per track code
+A track is one (plane, line) of the worker, labelled short (``GPU:0 › Stream #14``); events
+nested in a track are drawn at their ``depth`` (a flame chart). Every event has a category,
+its TF op type when it has one, else the head of its name (``MemcpyHtoD``, ``Iterator``,
+``$python``), which sets its colour.
+
+    >>> index = TimelineIndex.build(worker_events, "w0")
+    >>> index.labels[:2]                      # per track: "w0 › CPU › tf_Compute"
     >>> rows = index.rows[index.matching("MatMul")]   # event rows whose name contains MatMul
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+_LONG_ID = re.compile(r"[/ _:#-]*-?\d{6,}$")
+
+
+def short_line(plane: str, line: str) -> str:
+    """A track's label without the noise: ``/host:CPU`` → ``CPU``, ``/device:GPU:0`` →
+    ``GPU:0``; a line's trailing long numeric id (``tf_Compute/-1481541789699770605``) and
+    leading path go."""
+    where = plane.rsplit("/", 1)[-1].removeprefix("host:").removeprefix("device:")
+    what = _LONG_ID.sub("", line).rstrip("/") or line
+    if "/" in what:
+        what = what.rsplit("/", 1)[-1] or what
+    return f"{where} › {what}" if where else what
+
+
+def category_of(name: str) -> str:
+    """The head of an event name: ``MemcpyHtoD``, ``Iterator`` for ``Iterator::Map``,
+    ``$python`` for Python-tracer events, ``ncclKernel`` for ``ncclKernel_AllReduce_…``."""
+    if name.startswith("$"):
+        return "$python"
+    head = re.split(r"[:(<\s/.]", name, maxsplit=1)[0]
+    return head.split("_", 1)[0] if head.startswith("nccl") else head or name[:16]
+
 
 @dataclass(frozen=True)
 class TimelineIndex:
-    """Events as flat arrays: times, track code (worker / plane / line), name code."""
+    """One worker's events as flat arrays, in start order per track."""
 
+    worker: str
     start: np.ndarray
     end: np.ndarray
     track: np.ndarray
-    tracks: list[str]
-    worker_of_track: list[str]
+    depth: np.ndarray
+    labels: list[str]
+    max_depth: np.ndarray
     name: np.ndarray
     names: pd.Index
+    category: np.ndarray
+    categories: list[str]
     rows: np.ndarray
 
     @classmethod
-    def build(cls, events: pd.DataFrame) -> TimelineIndex:
-        cols = [events[c] for c in ("worker", "plane", "line")]
-        sizes = [len(c.cat.categories) + 1 for c in cols]
-        key = np.zeros(len(events), dtype=np.int64)
-        for c, size in zip(cols, sizes, strict=True):
-            key = key * size + (c.cat.codes.to_numpy().astype(np.int64) + 1)
-        uniq, codes = np.unique(key, return_inverse=True)
-        parts = []
-        for c, size in zip(reversed(cols), reversed(sizes), strict=True):
-            labels = np.append(c.cat.categories.astype(str).to_numpy(dtype=object), "")
-            parts.append(labels[(uniq % size) - 1])
-            uniq = uniq // size
-        uniques = list(zip(*reversed(parts), strict=True))
-        tracks = [f"{w} / {p} / {ln}" for w, p, ln in uniques]
+    def build(cls, events: pd.DataFrame, worker: str) -> TimelineIndex:
+        """The index of ``events`` (one worker's rows; their index labels are kept in
+        ``rows`` for ``event_details``)."""
+        plane = events["plane"].astype(str).to_numpy()
+        line = events["line"].astype(str).to_numpy()
+        pairs = pd.MultiIndex.from_arrays([plane, line])
+        codes, uniques = pd.factorize(pairs, sort=True)
+        labels = [f"{worker} › {short_line(p, ln)}" for p, ln in uniques]
+        depth = events["depth"].to_numpy(dtype=np.int64, na_value=0).clip(0, None)
+        max_depth = np.zeros(len(uniques), dtype=np.int64)
+        np.maximum.at(max_depth, codes, depth)
+        names = events["name"].cat.categories
+        heads = np.array([category_of(str(n)) for n in names] + ["?"], dtype=object)
+        op_type = events["op_type"]
+        cat = np.where(
+            op_type.notna().to_numpy(),
+            op_type.astype(object).to_numpy(),
+            heads[events["name"].cat.codes.to_numpy()],
+        )
+        cat_codes, cat_uniques = pd.factorize(cat)
         start = events["start_ns"].to_numpy()
         return cls(
+            worker=worker,
             start=start,
             end=start + events["dur_ps"].to_numpy() // 1000,
             track=codes.astype(np.int32),
-            tracks=tracks,
-            worker_of_track=[str(w) for w, _, _ in uniques],
+            depth=depth,
+            labels=labels,
+            max_depth=max_depth,
             name=events["name"].cat.codes.to_numpy(),
-            names=events["name"].cat.categories,
+            names=names,
+            category=cat_codes.astype(np.int32),
+            categories=[str(c) for c in cat_uniques],
             rows=events.index.to_numpy(),
         )
 
     def matching(self, text: str) -> np.ndarray:
-        """Row mask of events whose name contains ``text`` (tested per distinct name)."""
-        hit = np.append(np.asarray(self.names.str.contains(text, regex=False), dtype=bool), False)
-        return hit[self.name]
+        """Row mask of events whose name contains ``text``, case-insensitive (tested per
+        distinct name)."""
+        hit = self.names.str.contains(text, case=False, regex=False)
+        return np.append(np.asarray(hit, dtype=bool), False)[self.name]
 
 
 #: Event columns shown for one event, in this order (when set).

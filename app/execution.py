@@ -247,6 +247,7 @@ def merge_parts(
     parts: Sequence[WorkerPart],
     wanted: frozenset[str],
     load_events: Callable[[], TraceFrames] | None = None,
+    load_worker: Callable[[str], TraceFrames] | None = None,
 ) -> SessionAnalysis:
     """The session's analysis from its workers' parts (in file order, as ``load`` merges).
 
@@ -298,7 +299,7 @@ def merge_parts(
     for by in BY:
         if f"ops:{by}" in wanted:
             derived[f"ops:{by}"] = cat(f"ops:{by}")
-    return SessionAnalysis.from_parts(small, derived, load_events)
+    return SessionAnalysis.from_parts(small, derived, load_events, load_worker)
 
 
 def _categorical_concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -495,7 +496,7 @@ def run_session(
         progress: called with (tasks done, total) as tasks finish; an exception it raises
             (a cancel) stops the run and cancels what has not run.
         load_events: how the merged analysis loads the whole session's events if an
-            analysis that reads them is asked for (the timeline, event details).
+            analysis that reads them and was not computed per worker is asked for.
         on_start: called with where the tasks run, once that is known.
 
     Returns:
@@ -513,7 +514,12 @@ def run_session(
         parts = parts | RULE_PARTS
     args = (frozenset(parts), config.cache, config.cache_dir)
     ordered, where = run_tasks(analyze_file, files, config, args, progress, on_start)
-    analysis = merge_parts(ordered, frozenset(parts), load_events)
+    worker_files = {p.worker: p.file for p in ordered if p.error is None}
+
+    def load_worker(worker: str) -> TraceFrames:  # the timeline reads one worker at a time
+        return load(worker_files[worker], cache=config.cache, cache_dir=config.cache_dir)
+
+    analysis = merge_parts(ordered, frozenset(parts), load_events, load_worker)
     return SessionRun(analysis, tuple(p for p in ordered if p.error), where)
 
 

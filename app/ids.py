@@ -35,6 +35,9 @@ TL_SEARCH = "tl-search"
 TL_WORKER = "tl-worker"
 TL_DETAILS = "tl-details"
 TL_STATS = "tl-stats"
+TL_PLANES = "tl-planes"
+TL_STEP = "tl-step"
+TL_WINDOW = "tl-window"
 
 # Capture
 CAP_ADDRESSES = "cap-addresses"

@@ -1,7 +1,11 @@
-"""Timeline: tracks per worker → plane → line; zoom, search, click an event for its stats.
+"""Timeline: a flame chart per worker › plane › line; zoom, pan (W/A/S/D), search, steps.
 
-Level of detail is decided on the server for every zoom (``app.figures.timeline``): the
-browser never gets more than ~20 k bars, whatever the session size.
+The window the user chose lives in a store (``TL_WINDOW``) and changes only on a real zoom,
+pan, step choice or reset (a double click): Plotly's own relayout events after a redraw
+(``autosize``) carry no range and are ignored, so a zoom stays where it was put. Level of
+detail is decided on the server for every redraw (``app.figures.timeline``): the browser never
+gets more than ~20 k bars. Only the workers shown are loaded (a few at a time), so a session of
+hundreds of workers opens as fast as one of four.
 """
 
 from __future__ import annotations
@@ -10,62 +14,133 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
+import numpy as np
 from dash import Input, Output, State, dcc, html
 
-from analyzers.session import SessionAnalysis
+from analyzers.session import WORKERS_KEPT, SessionAnalysis
+from analyzers.timeline import TimelineIndex
 from app import ids
-from app.figures.timeline import timeline_figure
-from app.pages._common import card, chosen_worker, load_session, session_of, worker_picker
+from app.figures.timeline import fmt_duration, timeline_figure
+from app.pages._common import card, load_session, session_of
 
 dash.register_page(__name__, path="/timeline", name="Timeline", order=3)
 
+HELP = (
+    "Drag to zoom into a time range, scroll to zoom, W/S zoom in/out, A/D pan, double-click "
+    "for the whole capture; click an event for its details."
+)
 
-def _window(analysis: SessionAnalysis, relayout: dict[str, Any] | None) -> tuple[int, int, int]:
-    """(t0, t1, base) in epoch ns: the zoom of ``relayout``, else the whole session."""
-    index = analysis.timeline
-    base, end = int(index.start.min()), int(index.end.max())
-    if relayout and "xaxis.range[0]" in relayout:
-        t0 = base + int(float(relayout["xaxis.range[0]"]) * 1e6)
-        t1 = base + int(float(relayout["xaxis.range[1]"]) * 1e6)
-        return max(base, t0), min(end, max(t1, t0 + 1000)), base
-    return base, end, base
+
+def _default_workers(analysis: SessionAnalysis, worker: str | None) -> list[str]:
+    """The worker in the URL, else the named straggler, else the first worker."""
+    names = analysis.worker_names
+    if worker in names:
+        return [worker]
+    s = analysis.stragglers if len(analysis.breakdown) else None
+    if s is not None and len(s) and s["straggler"].any():
+        return [str(s.loc[s["straggler"], "worker"].iloc[0])]
+    return names[:1]
+
+
+def _planes(analysis: SessionAnalysis) -> list[str]:
+    planes = analysis.meta.planes
+    planes = planes[planes["n_events"] > 0]["plane"].astype(str)
+    short = planes.str.rsplit("/", n=1).str[-1].str.replace(r"^(host|device):", "", regex=True)
+    return sorted(short.unique())
+
+
+def _span(indexes: list[TimelineIndex]) -> tuple[int, int]:
+    starts = [int(i.start.min()) for i in indexes if len(i.start)]
+    ends = [int(i.end.max()) for i in indexes if len(i.end)]
+    return (min(starts), max(ends)) if starts else (0, 1)
 
 
 def layout(
-    session: str | None = None, worker: str | None = None, q: str | None = None, **_: str
+    session: str | None = None,
+    worker: str | None = None,
+    q: str | None = None,
+    step: str | None = None,
+    **_: str,
 ) -> Any:
     session, analysis, alert = load_session(session)
     if analysis is None:
         return alert
-    if analysis.frames.events.empty:
+    if not len(analysis.meta.planes) or int(analysis.meta.planes["n_events"].sum()) == 0:
         return card(html.H5("This session has no timed events."))
-    t0, t1, base = _window(analysis, None)
-    fig = timeline_figure(
-        analysis.timeline, t0, t1, base, worker=chosen_worker(worker), highlight=q or ""
-    )
+    steps = sorted(int(s) for s in analysis.aligned["step"].unique())
+    chosen = int(step) if step and step.isdigit() and int(step) in steps else None
     return html.Div(
         [
             card(
                 dbc.Row(
                     [
                         dbc.Col(
-                            worker_picker(ids.TL_WORKER, analysis, worker),
+                            [
+                                dbc.Label("Workers", html_for=ids.TL_WORKER),
+                                dcc.Dropdown(
+                                    id=ids.TL_WORKER,
+                                    options=analysis.worker_names,
+                                    value=_default_workers(analysis, worker),
+                                    multi=True,
+                                    clearable=False,
+                                ),
+                            ],
                             md=4,
                         ),
                         dbc.Col(
-                            dbc.Input(
-                                id=ids.TL_SEARCH,
-                                placeholder="search event names…",
-                                value=q or "",
-                                debounce=True,
-                            ),
-                            md=4,
+                            [
+                                dbc.Label("Search", html_for=ids.TL_SEARCH),
+                                dbc.Input(
+                                    id=ids.TL_SEARCH,
+                                    placeholder="event name contains…",
+                                    value=q or "",
+                                    debounce=True,
+                                ),
+                            ],
+                            md=3,
                         ),
-                        dbc.Col(html.Div(id=ids.TL_STATS, className="podscope-muted"), md=4),
+                        dbc.Col(
+                            [
+                                dbc.Label("Step", html_for=ids.TL_STEP),
+                                dcc.Dropdown(
+                                    id=ids.TL_STEP,
+                                    options=[{"label": f"step {s}", "value": s} for s in steps],
+                                    value=chosen,
+                                    placeholder="go to a step…" if steps else "no steps found",
+                                    disabled=not steps,
+                                ),
+                            ],
+                            md=2,
+                        ),
+                        dbc.Col(
+                            [
+                                dbc.Label("Planes shown"),
+                                dcc.Checklist(
+                                    id=ids.TL_PLANES,
+                                    options=_planes(analysis),
+                                    value=_planes(analysis),
+                                    inline=True,
+                                    inputClassName="me-1",
+                                    labelClassName="me-3",
+                                ),
+                            ],
+                            md=3,
+                        ),
                     ]
+                ),
+                html.Div(HELP, className="podscope-muted mt-2"),
+                html.Div(id=ids.TL_STATS, className="podscope-muted"),
+            ),
+            dcc.Store(id=ids.TL_WINDOW, data=None),
+            card(
+                dcc.Loading(
+                    dcc.Graph(
+                        id=ids.TL_GRAPH,
+                        config={"scrollZoom": True, "displaylogo": False},
+                    ),
+                    delay_show=400,
                 )
             ),
-            card(dcc.Graph(id=ids.TL_GRAPH, figure=fig, config={"scrollZoom": True})),
             card(
                 html.H6("Event details"),
                 html.Div("Click an event.", id=ids.TL_DETAILS, className="podscope-mono"),
@@ -75,29 +150,106 @@ def layout(
 
 
 @dash.callback(
-    Output(ids.TL_GRAPH, "figure"),
-    Output(ids.TL_STATS, "children"),
+    Output(ids.TL_WINDOW, "data"),
     Input(ids.TL_GRAPH, "relayoutData"),
-    Input(ids.TL_WORKER, "value"),
-    Input(ids.TL_SEARCH, "value"),
+    Input(ids.TL_STEP, "value"),
+    State(ids.TL_WINDOW, "data"),
+    State(ids.TL_GRAPH, "figure"),
+    State(ids.TL_WORKER, "value"),
     State(ids.URL, "search"),
     prevent_initial_call=True,
 )
+def choose_window(
+    relayout: dict[str, Any] | None,
+    step: int | None,
+    window: dict[str, int] | None,
+    figure: dict[str, Any] | None,
+    workers: list[str] | None,
+    search: str | None,
+) -> Any:
+    """The window after a user's zoom, pan, reset or step choice; nothing else moves it."""
+    if dash.ctx.triggered_id == ids.TL_STEP:
+        return _step_window(search, step, workers or [])
+    relayout = relayout or {}
+    if relayout.get("xaxis.autorange"):
+        return None  # a double click: the whole capture
+    rng = relayout.get("xaxis.range") or (
+        [relayout["xaxis.range[0]"], relayout["xaxis.range[1]"]]
+        if "xaxis.range[0]" in relayout
+        else None
+    )
+    if rng is None or not figure:
+        return dash.no_update  # autosize and the like: not the user's doing
+    base = int(figure["layout"]["meta"]["base"])
+    t0, t1 = (base + int(float(v) * 1e6) for v in rng)
+    return {"t0": t0, "t1": max(t1, t0 + 1000)}
+
+
+def _step_window(search: str | None, step: int | None, workers: list[str]) -> Any:
+    _, analysis, _ = load_session(session_of(search))
+    if analysis is None or step is None:
+        return dash.no_update
+    a = analysis.aligned
+    rows = a[(a["step"] == step) & a["worker"].astype(str).isin(workers)]
+    if rows.empty:
+        rows = a[a["step"] == step]
+    if rows.empty:
+        return dash.no_update
+    t0, t1 = int(rows["start_ns"].min()), int(rows["end_ns"].max())
+    pad = max(1000, (t1 - t0) // 10)
+    return {"t0": t0 - pad, "t1": t1 + pad}
+
+
+@dash.callback(
+    Output(ids.TL_GRAPH, "figure"),
+    Output(ids.TL_STATS, "children"),
+    Input(ids.TL_WINDOW, "data"),
+    Input(ids.TL_WORKER, "value"),
+    Input(ids.TL_SEARCH, "value"),
+    Input(ids.TL_PLANES, "value"),
+    Input(ids.TL_STEP, "value"),
+    State(ids.URL, "search"),
+)
 def redraw(
-    relayout: dict[str, Any] | None, worker: str, query: str | None, search: str | None
+    window: dict[str, int] | None,
+    workers: list[str] | None,
+    query: str | None,
+    planes: list[str] | None,
+    step: int | None,
+    search: str | None,
 ) -> tuple[Any, Any]:
     _, analysis, _ = load_session(session_of(search))
     if analysis is None:
         return dash.no_update, dash.no_update
-    t0, t1, base = _window(analysis, relayout)
+    shown = [w for w in (workers or []) if w in analysis.worker_names][:WORKERS_KEPT]
+    indexes = [analysis.timeline(w) for w in shown]
+    base, end = _span(indexes)
+    t0, t1 = (window["t0"], window["t1"]) if window else (base, end)
+    hidden = [p for p in _planes(analysis) if p not in (planes or [])]
     fig = timeline_figure(
-        analysis.timeline, t0, t1, base, worker=chosen_worker(worker), highlight=query or ""
+        indexes,
+        t0,
+        t1,
+        base,
+        highlight=query or "",
+        steps=analysis.aligned,
+        selected_step=step,
+        hidden_planes=hidden,
     )
     meta = fig.layout.meta
-    text = f"{meta['bars']:,} bars + density on {meta['dense_tracks']} tracks · {(t1 - t0) / 1e6:.3f} ms window"
+    parts = [
+        f"{meta['bars']:,} events drawn",
+        f"{meta['dense_tracks']} rows with density of sub-pixel events"
+        if meta["dense_tracks"]
+        else "",
+        f"window {fmt_duration(t1 - t0)}",
+    ]
     if query:
-        text += f" · {int(analysis.timeline.matching(query).sum()):,} events match '{query}'"
-    return fig, text
+        hits = sum(int(np.count_nonzero(i.matching(query))) for i in indexes)
+        parts.append(f"{hits:,} events match '{query}' (yellow)")
+    if len(workers or []) > WORKERS_KEPT:
+        parts.append(f"showing the first {WORKERS_KEPT} workers chosen")
+    return fig, " · ".join(p for p in parts if p)
 
 
 @dash.callback(
@@ -112,7 +264,33 @@ def details(click: dict[str, Any] | None, search: str | None) -> Any:
     _, analysis, _ = load_session(session_of(search))
     if analysis is None:
         return dash.no_update
-    fields = analysis.event_details(int(click["points"][0]["customdata"][0]))
+    worker, row = click["points"][0]["customdata"][:2]
+    try:
+        fields = analysis.event_details(str(worker), int(row))
+    except KeyError:
+        return html.Div("That event is no longer loaded; click it again.")
+    shown = _readable(fields, analysis, str(worker))
     return html.Table(
-        [html.Tr([html.Td(k, className="pe-3"), html.Td(str(v))]) for k, v in fields.items()]
+        [html.Tr([html.Td(k, className="pe-3"), html.Td(str(v))]) for k, v in shown.items()]
     )
+
+
+def _readable(
+    fields: dict[str, object], analysis: SessionAnalysis, worker: str
+) -> dict[str, object]:
+    """Times with units: duration and self time in ns/µs/ms, the start relative to the
+    worker's first event (the epoch time kept below it)."""
+    out: dict[str, object] = {}
+    first = int(analysis.timeline(worker).start.min())
+    for k, v in fields.items():
+        if k == "dur_ps":
+            out["duration"] = fmt_duration(int(str(v)) / 1000)
+        elif k == "self_ps":
+            out["self time"] = fmt_duration(int(str(v)) / 1000)
+        elif k == "start_ns":
+            since = fmt_duration(int(str(v)) - first)
+            out["starts at"] = f"{since} after the worker's first event"
+            out["start (epoch ns)"] = v
+        else:
+            out[k] = v
+    return out

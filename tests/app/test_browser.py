@@ -157,6 +157,8 @@ def settle(pg) -> None:  # type: ignore[no-untyped-def]
         "/pod",
         "/ops",
         "/timeline",
+        "/timeline?session=2026_01_03_gpu&q=MatMul",
+        "/timeline?session=2026_01_04_phone",
         "/capture",
         "/ops?session=2026_01_03_gpu&by=kernel",
         "/diagnostics",
@@ -235,21 +237,110 @@ def test_csv_download(page, server) -> None:  # type: ignore[no-untyped-def]
     assert len(text.splitlines()) == 1 + 2 * 30
 
 
-def test_timeline_zooms_on_the_server(page, server) -> None:  # type: ignore[no-untyped-def]
+GD = "document.querySelector('#tl-graph .js-plotly-plot')"
+
+
+def x_range(page) -> list[float]:  # type: ignore[no-untyped-def]
+    return [float(v) for v in page.evaluate(f"{GD}.layout.xaxis.range")]
+
+
+def wait_range(page, before: list[float]) -> list[float]:  # type: ignore[no-untyped-def]
+    """Waits until the server has redrawn with another window, then 2 s more, and returns the
+    window that stays (a snap-back would show here)."""
+    page.wait_for_function(
+        f"b => {{ const r = {GD}?.layout?.xaxis?.range; return r && "
+        "(Math.abs(r[0] - b[0]) > 1e-9 || Math.abs(r[1] - b[1]) > 1e-9) }",
+        arg=before,
+    )
+    settle(page)
+    page.wait_for_timeout(2000)
+    return x_range(page)
+
+
+def test_timeline_zoom_and_keys_stay_where_the_user_put_them(page, server) -> None:  # type: ignore[no-untyped-def]
     page.goto(server + "/timeline?session=2026_01_01_00_00_00")
     settle(page)
-    page.wait_for_function("document.querySelector('#tl-stats')?.innerText.includes('ms window')")
-    before = page.inner_text("#tl-stats")
+    page.wait_for_function(f"{GD}?.data?.length > 0")
+    full = x_range(page)
+    assert full[1] - full[0] > 25  # a 30-step session of about 1 ms steps
+    # short track labels: worker › thread, no plane paths or long ids
+    ticks = page.locator("#tl-graph .ytick text").all_text_contents()
+    assert ticks and all(t.startswith("10.0.0.1_6000 › ") for t in ticks), ticks
+    assert not any("/" in t.split(" › ", 1)[1] for t in ticks)
+    # drag a zoom over 2 % of the width: it stays 2 s later
     box = page.locator("#tl-graph .nsewdrag").first.bounding_box()
     y = box["y"] + box["height"] / 2
     page.mouse.move(box["x"] + box["width"] * 0.10, y)
     page.mouse.down()
     page.mouse.move(box["x"] + box["width"] * 0.12, y, steps=5)
     page.mouse.up()
-    page.wait_for_function("t => document.querySelector('#tl-stats')?.innerText !== t", arg=before)
-    window_ms = float(page.inner_text("#tl-stats").split("·")[1].split("ms")[0])
-    assert window_ms < 0.1 * 30  # zoomed into ~2 % of a 30 ms session
+    zoomed = wait_range(page, full)
+    width = zoomed[1] - zoomed[0]
+    assert width < 0.05 * (full[1] - full[0])
+    assert "window" in page.inner_text("#tl-stats")
+    assert page.locator("#tl-graph .bartext").count() > 0  # names drawn on the bars that fit
     page.screenshot(path=str(ARTIFACTS / "timeline_zoomed.png"), full_page=True)
+    # W zooms in around the middle, D pans right, S zooms out, A pans left; each stays
+    page.locator("body").click(position={"x": 5, "y": 5})
+    page.keyboard.press("w")
+    w = wait_range(page, zoomed)
+    assert abs((w[1] - w[0]) - 0.6 * width) < 0.01 * width
+    assert abs((w[0] + w[1]) - (zoomed[0] + zoomed[1])) < 0.01 * width
+    page.keyboard.press("d")
+    d = wait_range(page, w)
+    assert d[0] > w[0] and abs((d[1] - d[0]) - (w[1] - w[0])) < 0.01 * width
+    page.keyboard.press("s")
+    s_ = wait_range(page, d)
+    assert (s_[1] - s_[0]) > (d[1] - d[0]) * 1.5
+    page.keyboard.press("a")
+    a = wait_range(page, s_)
+    assert a[0] < s_[0]
+    # search: hits drawn yellow, the count in the status line; the window does not move
+    page.fill("#tl-search", "MatMul")
+    page.keyboard.press("Enter")
+    page.wait_for_function("document.querySelector('#tl-stats')?.innerText.includes('match')")
+    settle(page)
+    colours = page.evaluate(f"{GD}.data[0].marker.color")
+    assert "#ffd400" in colours and any(c != "#ffd400" for c in colours)
+    assert x_range(page) == a
+    # a click on an event: its details with units
+    hit = page.locator("#tl-graph .bars .point path[style*='rgb(255, 212, 0)']").first
+    hit.click(force=True)  # a real click on a yellow bar
+    page.wait_for_function("document.querySelector('#tl-details')?.innerText.includes('duration')")
+    details = page.inner_text("#tl-details")
+    assert re.search(r"duration\s+[\d.]+ (ns|µs|ms)", details), details
+    assert "dur_ps" not in details and "MatMul" in details
+    # double click: the whole capture again
+    page.mouse.dblclick(box["x"] + box["width"] / 2, y)
+    back = wait_range(page, a)
+    assert abs(back[0] - full[0]) < 1e-6 and abs(back[1] - full[1]) < 1e-6
+    assert page.errors == []
+
+
+def test_timeline_goes_to_a_step_and_marks_it(page, server) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + "/timeline?session=2026_01_01_00_00_00&step=3")
+    settle(page)
+    page.wait_for_function(f"{GD}?.layout?.shapes?.some(s => s.type === 'rect')")
+    full = x_range(page)
+    page.locator("#tl-step").click()
+    page.get_by_text("step 7", exact=True).click()
+    step7 = wait_range(page, full)
+    assert step7[1] - step7[0] < 3  # about one 1 ms step and its margins
+    rects = page.evaluate(f"{GD}.layout.shapes.filter(s => s.type === 'rect')")
+    assert len(rects) == 1 and step7[0] < rects[0]["x0"] < rects[0]["x1"] < step7[1]
+    # a second worker: its own rows, its own step marks
+    page.locator("#tl-worker").click()
+    page.get_by_text("10.0.0.2_6000", exact=True).last.click()
+    page.wait_for_function(f"{GD}.layout.shapes.filter(s => s.type === 'rect').length === 2")
+    ticks = page.locator("#tl-graph .ytick text").all_text_contents()
+    assert {t.split(" › ")[0] for t in ticks} == {"10.0.0.1_6000", "10.0.0.2_6000"}
+    assert x_range(page) == step7  # choosing workers keeps the window
+    # collapse the CPU plane: no rows left
+    page.get_by_label("CPU").uncheck()
+    page.wait_for_function(f"{GD}.layout.meta.rows === 0")
+    page.wait_for_timeout(1000)
+    assert page.evaluate(f"{GD}.layout.meta.rows") == 0
+    assert page.errors == []
 
 
 def test_corrupt_upload_shows_an_error_and_the_app_keeps_serving(

@@ -8,8 +8,16 @@ import pandas as pd
 from analyzers.breakdown import CATEGORIES, step_breakdown
 from analyzers.pod import pod_view
 from analyzers.steps import align_steps, find_steps
+from analyzers.timeline import short_line
 from app.figures.pod import breakdown_bars_figure, step_heatmap_figure, step_time_lines_figure
-from app.figures.timeline import MAX_SHAPES, TimelineIndex, timeline_figure
+from app.figures.timeline import (
+    HIT,
+    MAX_SHAPES,
+    TimelineIndex,
+    colour_of,
+    fmt_duration,
+    timeline_figure,
+)
 from tests.analyzers.test_breakdown import frames_of, worker_trace
 
 
@@ -65,28 +73,62 @@ def test_timeline_never_sends_more_than_the_shape_budget() -> None:
             "name": pd.Categorical(rng.choice(["x", "y"], n)),
             "start_ns": start,
             "dur_ps": rng.integers(1, 5_000_000, n) * 1000,
+            "depth": np.zeros(n, dtype=np.int16),
+            "op_type": pd.Categorical([None] * n),
         }
     )
-    index = TimelineIndex.build(ev)
-    fig = timeline_figure(index, 0, 10**9, 0, max_shapes=MAX_SHAPES)
-    bars = sum(len(t.x) for t in fig.data)
-    assert (
-        bars <= MAX_SHAPES + 3 * 1600
-    )  # budgeted bars + one density bar per pixel column per track
+    index = TimelineIndex.build(ev, "w")
+    fig = timeline_figure([index], 0, 10**9, 0, max_shapes=MAX_SHAPES)
+    shapes = sum(len(t.x) for t in fig.data)
+    assert shapes <= MAX_SHAPES  # bars and density cells together
     assert fig.layout.meta["bars"] <= MAX_SHAPES and fig.layout.meta["dense_tracks"] == 3
-    zoomed = timeline_figure(index, 0, 2_000_000, 0, worker="w", highlight="x")
-    assert zoomed.layout.meta["dense_tracks"] == 0 or zoomed.layout.meta["bars"] > 0
+    # a search hit is drawn whatever its width, in the hit colour, the rest dimmed
+    hits = timeline_figure([index], 0, 10**9, 0, highlight="X", max_shapes=MAX_SHAPES)
+    assert hits.layout.meta["hits"] == int((ev["name"] == "x").sum())
+    bars = hits.data[0]
+    # more hits than the budget: every bar drawn is a hit (hits go first)
+    assert (np.asarray(bars.marker.color) == HIT).sum() == hits.layout.meta["bars"] == len(bars.x)
+    zoomed = timeline_figure([index], 0, 2_000_000, 0, highlight="x")
     assert list(zoomed.layout.xaxis.range) == [0, 2.0]
 
 
-def test_timeline_index_labels_each_track() -> None:
-    ev = events_2w()
-    index = TimelineIndex.build(ev)
-    expected = (
-        ev["worker"].astype(str) + " / " + ev["plane"].astype(str) + " / " + ev["line"].astype(str)
-    ).to_numpy()
-    assert (np.array(index.tracks, dtype=object)[index.track] == expected).all()
-    assert index.matching("MatMul").sum() == (ev["name"] == "dense/MatMul:MatMul").sum()
+def test_timeline_is_a_flame_chart_with_short_labels_names_and_colours() -> None:
+    ev = pd.DataFrame(
+        {
+            "worker": pd.Categorical(["w0"] * 3),
+            "plane": pd.Categorical(["/host:CPU"] * 3),
+            "line": pd.Categorical(["tf_Compute/-1481541789699770605"] * 3),
+            "name": pd.Categorical(["train_step", "dense/MatMul", "Iterator::Map"]),
+            "start_ns": [0, 100_000, 600_000],
+            "dur_ps": [1_000_000_000, 400_000_000, 300_000_000],
+            "depth": np.array([0, 1, 1], dtype=np.int16),
+            "op_type": pd.Categorical([None, "MatMul", None]),
+        }
+    )
+    index = TimelineIndex.build(ev, "w0")
+    assert index.labels == ["w0 › CPU › tf_Compute"]
+    assert [index.categories[c] for c in index.category] == ["train_step", "MatMul", "Iterator"]
+    fig = timeline_figure([index], 0, 1_000_000, 0)
+    bars = fig.data[0]
+    assert list(bars.y) == [0, 1, 1]  # the children one row below their parent
+    assert list(fig.layout.yaxis.ticktext) == ["w0 › CPU › tf_Compute"]
+    assert bars.text[0] == "train_step" and bars.text[1] == "dense/MatMul"
+    assert bars.marker.color[1] == colour_of("MatMul") != bars.marker.color[2]
+    assert bars.customdata[1][4] == "400 µs"  # the duration, not the end time
+    steps = pd.DataFrame({"worker": ["w0"], "step": [0], "start_ns": [0], "end_ns": [900_000]})
+    marked = timeline_figure([index], 0, 1_000_000, 0, steps=steps, selected_step=0)
+    kinds = [sh.type for sh in marked.layout.shapes]
+    assert kinds.count("rect") == 1 and kinds.count("line") == 1
+    hidden = timeline_figure([index], 0, 1_000_000, 0, hidden_planes=["CPU"])
+    assert hidden.layout.meta["rows"] == 0 and len(hidden.data) == 0
+
+
+def test_short_line_labels() -> None:
+    assert short_line("/device:GPU:0", "Stream #14(MemcpyH2D)") == "GPU:0 › Stream #14(MemcpyH2D)"
+    assert short_line("/host:CPU", "tf_Compute/-1481541789699770605") == "CPU › tf_Compute"
+    assert short_line("/host:CPU", "python3") == "CPU › python3"
+    assert fmt_duration(950) == "950 ns" and fmt_duration(12_345) == "12.3 µs"
+    assert fmt_duration(4_560_000) == "4.560 ms" and fmt_duration(1.5e9) == "1.500 s"
 
 
 def test_compare_figure_has_one_bar_series_per_run() -> None:
