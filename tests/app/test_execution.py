@@ -113,6 +113,13 @@ def test_findings_of_a_per_worker_run_never_load_the_events(tmp_path: Path) -> N
     )
     whole = SessionAnalysis(load(folder, cache=False))
     assert [asdict(f) for f in run.analysis.findings] == [asdict(f) for f in whole.findings]
+    # the timeline and event details read the one worker shown, from its own file
+    index = run.analysis.timeline("10.0.0.2_6000")
+    same = whole.timeline("10.0.0.2_6000")
+    assert index.labels == same.labels and (index.start == same.start).all()
+    row = int(index.rows[index.matching("MatMul")][0])
+    details = run.analysis.event_details("10.0.0.2_6000", row)
+    assert details["worker"] == "10.0.0.2_6000" and "MatMul" in str(details["name"])
 
 
 def test_a_corrupt_trace_is_listed_and_the_others_kept(tmp_path: Path) -> None:
