@@ -345,6 +345,8 @@ def diagnose_command(
     import dataclasses
     import json
 
+    from app.units import fmt_value
+
     findings = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler).findings
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(f) for f in findings], indent=2, default=str))
@@ -354,11 +356,10 @@ def diagnose_command(
             typer.echo(f"  n/a       {f.rule_id}: {f.reason}")
         elif f.severity == "none":
             typer.echo(
-                f"  ok        {f.title} ({f.value:.3g})"
+                f"  ok        {f.title} ({fmt_value(f.value, f.unit)})"
                 if f.value is not None
                 else f"  ok        {f.title}"
             )
         else:
-            typer.echo(
-                f"{f.severity.upper():9} {f.title}: {f.value:.3g}\n          → {f.recommendation}"
-            )
+            shown = "" if f.value is None else f": {fmt_value(f.value, f.unit)}"
+            typer.echo(f"{f.severity.upper():9} {f.title}{shown}\n          → {f.recommendation}")

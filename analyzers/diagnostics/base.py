@@ -87,6 +87,8 @@ class Finding:
         doc: the guide section.
         at_stake_ns: estimated time per step that fixing it could save (for ranking).
         page: where the evidence is shown (``/pod``, ``/ops``, ``/timeline?q=…``).
+        unit: what ``value`` counts (``UNITS``): a share of something (0–1), a count, µs, or
+            a count per step and device; front ends format it with it.
     """
 
     rule_id: str
@@ -101,6 +103,12 @@ class Finding:
     doc: str = GUIDE
     at_stake_ns: float = 0.0
     page: str = "/pod"
+    unit: str = "share"
+
+
+#: What a finding's ``value`` can be: a share (0–1), a count, microseconds, a count per step
+#: (per device where the rule says so), or a yes/no (1/0).
+UNITS = ("share", "count", "us", "per_step", "flag")
 
 
 def severity_of(value: float | None, levels: tuple[float, float]) -> Severity:
@@ -125,6 +133,7 @@ class Verdict:
     doc: str = GUIDE
     at_stake_ns: float = 0.0
     page: str = "/pod"
+    unit: str = "share"
     applies: bool = True
     reason: str = ""
     #: replaces the rule's title when the title depends on what was found

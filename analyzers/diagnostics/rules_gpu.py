@@ -65,7 +65,7 @@ def tensor_cores(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         value=value,
         expression="(lambda k: k[~k.tensor_core & k.tc_eligible].self_ps.sum() / k[k.tc_eligible].self_ps.sum())(prepare(frames).kernels)",
         evidence={
-            "kernels_without_tensor_cores": dict(
+            "kernels_without_tensor_cores_us": dict(
                 zip(worst["kernel"], (worst["self_ps"] / 1e6).round(1), strict=True)
             )
         },
@@ -93,8 +93,11 @@ def mixed_precision(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     value = float(
         b["device_compute_16_ns"].astype(float).sum() / b["device_compute_ns"].astype(float).sum()
     )
+    off = value < t.half_precision_share
     return Verdict(
-        Severity.MODERATE if value < t.half_precision_share else Severity.NONE,
+        Severity.MODERATE if off else Severity.NONE,
+        # passed, the title must not read "Mixed precision off"
+        title=None if off else f"Mixed precision on: {value:.0%} of device compute in 16-bit",
         value=value,
         expression="(lambda b: b.device_compute_16_ns.sum() / b.device_compute_ns.sum())(prepare(frames).split)",
         evidence={"half_precision_share": round(value, 4)},
@@ -143,6 +146,7 @@ def copies(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     return Verdict(
         severity_of(value, t.copies_per_step),
         value=float(value),
+        unit="per_step",
         expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)memcpy(?:HtoD|DtoH|H2D|D2H)').sum() / max(1, i.pod.step.nunique()) / max(1, d.plane.nunique()))(i.frames.events[i.frames.events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
         evidence={
             "copies": len(cp),
@@ -165,7 +169,13 @@ def ops_on_host(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         Severity.MODERATE if value >= t.ops_on_host else Severity.NONE,
         value=value,
         expression="(lambda o: o[~o.plane.astype(str).str.startswith('/device:') & o.op_type.astype(str).isin(__import__('analyzers.diagnostics.rules_gpu', fromlist=['x']).COMPUTE_HEAVY)].op_self_ps.sum() / o.op_self_ps.sum())(prepare(frames).ops)",
-        evidence={"ops": host_ops.groupby("op_name")["n"].sum().nlargest(5).astype(int).to_dict()},
+        evidence={
+            "executions_on_the_host": host_ops.groupby("op_name")["n"]
+            .sum()
+            .nlargest(5)
+            .astype(int)
+            .to_dict()
+        },
         recommendation="Check device placement (tf.debugging.set_log_device_placement(True)): ops without a GPU "
         "kernel or with int32 inputs run on the CPU and add copies.",
         page="/ops",
@@ -181,6 +191,7 @@ def allreduce_count(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     return Verdict(
         Severity.MODERATE if value > t.allreduce_per_step else Severity.NONE,
         value=float(value),
+        unit="per_step",
         expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)^nccl.*all-?reduce|all-?reduce').sum() / max(1, i.pod.step.nunique()) / max(1, d.plane.nunique()))(i.frames.events[i.frames.events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
         evidence={"allreduce_kernels": len(coll), "per_step_per_device": round(float(value), 2)},
         recommendation="Pack gradients into fewer all-reduces (tf.distribute's CommunicationOptions("

@@ -54,6 +54,7 @@ def tiny_ops(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     return Verdict(
         severity,
         value=value,
+        unit="per_step",
         expression="float(prepare(frames).ops_per_step.groupby('worker').per_step.sum().max())",
         evidence={
             "ops_per_step_by_worker": per_worker.round(1).to_dict(),
@@ -83,6 +84,7 @@ def slow_iterator(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     return Verdict(
         severity,
         value=value,
+        unit="us",
         expression="float(frames.events[frames.events.name.astype(str).str.startswith('IteratorGetNext')].dur_ps.mean() / 1e6)",
         evidence={
             "calls": len(it),
@@ -105,6 +107,7 @@ def no_prefetch(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     return Verdict(
         Severity.NONE if has else Severity.MODERATE,
         value=float(not has),
+        unit="flag",
         expression="float(not frames.events[frames.events.name.astype(str).str.startswith('Iterator::')].name.astype(str).str.contains('Prefetch').any())",
         evidence={
             "pipelines": iters["name"]
@@ -137,6 +140,7 @@ def recompilation(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     return Verdict(
         Severity.MODERATE if value else Severity.NONE,
         value=value,
+        unit="count",
         expression="float(len((lambda i: i.frames.events[i.frames.events.name.astype(str).str.contains('(?i)(?:xlacompile|compile_ondemand|compilation|__inference.*compile)') & ~i.frames.events.name.astype(str).str.startswith('$') & (i.frames.events.start_ns.to_numpy() > i.frames.events.worker.astype(str).map(i.steps.groupby('worker').end_ns.min()).astype(float).fillna(float('inf')).to_numpy())])(prepare(frames))))",
         evidence={
             "compiles_after_first_step": int(value),
@@ -154,6 +158,7 @@ def cpu_only(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     return Verdict(
         title=None if not gpu else "Device planes present",
         value=float(not gpu),
+        unit="flag",
         expression="float(not frames.events.plane.astype(str).str.match('/device:(?:GPU|TPU)').any())",
         evidence={"planes": sorted(inp.meta.planes["plane"].astype(str).unique())},
         recommendation="CPU-only trace: the GPU rules (Tensor Cores, mixed precision, TF32, copies, launch skew, "

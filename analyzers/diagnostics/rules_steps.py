@@ -141,6 +141,7 @@ def no_step_markers(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     return Verdict(
         severity,
         value=float(len(missing)),
+        unit="count",
         expression="(lambda m, e: int(((m.method != 'marker') & ~(m.worker.map(e[~e.name.astype(str).str.startswith('$')].worker.astype(str).value_counts()).fillna(0).eq(0) & (m.method == 'marker').any())).sum()))(prepare(frames).methods, frames.events)",
         evidence={
             "workers": {r.worker: r.method for r in missing.itertuples()},

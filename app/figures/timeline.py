@@ -19,6 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analyzers.timeline import TimelineIndex
+from app.units import fmt_duration
 
 PIXELS = 1600
 MAX_SHAPES = 20_000
@@ -53,17 +54,6 @@ def colour_of(category: str) -> str:
     """A stable colour per category (by a hash of its name, as Perfetto does)."""
     digest = hashlib.blake2b(category.encode(), digest_size=2).digest()
     return PALETTE[int.from_bytes(digest, "big") % len(PALETTE)]
-
-
-def fmt_duration(ns: float) -> str:
-    """``950 ns``, ``12.3 µs``, ``4.56 ms``, ``1.234 s``."""
-    if ns < 1_000:
-        return f"{ns:.0f} ns"
-    if ns < 1_000_000:
-        return f"{ns / 1e3:.3g} µs" if ns < 100_000 else f"{ns / 1e3:.0f} µs"
-    if ns < 1_000_000_000:
-        return f"{ns / 1e6:.3f} ms"
-    return f"{ns / 1e9:.3f} s"
 
 
 @dataclass(frozen=True)

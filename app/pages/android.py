@@ -12,6 +12,7 @@ from analyzers.tflite import invokes, tflite_op_stats
 from app import ids
 from app.figures.tflite import cpu_figure, invoke_latency_figure, waterfall_figure
 from app.pages._common import card, download_frame, load_session, session_of, table_header
+from app.units import grid_columns
 
 dash.register_page(__name__, path="/android", name="TFLite", order=6)
 
@@ -58,7 +59,7 @@ def layout(session: str | None = None, invoke: str | None = None, **_: str) -> A
                 table_header("Ops", ids.TFL_CSV, ids.TFL_PARQUET),
                 dag.AgGrid(
                     rowData=view.astype(object).where(view.notna(), None).to_dict("records"),
-                    columnDefs=[{"field": c} for c in view.columns],
+                    columnDefs=grid_columns(view.columns, pinned=view.columns[0]),
                     defaultColDef={"sortable": True, "filter": True, "resizable": True},
                     dashGridOptions={"domLayout": "autoHeight"},
                 ),

@@ -15,6 +15,7 @@ from app import ids
 from app.context import current
 from app.figures.compare import compare_steps_figure
 from app.pages._common import card, download_buttons, download_frame, load_session, session_of
+from app.units import grid_columns
 
 dash.register_page(__name__, path="/compare", name="Compare", order=5)
 
@@ -107,7 +108,7 @@ def show(baseline: str | None, search: str | None) -> Any:
             html.H5(f"Ops by change in self time (µs {unit}), largest first"),
             dag.AgGrid(
                 rowData=rows.astype(object).where(rows.notna(), None).to_dict("records"),
-                columnDefs=[{"field": c} for c in rows.columns],
+                columnDefs=grid_columns(rows.columns, pinned="op_name"),
                 defaultColDef={"sortable": True, "filter": True, "resizable": True},
                 dashGridOptions={"pagination": True, "paginationPageSize": 25},
                 style={"height": "560px"},

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import dash
@@ -12,6 +11,7 @@ from dash import dcc, html
 
 from analyzers.diagnostics import Finding
 from app.pages._common import card, device_summary, load_session
+from app.units import fmt_evidence, fmt_value
 
 dash.register_page(__name__, path="/diagnostics", name="Diagnostics", order=4)
 
@@ -34,8 +34,16 @@ def evidence_figure(f: Finding) -> go.Figure | None:
                     marker_color="#4c78a8",
                 )
             )
+            unit = (
+                {"tickformat": ".0%"}
+                if "share" in key
+                else {"ticksuffix": " µs" if key.endswith("_us") else " ms"}
+                if key.endswith(("_us", "_ms"))
+                else {}
+            )
+            fig.update_xaxes(**unit)
             fig.update_layout(
-                title=key.replace("_", " "),
+                title=key.removesuffix("_us").removesuffix("_ms").replace("_", " "),
                 height=100 + 24 * len(value),
                 margin={"l": 10, "r": 10, "t": 40, "b": 20},
             )
@@ -46,7 +54,7 @@ def evidence_figure(f: Finding) -> go.Figure | None:
 def finding_card(f: Finding, session: str) -> Any:
     link = f"{f.page}{'&' if '?' in f.page else '?'}session={session}"
     fig = evidence_figure(f)
-    value = "" if f.value is None else f" — {f.value:.3g}"
+    value = "" if f.value is None else f" — {fmt_value(f.value, f.unit)}"
     return card(
         html.Div(
             [
@@ -69,11 +77,26 @@ def finding_card(f: Finding, session: str) -> Any:
         html.Details(
             [
                 html.Summary("details: evidence and how to reproduce the number"),
-                html.Pre(json.dumps(f.evidence, indent=1, default=str), className="podscope-mono"),
+                _evidence_list(f.evidence),
                 html.Code(f.expression, className="podscope-mono"),
             ]
         ),
     )
+
+
+def _evidence_list(evidence: dict[str, Any]) -> Any:
+    """Evidence as a list, numbers with their units (``app.units.fmt_evidence``)."""
+    items = []
+    for key, value in evidence.items():
+        shown = fmt_evidence(key, value)
+        if isinstance(shown, dict):
+            text = ", ".join(f"{k}: {v}" for k, v in shown.items()) or "none"
+        elif isinstance(shown, list):
+            text = ", ".join(map(str, shown)) or "none"
+        else:
+            text = str(shown)
+        items.append(html.Li([html.Strong(key.replace("_", " ")), f": {text}"]))
+    return html.Ul(items, className="podscope-mono")
 
 
 def layout(session: str | None = None, **_: str) -> Any:
@@ -93,10 +116,13 @@ def layout(session: str | None = None, **_: str) -> Any:
             card(devices) if devices is not None else None,
             *[finding_card(f, session) for f in flagged],
             card(
-                html.H6("Passed"),
+                html.H6("Checked, nothing to fix"),
                 html.Ul(
                     [
-                        html.Li(f"{f.title}" + ("" if f.value is None else f" ({f.value:.3g})"))
+                        html.Li(
+                            f.title
+                            + ("" if f.value is None else f" ({fmt_value(f.value, f.unit)})")
+                        )
                         for f in passed
                     ]
                 ),

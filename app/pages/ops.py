@@ -24,6 +24,7 @@ from app.pages._common import (
     session_of,
     worker_picker,
 )
+from app.units import grid_columns
 
 dash.register_page(__name__, path="/ops", name="Ops", order=2)
 
@@ -163,14 +164,7 @@ def show(worker: str, by: str, search: str | None) -> tuple[Any, ...]:
         note = html.P(why, className="podscope-muted")
         return [], [], ops_top_figure(table), ops_treemap_figure(table), note
     rows = grid_rows(table, session)
-    cols = [
-        {
-            "field": c,
-            "pinned": "left" if c == rows_name(rows) else None,
-            "cellRenderer": "markdown" if c == "timeline" else None,
-        }
-        for c in (rows[0] if rows else {})
-    ]
+    cols = grid_columns(rows[0] if rows else [], pinned=rows_name(rows), markdown=["timeline"])
     comparison = op_comparison(table) if by == "op" and table["worker"].nunique() > 1 else None
     compare = (
         dbc.Table.from_dataframe((comparison / 1e9).round(3).reset_index().head(15), size="sm")

@@ -21,6 +21,7 @@ from app.pages._common import (
     session_of,
     table_header,
 )
+from app.units import grid_columns
 
 dash.register_page(__name__, path="/pod", name="Pod Viewer", order=1)
 
@@ -150,10 +151,7 @@ def layout(
                 dag.AgGrid(
                     id=ids.POD_TABLE,
                     rowData=table.astype(object).where(table.notna(), None).to_dict("records"),
-                    columnDefs=[
-                        {"field": c, "pinned": "left" if c == "worker" else None}
-                        for c in table.columns
-                    ],
+                    columnDefs=grid_columns(table.columns, pinned="worker"),
                     defaultColDef={"sortable": True, "filter": True, "resizable": True},
                     dashGridOptions={"domLayout": "autoHeight"},
                 ),

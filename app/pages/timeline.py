@@ -20,8 +20,9 @@ from dash import Input, Output, State, dcc, html
 from analyzers.session import WORKERS_KEPT, SessionAnalysis
 from analyzers.timeline import TimelineIndex
 from app import ids
-from app.figures.timeline import fmt_duration, timeline_figure
+from app.figures.timeline import timeline_figure
 from app.pages._common import card, load_session, session_of
+from app.units import fmt_duration
 
 dash.register_page(__name__, path="/timeline", name="Timeline", order=3)
 

@@ -457,8 +457,32 @@ def test_ops_grid_leads_with_the_name_and_its_cost_most_expensive_first(page, se
     assert headers[:4] == ["kernel", "op_name", "op_type", "self_ms"], headers
     assert "worker" not in headers[:6] and "timeline" not in headers[:6]  # costs in view first
     cells = page.locator("#ops-table .ag-center-cols-container [col-id=self_ms]").all_inner_texts()
-    selfs = [float(c) for c in cells]
+    selfs = [float(c.replace(",", "")) for c in cells]
     assert selfs == sorted(selfs, reverse=True) and len(selfs) >= 2  # by cost, not by device
+    titles = page.locator("#ops-table .ag-header-cell-text").all_inner_texts()
+    assert titles[:4] == ["kernel", "op", "op type", "self time (ms)"], titles
+    shares = page.locator("#ops-table .ag-center-cols-container [col-id=self_share]")
+    assert all(re.fullmatch(r"\d+\.\d%", t) for t in shares.all_inner_texts())
+    assert page.errors == []
+
+
+def test_diagnostics_numbers_have_units(page, server) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + "/diagnostics?session=2026_01_03_gpu")
+    settle(page)
+    text = page.inner_text("#_pages_content")
+    titles = page.locator("strong").all_inner_texts()
+    assert any(" — " in t for t in titles)
+    for t in titles:
+        value = t.split(" — ")[-1] if " — " in t else ""
+        assert not re.search(r"\d\.\d{4,}|e[+-]\d", value), t  # no 0.76843 nor 2.09e+04
+    assert re.search(r"— \d+(\.\d)? %", text) or re.search(r"per step", text)
+    page.get_by_text("details: evidence and how to reproduce the number").first.click()
+    page.wait_for_timeout(1000)
+    assert not re.search(r"\d\.\d{6,}", page.inner_text("#_pages_content"))  # evidence rounded
+    assert (
+        "Checked, nothing to fix" in text
+        and "Mixed precision off" not in text.split("Checked, nothing to fix")[1]
+    )
     assert page.errors == []
 
 

@@ -15,9 +15,9 @@ from app.figures.timeline import (
     MAX_SHAPES,
     TimelineIndex,
     colour_of,
-    fmt_duration,
     timeline_figure,
 )
+from app.units import fmt_duration
 from tests.analyzers.test_breakdown import frames_of, worker_trace
 
 

@@ -1,0 +1,157 @@
+"""Numbers as people read them: durations in ns/µs/ms/s, shares in %, bytes in MiB/GiB,
+bandwidth in GB/s, and grid columns with readable titles and formatted cells.
+
+    >>> fmt_duration(12_345)          # ns in
+    '12.3 µs'
+    >>> fmt_value(0.768, "share")
+    '76.8 %'
+    >>> grid_columns(["op_name", "self_ms", "self_share"], pinned="op_name")[2]["headerName"]
+    'self share'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+def fmt_duration(ns: float) -> str:
+    """``950 ns``, ``12.3 µs``, ``400 µs``, ``4.560 ms``, ``1.234 s``."""
+    if ns < 1_000:
+        return f"{ns:.0f} ns"
+    if ns < 1_000_000:
+        return f"{ns / 1e3:.3g} µs" if ns < 100_000 else f"{ns / 1e3:.0f} µs"
+    if ns < 1_000_000_000:
+        return f"{ns / 1e6:.3f} ms"
+    return f"{ns / 1e9:.3f} s"
+
+
+def fmt_share(x: float) -> str:
+    """``76.8 %``; ``0.04 %`` keeps two decimals below 1 %."""
+    pct = 100 * x
+    return f"{pct:.2f} %" if 0 < abs(pct) < 1 else f"{pct:.1f} %"
+
+
+def fmt_bytes(n: float) -> str:
+    """``512 B``, ``1.5 KiB``, ``12.3 MiB``, ``15.75 GiB``."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}" if unit == "GiB" else f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_value(value: float, unit: str) -> str:
+    """A finding's value in its unit (``analyzers.diagnostics.base.UNITS``)."""
+    if unit == "share":
+        return fmt_share(value)
+    if unit == "us":
+        return fmt_duration(value * 1000)
+    if unit == "per_step":
+        return f"{value:,.1f} per step"
+    if unit == "flag":
+        return "yes" if value else "no"
+    return f"{value:,.0f}"
+
+
+# --------------------------------------------------------------------------- grid columns
+
+#: Readable titles of frame columns shown in grids.
+TITLES = {
+    "op_name": "op",
+    "op_type": "op type",
+    "self_ms": "self time (ms)",
+    "total_ms": "total time (ms)",
+    "avg_ms": "mean (ms)",
+    "min_ms": "min (ms)",
+    "max_ms": "max (ms)",
+    "p50_ms": "p50 (ms)",
+    "p95_ms": "p95 (ms)",
+    "self_share": "self share",
+    "cumulative_share": "cumulative share",
+    "eager_share": "eager share",
+    "flops": "FLOPs",
+    "bytes_accessed": "bytes accessed",
+    "flops_per_s": "FLOP/s",
+    "bytes_per_s": "bandwidth",
+    "intensity": "FLOP per byte",
+    "tc_eligible": "Tensor Core eligible",
+    "tensor_core": "uses Tensor Cores",
+    "step_ms": "step time (ms)",
+    "step_time_ms": "step time (ms)",
+    "std_ms": "std (ms)",
+    "straggler_score": "straggler score",
+    "base_us": "baseline (µs)",
+    "new_us": "new (µs)",
+    "delta": "change",
+    "change": "change (%)",
+    "dur_ms": "duration (ms)",
+}
+
+_NULL = "params.value == null ? '' : "
+#: dash-ag-grid value formatters (d3-format is in its function namespace).
+_SHARE = {"function": _NULL + "d3.format('.1%')(params.value)"}
+_MS = {"function": _NULL + "d3.format(',.3f')(params.value)"}
+_COUNT = {"function": _NULL + "d3.format(',')(params.value)"}
+_SI = {"function": _NULL + "d3.format('.3~s')(params.value)"}
+_GBPS = {"function": _NULL + "d3.format(',.1f')(params.value / 1e9) + ' GB/s'"}
+_FLOPS = {"function": _NULL + "d3.format('.3~s')(params.value) + 'FLOP/s'"}
+_NUMBER = {"function": _NULL + "d3.format(',.3~f')(params.value)"}
+
+
+def _formatter(column: str) -> dict[str, str] | None:
+    if column.endswith("_share") or column == "share":
+        return _SHARE
+    if column.endswith(("_ms", "_us")):
+        return _MS
+    if column in ("occurrences", "steps", "workers", "count", "n", "calls", "invokes"):
+        return _COUNT
+    if column in ("flops", "bytes_accessed"):
+        return _SI
+    if column == "bytes_per_s":
+        return _GBPS
+    if column == "flops_per_s":
+        return _FLOPS
+    if column in ("intensity", "score", "straggler_score", "lateness", "delta"):
+        return _NUMBER
+    return None
+
+
+def grid_columns(
+    columns: Iterable[str], pinned: str | None = None, markdown: Iterable[str] = ()
+) -> list[dict[str, Any]]:
+    """AG Grid column definitions: a readable title, numbers formatted with their unit and
+    right-aligned, ``pinned`` kept on the left, ``markdown`` columns rendered as links."""
+    links = set(markdown)
+    out = []
+    for c in columns:
+        col: dict[str, Any] = {"field": c, "headerName": TITLES.get(c, c.replace("_", " "))}
+        fmt = _formatter(c)
+        if fmt is not None:
+            col["valueFormatter"] = fmt
+            col["type"] = "rightAligned"
+        if c == pinned:
+            col["pinned"] = "left"
+        if c in links:
+            col["cellRenderer"] = "markdown"
+        out.append(col)
+    return out
+
+
+def fmt_evidence(key: str, value: Any) -> Any:
+    """An evidence value as text by what its key says it is (``…share…`` %, ``…_ms`` ms,
+    ``…_us`` µs, ``…bytes…``/``memory_size`` MiB/GiB); mappings and lists item by item."""
+    if isinstance(value, dict):
+        return {str(k): fmt_evidence(key, v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [fmt_evidence(key, v) for v in value]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if "share" in key:
+        return fmt_share(value)
+    if key.endswith("_ms"):
+        return f"{value:,.3f} ms"
+    if key.endswith("_us"):
+        return fmt_duration(value * 1000)
+    if "bytes" in key or key == "memory_size":
+        return fmt_bytes(value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
