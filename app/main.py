@@ -75,6 +75,7 @@ def create_app(config: AppSettings) -> dash.Dash:
         suppress_callback_exceptions=True,
         background_callback_manager=manager(),
         title="PodScope",
+        update_title=None,  # assets/title.js names the page and session in the tab
     )
     attach(app.server, context)
     app.server.config["MAX_CONTENT_LENGTH"] = (
@@ -101,20 +102,26 @@ _NOT_PER_SESSION = {"/", "/capture"}
 
 @dash.callback(
     Output({"type": ids.NAV_LINK, "path": ALL}, "href"),
+    Output({"type": ids.NAV_LINK, "path": ALL}, "active"),
+    Input(ids.URL, "pathname"),
     Input(ids.URL, "search"),
     State({"type": ids.NAV_LINK, "path": ALL}, "id"),
 )
-def _nav_keeps_session(search: str | None, links: list[dict[str, str]]) -> list[str]:
-    """Moving between pages keeps the session the user is looking at."""
+def _nav_keeps_session(
+    pathname: str | None, search: str | None, links: list[dict[str, str]]
+) -> tuple[list[str], list[bool]]:
+    """Moving between pages keeps the session the user is looking at; the page shown is
+    marked."""
     from urllib.parse import urlencode
 
     session = query_of(search).get("session")
-    return [
+    hrefs = [
         link["path"]
         if session is None or link["path"] in _NOT_PER_SESSION
         else f"{link['path']}?{urlencode({'session': session})}"
         for link in links
     ]
+    return hrefs, [link["path"] == (pathname or "/") for link in links]
 
 
 @dash.callback(

@@ -144,9 +144,10 @@ def page(browser, server):  # type: ignore[no-untyped-def]
 
 def settle(pg) -> None:  # type: ignore[no-untyped-def]
     pg.wait_for_load_state("networkidle")
-    pg.wait_for_function(
-        "document.title === 'PodScope'"
-    )  # Dash shows 'Updating...' while callbacks run
+    pg.wait_for_function(  # no callback running: Dash marks what it is updating
+        "document.querySelector('#_pages_content') && "
+        "!document.querySelector('[data-dash-is-loading=\"true\"]')"
+    )
     pg.wait_for_timeout(300)
 
 
@@ -506,3 +507,18 @@ def test_step_slider_is_off_while_all_steps_are_shown(page, server) -> None:  # 
     page.wait_for_timeout(1000)
     assert handle.get_attribute("aria-disabled") == "true" or handle.is_disabled()
     assert (title.text_content() or "").startswith("All 30 steps")
+
+
+def test_navbar_marks_the_page_and_the_tab_title_says_page_and_session(page, server) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + "/ops?session=2026_01_02_00_00_00")
+    settle(page)
+    page.wait_for_function("document.title.startsWith('Ops · 2026_01_02_00_00_00')")
+    active = page.locator(".podscope-nav .nav-link.active").all_inner_texts()
+    assert active == ["Ops"]
+    page.locator(".podscope-nav .nav-link", has_text="Timeline").click()
+    page.wait_for_url("**/timeline?session=2026_01_02_00_00_00")
+    page.wait_for_function("document.title.startsWith('Timeline · 2026_01_02_00_00_00')")
+    page.wait_for_timeout(1000)
+    assert page.locator(".podscope-nav .nav-link.active").all_inner_texts() == ["Timeline"]
+    assert page.title() == "Timeline · 2026_01_02_00_00_00 · PodScope"
+    assert page.errors == []
