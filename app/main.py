@@ -75,7 +75,7 @@ def create_app(config: AppSettings) -> dash.Dash:
         suppress_callback_exceptions=True,
         background_callback_manager=manager(),
         title="PodScope",
-        update_title=None,  # assets/title.js names the page and session in the tab
+        update_title="",  # assets/title.js names the page and session in the tab
     )
     attach(app.server, context)
     app.server.config["MAX_CONTENT_LENGTH"] = (

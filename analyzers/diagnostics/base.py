@@ -111,6 +111,34 @@ class Finding:
 UNITS = ("share", "count", "us", "per_step", "flag")
 
 
+def page_at(path: str, worker: object = None, step: object = None, **query: object) -> str:
+    """A page link at a worker and step (``/pod?worker=w1&step=3``): where the evidence is."""
+    from urllib.parse import urlencode
+
+    args = {"worker": worker, "step": step, **query}
+    shown = {k: str(v) for k, v in args.items() if v is not None}
+    return f"{path}?{urlencode(shown)}" if shown else path
+
+
+def worst_step(b: Any, column: str) -> tuple[object, object]:
+    """(worker, aligned step) of the breakdown row where ``column`` takes the largest share of
+    the step; (None, None) without rows."""
+    if b is None or not len(b):
+        return None, None
+    share = b[column].astype(float) / b["step_time_ns"].astype(float).where(b["step_time_ns"] > 0)
+    if share.isna().all():
+        return None, None
+    row = b.loc[share.idxmax()]
+    return str(row["worker"]), int(row["step"])
+
+
+def step_at(aligned: Any, worker: object, t_ns: int) -> int | None:
+    """The aligned step of ``worker`` that holds time ``t_ns`` (None when none does)."""
+    mine = aligned[aligned["worker"].astype(str) == str(worker)]
+    hit = mine[(mine["start_ns"] <= t_ns) & (mine["end_ns"] > t_ns)]
+    return int(hit["step"].iloc[0]) if len(hit) else None
+
+
 def severity_of(value: float | None, levels: tuple[float, float]) -> Severity:
     """``HIGH`` at or above ``levels[1]``, ``MODERATE`` at or above ``levels[0]``, else
     ``NONE`` (also for a missing value)."""

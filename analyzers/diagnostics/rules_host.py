@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from analyzers._match import matches
-from analyzers.diagnostics.base import Severity, Thresholds, Verdict, rule, severity_of, skip
+from analyzers.diagnostics.base import (
+    Severity,
+    Thresholds,
+    Verdict,
+    page_at,
+    rule,
+    severity_of,
+    skip,
+    step_at,
+)
 from analyzers.rule_inputs import COMPILE, EAGER_OP
 from analyzers.session import SessionAnalysis
 
@@ -93,7 +103,7 @@ def slow_iterator(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         },
         recommendation="More than 50 µs per IteratorGetNext means the step waits for data: parallelize map, "
         "add prefetch, cache, or move preprocessing offline.",
-        page="/timeline?q=IteratorGetNext",
+        page=_slowest(inp, it, "IteratorGetNext"),
     )
 
 
@@ -148,7 +158,7 @@ def recompilation(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         },
         recommendation="Recompiling every few steps usually means changing shapes or Python values passed to a "
         "tf.function: pad to fixed shapes, pass tensors not Python scalars, set input_signature.",
-        page="/timeline?q=ompil",
+        page=_slowest(inp, late, "ompil") if len(late) else "/timeline?q=ompil",
     )
 
 
@@ -166,3 +176,10 @@ def cpu_only(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         if not gpu
         else "",
     )
+
+
+def _slowest(inp: SessionAnalysis, events: pd.DataFrame, q: str) -> str:
+    """The timeline at the longest of ``events``: its worker and the step it falls in."""
+    e = events.loc[events["dur_ps"].idxmax()]
+    step = step_at(inp.aligned, e["worker"], int(e["start_ns"]))
+    return page_at("/timeline", e["worker"], step, q=q)

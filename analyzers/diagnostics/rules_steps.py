@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from analyzers.diagnostics.base import (
     DEVICE,
     GUIDE,
@@ -9,9 +11,12 @@ from analyzers.diagnostics.base import (
     Severity,
     Thresholds,
     Verdict,
+    page_at,
     rule,
     severity_of,
     skip,
+    step_at,
+    worst_step,
 )
 from analyzers.pod import device_imbalance
 from analyzers.session import SessionAnalysis
@@ -47,6 +52,7 @@ def _category(
             recommendation=advice,
             doc=f"{GUIDE}#{anchor}" if anchor else GUIDE,
             at_stake_ns=value * inp.step_time_ns,
+            page=page_at("/pod", *worst_step(b, f"{cat}_ns")),
         )
 
 
@@ -116,7 +122,7 @@ def step_gaps(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         recommendation="Move per-step Python work (callbacks, metric logging, data conversion) into tf.function or "
         "do it every N steps; with Keras, raise steps_per_execution.",
         at_stake_ns=value * inp.step_time_ns / max(1e-9, 1 - value),
-        page="/timeline",
+        page=_widest_gap(inp, s, gap),
     )
 
 
@@ -188,6 +194,19 @@ def straggler(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         recommendation="Find what is different on that worker: its input pipeline, host load (other processes), "
         "a slower device or network; compare its ops with the others on the Ops page.",
         at_stake_ns=top * inp.step_time_ns if len(named) else 0.0,
+        page=_straggler_page(inp, named["worker"].tolist()),
+    )
+
+
+def _straggler_page(inp: SessionAnalysis, named: list[str]) -> str:
+    """The Pod Viewer at the named straggler's worst step (its longest step)."""
+    if not named:
+        return "/pod"
+    pod = inp.pod[inp.pod["worker"].astype(str) == str(named[0])]
+    if pod.empty:
+        return page_at("/pod", named[0])
+    return page_at(
+        "/pod", named[0], int(pod.loc[pod["step_time_ns"].astype(float).idxmax(), "step"])
     )
 
 
@@ -205,3 +224,12 @@ def imbalance(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         recommendation="Replicas should do the same work: check per-replica batch sizes and data sharding, and "
         "host-thread contention when launching (see the launch skew finding).",
     )
+
+
+def _widest_gap(inp: SessionAnalysis, steps: pd.DataFrame, gap: pd.Series) -> str:
+    """The timeline at the step that ends with the widest gap after it, on its worker."""
+    if gap.dropna().empty:
+        return "/timeline"
+    row = steps.loc[gap.idxmax()]
+    step = step_at(inp.aligned, row["worker"], int(row["end_ns"]) - 1)
+    return page_at("/timeline", row["worker"], step)

@@ -70,6 +70,8 @@ def layout(
         return card(html.H5("This session has no timed events."))
     steps = sorted(int(s) for s in analysis.aligned["step"].unique())
     chosen = int(step) if step and step.isdigit() and int(step) in steps else None
+    workers = _default_workers(analysis, worker)
+    window = step_window(analysis, chosen, workers) if chosen is not None else None
     return html.Div(
         [
             card(
@@ -81,7 +83,7 @@ def layout(
                                 dcc.Dropdown(
                                     id=ids.TL_WORKER,
                                     options=analysis.worker_names,
-                                    value=_default_workers(analysis, worker),
+                                    value=workers,
                                     multi=True,
                                     clearable=False,
                                 ),
@@ -132,7 +134,7 @@ def layout(
                 html.Div(HELP, className="podscope-muted mt-2"),
                 html.Div(id=ids.TL_STATS, className="podscope-muted"),
             ),
-            dcc.Store(id=ids.TL_WINDOW, data=None),
+            dcc.Store(id=ids.TL_WINDOW, data=window),  # a linked step opens zoomed on it
             card(
                 dcc.Loading(
                     dcc.Graph(
@@ -190,12 +192,18 @@ def _step_window(search: str | None, step: int | None, workers: list[str]) -> An
     _, analysis, _ = load_session(session_of(search))
     if analysis is None or step is None:
         return dash.no_update
+    return step_window(analysis, step, workers) or dash.no_update
+
+
+def step_window(analysis: SessionAnalysis, step: int, workers: list[str]) -> dict[str, int] | None:
+    """The window of aligned ``step`` on ``workers`` (all workers if they lack it), with a
+    tenth of it as margin on each side."""
     a = analysis.aligned
     rows = a[(a["step"] == step) & a["worker"].astype(str).isin(workers)]
     if rows.empty:
         rows = a[a["step"] == step]
     if rows.empty:
-        return dash.no_update
+        return None
     t0, t1 = int(rows["start_ns"].min()), int(rows["end_ns"].max())
     pad = max(1000, (t1 - t0) // 10)
     return {"t0": t0 - pad, "t1": t1 + pad}

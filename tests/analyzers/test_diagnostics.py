@@ -276,3 +276,24 @@ def test_mixed_precision_rule_on_cpu_runs_says_why_not(scenario_capture) -> None
         )
         f = finding(load(cap.session_dir, cache=False), "mixed_precision")
         assert not f.applies and "CPU" in f.reason
+
+
+def test_findings_link_to_the_worker_and_step_that_show_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from urllib.parse import parse_qs, urlparse
+
+    from tests.analyzers.test_breakdown import worker_trace
+
+    for w, kw in (("w1_6000", {"input_us": 50}), ("w2_6000", {"input_us": 400, "offset_us": 300})):
+        (tmp_path / f"{w}.xplane.pb").write_bytes(worker_trace(w, 12, **kw))  # type: ignore[arg-type]
+    a = prepare(load(tmp_path, cache=False))
+    found = {f.rule_id: f for f in diagnose(a)}
+    link = urlparse(found["input_bound"].page)
+    q = parse_qs(link.query)
+    assert link.path == "/pod" and q["worker"] == ["w2_6000"]
+    step = int(q["step"][0])
+    worst = a.split[a.split["worker"] == "w2_6000"]
+    share = worst["input_ns"] / worst["step_time_ns"]
+    assert step == int(worst.loc[share.idxmax(), "step"])
+    slow = urlparse(found["slow_iterator"].page)
+    assert slow.path == "/timeline" and parse_qs(slow.query)["worker"] == ["w2_6000"]
+    assert parse_qs(slow.query)["q"] == ["IteratorGetNext"] and "step" in parse_qs(slow.query)

@@ -522,3 +522,21 @@ def test_navbar_marks_the_page_and_the_tab_title_says_page_and_session(page, ser
     assert page.locator(".podscope-nav .nav-link.active").all_inner_texts() == ["Timeline"]
     assert page.title() == "Timeline · 2026_01_02_00_00_00 · PodScope"
     assert page.errors == []
+
+
+def test_a_finding_opens_the_page_at_its_worker_and_step(page, server) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + "/diagnostics?session=2026_01_02_00_00_00")
+    settle(page)
+    card = page.locator(".podscope-card", has_text="Input-bound")
+    card.get_by_text("show the evidence").click()
+    page.wait_for_url("**/pod?**")
+    settle(page)
+    query = dict(p.split("=") for p in page.url.split("?")[1].split("&"))
+    assert query["worker"] == "10.0.0.2_6000" and query["session"] == "2026_01_02_00_00_00"
+    title = page.locator("#pod-bars .gtitle").text_content() or ""
+    assert title.startswith(f"Step {query['step']}"), title
+    page.wait_for_timeout(1000)
+    assert (page.locator("#pod-bars .gtitle").text_content() or "").startswith(
+        f"Step {query['step']}"
+    )
+    assert page.errors == []
