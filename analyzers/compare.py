@@ -20,16 +20,21 @@ STEP_METRICS = ("step_time (mean)", "step_time (p50)", "step_time (p95)", *CATEG
 
 
 def _step_metrics(breakdown: pd.DataFrame) -> pd.Series:
-    """ms per step of one worker and device: step time statistics and mean categories."""
+    """ms per step of one worker and device: step time statistics and mean categories, both
+    over the same rows: those whose categories are known (a Python-traced worker's rows are
+    left out when any other worker's are known), so the categories add up to the step time."""
     if breakdown.empty:
         return pd.Series(np.nan, index=list(STEP_METRICS))
+    split = breakdown["split"].astype(bool)
+    if split.any():
+        breakdown = breakdown[split]
     step_ms = breakdown["step_time_ns"].astype("float64") / 1e6
     out = {
         "step_time (mean)": step_ms.mean(),
         "step_time (p50)": step_ms.quantile(0.5),
         "step_time (p95)": step_ms.quantile(0.95),
     }
-    for cat in CATEGORIES:  # rows whose categories are unknown (Python tracer only) are skipped
+    for cat in CATEGORIES:
         out[cat] = breakdown[f"{cat}_ns"].astype("Float64").mean(skipna=True) / 1e6
     return pd.Series(out, dtype="float64").reindex(list(STEP_METRICS))
 

@@ -12,7 +12,8 @@
     const session = new URLSearchParams(location.search).get("session")
       || (document.querySelector("#shell-session .Select-value-label") || {}).innerText;
     const parts = [pageName(), location.pathname === "/" || location.pathname === "/capture" ? "" : session, "PodScope"];
-    document.title = parts.filter(Boolean).join(" · ");
+    const title = parts.filter(Boolean).join(" · ");
+    if (title !== document.title) document.title = title; // an equal write would loop the observer
   }
   function watch() {
     const title = document.querySelector("title");

@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analyzers.breakdown import CATEGORIES
+from app.units import fmt_duration, fmt_share
 
 COLORS = {
     "device_compute": "#1f77b4",
@@ -83,9 +84,10 @@ def breakdown_bars_figure(rows: pd.DataFrame, title: str) -> go.Figure:
         barmode="stack",
         title=title,
         xaxis_title="ms",
-        height=120 + 40 * len(y),
-        margin={"l": 10, "r": 10, "t": 50, "b": 40},
-        legend={"orientation": "h", "y": -0.25},
+        height=150 + 40 * len(y),
+        margin={"l": 10, "r": 10, "t": 90, "b": 40},
+        # the legend above the bars: below them it sat on the axis title
+        legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
     )
     fig.update_yaxes(autorange="reversed")
     return fig
@@ -138,3 +140,29 @@ def step_heatmap_figure(pod: pd.DataFrame, value: str = "lateness_ns") -> go.Fig
         margin={"l": 10, "r": 10, "t": 50, "b": 40},
     )
     return fig
+
+
+def straggler_evidence(stragglers: pd.DataFrame, pod: pd.DataFrame) -> tuple[list[str], str]:
+    """Per named straggler, what names it (``straggler: w2 (arrives 1.2 ms late per step, last
+    in 97.0 % of steps)``), and for a synchronous job why its own step-time line can be the
+    lowest (else "")."""
+    named = stragglers[stragglers["straggler"]]
+    texts = []
+    for r in named.itertuples():
+        if r.mode == "synchronous":
+            late = float(pod.loc[pod["worker"] == r.worker, "lateness_ns"].mean())
+            why = f"arrives {fmt_duration(late)} late per step, last in {fmt_share(r.last_share)} of steps"
+        else:
+            why = (
+                f"steps {fmt_share(r.score)} longer than the median, slowest in "
+                f"{fmt_share(r.last_share)} of steps"
+            )
+        texts.append(f"straggler: {r.worker} ({why})")
+    note = (
+        "Synchronous job: the straggler starts its steps late and the others wait for it "
+        "inside the all-reduce, so their steps are the long ones and its own step-time line "
+        "can be the lowest. Its lateness is in the heat map."
+        if (named["mode"] == "synchronous").any()
+        else ""
+    )
+    return texts, note

@@ -104,4 +104,29 @@ def cpu_figure(
         )
     fig.update_layout(barmode="overlay", height=460, margin={"l": 10, "r": 10, "t": 40, "b": 40})
     fig.update_xaxes(title_text="ms", row=2, col=1)
+    # An empty panel says why, where the data would be (not a blank plot).
+    for row, missing, why in (
+        (
+            1,
+            s.empty,
+            "No CPU scheduling events in this window: record them with the sched "
+            "ftrace events (atrace sched, or Perfetto's linux.ftrace sched/sched_switch).",
+        ),
+        (
+            2,
+            freq.empty,
+            "No CPU frequency counters in this trace (atrace freq, or Perfetto's "
+            "power/cpu_frequency).",
+        ),
+    ):
+        if missing:
+            fig.add_annotation(
+                text=why,
+                xref=f"x{row if row > 1 else ''} domain",
+                yref=f"y{row if row > 1 else ''} domain",
+                x=0.5,
+                y=0.5,
+                showarrow=False,
+                font={"color": "#6c757d"},
+            )
     return fig

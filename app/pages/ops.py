@@ -111,12 +111,13 @@ def layout(
                 dcc.Download(id=ids.OPS_DOWNLOAD),
             ),
             card(
+                html.Div(id=ids.OPS_NOTE),
                 dag.AgGrid(
                     id=ids.OPS_TABLE,
                     defaultColDef={"sortable": True, "filter": True, "resizable": True},
                     dashGridOptions={"pagination": True, "paginationPageSize": 25},
                     style={"height": "560px"},
-                )
+                ),
             ),
             dbc.Row(
                 [
@@ -146,6 +147,7 @@ def _table(search: str | None, worker: str, by: str) -> tuple[str | None, pd.Dat
     Output(ids.OPS_TOP, "figure"),
     Output(ids.OPS_TREEMAP, "figure"),
     Output(ids.OPS_COMPARE, "children"),
+    Output(ids.OPS_NOTE, "children"),
     Input(ids.OPS_WORKER, "value"),
     Input(ids.OPS_BY, "value"),
     State(ids.URL, "search"),
@@ -153,16 +155,11 @@ def _table(search: str | None, worker: str, by: str) -> tuple[str | None, pd.Dat
 def show(worker: str, by: str, search: str | None) -> tuple[Any, ...]:
     session, table = _table(search, worker, by)
     if table is None or session is None:
-        return dash.no_update, dash.no_update, dash.no_update, dash.no_update, dash.no_update
+        return (dash.no_update,) * 6
     if table.empty:
-        why = (
-            "No device kernels in this capture (they live on /device: planes)."
-            if by == "kernel"
-            else "No op events in this capture: no TF ops on the host (name:Type or a tf_op "
-            "stat), no device kernels and no XLA ops on a TPU's XLA Ops line."
-        )
-        note = html.P(why, className="podscope-muted")
-        return [], [], ops_top_figure(table), ops_treemap_figure(table), note
+        note = dbc.Alert(_why_empty(search, worker, by), color="secondary", className="mb-2")
+        empty = ops_top_figure(table), ops_treemap_figure(table)
+        return [], [], *empty, None, note
     rows = grid_rows(table, session)
     cols = grid_columns(rows[0] if rows else [], pinned=rows_name(rows), markdown=["timeline"])
     comparison = op_comparison(table) if by == "op" and table["worker"].nunique() > 1 else None
@@ -171,7 +168,28 @@ def show(worker: str, by: str, search: str | None) -> tuple[Any, ...]:
         if comparison is not None
         else html.P("One worker: nothing to compare.", className="podscope-muted")
     )
-    return rows, cols, ops_top_figure(table), ops_treemap_figure(table), compare
+    return rows, cols, ops_top_figure(table), ops_treemap_figure(table), compare, None
+
+
+def _why_empty(search: str | None, worker: str, by: str) -> str:
+    """Why the op table is empty, for this worker and view (shown above the table)."""
+    _, analysis, _ = load_session(session_of(search))
+    chosen = chosen_worker(worker)
+    if chosen and analysis is not None:
+        w = analysis.worker_events
+        w = w[w["worker"] == chosen]
+        if len(w) and int(w["traced"].iloc[0]) == 0:  # every event is a Python call
+            return (
+                f"{chosen} was traced with the Python tracer only (the safe capture plan for "
+                "workers where the host tracer crashed): its trace has Python calls, no TF ops "
+                "or kernels. Pick another worker, or capture it again with host_tracer_level 2."
+            )
+    if by == "kernel":
+        return "No GPU kernels here: kernels live on /device:GPU planes, and this capture has none."
+    return (
+        "No op events here: no TF ops on the host (name:Type or a tf_op stat), no device "
+        "kernels and no XLA ops on a TPU's XLA Ops line."
+    )
 
 
 @dash.callback(

@@ -12,7 +12,12 @@ from dash import Input, Output, State, dcc, html
 from analyzers.session import SessionAnalysis
 from app import ids
 from app.context import current
-from app.figures.pod import breakdown_bars_figure, step_heatmap_figure, step_time_lines_figure
+from app.figures.pod import (
+    breakdown_bars_figure,
+    step_heatmap_figure,
+    step_time_lines_figure,
+    straggler_evidence,
+)
 from app.pages._common import (
     card,
     device_summary,
@@ -32,6 +37,15 @@ def step_title(analysis: SessionAnalysis, step: int | None) -> str:
     if step is None:
         return f"All {b['step'].nunique()} steps (mean)"
     return f"Step {step} (step_num {b.loc[b['step'] == step, 'step_num'].iloc[0]})"
+
+
+def straggler_badges(analysis: SessionAnalysis) -> list[Any]:
+    """The named straggler with the evidence that names it (``straggler_evidence``)."""
+    named, note = straggler_evidence(analysis.stragglers, analysis.pod)
+    if not named:
+        return [dbc.Badge("no straggler", color="success")]
+    badges: list[Any] = [dbc.Badge(t, color="danger", className="me-1") for t in named]
+    return badges + ([html.Div(note, className="podscope-muted mt-1")] if note else [])
 
 
 def layout(
@@ -72,15 +86,7 @@ def layout(
         )
     n_steps = int(b["step"].max()) + 1
     selected = min(int(step), n_steps - 1) if step and step.isdigit() else None
-    s = analysis.stragglers
-    badges = [
-        dbc.Badge(
-            f"straggler: {r.worker} (score {r.score:.2f}, {s['mode'].iloc[0]})",
-            color="danger",
-            className="me-1",
-        )
-        for r in s[s["straggler"]].itertuples()
-    ] or [dbc.Badge("no straggler", color="success")]
+    badges = straggler_badges(analysis)
     rows, title = analysis.step_rows(selected), step_title(analysis, selected)
     table = analysis.pod_summary
     if worker:
@@ -141,6 +147,13 @@ def layout(
                     dbc.Col(
                         card(
                             dcc.Graph(id=ids.POD_HEATMAP, figure=step_heatmap_figure(analysis.pod))
+                            if analysis.pod["worker"].nunique() > 1
+                            else html.P(
+                                "Arrival lateness compares workers: this session has one, so "
+                                "there is no heat map.",
+                                id=ids.POD_HEATMAP,
+                                className="podscope-muted",
+                            )
                         ),
                         md=6,
                     ),

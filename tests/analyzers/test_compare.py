@@ -57,3 +57,24 @@ def test_a_run_without_steps_compares_per_capture() -> None:
     assert ops["per"].tolist() == ["capture"] and ops["base_us"].tolist() == [600]
     steps = compare_steps(base_steps, empty).set_index("metric")
     assert steps["new_ms"].isna().all() and steps["delta"].isna().all()
+
+
+def test_step_time_and_categories_average_over_the_same_rows() -> None:
+    """A Python-traced worker (categories unknown) must not pull the step time away from
+    the categories it is shown beside."""
+    from analyzers.breakdown import CATEGORIES
+    from analyzers.session import SessionAnalysis
+    from tests.analyzers.test_breakdown import worker_trace
+    from trace_parsers.loader import merge
+
+    frames = merge(
+        [
+            parse_xplane(worker_trace("w1", 6, input_us=300, step_us=5000), worker="w1"),
+            parse_xplane(worker_trace("w2", 6, python_only=True, step_us=1000), worker="w2"),
+        ]
+    )
+    b = SessionAnalysis(frames).breakdown
+    assert set(b.loc[~b["split"].astype(bool), "worker"]) == {"w2"}
+    table = compare_steps(b, b).set_index("metric")
+    cats = table.loc[list(CATEGORIES), "base_ms"].sum()
+    assert abs(cats - table.loc["step_time (mean)", "base_ms"]) < 1e-6

@@ -58,6 +58,13 @@ def make_logdir(root: Path) -> Path:
         real = root / "plugins" / "profile" / V100_SESSION
         real.mkdir(parents=True)
         shutil.copy(V100, real / V100.name)
+    python = root / "plugins" / "profile" / "2026_01_06_python"
+    python.mkdir(parents=True)
+    for w, kw in (("10.0.0.1_6000", {}), ("10.0.0.4_6000", {"python_only": True})):
+        (python / f"{w}.xplane.pb").write_bytes(worker_trace(w, 10, **kw))  # type: ignore[arg-type]
+    one = root / "plugins" / "profile" / "2026_01_07_one_worker"
+    one.mkdir(parents=True)
+    (one / "10.0.0.1_6000.xplane.pb").write_bytes(worker_trace("10.0.0.1_6000", 10))
     phone = root / "plugins" / "profile" / "2026_01_04_phone"
     phone.mkdir(parents=True)
     (phone / "pixel.systrace").write_bytes(tflite_trace())
@@ -199,7 +206,7 @@ def test_compare_shows_what_changed_between_two_sessions(page, server) -> None: 
 def test_kernel_table_of_a_cpu_capture_says_why_it_is_empty(page, server) -> None:  # type: ignore[no-untyped-def]
     page.goto(server + "/ops?session=2026_01_01_00_00_00&by=kernel")
     settle(page)
-    page.get_by_text("No device kernels in this capture").wait_for(timeout=10_000)
+    page.locator("#ops-note", has_text="No GPU kernels here").wait_for(timeout=10_000)
     assert page.errors == []
 
 
@@ -539,4 +546,28 @@ def test_a_finding_opens_the_page_at_its_worker_and_step(page, server) -> None: 
     assert (page.locator("#pod-bars .gtitle").text_content() or "").startswith(
         f"Step {query['step']}"
     )
+    assert page.errors == []
+
+
+def test_empty_states_say_why_where_the_data_would_be(page, server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # a Python-traced worker's ops: the reason above the (empty) table
+    page.goto(server + "/ops?session=2026_01_06_python&worker=10.0.0.4_6000")
+    settle(page)
+    page.wait_for_function(
+        "document.querySelector('#ops-note')?.innerText.includes('Python tracer')"
+    )
+    note = page.locator("#ops-note").bounding_box()
+    grid = page.locator("#ops-table").bounding_box()
+    assert note["y"] < grid["y"]  # said above the table, not at the bottom of the page
+    # one worker: no lateness heat map, a sentence instead
+    page.goto(server + "/pod?session=2026_01_07_one_worker")
+    settle(page)
+    assert "one, so there is no heat map" in page.inner_text("#pod-heatmap")
+    assert page.locator("#pod-heatmap .js-plotly-plot").count() == 0
+    # the TFLite CPU panels of a trace without sched/freq data explain themselves
+    page.goto(server + "/android?session=2026_01_04_phone")
+    settle(page)
+    page.wait_for_function("document.querySelector('#tfl-cpu .annotation-text') !== null")
+    texts = page.locator("#tfl-cpu .annotation-text").all_text_contents()
+    assert any("CPU frequency" in t for t in texts), texts
     assert page.errors == []

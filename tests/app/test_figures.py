@@ -163,3 +163,31 @@ def test_top_ops_keep_kernels_apart_whose_names_share_a_long_start() -> None:
     assert len(set(bar.y)) == 3  # three bars, not two merged ones
     assert bar.y[0].split(" · ")[0].endswith("<float, 128, 4>>")
     assert [c[2] for c in bar.customdata] == table["kernel"].tolist()  # whole names on hover
+
+
+def test_the_straggler_badge_says_what_names_it() -> None:
+    from analyzers.pod import stragglers
+    from app.figures.pod import straggler_evidence
+
+    # synchronous: w2 starts every step 0.4 ms late, all end together (its steps are short)
+    rows = []
+    for step in range(10):
+        t = step * 2_000_000
+        for w, late in (("w1", 0), ("w2", 400_000), ("w3", 0)):
+            rows.append(
+                {
+                    "worker": w,
+                    "step": step,
+                    "start_ns": t + late,
+                    "step_time_ns": 1_500_000 - late,
+                    "lateness_ns": late,
+                    "excess": 0.0,
+                }
+            )
+    pod = pd.DataFrame(rows)
+    pod["end_ns"] = pod["start_ns"] + pod["step_time_ns"]
+    s = stragglers(pod)
+    texts, note = straggler_evidence(s, pod)
+    assert texts == ["straggler: w2 (arrives 400 µs late per step, last in 100.0 % of steps)"]
+    assert "its own step-time line can be the lowest" in note
+    assert straggler_evidence(s.assign(straggler=False), pod) == ([], "")
