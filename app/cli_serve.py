@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -80,12 +80,16 @@ def serve(settings: object, host: str, port: int) -> None:
 
 
 def demo_command(
-    logdir: Annotated[Path, typer.Option(help="Where the demo run and its capture go.")] = Path(
+    logdir: Annotated[Path, typer.Option(help="Where the demo runs and their captures go.")] = Path(
         "runs/demo"
     ),
-    scenario: Annotated[
-        str, typer.Option(help="Injected bottleneck of the demo job.")
-    ] = "input-bound",
+    scenarios: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated injected bottlenecks, one job and one captured session each "
+            "(the first is Compare's baseline)."
+        ),
+    ] = "baseline,straggler",
     workers: Annotated[int, typer.Option()] = 2,
     duration_ms: Annotated[int, typer.Option()] = 2000,
     port: Annotated[int, typer.Option()] = 8050,
@@ -93,12 +97,37 @@ def demo_command(
         bool,
         typer.Option(
             "--keep-cluster",
-            help="Keep training while serving (capture again from the Capture page).",
+            help="Keep the last job training while serving (capture again from the Capture page).",
         ),
     ] = False,
 ) -> None:
-    """Local 2-worker job → capture over gRPC → parse → dashboard. Ctrl-C stops everything."""
+    """Local jobs (a baseline and a straggler) → capture each over gRPC → dashboard.
+
+    Each job is captured into its own session, so every page (Compare included) has something
+    true to show; a job is stopped once captured (the last one kept with --keep-cluster, and
+    only then offered on the Capture page). Ctrl-C stops everything."""
     from app.settings import AppSettings
+    from reference_engine import cluster
+
+    names = [s.strip() for s in scenarios.split(",") if s.strip()]
+    if not names:
+        raise typer.BadParameter("name at least one scenario", param_hint="--scenarios")
+    _stop_on_signals()
+    kept = None
+    for i, scenario in enumerate(names):
+        keep = keep_cluster and i == len(names) - 1
+        kept = _demo_job(logdir, scenario, workers, duration_ms, keep)
+    try:
+        manifest = Path(kept.run_dir) / cluster.MANIFEST if kept is not None else None
+        serve(AppSettings(logdir=logdir, cluster_manifest=manifest), "127.0.0.1", port)
+    finally:
+        if kept is not None:
+            cluster.down(kept, grace_s=2)
+
+
+def _demo_job(logdir: Path, scenario: str, workers: int, duration_ms: int, keep: bool) -> Any:
+    """One engine job of ``scenario``, captured once; returns its manifest when ``keep``,
+    else stops it and returns None."""
     from collectors.capture import CaptureOptions, Target, capture
     from reference_engine import cluster
     from reference_engine.config import EngineConfig, EngineError
@@ -109,12 +138,11 @@ def demo_command(
         m = cluster.up(
             EngineConfig(workload="mwms-loop", scenario=scenario, steps=None),
             workers=workers,
-            run_dir=logdir / "cluster",
+            run_dir=logdir / "cluster" / scenario,
         )
     except EngineError as e:
         typer.echo(f"podscope: error: {e}", err=True)
         raise typer.Exit(2) from None
-    _stop_on_signals()
     try:
         deadline = time.monotonic() + 120
         while (
@@ -122,7 +150,7 @@ def demo_command(
             and time.monotonic() < deadline
         ):
             time.sleep(0.3)
-        typer.echo("capturing every worker…")
+        typer.echo(f"capturing every worker of the {scenario} job…")
         result = capture(
             [Target(t.agent_address) for t in m.tasks],
             CaptureOptions(logdir=logdir, duration_ms=duration_ms),
@@ -130,16 +158,18 @@ def demo_command(
         for w in result.workers:
             typer.echo(f"  {w.label} [{w.role}:{w.index}] {w.status} {w.reason or w.plan_note}")
         frames = load(result.session_dir)
-        typer.echo(f"parsed {len(frames.events):,} events from {len(frames.workers)} workers")
-        if not keep_cluster:
-            cluster.down(m, grace_s=2)
-        serve(
-            AppSettings(logdir=logdir, cluster_manifest=Path(m.run_dir) / cluster.MANIFEST),
-            "127.0.0.1",
-            port,
+        typer.echo(
+            f"session {result.session_dir.name}: {len(frames.events):,} events from "
+            f"{len(frames.workers)} workers"
         )
-    finally:
+    except BaseException:
         cluster.down(m, grace_s=2)
+        raise
+    if keep:
+        return m
+    cluster.down(m, grace_s=2)
+    time.sleep(1.1)  # sessions are named by the second: the next capture gets its own
+    return None
 
 
 def export_command(

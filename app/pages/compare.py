@@ -14,6 +14,7 @@ from analyzers.compare import compare_ops, compare_steps
 from app import ids
 from app.context import current
 from app.figures.compare import compare_steps_figure
+from app.figures.pod import LABELS
 from app.pages._common import card, download_buttons, download_frame, load_session, session_of
 from app.units import grid_columns
 
@@ -96,7 +97,21 @@ def show(baseline: str | None, search: str | None) -> Any:
         if ops["per"].eq("step").all()
         else "per worker over the whole capture (a session has no steps)"
     )
-    shown = steps.round(3).assign(change=_percent(steps["change"]))
+    shown = (
+        steps.round(3)
+        .assign(
+            change=_percent(steps["change"]),
+            metric=steps["metric"].map(lambda m: LABELS.get(m, m.replace("_", " "))),
+        )
+        .rename(
+            columns={
+                "base_ms": f"baseline {baseline} (ms)",
+                "new_ms": f"new {session} (ms)",
+                "delta": "change (ms)",
+                "change": "change (%)",
+            }
+        )
+    )
     rows = ops.head(500).round(3).assign(change=_percent(ops["change"].head(500)))
     return [
         card(dcc.Graph(figure=compare_steps_figure(steps, str(baseline), str(session)))),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -44,3 +45,68 @@ def test_serve_is_quiet_and_not_flasks_development_server(tmp_path: Path) -> Non
     lines = [line for line in out.splitlines() if line.strip()]
     assert lines == [f"serving on http://127.0.0.1:{port}"], out
     assert proc.returncode == 0
+
+
+@pytest.mark.tf
+@pytest.mark.cluster
+def test_demo_captures_a_baseline_and_a_straggler_and_stops_their_jobs(tmp_path: Path) -> None:
+    """Two sessions (Compare has a baseline), one terse line per step, the jobs stopped
+    before serving and so not offered on the Capture page."""
+    pytest.importorskip("tensorflow")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    logdir = tmp_path / "demo"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "demo", "--logdir", str(logdir), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={
+            **os.environ,
+            "PODSCOPE_CACHE_DIR": str(tmp_path / "cache"),
+            "TF_CPP_MIN_LOG_LEVEL": "3",
+        },
+    )
+    lines = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line.rstrip())
+            if line.startswith("serving on"):
+                break
+        assert lines and lines[-1] == f"serving on http://127.0.0.1:{port}", lines
+        sessions = sorted(p.name for p in (logdir / "plugins" / "profile").iterdir())
+        assert len(sessions) == 2
+        for _ in range(50):  # the line is printed as the server starts listening
+            try:
+                health = urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/healthz", timeout=5
+                ).read()
+                break
+            except OSError:
+                time.sleep(0.2)
+        assert b'"sessions":2' in health.replace(b" ", b"")
+        # the jobs are stopped: nothing listens on their workers' agents any more
+        assert sum("[worker:" in line for line in lines) == 4  # two jobs of two workers
+        pids = []
+        for manifest in (logdir / "cluster").glob("*/cluster.json"):
+            pids += [t["pid"] for t in json.loads(manifest.read_text())["tasks"]]
+        assert len(pids) == 4 and not any(_running(pid) for pid in pids)
+        assert all(line.endswith("from 2 workers") for line in lines if line.startswith("session "))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+
+
+def _running(pid: int) -> bool:
+    """A process that exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
