@@ -43,6 +43,22 @@ def category_of(name: str) -> str:
     return head.split("_", 1)[0] if head.startswith("nccl") else head or name[:16]
 
 
+def _unique(labels: list[str]) -> list[str]:
+    """Labels that shortening made equal (threads ``tf_Compute/-14…`` and ``tf_Compute/-92…``)
+    numbered apart: ``tf_Compute #1``, ``tf_Compute #2``."""
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        if counts[label] > 1:
+            seen[label] = seen.get(label, 0) + 1
+            label = f"{label} #{seen[label]}"
+        out.append(label)
+    return out
+
+
 @dataclass(frozen=True)
 class TimelineIndex:
     """One worker's events as flat arrays, in start order per track."""
@@ -68,7 +84,7 @@ class TimelineIndex:
         line = events["line"].astype(str).to_numpy()
         pairs = pd.MultiIndex.from_arrays([plane, line])
         codes, uniques = pd.factorize(pairs, sort=True)
-        labels = [f"{worker} › {short_line(p, ln)}" for p, ln in uniques]
+        labels = _unique([f"{worker} › {short_line(p, ln)}" for p, ln in uniques])
         depth = events["depth"].to_numpy(dtype=np.int64, na_value=0).clip(0, None)
         max_depth = np.zeros(len(uniques), dtype=np.int64)
         np.maximum.at(max_depth, codes, depth)

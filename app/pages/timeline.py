@@ -50,6 +50,19 @@ def _planes(analysis: SessionAnalysis) -> list[str]:
     return sorted(short.unique())
 
 
+#: Above this many rows, a session with GPUs/TPUs opens with its host plane collapsed.
+MAX_OPEN_ROWS = 80
+
+
+def _planes_shown(analysis: SessionAnalysis, workers: list[str]) -> list[str]:
+    """Planes open at first: all, unless the chart would be taller than ``MAX_OPEN_ROWS``
+    rows and there are device planes (a TPU host has a hundred threads): then those."""
+    planes = _planes(analysis)
+    devices = [p for p in planes if p.startswith(("GPU", "TPU"))]
+    rows = sum(int((analysis.timeline(w).max_depth + 1).sum()) for w in workers)
+    return devices if devices and rows > MAX_OPEN_ROWS else planes
+
+
 def _span(indexes: list[TimelineIndex]) -> tuple[int, int]:
     starts = [int(i.start.min()) for i in indexes if len(i.start)]
     ends = [int(i.end.max()) for i in indexes if len(i.end)]
@@ -121,7 +134,7 @@ def layout(
                                 dcc.Checklist(
                                     id=ids.TL_PLANES,
                                     options=_planes(analysis),
-                                    value=_planes(analysis),
+                                    value=_planes_shown(analysis, workers),
                                     inline=True,
                                     inputClassName="me-1",
                                     labelClassName="me-3",

@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -87,30 +88,19 @@ def tflite_trace() -> bytes:
     return trace(*rows, line(6000, "E|2000")) + sched.encode()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextmanager
+def serving(root: Path, cache: Path) -> Iterator[str]:
+    """``podscope serve`` of ``root`` on a free loopback port; yields its base URL."""
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium is not installed (make test installs it)")
     pytest.importorskip("playwright")
-    root = make_logdir(tmp_path_factory.mktemp("logdir"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "PODSCOPE_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
+    command = [sys.executable, "-m", "app", "serve", "--logdir", str(root), "--port", str(port)]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "app",
-            "serve",
-            "--logdir",
-            str(root),
-            "--port",
-            str(port),
-            "--max-upload-mb",
-            "5",
-        ],
-        env=env,
+        [*command, "--max-upload-mb", "5"],
+        env={**os.environ, "PODSCOPE_CACHE_DIR": str(cache)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -126,6 +116,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = make_logdir(tmp_path_factory.mktemp("logdir"))
+    with serving(root, tmp_path_factory.mktemp("cache")) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")

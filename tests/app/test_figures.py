@@ -191,3 +191,22 @@ def test_the_straggler_badge_says_what_names_it() -> None:
     assert texts == ["straggler: w2 (arrives 400 µs late per step, last in 100.0 % of steps)"]
     assert "its own step-time line can be the lowest" in note
     assert straggler_evidence(s.assign(straggler=False), pod) == ([], "")
+
+
+def test_track_labels_that_shorten_alike_are_numbered_apart() -> None:
+    ev = pd.DataFrame(
+        {
+            "worker": pd.Categorical(["w"] * 2),
+            "plane": pd.Categorical(["/host:CPU"] * 2),
+            "line": pd.Categorical(["tf_Compute/-1481541789699770605", "tf_Compute/-92233720368"]),
+            "name": pd.Categorical(["a", "b"]),
+            "start_ns": [0, 10],
+            "dur_ps": [1000, 1000],
+            "depth": np.zeros(2, dtype=np.int16),
+            "op_type": pd.Categorical([None, None]),
+        }
+    )
+    assert TimelineIndex.build(ev, "w").labels == [
+        "w › CPU › tf_Compute #1",
+        "w › CPU › tf_Compute #2",
+    ]

@@ -1,0 +1,255 @@
+"""A crawler that uses the dashboard as a person would, on every kind of session: a CPU
+MultiWorkerMirroredStrategy capture made by the engine, the public 8× V100 GPU capture, a ROCm
+(MI300X) capture, a TPU capture and an Android/TFLite trace. Every page is opened and every
+control operated (each radio value, the slider, each worker and baseline, a zoom held 2 s, W/S
+keys, a search, a click on an event, each download, each finding's details and link); any
+HTTP 5xx, callback error, page error or console error fails the test. Screenshots of each
+page are kept in build/artifacts/crawl/.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.app.test_browser import ARTIFACTS, CHROME_ARGS, CHROMIUM, GD, serving, settle, x_range
+from tests.conftest import SHARED_TRACES
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+XPLANE = SHARED_TRACES / "xplane"
+SAMPLES = {
+    "2026_02_02_v100": XPLANE / "gpu_tf_multiworker_v100" / "34.83.195.179_6003.xplane.pb",
+    "2026_02_03_rocm": XPLANE / "rocm_jax_tracelens" / "traces__mi300__jax08_gemm__tw003.xplane.pb",
+    "2026_02_04_tpu": XPLANE / "tpu_xprof" / "tpu_inference_2.xplane.pb",
+}
+ANDROID = SHARED_TRACES / "android" / "synthetic" / "synthetic_tflite_atrace.txt"
+CPU = "2026_02_01_cpu_mwms"
+PAGES = ("/pod", "/ops", "/timeline", "/diagnostics", "/compare", "/android")
+
+
+@pytest.fixture(scope="module")
+def crawl_logdir(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """One session of each kind present here (the shared samples are skipped when absent,
+    the CPU capture when TensorFlow is not installed)."""
+    root = tmp_path_factory.mktemp("crawl")
+    profile = root / "plugins" / "profile"
+    try:
+        capture = request.getfixturevalue("scenario_capture")("mwms-loop", "straggler")
+        shutil.copytree(capture.session_dir, profile / CPU)
+    except pytest.skip.Exception:
+        pass
+    for session, sample in SAMPLES.items():
+        if sample.exists():
+            (profile / session).mkdir(parents=True)
+            shutil.copy(sample, profile / session / sample.name)
+    if ANDROID.exists():
+        (profile / "2026_02_05_android").mkdir(parents=True)
+        shutil.copy(ANDROID, profile / "2026_02_05_android" / "phone.systrace")
+    if not profile.exists():
+        pytest.skip("no session of any kind: no TensorFlow and no shared samples")
+    return root
+
+
+@pytest.fixture(scope="module")
+def crawl_server(crawl_logdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with serving(crawl_logdir, tmp_path_factory.mktemp("cache")) as base:
+        yield base
+
+
+class Visit:
+    """A page with every failure recorded: HTTP 5xx, page errors and console errors."""
+
+    def __init__(self, browser: object, base: str) -> None:
+        self.context = browser.new_context(  # type: ignore[attr-defined]
+            viewport={"width": 1400, "height": 1000}, accept_downloads=True
+        )
+        self.page = self.context.new_page()
+        self.base = base
+        self.failures: list[str] = []
+        self.page.on("console", lambda m: self._fail(m.type == "error", f"console: {m.text}"))
+        self.page.on("pageerror", lambda e: self.failures.append(f"page error: {e}"))
+        self.page.on(
+            "response",
+            lambda r: self._fail(r.status >= 500, f"HTTP {r.status} {r.request.method} {r.url}"),
+        )
+
+    def _fail(self, bad: bool, what: str) -> None:
+        if bad:
+            self.failures.append(what)
+
+    def open(self, path: str) -> None:
+        self.page.goto(self.base + path)
+        settle(self.page)
+
+    def shot(self, name: str) -> None:
+        folder = ARTIFACTS / "crawl"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(
+            path=str(folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.png"), full_page=True
+        )
+
+    def download(self, button: str) -> None:
+        """Clicks a download button; the file must come and not be empty."""
+        locator = self.page.locator(f"#{button}")
+        if not locator.count() or locator.is_disabled():
+            return
+        with self.page.expect_download(timeout=20_000) as dl:
+            locator.click()
+        path = dl.value.path()
+        assert path is not None and Path(path).stat().st_size > 0, button
+
+
+@pytest.fixture(scope="module")
+def crawl_browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROME_ARGS)
+        yield b
+        b.close()
+
+
+def _sessions(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / "plugins" / "profile").iterdir())
+
+
+def _radios(v: Visit, group: str) -> None:
+    for label in v.page.locator(f"#{group} label").all_inner_texts():
+        v.page.locator(f"#{group}").get_by_label(label, exact=True).check()
+        settle(v.page)
+
+
+def _dropdown(v: Visit, dropdown: str, limit: int = 3) -> None:
+    """Picks each of the first ``limit`` options of a dcc.Dropdown, as a person would."""
+    box = v.page.locator(f"#{dropdown}")
+    if not box.count():
+        return
+    for i in range(limit):
+        box.click()
+        options = v.page.locator(
+            f"#{dropdown} .Select-option, #{dropdown} .VirtualizedSelectOption"
+        )
+        if options.count() <= i:
+            v.page.keyboard.press("Escape")
+            return
+        options.nth(i).click()
+        settle(v.page)
+
+
+def crawl_pod(v: Visit) -> None:
+    if not v.page.locator("#pod-mode").count():
+        return
+    v.page.get_by_label("One step").check()
+    settle(v.page)
+    v.page.locator("#pod-step [role=slider]").focus()
+    v.page.keyboard.press("ArrowRight")
+    settle(v.page)
+    v.page.get_by_label("All steps (mean)").check()
+    settle(v.page)
+    v.download("pod-csv")
+    v.download("pod-parquet")
+
+
+def crawl_ops(v: Visit) -> None:
+    _radios(v, "ops-by")
+    _dropdown(v, "ops-worker")
+    v.download("ops-csv")
+    v.download("ops-parquet")
+
+
+def crawl_timeline(v: Visit) -> None:
+    page = v.page
+    if not page.locator("#tl-graph").count():
+        return
+    page.wait_for_function(f"{GD}?.layout?.xaxis?.range !== undefined")
+    full = x_range(page)
+    drag = page.locator("#tl-graph .nsewdrag").first
+    drag.scroll_into_view_if_needed()
+    box = drag.bounding_box()
+    y = box["y"] + min(box["height"] / 2, 100)  # inside the viewport on a tall chart
+    page.mouse.move(box["x"] + box["width"] * 0.30, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.40, y, steps=5)
+    page.mouse.up()
+    settle(page)
+    page.wait_for_timeout(2000)
+    zoomed = x_range(page)
+    assert zoomed[1] - zoomed[0] < 0.5 * (full[1] - full[0]), (full, zoomed)  # held 2 s
+    page.locator("body").click(position={"x": 5, "y": 5})
+    for key in "wsad":
+        page.keyboard.press(key)
+        settle(page)
+    bars = page.locator("#tl-graph .bars .point path")
+    if bars.count():
+        bars.first.click(force=True)
+        settle(page)
+    page.fill("#tl-search", "a")
+    page.keyboard.press("Enter")
+    settle(page)
+    planes = page.locator("#tl-planes input")
+    if planes.count() > 1:
+        planes.first.uncheck()
+        settle(page)
+        planes.first.check()
+        settle(page)
+    page.mouse.dblclick(box["x"] + box["width"] / 2, y)
+    settle(page)
+
+
+def crawl_diagnostics(v: Visit) -> None:
+    for summary in v.page.locator("summary").all():
+        summary.click()
+    links = v.page.get_by_text("show the evidence")
+    if links.count():
+        links.first.click()
+        settle(v.page)
+
+
+def crawl_compare(v: Visit) -> None:
+    _dropdown(v, "cmp-baseline")
+    v.download("cmp-csv")
+    v.download("cmp-parquet")
+
+
+def crawl_android(v: Visit) -> None:
+    _dropdown(v, "tfl-invoke")
+    v.download("tfl-csv")
+    v.download("tfl-parquet")
+
+
+CRAWLERS: dict[str, Callable[[Visit], None]] = {
+    "/pod": crawl_pod,
+    "/ops": crawl_ops,
+    "/timeline": crawl_timeline,
+    "/diagnostics": crawl_diagnostics,
+    "/compare": crawl_compare,
+    "/android": crawl_android,
+}
+
+
+@pytest.mark.parametrize("kind", ["cpu_mwms", "v100", "rocm", "tpu", "android"])
+def test_every_page_and_control_works_on_each_kind_of_session(
+    crawl_browser: object, crawl_server: str, crawl_logdir: Path, kind: str
+) -> None:
+    session = next((s for s in _sessions(crawl_logdir) if s.endswith(kind)), None)
+    if session is None:
+        pytest.skip(f"no {kind} session here (sample absent or TensorFlow not installed)")
+    v = Visit(crawl_browser, crawl_server)
+    try:
+        for path in PAGES:
+            v.open(f"{path}?session={session}")
+            assert "PodScope" in v.page.title()
+            v.shot(f"{kind}{path}")
+            CRAWLERS[path](v)
+            v.shot(f"{kind}{path}_operated")
+            assert not v.failures, (path, v.failures)
+        for path in ("/", "/capture"):
+            v.open(path)
+            assert not v.failures, (path, v.failures)
+    finally:
+        v.context.close()
