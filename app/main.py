@@ -110,15 +110,16 @@ _NOT_PER_SESSION = {"/", "/capture"}
 def _nav_keeps_session(
     pathname: str | None, search: str | None, links: list[dict[str, str]]
 ) -> tuple[list[str], list[bool]]:
-    """Moving between pages keeps the session the user is looking at; the page shown is
-    marked."""
+    """Moving between pages keeps the session, worker and step the user is looking at; the
+    page shown is marked."""
     from urllib.parse import urlencode
 
-    session = query_of(search).get("session")
+    query = query_of(search)
+    kept = {k: query[k] for k in ("session", "worker", "step") if query.get(k)}
     hrefs = [
         link["path"]
-        if session is None or link["path"] in _NOT_PER_SESSION
-        else f"{link['path']}?{urlencode({'session': session})}"
+        if not kept or link["path"] in _NOT_PER_SESSION
+        else f"{link['path']}?{urlencode(kept)}"
         for link in links
     ]
     return hrefs, [link["path"] == (pathname or "/") for link in links]

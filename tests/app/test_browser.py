@@ -448,6 +448,16 @@ def test_navbar_links_keep_the_session(page, server) -> None:  # type: ignore[no
     page.wait_for_url("**/diagnostics?session=2026_01_01_00_00_00", timeout=10_000)
     page.locator(".podscope-nav a", has_text="Sessions").click()  # every session: no query
     page.wait_for_url(server + "/", timeout=10_000)
+    # the worker and step go along too: the Timeline opens on that worker at that step
+    page.goto(server + "/pod?session=2026_01_01_00_00_00&worker=10.0.0.2_6000&step=4")
+    settle(page)
+    page.locator(".podscope-nav a", has_text="Timeline").click()
+    page.wait_for_url("**/timeline?session=2026_01_01_00_00_00&worker=10.0.0.2_6000&step=4")
+    settle(page)
+    page.wait_for_function(f"{GD}?.layout?.shapes?.some(s => s.type === 'rect')")
+    ticks = page.locator("#tl-graph .ytick text").all_text_contents()
+    assert ticks and all(t.startswith("10.0.0.2_6000 › ") for t in ticks)
+    assert x_range(page)[1] - x_range(page)[0] < 3  # one ~1 ms step and its margins
     assert page.errors == []
 
 
