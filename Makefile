@@ -3,7 +3,8 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip
+# setuptools' "Editable installation" notice is a box of asterisks on every install: not for users.
+PIP := PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip
 # Re-install when the packaging files change.
 # Re-install when packaging files change or a top-level package appears (editable installs map
 # packages once).
