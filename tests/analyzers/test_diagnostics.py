@@ -107,6 +107,15 @@ def test_gpu_rule_positive_and_negative(
     assert negative.applies and negative.severity == "none", negative
 
 
+def test_passing_mixed_precision_says_it_is_on() -> None:
+    """Listed among the passed checks, the finding must not read "Mixed precision off"."""
+    on = finding(gpu_trace(kernel="volta_h1688gemm_128x128_nn"), "mixed_precision")
+    off = finding(gpu_trace(kernel="volta_sgemm_128x64_nn"), "mixed_precision")
+    assert on.severity == "none" and on.title.startswith("Mixed precision on: ")
+    assert f"{on.value:.0%}" in on.title and "off" not in on.title
+    assert off.severity != "none" and off.title.startswith("Mixed precision off")
+
+
 def test_tf32_needs_ampere() -> None:
     f = finding(gpu_trace(kernel="volta_sgemm_128x64_nn", cc_major=7), "tf32")
     assert not f.applies and "Ampere" in f.reason

@@ -210,3 +210,18 @@ def test_track_labels_that_shorten_alike_are_numbered_apart() -> None:
         "w › CPU › tf_Compute #1",
         "w › CPU › tf_Compute #2",
     ]
+
+
+def test_breakdown_legend_sits_above_the_bars_not_on_the_axis_title() -> None:
+    rows = pd.DataFrame(
+        {
+            "worker": ["w0", "w1"],
+            "device": ["/host:CPU"] * 2,
+            "step_time_ns": [1e6, 2e6],
+            "split": [True, True],
+            **{f"{c}_ns": [1e5, 2e5] for c in CATEGORIES},
+        }
+    )
+    fig = breakdown_bars_figure(rows, "All steps")
+    assert fig.layout.xaxis.title.text == "ms"
+    assert fig.layout.legend.y >= 1 and fig.layout.legend.yanchor == "bottom"
