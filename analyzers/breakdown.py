@@ -120,6 +120,16 @@ def classify(events: pd.DataFrame, grouped: np.ndarray | None = None) -> np.ndar
     return out
 
 
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sorting: numpy 2's hash-based ``unique`` took 0.6 s on the 2.4 M
+    bounds of a 1.2 M-event worker, a sort 0.1 s."""
+    values = np.sort(values)
+    keep = np.empty(len(values), dtype=bool)
+    keep[:1] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
+
+
 def _sweep(
     start: np.ndarray,
     end: np.ndarray,
@@ -128,7 +138,7 @@ def _sweep(
     step_end: np.ndarray,
 ) -> np.ndarray:
     """ns per (step, event type): the top event type active at each instant of each step."""
-    bounds = np.unique(np.concatenate([start, end, step_start, step_end]))
+    bounds = _sorted_unique(np.concatenate([start, end, step_start, step_end]))
     left, right = bounds[:-1], bounds[1:]
     top = np.zeros(len(left), dtype=np.int8)  # UNKNOWN where nothing counted is active
     for p in np.unique(prio)[::-1]:
@@ -234,8 +244,10 @@ def step_breakdown(
             # into the next step is not the next step's host compute (XProf's grouping).
             start = np.clip(start, window_start[mask], window_end[mask])
             end = np.clip(end, start, window_end[mask])
-        plane = ev["plane"].astype(str).to_numpy()
-        on_device = np.array([p.startswith("/device:") for p in plane], dtype=bool)
+        # Per category, not per row: a str per event cost 0.5 s on 1.2 M events.
+        names = np.append(ev["plane"].cat.categories.astype(str).to_numpy(dtype=object), "")
+        plane = names[ev["plane"].cat.codes.to_numpy()]
+        on_device = matches(ev["plane"], "/device:", how="startswith")
         devices = sorted(set(plane[on_device])) or ["/host:CPU"]
         split = bool(len(ev))
         own = _device_steps(ev[on_device], st)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzers._match import matches
+from analyzers._match import isin, matches
 
 #: An op execution shorter than this is tiny (the ``tiny_ops`` rule's short-op share).
 TINY_OP_PS = 20_000_000
@@ -59,19 +59,15 @@ def worker_events(events: pd.DataFrame) -> pd.DataFrame:
     """
     python = matches(events["name"], "$", how="startswith")
     host = ~matches(events["plane"], "/device:", how="startswith")
-    op_type = events["op_type"]
-    tf_op = op_type.notna().to_numpy() & (op_type != "XlaModule").to_numpy() & host
-    out = pd.DataFrame(
-        {"worker": events["worker"].astype(str), "traced": ~python, "host_tf_ops": tf_op}
+    tf_op = ~isin(events["op_type"], {"XlaModule"}) & events["op_type"].notna().to_numpy() & host
+    g = pd.DataFrame({"traced": ~python, "host_tf_ops": tf_op}).groupby(
+        events["worker"].astype("category").array, sort=True, observed=True
     )
-    g = out.groupby("worker", sort=True)
-    return pd.DataFrame(
-        {
-            "events": g.size(),
-            "traced": g["traced"].sum(),
-            "host_tf_ops": g["host_tf_ops"].sum(),
-        }
-    ).reset_index()
+    out = g.agg(
+        events=("traced", "size"), traced=("traced", "sum"), host_tf_ops=("host_tf_ops", "sum")
+    )
+    out.index = out.index.astype(str)
+    return out.rename_axis("worker").reset_index()
 
 
 def op_summary(ops: pd.DataFrame) -> pd.DataFrame:
@@ -83,21 +79,24 @@ def op_summary(ops: pd.DataFrame) -> pd.DataFrame:
     """
     keys = ["worker", "on_device", "op_type", "op_name", "eager"]
     frame = pd.DataFrame(
-        {
-            "worker": ops["worker"].astype(str).to_numpy(),
+        {  # keys stay categorical while grouping: one string per category, not per row
+            "worker": ops["worker"].astype("category").array,
             "on_device": matches(ops["plane"], "/device:", how="startswith"),
-            "op_type": ops["op_type"].astype(object).fillna("").astype(str).to_numpy(),
-            "op_name": ops["op_name"].astype(object).fillna("").astype(str).to_numpy(),
+            "op_type": ops["op_type"].astype("category").array,
+            "op_name": ops["op_name"].astype("category").array,
             "eager": ops["is_eager"].to_numpy(dtype=bool, na_value=False),
             "n_tiny": (ops["dur_ps"] < TINY_OP_PS).to_numpy(),
             "dur_ps": ops["dur_ps"].to_numpy(dtype=np.float64),
             "self_ps": ops["op_self_ps"].to_numpy(dtype=np.float64),
         }
     )
-    g = frame.groupby(keys, sort=True)
+    g = frame.groupby(keys, sort=True, observed=True, dropna=False)
     out = g.agg(n=("n_tiny", "size"), n_tiny=("n_tiny", "sum"), dur_ps=("dur_ps", "sum"))
     out["self_ps"] = g["self_ps"].sum()
-    return out.reset_index()
+    out = out.reset_index()
+    for col in ("worker", "op_type", "op_name"):
+        out[col] = out[col].astype(object).fillna("").astype(str)
+    return out
 
 
 def _step_of(starts: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -117,32 +116,35 @@ def op_counts(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         Columns ``worker, step_start_ns, op_type, count``.
     """
     ops = ops[
-        (ops["op_type"] != "Dataset").to_numpy()
-        & ~matches(ops["line"], "tf_data", how="startswith")
+        ~isin(ops["op_type"], {"Dataset"}) & ~matches(ops["line"], "tf_data", how="startswith")
     ]
+    worker = ops["worker"].astype("category")
+    labels = np.append(worker.cat.categories.astype(str).to_numpy(dtype=object), "")
+    type_col = ops["op_type"].astype("category")
+    types = np.append(type_col.cat.categories.astype(str).to_numpy(dtype=object), "nan")
     parts = []
-    worker = ops["worker"].astype(str).to_numpy()
     for w, st in steps.groupby(steps["worker"].astype(str)):
         st = st.sort_values("start_ns")
         starts, ends = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
-        mine = worker == w
+        mine = labels[worker.cat.codes.to_numpy()] == w
         t = ops["start_ns"].to_numpy()[mine]
         k = _step_of(starts, t)
         inside = (k >= 0) & (t < ends[np.clip(k, 0, None)])
+        code = type_col.cat.codes.to_numpy()[mine][inside]
         counts = (
-            pd.DataFrame(
-                {
-                    "step_start_ns": starts[k[inside]],
-                    "op_type": ops["op_type"].astype(str).to_numpy()[mine][inside],
-                }
-            )
-            .groupby(["step_start_ns", "op_type"], sort=True)
+            pd.DataFrame({"step_start_ns": starts[k[inside]], "code": code})
+            .groupby(["step_start_ns", "code"], sort=True)
             .size()
         )
         if len(counts):  # an empty part would turn the concatenated columns to object
-            parts.append(counts.rename("count").reset_index().assign(worker=w))
+            c = counts.rename("count").reset_index()
+            c["op_type"] = types[c.pop("code").to_numpy()]
+            parts.append(c.assign(worker=w))
     cols = ["worker", "step_start_ns", "op_type", "count"]
-    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(parts, ignore_index=True)[cols]
+    return out.sort_values(cols[:3], ignore_index=True)
 
 
 def per_aligned_step(counts: pd.DataFrame, aligned: pd.DataFrame) -> pd.DataFrame:

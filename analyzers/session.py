@@ -264,7 +264,7 @@ class SessionAnalysis:
     @cached_property
     def op_counts(self) -> pd.DataFrame:
         """Op executions per worker, own step and op type (``rule_inputs.op_counts``)."""
-        return op_counts(op_events(self.frames.events), self.steps)
+        return op_counts(self.ops, self.steps)
 
     @cached_property
     def ops_per_step(self) -> pd.DataFrame:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -268,7 +267,10 @@ class SessionStore:
 
     def import_files(self, files: Sequence[tuple[str, bytes]]) -> ImportResult:
         """Validates each uploaded file by parsing it; the good ones become a new session
-        (``upload_<time>``), each saved under a safe name with its format's suffix.
+        (``upload_<time>``, never one that exists: two uploads in one second get two), each
+        saved under a safe name with its format's suffix (two files of one name both kept).
+        The session appears whole or not at all: files are written to a hidden folder that
+        is then renamed into place.
 
         Args:
             files: (file name as uploaded, its bytes).
@@ -276,9 +278,8 @@ class SessionStore:
         Returns:
             The session and the workers saved, and one "name: reason" per rejected file.
         """
-        session = time.strftime("upload_%Y_%m_%d_%H_%M_%S")
-        folder = layout.session_dir(self.logdir, session)
-        saved, errors = [], []
+        staged: list[tuple[str, bytes]] = []
+        errors = []
         for name, data in files:
             safe = _UNSAFE.sub("_", Path(name).name) or "trace"
             try:
@@ -289,10 +290,27 @@ class SessionStore:
                 continue
             if not safe.endswith(fmt.suffixes):  # keep it findable as a capture file of its format
                 safe += fmt.suffixes[0]
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / safe).write_bytes(data)
-            saved.append(worker_label(Path(safe)))
-        return ImportResult(session, tuple(saved), tuple(errors))
+            suffix = next(x for x in fmt.suffixes if safe.endswith(x))
+            staged.append((_distinct(safe, suffix, {n for n, _ in staged}), data))
+        if not staged:
+            return ImportResult("", (), tuple(errors))
+        folder = layout.new_session_dir(self.logdir, prefix="upload_")  # reserved, empty
+        tmp = folder.with_name(f".{folder.name}.partial")
+        tmp.mkdir()
+        for safe, data in staged:
+            (tmp / safe).write_bytes(data)
+        tmp.replace(folder)  # onto the empty reserved folder: the session appears whole
+        saved = tuple(worker_label(Path(safe)) for safe, _ in staged)
+        return ImportResult(folder.name, saved, tuple(errors))
+
+
+def _distinct(name: str, suffix: str, taken: set[str]) -> str:
+    """``name``, or ``<stem>_2<suffix>``, ``_3``… when an earlier file of the upload has it."""
+    stem, n, candidate = name.removesuffix(suffix), 1, name
+    while candidate in taken:
+        n += 1
+        candidate = f"{stem}_{n}{suffix}"
+    return candidate
 
 
 __all__ = [

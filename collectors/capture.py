@@ -327,9 +327,12 @@ def capture(
         raise CaptureError("no workers to capture")
     if len(set(labels)) != len(labels):
         raise CaptureError(f"two workers share a label: {labels}")
-    session = opts.session or layout.new_session_name()
-    session_dir = layout.session_dir(opts.logdir, session)
-    session_dir.mkdir(parents=True, exist_ok=True)
+    if opts.session:
+        session_dir = layout.session_dir(opts.logdir, opts.session)
+        session_dir.mkdir(parents=True, exist_ok=True)
+    else:  # a new folder of its own, even for two captures in the same second
+        session_dir = layout.new_session_dir(opts.logdir)
+    session = session_dir.name
     results = [WorkerResult(t.worker_label, t.address) for t in targets]
     notify = on_update or (lambda r: None)
     channels = [grpc.insecure_channel(t.address, options=grpc_options()) for t in targets]

@@ -96,6 +96,27 @@ def new_session_name(now: datetime | None = None) -> str:
     return (now or datetime.now(timezone.utc)).strftime(SESSION_FORMAT)
 
 
+def new_session_dir(logdir: Path, prefix: str = "", now: datetime | None = None) -> Path:
+    """A new, empty session folder ``<logdir>/plugins/profile/<prefix><time>``, created here
+    (``_2``, ``_3``… appended when that second is taken), so two captures or uploads in the same
+    second never share a folder or overwrite each other's files.
+
+    Raises:
+        LayoutError: no free name (a thousand sessions in one second).
+    """
+    root = profile_root(logdir)
+    root.mkdir(parents=True, exist_ok=True)
+    base = prefix + new_session_name(now)
+    for n in range(1, 1000):
+        folder = root / (base if n == 1 else f"{base}_{n}")
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return folder
+    raise LayoutError(f"no free session name for {base} in {root}")
+
+
 def tf_trace_path(repository_root: Path, session: str, host: str) -> Path:
     """Where TF's profiler server writes a trace: ``<root>/<session>/<host>.xplane.pb``, with
     ``:`` in the host name written as ``_`` (TSL's rule)."""

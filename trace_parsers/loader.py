@@ -119,11 +119,16 @@ def trace_files(folder: Path) -> list[Path]:
 
 
 def sessions(logdir: Path) -> list[str]:
-    """Session folder names under ``<logdir>/plugins/profile``, oldest first."""
+    """Session folder names under ``<logdir>/plugins/profile``, oldest first (hidden folders,
+    such as an upload being written, are not sessions)."""
     root = layout.profile_root(logdir)
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and trace_files(p))
+    return sorted(
+        p.name
+        for p in root.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and trace_files(p)
+    )
 
 
 def resolve(path: str | Path, session: str | None = None) -> list[Path]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -21,6 +22,12 @@ from trace_parsers import TraceParseError
 def query_of(search: str | None) -> dict[str, str]:
     """The URL's query (``dcc.Location.search``) as {key: first value}."""
     return {k: v[0] for k, v in parse_qs((search or "").lstrip("?")).items()}
+
+
+def index_of(value: str | None) -> int | None:
+    """A step or invoke number from a URL: ASCII digits only (``"²".isdigit()`` is True and
+    ``int("²")`` raises), else None."""
+    return int(value) if value and re.fullmatch(r"[0-9]{1,9}", value) else None
 
 
 def session_of(search: str | None) -> str | None:

@@ -11,7 +11,7 @@ from dash import Input, Output, State, dcc, html
 from analyzers.tflite import invokes, tflite_op_stats
 from app import ids
 from app.figures.tflite import cpu_figure, invoke_latency_figure, waterfall_figure
-from app.pages._common import card, download_frame, load_session, session_of, table_header
+from app.pages._common import card, download_frame, index_of, load_session, session_of, table_header
 from app.units import grid_columns
 
 dash.register_page(__name__, path="/android", name="TFLite", order=6)
@@ -34,7 +34,8 @@ def layout(session: str | None = None, invoke: str | None = None, **_: str) -> A
                 className="podscope-muted",
             ),
         )
-    chosen = min(int(invoke), len(inv) - 1) if invoke and invoke.isdigit() and len(inv) else 0
+    number = index_of(invoke)
+    chosen = min(number, len(inv) - 1) if number is not None and len(inv) else 0
     view = ops.assign(
         **{
             c.replace("_ns", "_ms"): (ops[c] / 1e6).round(4)

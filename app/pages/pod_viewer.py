@@ -22,6 +22,7 @@ from app.pages._common import (
     card,
     device_summary,
     download_frame,
+    index_of,
     load_session,
     session_of,
     table_header,
@@ -85,7 +86,8 @@ def layout(
             ]
         )
     n_steps = int(b["step"].max()) + 1
-    selected = min(int(step), n_steps - 1) if step and step.isdigit() else None
+    chosen = index_of(step)
+    selected = min(chosen, n_steps - 1) if chosen is not None else None
     badges = straggler_badges(analysis)
     rows, title = analysis.step_rows(selected), step_title(analysis, selected)
     table = analysis.pod_summary

@@ -98,12 +98,14 @@ def layout(**query: str) -> html.Div:
 )
 def upload(contents: list[str] | None, names: list[str] | None) -> tuple[object, object]:
     """Validates each file by parsing it; good files become a session, bad ones are listed."""
-    files = [
-        (name, base64.b64decode(content.split(",", 1)[1]))
-        for content, name in zip(contents or [], names or [], strict=True)
-    ]
+    files, bad = [], []
+    for content, name in zip(contents or [], names or [], strict=False):
+        try:  # a data URL: "data:<type>;base64,<payload>"
+            files.append((name, base64.b64decode(content.split(",", 1)[1], validate=True)))
+        except (IndexError, ValueError):
+            bad.append(f"{name}: the upload is not a base64 data URL")
     result = current().store.import_files(files)
-    session, saved, errors = result.session, result.saved, result.errors
+    session, saved, errors = result.session, result.saved, (*bad, *result.errors)
     alerts = []
     if saved:
         alerts.append(

@@ -21,7 +21,7 @@ from analyzers.session import WORKERS_KEPT, SessionAnalysis
 from analyzers.timeline import TimelineIndex
 from app import ids
 from app.figures.timeline import timeline_figure
-from app.pages._common import card, load_session, session_of
+from app.pages._common import card, index_of, load_session, session_of
 from app.units import fmt_duration
 
 dash.register_page(__name__, path="/timeline", name="Timeline", order=3)
@@ -82,7 +82,7 @@ def layout(
     if not len(analysis.meta.planes) or int(analysis.meta.planes["n_events"].sum()) == 0:
         return card(html.H5("This session has no timed events."))
     steps = sorted(int(s) for s in analysis.aligned["step"].unique())
-    chosen = int(step) if step and step.isdigit() and int(step) in steps else None
+    chosen = index_of(step) if index_of(step) in steps else None
     workers = _default_workers(analysis, worker)
     window = step_window(analysis, chosen, workers) if chosen is not None else None
     return html.Div(

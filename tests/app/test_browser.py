@@ -164,6 +164,10 @@ def settle(pg) -> None:  # type: ignore[no-untyped-def]
         "/timeline",
         "/timeline?session=2026_01_03_gpu&q=MatMul",
         "/timeline?session=2026_01_04_phone",
+        # not ASCII digits ("²".isdigit() is True, int("²") raises): ignored, no HTTP 500
+        "/pod?session=2026_01_01_00_00_00&step=%C2%B2",
+        "/timeline?session=2026_01_01_00_00_00&step=%C2%B2",
+        "/android?session=2026_01_04_phone&invoke=%C2%B2",
         "/capture",
         "/ops?session=2026_01_03_gpu&by=kernel",
         "/diagnostics",

@@ -39,3 +39,32 @@ def test_the_newest_session_is_the_newest_capture_not_the_last_name(tmp_path: Pa
         f.write_bytes(worker_trace("h_1", 3))
         os.utime(f, (f.stat().st_atime, f.stat().st_mtime - age_s))
     assert SessionStore(tmp_path).names() == ["2026_01_05_capture", "upload_2025_01_01_00_00_00"]
+
+
+def test_uploads_in_one_second_get_their_own_sessions_and_same_named_files_both_stay(
+    tmp_path: Path,
+) -> None:
+    from datetime import datetime, timezone
+    from unittest import mock
+
+    from app.store import SessionStore
+    from tests.analyzers.test_breakdown import worker_trace
+
+    store = SessionStore(tmp_path)
+    a, b = worker_trace("a", 3), worker_trace("b", 4)
+    frozen = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
+    with mock.patch("trace_parsers.layout.datetime") as clock:
+        clock.now.return_value = frozen
+        first = store.import_files([("w.xplane.pb", a), ("w.xplane.pb", b)])
+        second = store.import_files([("w.xplane.pb", a)])
+    assert first.session == "upload_2026_12_01_12_00_00"
+    assert second.session == "upload_2026_12_01_12_00_00_2"  # not the first one overwritten
+    assert first.saved == ("w", "w_2")  # two files of one name: two workers
+    root = tmp_path / "plugins" / "profile"
+    assert sorted(p.name for p in (root / first.session).iterdir()) == [
+        "w.xplane.pb",
+        "w_2.xplane.pb",
+    ]
+    assert (root / first.session / "w.xplane.pb").read_bytes() == a
+    assert not [p for p in root.iterdir() if p.name.startswith(".")]  # nothing half-written left
+    assert store.import_files([("x.xplane.pb", b"\x0a\xff")]).saved == ()
