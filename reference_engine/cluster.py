@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,14 @@ class Manifest:
             data = json.loads(path.read_text())
         except (OSError, ValueError) as e:
             raise EngineError(f"no cluster manifest at {path}: {e}") from e
-        return cls(**{**data, "tasks": tuple(TaskInfo(**t) for t in data["tasks"])})
+        try:
+            tasks = tuple(TaskInfo(**t) for t in data["tasks"])
+            manifest = cls(**{**data, "tasks": tasks})
+        except (TypeError, KeyError) as e:
+            raise EngineError(f"{path} is not a cluster manifest: {e!r}") from None
+        if not all(isinstance(t.pid, int) and not isinstance(t.pid, bool) for t in tasks):
+            raise EngineError(f"{path} is not a cluster manifest: a task's pid is not an integer")
+        return manifest
 
 
 def free_ports(n: int) -> list[int]:
@@ -149,7 +156,7 @@ def up(
         tasks.append(
             TaskInfo(role, index, proc.pid, cluster[role][index], f"{HOST}:{agent_port}", str(log))
         )
-    manifest = Manifest(str(run_dir), cfg.workload, cfg.scenario, tuple(tasks), time.time())
+    manifest = Manifest(str(run_dir.resolve()), cfg.workload, cfg.scenario, tuple(tasks), time.time())
     manifest.save()
     try:
         _wait_ready(manifest, ready_timeout_s)
@@ -283,8 +290,30 @@ def wait(
     return results
 
 
-def kill_task(task: TaskInfo) -> None:
-    """SIGKILLs one task's process group now (failure injection)."""
+def started_by(manifest: Manifest, task: TaskInfo) -> bool:
+    """Whether ``task.pid`` is provably the engine worker ``up`` started for this manifest:
+    a session leader (``up`` starts each task in a new session) whose command line is
+    ``reference_engine.worker --config <this run's engine.json>``. A manifest is a file anyone
+    can edit, and a pid is reused once its process ends: nothing else is ever signalled (not
+    pid 0 or 1, which would signal a whole process group or init, nor this process)."""
+    pid = task.pid
+    if pid <= 1 or pid in (os.getpid(), os.getpgrp()):
+        return False
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if os.getpgid(pid) != pid:
+            return False
+    except (OSError, ProcessLookupError):
+        return False
+    config = str((Path(manifest.run_dir) / "engine.json").resolve()).encode()
+    return b"reference_engine.worker" in argv and config in argv
+
+
+def kill_task(task: TaskInfo, manifest: Manifest | None = None) -> None:
+    """SIGKILLs one task's process group now (failure injection); with ``manifest``, only
+    when ``started_by`` proves it is that run's task."""
+    if manifest is not None and not started_by(manifest, task):
+        return
     try:
         os.killpg(task.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -293,11 +322,15 @@ def kill_task(task: TaskInfo) -> None:
 
 
 def down(manifest: Manifest, grace_s: float = 5.0) -> list[str]:
-    """Stops every task (process group): SIGINT, then SIGKILL after ``grace_s``.
+    """Stops every task (process group) that ``started_by`` proves this run started: SIGINT,
+    then SIGKILL after ``grace_s``. Pids the manifest holds that are not provably its
+    tasks (ended, reused by another process, or edited in) are left alone.
 
     Returns:
         Names of the tasks that had to be SIGKILLed.
     """
+    ours = [t for t in manifest.tasks if started_by(manifest, t)]
+    manifest = replace(manifest, tasks=tuple(ours))
     for t in manifest.tasks:
         try:
             os.killpg(t.pid, signal.SIGINT)
@@ -312,7 +345,7 @@ def down(manifest: Manifest, grace_s: float = 5.0) -> list[str]:
     for t in manifest.tasks:
         if alive(t.pid):
             killed.append(t.name)
-            kill_task(t)
+            kill_task(t, manifest)
     for t in manifest.tasks:
         for _ in range(50):
             _reap(t.pid)

@@ -67,3 +67,14 @@ def test_unreadable_manifest_is_a_typed_error(tmp_path: Path) -> None:
     (tmp_path / layout.MANIFEST_NAME).write_text("{not json")
     with pytest.raises(layout.LayoutError, match="unreadable"):
         layout.read_manifest(tmp_path)
+
+
+def test_new_session_dirs_in_one_second_are_distinct(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from datetime import datetime, timezone
+
+    from trace_parsers.layout import new_session_dir
+
+    now = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
+    first, second = new_session_dir(tmp_path, now=now), new_session_dir(tmp_path, now=now)
+    assert (first.name, second.name) == ("2026_12_01_12_00_00", "2026_12_01_12_00_00_2")
+    assert first.is_dir() and second.is_dir() and not any(first.iterdir())
