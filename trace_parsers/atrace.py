@@ -19,17 +19,16 @@ timestamp) never stretch the span.
 from __future__ import annotations
 
 import base64
-import gzip
 import html
 import json
 import re
-import zlib
 from collections.abc import Iterator
 from typing import Any
 
 from trace_parsers._ftrace import read_text
 from trace_parsers._ftrace_fast import unescape_js
 from trace_parsers._slices import SliceBuilder
+from trace_parsers.compression import inflate_zlib
 from trace_parsers.errors import TraceParseError
 from trace_parsers.schema import TraceFrames, validate
 
@@ -59,10 +58,7 @@ def extract_text(data: bytes, source: str) -> tuple[list[str | bytes], list[Any]
         TraceParseError: a corrupt ``TRACE:`` zlib stream or a file with no trace text.
     """
     if data.startswith(b"TRACE:"):
-        try:
-            data = zlib.decompress(data[6:].lstrip(b"\r\n"))
-        except zlib.error as e:
-            raise TraceParseError(source, FORMAT, f"corrupt zlib stream after TRACE: ({e})") from e
+        data = inflate_zlib(data[6:].lstrip(b"\r\n"), source, FORMAT)
     if not data[:4096].lstrip()[:15].lower().startswith((b"<!doctype html", b"<html")):
         return [data], []
     text = data.decode("utf-8", errors="replace")
@@ -83,10 +79,11 @@ def extract_text(data: bytes, source: str) -> tuple[list[str | bytes], list[Any]
     viewer = next(_script_bodies(text, _VIEWER_DATA), None)
     if viewer is not None:
         try:
+            packed = base64.b64decode(viewer.strip())
             blocks.append(
-                gzip.decompress(base64.b64decode(viewer.strip())).decode("utf-8", "replace")
+                inflate_zlib(packed, source, FORMAT, gzip=True).decode("utf-8", "replace")
             )
-        except (ValueError, OSError, EOFError) as e:
+        except ValueError as e:
             raise TraceParseError(
                 source, FORMAT, f"corrupt trace2html viewer-data block ({e})"
             ) from e

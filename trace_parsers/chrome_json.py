@@ -18,6 +18,7 @@ import json
 from typing import Any
 
 from trace_parsers._slices import SliceBuilder
+from trace_parsers.compression import inflate
 from trace_parsers.errors import TraceParseError
 from trace_parsers.schema import TraceFrames, validate
 
@@ -158,7 +159,7 @@ def parse_chrome_json(data: bytes, *, worker: str, source: str = "<bytes>") -> T
     Raises:
         TraceParseError: not JSON, or JSON without trace events.
     """
-    doc = load_json(data, source)
+    doc = load_json(inflate(data, source, FORMAT), source)  # .json.gz as export writes it
     sb = SliceBuilder()
     if isinstance(doc, dict):
         events = doc.get("traceEvents", [])

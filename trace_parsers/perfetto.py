@@ -15,12 +15,12 @@ converted through the sequence's ``clock_snapshot`` to the trace clock (BOOTTIME
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from trace_parsers._slices import SliceBuilder
+from trace_parsers.compression import inflate, inflate_zlib, max_bytes
 from trace_parsers.errors import TraceParseError
 from trace_parsers.schema import TraceFrames, validate
 
@@ -28,28 +28,13 @@ FORMAT = "perfetto"
 BOOTTIME = 6
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
+#: compressed_packets may hold compressed_packets this deep (Perfetto writes one level).
+MAX_NESTING = 8
 
 
 def _text(value: str | bytes) -> str:
     """Protobuf string fields come back as bytes when they hold invalid UTF-8."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-def _decompress(data: bytes, source: str) -> bytes:
-    try:
-        if data[:2] == b"\x1f\x8b":
-            return gzip.decompress(data)
-        if data[:4] == _ZSTD_MAGIC:
-            import zstandard
-
-            return zstandard.ZstdDecompressor().decompressobj().decompress(data)
-    except (OSError, EOFError, zlib.error) as e:
-        raise TraceParseError(source, FORMAT, f"corrupt compressed stream ({e})") from e
-    except Exception as e:  # zstandard raises its own ZstdError
-        if type(e).__name__ == "ZstdError":
-            raise TraceParseError(source, FORMAT, f"corrupt zstd stream ({e})") from e
-        raise
-    return data
 
 
 def _packets(data: bytes, sb: SliceBuilder) -> list[bytes]:
@@ -98,9 +83,12 @@ class _Sequence:
 
 
 class _Reader:
-    def __init__(self, sb: SliceBuilder, pb: Any) -> None:
+    def __init__(self, sb: SliceBuilder, pb: Any, source: str, budget: int) -> None:
         self.sb = sb
         self.pb = pb
+        self.source = source
+        self.budget = budget  # bytes that nested compressed packets may still inflate to
+        self.depth = 0  # compressed_packets inside compressed_packets
         self.seqs: dict[int, _Sequence] = {}
         self.tracks: dict[int, tuple[int, int, str]] = {}  # uuid -> (pid, tid, name)
         self.open: dict[int, list[tuple[int, str]]] = {}
@@ -138,8 +126,18 @@ class _Reader:
         if which == "clock_snapshot":
             self.clock_snapshot(seq, p.clock_snapshot)
         elif which == "compressed_packets":
-            for inner in _packets(zlib.decompress(p.compressed_packets), self.sb):
-                self.packet(inner)
+            if self.depth >= MAX_NESTING:  # each level is a Python call: no RecursionError
+                raise TraceParseError(
+                    self.source, FORMAT, f"compressed packets nested over {MAX_NESTING} deep"
+                )
+            inner_data = inflate_zlib(p.compressed_packets, self.source, FORMAT, self.budget)
+            self.budget -= len(inner_data)  # nested streams share the file's cap
+            self.depth += 1
+            try:
+                for inner in _packets(inner_data, self.sb):
+                    self.packet(inner)
+            finally:
+                self.depth -= 1
         elif which == "ftrace_events":
             self.ftrace(p.ftrace_events)
         elif which == "process_tree":
@@ -275,17 +273,19 @@ def parse_perfetto(data: bytes, *, worker: str, source: str = "<bytes>") -> Trac
         ) from e
     from google.protobuf.message import DecodeError
 
-    data = _decompress(data, source)
+    raw, data = data, inflate(data, source, FORMAT)
     sb = SliceBuilder()
     packets = _packets(data, sb)
     if not packets:
         raise TraceParseError(
             source, FORMAT, "no complete TracePacket (empty, truncated or not a Perfetto trace)"
         )
-    reader = _Reader(sb, pb)
+    reader = _Reader(sb, pb, source, max_bytes(len(raw)) - len(data))
     for i, raw in enumerate(packets):
         try:
             reader.packet(raw)
+        except TraceParseError:
+            raise  # a bomb or a nesting attack fails the file, it is not one bad packet
         except (DecodeError, zlib.error, ValueError, TypeError, UnicodeError) as e:
             # A corrupt packet is counted and skipped; the others still parse.
             if i == 0 and len(packets) == 1:

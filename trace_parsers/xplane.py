@@ -11,8 +11,6 @@ events in Python.
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import IntEnum
@@ -31,6 +29,7 @@ from trace_parsers._columns import (
     id_cat,
     missing,
 )
+from trace_parsers.compression import inflate
 from trace_parsers.errors import TraceParseError
 from trace_parsers.hlo import METADATA_PLANE, hlo_ops
 from trace_parsers.nesting import nest_columns, nest_if_sorted
@@ -65,14 +64,10 @@ def decompress(data: bytes, source: str) -> bytes:
     """Returns ``data`` gunzipped when it carries the gzip magic, else unchanged.
 
     Raises:
-        TraceParseError: the gzip stream is corrupt or truncated.
+        TraceParseError: the gzip stream is corrupt or truncated, or inflates past the cap
+            (``trace_parsers.compression``).
     """
-    if data[:2] != b"\x1f\x8b":
-        return data
-    try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as e:
-        raise TraceParseError(source, FORMAT, f"corrupt gzip stream ({e})") from e
+    return inflate(data, source, FORMAT)
 
 
 class PlaneTable(NamedTuple):

@@ -1,0 +1,116 @@
+"""Bounded decompression for every parser: gzip (one or more members), zlib and zstd.
+
+A trace's compressed form says nothing about its size: a 4 MB ``.xplane.pb.gz`` can inflate to
+8.5 GB, a 131 KB zstd Perfetto file to 4.3 GB. Every stream is inflated here, a chunk at a
+time, and stops with a ``TraceParseError`` once the output passes the limit (``max_bytes``:
+100 times the input, at least 64 MiB, at most ``PODSCOPE_MAX_DECOMPRESSED_MB`` or 8 GiB),
+never after having allocated it.
+
+    >>> data = inflate(raw, "w.xplane.pb.gz", "xplane")       # plain data passes through
+    >>> inner = inflate_zlib(packet, source, "perfetto", budget)   # a nested stream
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zlib
+from collections.abc import Mapping
+
+from trace_parsers.errors import TraceParseError
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+#: Default cap on what one trace file may inflate to (8 GiB: the largest real captures
+#: seen are a few GB uncompressed).
+DEFAULT_MAX_BYTES = 8 << 30
+_CHUNK = 16 << 20
+
+
+#: Traces compress 5–30×; a stream that inflates more than this many times its size is a
+#: bomb, whatever the absolute cap (a 1.3 KB Perfetto file inflated to 4.1 GB).
+MAX_RATIO = 100
+#: Small inputs may always inflate this far (a few KB of gzip header and tables).
+MIN_ALLOWANCE = 64 << 20
+
+
+def max_bytes(compressed: int = 0, env: Mapping[str, str] | None = None) -> int:
+    """What ``compressed`` bytes may inflate to: ``MAX_RATIO`` times as much (at least
+    ``MIN_ALLOWANCE``), and never more than ``PODSCOPE_MAX_DECOMPRESSED_MB`` from ``env``
+    (default: the process environment), else ``DEFAULT_MAX_BYTES``."""
+    value = (os.environ if env is None else env).get("PODSCOPE_MAX_DECOMPRESSED_MB")
+    cap = int(float(value) * (1 << 20)) if value else DEFAULT_MAX_BYTES
+    return min(cap, max(MIN_ALLOWANCE, MAX_RATIO * compressed))
+
+
+def _too_big(source: str, fmt: str, limit: int) -> TraceParseError:
+    return TraceParseError(
+        source,
+        fmt,
+        f"decompresses to more than {limit:,} bytes (the cap; raise "
+        "PODSCOPE_MAX_DECOMPRESSED_MB for a trace this large)",
+    )
+
+
+def inflate(data: bytes, source: str, fmt: str, limit: int | None = None) -> bytes:
+    """``data`` inflated when it carries the gzip or zstd magic, else unchanged.
+
+    Raises:
+        TraceParseError: a corrupt or truncated stream, or output over ``limit``.
+    """
+    if data[:2] == GZIP_MAGIC:
+        return inflate_zlib(data, source, fmt, limit, gzip=True)
+    if data[:4] == ZSTD_MAGIC:
+        return _inflate_zstd(data, source, fmt, max_bytes(len(data)) if limit is None else limit)
+    return data
+
+
+def inflate_zlib(
+    data: bytes, source: str, fmt: str, limit: int | None = None, *, gzip: bool = False
+) -> bytes:
+    """A zlib stream (or gzip members, one after another) inflated to at most ``limit``.
+
+    Raises:
+        TraceParseError: a corrupt or truncated stream, or output over ``limit``.
+    """
+    limit = max_bytes(len(data)) if limit is None else limit
+    wbits, kind = (31, "gzip") if gzip else (15, "zlib")
+    out = bytearray()
+    d = zlib.decompressobj(wbits)
+    pending = data
+    try:
+        while True:
+            chunk = d.decompress(pending, min(_CHUNK, limit + 1 - len(out)))
+            out += chunk
+            if len(out) > limit:
+                raise _too_big(source, fmt, limit)
+            pending = d.unconsumed_tail
+            if d.eof:
+                rest = d.unused_data
+                if gzip and rest[:2] == GZIP_MAGIC:  # a concatenated member
+                    d, pending = zlib.decompressobj(wbits), rest
+                    continue
+                return bytes(out)
+            if not pending and not chunk:  # input used up, nothing more comes out
+                raise TraceParseError(
+                    source, fmt, f"corrupt {kind} stream (truncated: it ends mid-stream)"
+                )
+    except zlib.error as e:
+        raise TraceParseError(source, fmt, f"corrupt {kind} stream ({e})") from e
+
+
+def _inflate_zstd(data: bytes, source: str, fmt: str, limit: int) -> bytes:
+    import zstandard
+
+    out = bytearray()
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(
+            io.BytesIO(data), read_across_frames=True
+        ) as reader:
+            while chunk := reader.read(min(_CHUNK, limit + 1 - len(out))):
+                out += chunk
+                if len(out) > limit:
+                    raise _too_big(source, fmt, limit)
+    except zstandard.ZstdError as e:
+        raise TraceParseError(source, fmt, f"corrupt zstd stream ({e})") from e
+    return bytes(out)
