@@ -156,7 +156,9 @@ def up(
         tasks.append(
             TaskInfo(role, index, proc.pid, cluster[role][index], f"{HOST}:{agent_port}", str(log))
         )
-    manifest = Manifest(str(run_dir.resolve()), cfg.workload, cfg.scenario, tuple(tasks), time.time())
+    manifest = Manifest(
+        str(run_dir.resolve()), cfg.workload, cfg.scenario, tuple(tasks), time.time()
+    )
     manifest.save()
     try:
         _wait_ready(manifest, ready_timeout_s)
