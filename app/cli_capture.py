@@ -9,13 +9,12 @@ from __future__ import annotations
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.targets import targets_from
-from collectors.capture import CaptureOptions, CaptureResult, Target, WorkerResult, capture
-from collectors.errors import CaptureError
+if TYPE_CHECKING:  # gRPC and the capture client load only when a capture runs
+    from collectors.capture import CaptureOptions, CaptureResult, Target, WorkerResult
 
 #: Rich colour per ``Status.tone``.
 STATUS_STYLE = {"ok": "green", "lost": "red", "retry": "yellow", "running": "cyan"}
@@ -48,6 +47,8 @@ def _table(workers: list[WorkerResult]) -> object:
 
 def run_capture(targets: list[Target], opts: CaptureOptions, live: bool) -> CaptureResult:
     """Runs the capture, redrawing a per-worker table while it goes when ``live``."""
+    from collectors.capture import WorkerResult, capture
+
     if not live:
         return capture(targets, opts)
     from rich.live import Live
@@ -109,6 +110,10 @@ def capture_command(
     ] = False,
 ) -> None:
     """Capture every worker of a job in one window and bring the traces home."""
+    from app.targets import targets_from
+    from collectors.capture import CaptureOptions
+    from collectors.errors import CaptureError
+
     try:
         targets = targets_from(addresses, cluster)
         opts = CaptureOptions(
