@@ -13,6 +13,7 @@ from app import ids
 from app.background import manager
 from app.context import current
 from app.pages._common import card
+from app.targets import MAX_TARGETS, capture_form
 from collectors.capture import CaptureOptions, WorkerResult, capture
 from collectors.errors import CaptureError
 from collectors.status import Status
@@ -61,11 +62,15 @@ def layout(**_: str) -> Any:
                     [
                         _field(
                             "Duration (ms)",
-                            dbc.Input(id=ids.CAP_DURATION, type="number", value=2000, min=100),
+                            dbc.Input(
+                                id=ids.CAP_DURATION, type="number", value=2000, min=100, max=60_000
+                            ),
                         ),
                         _field(
                             "Delay before the common start (ms)",
-                            dbc.Input(id=ids.CAP_DELAY, type="number", value=500, min=0),
+                            dbc.Input(
+                                id=ids.CAP_DELAY, type="number", value=500, min=0, max=60_000
+                            ),
                         ),
                         _field(
                             "Host tracer level",
@@ -84,7 +89,7 @@ def layout(**_: str) -> Any:
                     [
                         _field(
                             "Retries",
-                            dbc.Input(id=ids.CAP_RETRIES, type="number", value=2, min=0, max=10),
+                            dbc.Input(id=ids.CAP_RETRIES, type="number", value=2, min=0, max=5),
                         )
                     ],
                     className="mt-2",
@@ -150,17 +155,24 @@ def run_capture(
     retries: int,
 ) -> Any:
     context = current()
+    fields, problem = capture_form(duration, delay, host_level, py_level, retries)
+    if problem:  # checked here, not only in the browser: a POST can say anything
+        return dbc.Alert(problem, color="danger")
     try:
         targets = context.capture_targets(addresses, manifest)
     except CaptureError as e:
         return dbc.Alert(str(e), color="danger")
+    if len(targets) > MAX_TARGETS:
+        return dbc.Alert(
+            f"{len(targets)} workers: at most {MAX_TARGETS} per capture", color="danger"
+        )
     opts = CaptureOptions(
         logdir=context.settings.logdir,
-        duration_ms=int(duration or 2000),
-        delay_ms=int(delay or 0),
-        host_tracer_level=int(host_level),
-        python_tracer_level=int(py_level),
-        retries=int(retries or 0),
+        duration_ms=fields["duration_ms"],
+        delay_ms=fields["delay_ms"],
+        host_tracer_level=fields["host_tracer_level"],
+        python_tracer_level=fields["python_tracer_level"],
+        retries=fields["retries"],
     )
     shown = {t.worker_label: WorkerResult(t.worker_label, t.address) for t in targets}
     lock = threading.Lock()

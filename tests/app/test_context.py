@@ -68,3 +68,19 @@ def test_uploads_in_one_second_get_their_own_sessions_and_same_named_files_both_
     assert (root / first.session / "w.xplane.pb").read_bytes() == a
     assert not [p for p in root.iterdir() if p.name.startswith(".")]  # nothing half-written left
     assert store.import_files([("x.xplane.pb", b"\x0a\xff")]).saved == ()
+
+
+def test_the_capture_form_is_checked_on_the_server() -> None:
+    from app.targets import capture_form
+
+    fields, problem = capture_form(2000, 500, "2", "0", 2)
+    assert problem is None and fields["retries"] == 2 and fields["host_tracer_level"] == 2
+    assert capture_form(None, None, "2", "0", None)[0]["duration_ms"] == 2000
+    for bad in (
+        capture_form(2000, 0, "2", "0", 100_000),  # six of these left six hung processes
+        capture_form(10**9, 0, "2", "0", 0),
+        capture_form(2000, -5, "2", "0", 0),
+        capture_form(2000, 0, "7", "0", 0),
+        capture_form("2e3", 0, "2", "0", 0),
+    ):
+        assert bad[0] == {} and bad[1]
