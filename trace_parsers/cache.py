@@ -97,7 +97,7 @@ class FrameCache:
         try:
             frames = {name: read_frame(entry / f"{name}.arrow", name) for name in SCHEMA}
             return validate(TraceFrames(**frames), str(entry))
-        except (OSError, pa.ArrowException, ValueError, IndexError, KeyError):
+        except Exception:  # any unreadable entry is a miss: dropped, and rebuilt by the caller
             shutil.rmtree(entry, ignore_errors=True)
             return None
 
@@ -282,8 +282,10 @@ def _column(table: pa.Table, col: str, dtype: str, views: _Views) -> Any:
     """
     arr = table.column(col).chunk(0)
     if dtype == "string":
+        arr.validate(full=True)  # offsets inside the data: a flipped byte must not read past it
         return pd.array(arr.to_pylist(), dtype="string")
     if dtype in (CAT, CAT_ID):
+        arr.dictionary.validate(full=True)  # small; its string offsets are read below
         codes = views.values(arr.indices)
         n_cats = len(arr.dictionary)
         if len(codes) and (int(codes.min()) < -1 or int(codes.max()) >= n_cats):

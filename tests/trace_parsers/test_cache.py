@@ -119,3 +119,54 @@ def test_unwritable_cache_still_parses(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.warns(UserWarning, match="parse cache not written"):
         assert len(load(path, cache_dir=blocker / "cache").events) == 5
+
+
+FUZZ_CACHE = r"""
+import random, shutil, sys
+from pathlib import Path
+from trace_parsers.cache import FrameCache
+from trace_parsers.xplane import parse_xplane
+from tests.analyzers.test_breakdown import worker_trace
+
+root, n = Path(sys.argv[1]), int(sys.argv[2])
+store = FrameCache(root / "cache")
+frames = parse_xplane(worker_trace("w", 20, gpu=True), worker="w")
+rng = random.Random(7)
+outcomes = {"miss": 0, "hit": 0}
+for trial in range(n):
+    store.put("k", frames)
+    files = sorted((root / "cache" / "k").glob("*.arrow"))
+    f = rng.choice(files)
+    data = bytearray(f.read_bytes())
+    for _ in range(rng.randint(1, 4)):
+        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    f.write_bytes(bytes(data))
+    got = store.get("k")
+    if got is None:
+        outcomes["miss"] += 1
+        assert not (root / "cache" / "k").exists(), "a bad entry must be dropped"
+    else:
+        outcomes["hit"] += 1
+        len(got.events), got.events["name"].astype(str).tolist()  # touch every column read
+    shutil.rmtree(root / "cache" / "k", ignore_errors=True)
+print(outcomes)
+"""
+
+
+def test_corrupted_cache_entries_are_misses_never_crashes(tmp_path: Path) -> None:
+    """Flipped bits in cache files: each read is a hit or a dropped entry (a miss); the process
+    never dies of SIGBUS/SIGSEGV and no exception escapes (run in a child process, which a
+    crash would kill)."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    r = subprocess.run(
+        [sys.executable, "-c", FUZZ_CACHE, str(tmp_path), "300"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=repo,
+    )
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert "'miss'" in r.stdout
