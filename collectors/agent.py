@@ -93,7 +93,8 @@ def start(
         host: interface to bind (127.0.0.1 by default; 0.0.0.0 to serve other machines).
         profiler_address: an existing TF profiler server (e.g. a tf.distribute.Server's port).
         repository_root: where traces are kept (default: a new temporary folder).
-        token: shared secret the collector must send.
+        token: shared secret the collector must send; required when ``host`` is not a
+            loopback address (``AgentError`` otherwise).
         strategy: the job's tf.distribute strategy class name (collectors plan safe captures).
         task: this process's (task type, index), e.g. ("worker", 1); None reads it from the
             ``TF_CONFIG`` environment variable, once, here (an empty role when unset).
@@ -101,7 +102,15 @@ def start(
 
     Returns:
         The running agent.
+
+    Raises:
+        AgentError: a non-loopback ``host`` without a ``token``.
     """
+    if token is None and not is_loopback(host):
+        raise AgentError(
+            f"binding {host} serves other machines: pass a token (the collectors send it; "
+            "PODSCOPE_TOKEN for the engine), or bind 127.0.0.1"
+        )
     if profiler_address is None:
         if tf is None:
             import tensorflow as tf  # type: ignore[no-redef]
@@ -128,6 +137,23 @@ def start(
         extra_handlers=lambda s: s.add_generic_rpc_handlers((proxy,)),
     )
     return Agent(f"{host}:{bound}", profiler_address, root, server)
+
+
+class AgentError(ValueError):
+    """The agent cannot start as asked (a non-loopback address without a token)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address or ``localhost`` (``0.0.0.0``, ``::`` and every
+    other address serve other machines)."""
+    import ipaddress
+
+    if host in ("localhost", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
 
 
 def task_from_tf_config(tf_config: str | None) -> tuple[str, int]:

@@ -37,6 +37,7 @@ def main() -> None:
         help="interface of the agent (0.0.0.0 on a real cluster)",
     )
     args = ap.parse_args()
+    token = os.environ.get("PODSCOPE_TOKEN") or None  # required when the agent host is not loopback
     cfg = EngineConfig.load(args.config)
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf-keras: see reference_engine.models
     tf_config = json.loads(os.environ["TF_CONFIG"])  # the process's edge: read once, passed in
@@ -45,7 +46,7 @@ def main() -> None:
         import tensorflow as tf
 
         tf.config.threading.set_intra_op_parallelism_threads(1)
-        podscope = _start_agent(cfg, task, tf_config, args.agent_host, args.agent_port, tf)
+        podscope = _start_agent(cfg, task, tf_config, args.agent_host, args.agent_port, tf, token)
         report(
             "ready",
             role=task.role,
@@ -67,7 +68,13 @@ def main() -> None:
 
 
 def _start_agent(
-    cfg: EngineConfig, task: Task, tf_config: Mapping[str, Any], host: str, port: int, tf: Any
+    cfg: EngineConfig,
+    task: Task,
+    tf_config: Mapping[str, Any],
+    host: str,
+    port: int,
+    tf: Any,
+    token: str | None = None,
 ) -> agent.Agent:
     """The agent fronts this task's TF profiler: its own server, or for ps-workload workers and
     parameter servers the tf.distribute.Server on its TF_CONFIG port (it serves the profiler)."""
@@ -80,6 +87,7 @@ def _start_agent(
         port=port,
         profiler_address=profiler_address,
         repository_root=Path.cwd() / "traces",
+        token=token,
         strategy=strategy,
         task=(task.role, task.index),
         tf=tf,

@@ -90,3 +90,19 @@ def test_safe_path_rules(tmp_path: Path) -> None:
     for bad in ("", ".", "..", "a/b", "a\\b", "a\x00"):
         with pytest.raises(PermissionError):
             safe_path(tmp_path, bad, "x")
+
+
+def test_an_agent_on_a_non_loopback_address_needs_a_token(tmp_path: Path) -> None:
+    from collectors import agent
+
+    for host in ("0.0.0.0", "::", "10.0.0.5", "trainer-1"):
+        with pytest.raises(agent.AgentError, match="token"):
+            agent.start(host=host, profiler_address="127.0.0.1:1", repository_root=tmp_path)
+    assert agent.is_loopback("127.0.0.1") and agent.is_loopback("::1")
+    assert agent.is_loopback("localhost") and not agent.is_loopback("0.0.0.0")
+    ok = agent.start(
+        host="0.0.0.0", profiler_address="127.0.0.1:1", token="s3cret", repository_root=tmp_path
+    )
+    ok.stop()
+    local = agent.start(profiler_address="127.0.0.1:1", repository_root=tmp_path)  # loopback
+    local.stop()
