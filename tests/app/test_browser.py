@@ -152,7 +152,7 @@ def settle(pg) -> None:  # type: ignore[no-untyped-def]
         "document.querySelector('#_pages_content') && "
         "!document.querySelector('[data-dash-is-loading=\"true\"]')"
     )
-    pg.wait_for_timeout(300)
+    pg.wait_for_timeout(100)  # a chained callback starts within a frame or two
 
 
 @pytest.mark.parametrize(

@@ -182,8 +182,13 @@ def crawl_timeline(v: Visit) -> None:
     assert zoomed[1] - zoomed[0] < 0.5 * (full[1] - full[0]), (full, zoomed)  # held 2 s
     page.locator("body").click(position={"x": 5, "y": 5})
     for key in "wsad":
+        before = x_range(page)
         page.keyboard.press(key)
-        settle(page)
+        page.wait_for_function(  # the server's redraw with the new window
+            f"b => {GD}.layout.xaxis.range[0] !== b[0] || {GD}.layout.xaxis.range[1] !== b[1]",
+            arg=before,
+        )
+    settle(page)
     bars = page.locator("#tl-graph .bars .point path")
     if bars.count():
         bars.first.click(force=True)
@@ -244,9 +249,8 @@ def test_every_page_and_control_works_on_each_kind_of_session(
         for path in PAGES:
             v.open(f"{path}?session={session}")
             assert "PodScope" in v.page.title()
-            v.shot(f"{kind}{path}")
             CRAWLERS[path](v)
-            v.shot(f"{kind}{path}_operated")
+            v.shot(f"{kind}{path}")  # after every control was operated
             assert not v.failures, (path, v.failures)
         for path in ("/", "/capture"):
             v.open(path)
