@@ -69,6 +69,11 @@ def _span(indexes: list[TimelineIndex]) -> tuple[int, int]:
     return (min(starts), max(ends)) if starts else (0, 1)
 
 
+def _labelled(label: str, control: Any, width: int) -> dbc.Col:
+    """A control under its label, ``width`` of 12 columns wide."""
+    return dbc.Col([dbc.Label(label, html_for=control.id), control], md=width)
+
+
 def layout(
     session: str | None = None,
     worker: str | None = None,
@@ -90,57 +95,49 @@ def layout(
             card(
                 dbc.Row(
                     [
-                        dbc.Col(
-                            [
-                                dbc.Label("Workers", html_for=ids.TL_WORKER),
-                                dcc.Dropdown(
-                                    id=ids.TL_WORKER,
-                                    options=analysis.worker_names,
-                                    value=workers,
-                                    multi=True,
-                                    clearable=False,
-                                ),
-                            ],
-                            md=4,
+                        _labelled(
+                            "Workers",
+                            dcc.Dropdown(
+                                id=ids.TL_WORKER,
+                                options=analysis.worker_names,
+                                value=workers,
+                                multi=True,
+                                clearable=False,
+                            ),
+                            4,
                         ),
-                        dbc.Col(
-                            [
-                                dbc.Label("Search", html_for=ids.TL_SEARCH),
-                                dbc.Input(
-                                    id=ids.TL_SEARCH,
-                                    placeholder="event name contains…",
-                                    value=q or "",
-                                    debounce=True,
-                                ),
-                            ],
-                            md=3,
+                        _labelled(
+                            "Search",
+                            dbc.Input(
+                                id=ids.TL_SEARCH,
+                                placeholder="event name contains…",
+                                value=q or "",
+                                debounce=True,
+                            ),
+                            3,
                         ),
-                        dbc.Col(
-                            [
-                                dbc.Label("Step", html_for=ids.TL_STEP),
-                                dcc.Dropdown(
-                                    id=ids.TL_STEP,
-                                    options=[{"label": f"step {s}", "value": s} for s in steps],
-                                    value=chosen,
-                                    placeholder="go to a step…" if steps else "no steps found",
-                                    disabled=not steps,
-                                ),
-                            ],
-                            md=2,
+                        _labelled(
+                            "Step",
+                            dcc.Dropdown(
+                                id=ids.TL_STEP,
+                                options=[{"label": f"step {s}", "value": s} for s in steps],
+                                value=chosen,
+                                placeholder="go to a step…" if steps else "no steps found",
+                                disabled=not steps,
+                            ),
+                            2,
                         ),
-                        dbc.Col(
-                            [
-                                dbc.Label("Planes shown"),
-                                dcc.Checklist(
-                                    id=ids.TL_PLANES,
-                                    options=_planes(analysis),
-                                    value=_planes_shown(analysis, workers),
-                                    inline=True,
-                                    inputClassName="me-1",
-                                    labelClassName="me-3",
-                                ),
-                            ],
-                            md=3,
+                        _labelled(
+                            "Planes shown",
+                            dcc.Checklist(
+                                id=ids.TL_PLANES,
+                                options=_planes(analysis),
+                                value=_planes_shown(analysis, workers),
+                                inline=True,
+                                inputClassName="me-1",
+                                labelClassName="me-3",
+                            ),
+                            3,
                         ),
                     ]
                 ),
