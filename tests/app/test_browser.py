@@ -11,7 +11,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ import pytest
 from tests.analyzers.test_breakdown import worker_trace
 from tests.analyzers.test_ops import gpu_space
 from tests.android.test_tflite import line, trace
+from tests.app.helpers import get_when_up
 from tests.conftest import SHARED_TRACES
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -106,12 +106,7 @@ def serving(root: Path, cache: Path) -> Iterator[str]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(base + "/healthz", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.2)
+        get_when_up(base + "/healthz")
         yield base
     finally:
         proc.terminate()
@@ -123,16 +118,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = make_logdir(tmp_path_factory.mktemp("logdir"))
     with serving(root, tmp_path_factory.mktemp("cache")) as base:
         yield base
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROME_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

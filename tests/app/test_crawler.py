@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.test_browser import ARTIFACTS, CHROME_ARGS, CHROMIUM, GD, serving, settle, x_range
+from tests.app.test_browser import ARTIFACTS, GD, serving, settle, x_range
 from tests.conftest import SHARED_TRACES
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -102,16 +102,6 @@ class Visit:
             locator.click()
         path = dl.value.path()
         assert path is not None and Path(path).stat().st_size > 0, button
-
-
-@pytest.fixture(scope="module")
-def crawl_browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROME_ARGS)
-        yield b
-        b.close()
 
 
 def _sessions(root: Path) -> list[str]:
@@ -239,12 +229,12 @@ CRAWLERS: dict[str, Callable[[Visit], None]] = {
 
 @pytest.mark.parametrize("kind", ["cpu_mwms", "v100", "rocm", "tpu", "android"])
 def test_every_page_and_control_works_on_each_kind_of_session(
-    crawl_browser: object, crawl_server: str, crawl_logdir: Path, kind: str
+    browser: object, crawl_server: str, crawl_logdir: Path, kind: str
 ) -> None:
     session = next((s for s in _sessions(crawl_logdir) if s.endswith(kind)), None)
     if session is None:
         pytest.skip(f"no {kind} session here (sample absent or TensorFlow not installed)")
-    v = Visit(crawl_browser, crawl_server)
+    v = Visit(browser, crawl_server)
     try:
         for path in PAGES:
             v.open(f"{path}?session={session}")

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.app.helpers import get_when_up
+
 pytestmark = pytest.mark.slow
 
 
@@ -30,12 +32,7 @@ def test_serve_is_quiet_and_not_flasks_development_server(tmp_path: Path) -> Non
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(base + "/healthz", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.2)
+        get_when_up(base + "/healthz")
         for _ in range(20):  # a browser's page load is dozens of requests
             urllib.request.urlopen(base + "/", timeout=5).read()
             urllib.request.urlopen(base + "/_dash-layout", timeout=5).read()
@@ -82,14 +79,7 @@ def test_demo_captures_a_baseline_and_a_straggler_and_stops_their_jobs(tmp_path:
         assert lines and lines[-1] == f"serving on http://127.0.0.1:{port}", lines
         sessions = sorted(p.name for p in (logdir / "plugins" / "profile").iterdir())
         assert len(sessions) == 2
-        for _ in range(50):  # the line is printed as the server starts listening
-            try:
-                health = urllib.request.urlopen(
-                    f"http://127.0.0.1:{port}/healthz", timeout=5
-                ).read()
-                break
-            except OSError:
-                time.sleep(0.2)
+        health = get_when_up(f"http://127.0.0.1:{port}/healthz")  # printed as it starts listening
         assert b'"sessions":2' in health.replace(b" ", b"")
         # the jobs are stopped: nothing listens on their workers' agents any more
         assert sum("[worker:" in line for line in lines) == 4  # two jobs of two workers

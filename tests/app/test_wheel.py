@@ -6,12 +6,13 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.app.helpers import get_when_up
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -81,17 +82,7 @@ def test_wheel_ships_assets_protos_and_decoder_and_serves_them(tmp_path: Path) -
         stderr=subprocess.PIPE,
     )
     try:
-        for _ in range(100):
-            try:
-                css = urllib.request.urlopen(
-                    f"http://127.0.0.1:{port}/assets/bootstrap.min.css", timeout=1
-                ).read()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-                time.sleep(0.2)
-        else:
-            pytest.fail("server did not start")
+        css = get_when_up(f"http://127.0.0.1:{port}/assets/bootstrap.min.css", proc)
         assert b"Bootstrap" in css[:200]
         page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read().decode()
         assert "bootstrap.min.css" in page and "cdn" not in page.lower()
