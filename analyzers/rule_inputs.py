@@ -105,15 +105,16 @@ def _step_of(starts: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 
 def op_counts(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """Op executions that start inside each step, per worker, step and op type; tf.data work
-    (type ``Dataset`` or on ``tf_data`` threads) excluded: it runs beside the step.
+    """Op executions (and their self time) that start inside each step, per worker, step and
+    op type; tf.data work (type ``Dataset`` or on ``tf_data`` threads) excluded: it runs
+    beside the step.
 
     Args:
         ops: ``analyzers.ops.op_events`` of the events.
         steps: steps with ``worker, start_ns, end_ns`` (a worker's own, or aligned).
 
     Returns:
-        Columns ``worker, step_start_ns, op_type, count``.
+        Columns ``worker, step_start_ns, op_type, count, self_ps``.
     """
     ops = ops[
         ~isin(ops["op_type"], {"Dataset"}) & ~matches(ops["line"], "tf_data", how="startswith")
@@ -131,16 +132,17 @@ def op_counts(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         k = _step_of(starts, t)
         inside = (k >= 0) & (t < ends[np.clip(k, 0, None)])
         code = type_col.cat.codes.to_numpy()[mine][inside]
-        counts = (
-            pd.DataFrame({"step_start_ns": starts[k[inside]], "code": code})
-            .groupby(["step_start_ns", "code"], sort=True)
-            .size()
+        self_ps = ops["op_self_ps"].to_numpy(dtype=np.float64)[mine][inside]
+        c = (
+            pd.DataFrame({"step_start_ns": starts[k[inside]], "code": code, "self_ps": self_ps})
+            .groupby(["step_start_ns", "code"], sort=True)["self_ps"]
+            .agg(["size", "sum"])
         )
-        if len(counts):  # an empty part would turn the concatenated columns to object
-            c = counts.rename("count").reset_index()
+        if len(c):  # an empty part would turn the concatenated columns to object
+            c = c.rename(columns={"size": "count", "sum": "self_ps"}).reset_index()
             c["op_type"] = types[c.pop("code").to_numpy()]
             parts.append(c.assign(worker=w))
-    cols = ["worker", "step_start_ns", "op_type", "count"]
+    cols = ["worker", "step_start_ns", "op_type", "count", "self_ps"]
     if not parts:
         return pd.DataFrame(columns=cols)
     out = pd.concat(parts, ignore_index=True)[cols]

@@ -15,6 +15,9 @@ The chain (each arrow one pure function of ``analyzers``)::
     aligned ─ step_breakdown ─> breakdown ─ pod_view ─> pod ─ stragglers ─> stragglers
     frames.planes + breakdown ─ device_activity ─> devices (busy GPUs first, idle flagged)
     frames.events ─ op_events / op_stats ─> ops, op_table, kernels, op_table_for(by, worker)
+    frames.events ─ collective_events ─> collective_calls ─ match_collectives ─> collectives
+    pod ─ arrivals ─> arrivals ─ slow_steps (+ op_steps) ─> slow_steps ─ roles ─> roles
+    frames.events ─ iterator_table ─> iterators ─ pipeline_summary ─> input_pipeline
 
 Attributes are computed lazily and kept, so a page that shows the pod view never parses op
 tables, and a second page pays nothing. The object is not thread-safe for the *first*
@@ -32,7 +35,10 @@ import numpy as np
 import pandas as pd
 
 from analyzers._match import matches
+from analyzers.attribution import arrivals, op_steps_of, roles, slow_steps
 from analyzers.breakdown import step_breakdown
+from analyzers.collectives import collective_events, collective_summary, match_collectives
+from analyzers.input_pipeline import iterator_table, pipeline_summary
 from analyzers.ops import memory_timeline, op_events, op_stats
 from analyzers.pod import device_activity, pod_view, step_rows, stragglers, worker_summary
 from analyzers.rule_inputs import (
@@ -65,6 +71,8 @@ PER_WORKER = (
     "rule_events",
     "worker_events",
     "device_starts",
+    "iterators",
+    "collective_calls",
 )
 
 
@@ -298,6 +306,66 @@ class SessionAnalysis:
     def device_firsts(self) -> pd.DataFrame:
         """First GPU/TPU event per worker, aligned step and plane (launch skew)."""
         return first_starts_per_aligned_step(self.device_starts, self.aligned)
+
+    # ------------------------------------------------------------------ why slow across workers
+
+    @cached_property
+    def collective_calls(self) -> pd.DataFrame:
+        """Every collective call of every worker (``analyzers.collectives.collective_events``)."""
+        return collective_events(self.frames.events)
+
+    @cached_property
+    def _collectives(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        return match_collectives(self.collective_calls, self.aligned)
+
+    @property
+    def collectives(self) -> pd.DataFrame:
+        """One row per collective instance matched across participants: skew, last arriver,
+        latency, bandwidth (``match_collectives``)."""
+        return self._collectives[0]
+
+    @property
+    def collective_participants(self) -> pd.DataFrame:
+        """One row per instance × participant: start, duration, wait, arrived last."""
+        return self._collectives[1]
+
+    @cached_property
+    def collective_summary(self) -> pd.DataFrame:
+        """Per worker: collective time and, where measured, wait and last-arrival share."""
+        return collective_summary(self.collective_participants, self.pod)
+
+    @cached_property
+    def arrivals(self) -> pd.DataFrame:
+        """The pod view with each worker-step's arrival at the collectives and its wait
+        (``analyzers.attribution.arrivals``)."""
+        return arrivals(self.pod)
+
+    @cached_property
+    def op_steps(self) -> pd.DataFrame:
+        """Op self time per worker, aligned step and op type."""
+        return op_steps_of(self.op_counts, self.aligned)
+
+    @cached_property
+    def slow_steps(self) -> pd.DataFrame:
+        """Slow worker-steps (late against the others, or outliers of their own history),
+        the excess split and a cause (``analyzers.attribution.slow_steps``)."""
+        return slow_steps(self.arrivals, self.op_steps)
+
+    @cached_property
+    def roles(self) -> pd.DataFrame:
+        """Per worker: culprit, victim or neither, with its mean wait."""
+        return roles(self.arrivals, self.slow_steps)
+
+    @cached_property
+    def iterators(self) -> pd.DataFrame:
+        """tf.data iterators per worker: calls, self time, blocking, work and waiting
+        (``analyzers.input_pipeline.iterator_table``)."""
+        return iterator_table(self.frames.events, self.frames.stats)
+
+    @cached_property
+    def input_pipeline(self) -> pd.DataFrame:
+        """Per worker: input wait, blocking calls, bottleneck stage and what to change."""
+        return pipeline_summary(self.iterators, self.rule_events, self.pod)
 
     # ------------------------------------------------------------------ devices, memory
 

@@ -49,7 +49,15 @@ from trace_parsers.schema import TraceFrames, empty_frame
 #: diagnostics rules read (``analyzers.rule_inputs``; with it, the findings need no events).
 PARTS = frozenset({"steps", "breakdown", "memory", "rules", *(f"ops:{b}" for b in BY)})
 #: What ``rules`` computes besides the parts the rules also read.
-RULE_FRAMES = ("op_counts", "op_summary", "rule_events", "worker_events", "device_starts")
+RULE_FRAMES = (
+    "op_counts",
+    "op_summary",
+    "rule_events",
+    "worker_events",
+    "device_starts",
+    "iterators",
+    "collective_calls",
+)
 RULE_PARTS = frozenset({"steps", "breakdown", "memory", "ops:kernel", "rules"})
 #: The small frames every task returns (what pages and rules need besides the derived ones).
 SMALL_FRAMES = ("planes", "lines", "workers", "parse_notes", "plane_stats", "hlo_ops")

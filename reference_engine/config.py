@@ -31,6 +31,7 @@ class EngineConfig:
         input_delay_ms: per-batch delay of the ``input-bound`` scenario.
         host_overhead_ms: per-step host work of the ``host-overhead`` scenario.
         tiny_ops: small ops added per step by the ``tiny-ops`` scenario.
+        slow_map_ms: per-batch cost of the ``slow-map`` scenario's expensive stage.
         seed: random seed of data and weights.
     """
 
@@ -48,6 +49,7 @@ class EngineConfig:
     input_delay_ms: float = 20.0
     host_overhead_ms: float = 20.0
     tiny_ops: int = 300
+    slow_map_ms: float = 30.0
     learning_rate: float = 0.05
     seed: int = 7
     extra: dict[str, Any] = field(default_factory=dict)

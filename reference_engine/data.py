@@ -1,7 +1,8 @@
 """Input pipeline: synthetic, learnable data preprocessed with ``tf.experimental.numpy`` in tf.data.
 
 Labels are a fixed random linear function of the features, so loss must go down. The
-``input-bound`` scenario adds a sleeping ``map`` and drops ``prefetch``; the ``straggler``
+``input-bound`` scenario adds a sleeping ``map`` and drops ``prefetch``; ``slow-map`` adds three
+named map stages of which one is expensive; the ``straggler``
 scenario of the ``ps`` workload adds a ``SleepDataset`` whose delay each worker reads from a
 file in its own working directory (the dataset function runs inside the worker processes).
 """
@@ -60,6 +61,8 @@ def make_dataset(
     if shard is not None:
         ds = ds.shard(*shard)
     ds = ds.repeat().map(preprocess).batch(batch_size, drop_remainder=True)
+    if scenario.slow_map:
+        ds = _slow_map_stages(ds, cfg.slow_map_ms / 1000.0, tf)
     if scenario.input_delay:
         delay_s = cfg.input_delay_ms / 1000.0
 
@@ -84,6 +87,25 @@ def make_dataset(
         opts.experimental_optimization.inject_prefetch = False
     opts.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return ds.with_options(opts)
+
+
+def _slow_map_stages(ds: Any, delay_s: float, tf: Any) -> Any:
+    """Three named map stages over batches: cheap ``scale``, expensive ``augment`` (a host
+    function that takes ``delay_s`` per batch: a stand-in for Python augmentation), cheap
+    ``clip``."""
+
+    def augment(features: Any, label: Any) -> tuple[Any, Any]:
+        def work(a: np.ndarray) -> np.ndarray:
+            time.sleep(delay_s)
+            return a
+
+        out = tf.numpy_function(work, [features], tf.float32)
+        out.set_shape(features.shape)
+        return out, label
+
+    ds = ds.map(lambda f, y: (f * 1.0, y), name="scale")
+    ds = ds.map(augment, name="augment")
+    return ds.map(lambda f, y: (tf.clip_by_value(f, -10.0, 10.0), y), name="clip")
 
 
 def _sleep_dataset(ds: Any, delay_us: Any, tf: Any) -> Any:

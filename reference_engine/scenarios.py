@@ -25,6 +25,8 @@ class Scenario:
         tiny_ops: ``tiny_ops`` extra tiny element-wise ops inside each step.
         eager: the step runs eagerly (no ``tf.function``; Keras ``run_eagerly=True``).
         step_markers: custom loops wrap each step in ``Trace('train', step_num=…, _r=1)``.
+        slow_map: one expensive ``map`` stage (``slow_map_ms`` per batch, named ``augment``)
+            between two cheap ones, prefetch kept.
         workloads: workloads the scenario applies to.
     """
 
@@ -36,6 +38,7 @@ class Scenario:
     tiny_ops: bool = False
     eager: bool = False
     step_markers: bool = True
+    slow_map: bool = False
     workloads: tuple[str, ...] = ALL
 
 
@@ -74,6 +77,15 @@ SCENARIOS: Mapping[str, Scenario] = {
         "Ops carry is_eager; eager op time > 10 % of op time.",
         eager=True,
         workloads=("mwms-fit", "mwms-loop"),
+    ),
+    "slow-map": Scenario(
+        "The input pipeline maps each batch through three named stages, scale -> augment -> "
+        "clip; augment sleeps slow_map_ms per batch, the others are cheap; prefetch stays "
+        "(mwms-loop pulls from its worker's own shard, as in input-bound).",
+        "The input analysis names the Map stage 'augment' as the bottleneck (most work, its "
+        "work per step near the step time); the pipeline prefetches.",
+        slow_map=True,
+        workloads=("mwms-loop",),
     ),
     "no-step-markers": Scenario(
         "The custom loop runs without Trace('train', step_num=...) markers.",

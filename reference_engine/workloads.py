@@ -97,7 +97,7 @@ def _mwms_input(cfg: EngineConfig, strategy: Any, global_batch: int, tf: Any) ->
     (measured: the chief at 0.1 ms input and 18 ms collectives per 20 ms step, decided by
     chance per run); and MWMS refuses the per-replica, non-fetching input mode. Plain tensors
     given to ``strategy.run`` go to this worker's replica, as the distributed values would."""
-    if not SCENARIOS[cfg.scenario].input_delay:
+    if not (SCENARIOS[cfg.scenario].input_delay or SCENARIOS[cfg.scenario].slow_map):
         return strategy.experimental_distribute_dataset(make_dataset(cfg, global_batch, tf))
     resolver = strategy.cluster_resolver
     spec = resolver.cluster_spec()

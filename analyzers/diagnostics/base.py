@@ -64,6 +64,10 @@ class Thresholds:
     device_imbalance: tuple[float, float] = (0.2, 0.5)
     launch_skew: tuple[float, float] = (0.05, 0.2)
     memory_use: tuple[float, float] = (0.8, 0.9)
+    #: one input stage's work per step as a share of the step time (the pipeline cannot keep up)
+    input_stage: tuple[float, float] = (0.5, 0.9)
+    #: a victim's wait for the culprit, share of its step time
+    straggler_wait: tuple[float, float] = (0.1, 0.3)
     allreduce_per_step: float = 1.0
     #: share of Tensor-Core-eligible kernel time without Tensor Cores
     tensor_cores: tuple[float, float] = (0.10, 0.50)

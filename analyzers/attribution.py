@@ -1,0 +1,271 @@
+"""Why a worker-step is slow: culprit or victim, the excess split into categories and ops, and
+a cause named only when one component explains most of it.
+
+    >>> arr = arrivals(pod)                      # per worker-step: arrival, wait, estimated?
+    >>> slow = slow_steps(arr, op_steps)         # per slow worker-step: excess and its split
+    >>> roles(arr, slow)                         # per worker: culprit / victim / —
+
+Synchronous jobs (MultiWorkerMirroredStrategy): every worker ends a step together, so a slow
+worker does not have a longer step; it *arrives* at the step's collectives later, and the
+others wait for it there. A worker's arrival = its step start + its own work (step time −
+collective time). A worker traced with the Python tracer only (the safe plan's non-chief
+workers) has no categories: its own work is estimated as the traced workers' median in that
+step (``estimated``), so its arrival is decided by its step start; a worker slowed *inside*
+its step then looks on time, which is why full traces of every worker are better evidence.
+
+* culprit: arrives later than the others' median arrival by at least ``min_excess`` of the
+  median step time (asynchronous jobs: a step longer than the others' median by as much);
+* victim: waits for the last arriver (its wait ≥ half the last arriver's lateness) without
+  being late itself; its extra time is the wait;
+* outlier: a step longer than the worker's own mean + 3 σ (``history_sigma``), split
+  against the worker's own median step.
+
+The excess is split into components: ``late start`` (its step started after the others'),
+each category of its own work (vs the others' or its own median) and ``unattributed`` (what
+the medians do not add up to); the cause is the largest component when it explains at
+least ``cause_share`` (80 %) of the excess, else ``mixed``. Ops: the op types whose self time
+in that step exceeds the reference the most.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from analyzers.breakdown import CATEGORIES
+from analyzers.pod import is_synchronous
+
+OWN_WORK = [c for c in CATEGORIES if c != "device_collectives"]
+LATE = "late start"
+UNATTRIBUTED = "unattributed"
+SLOW_COLUMNS = [
+    "worker",
+    "step",
+    "step_num",
+    "basis",
+    "role",
+    "excess_ns",
+    "cause",
+    "cause_share",
+    "components",
+    "ops",
+    "victims",
+]
+
+
+def arrivals(pod: pd.DataFrame) -> pd.DataFrame:
+    """Per worker × step: when it arrived at the step's collectives and how long it waited.
+
+    Returns:
+        ``pod`` with ``own_ns`` (step time − collectives), ``estimated`` (own work taken from
+        the traced workers' median: no categories), ``arrival_ns``, ``wait_ns`` (last arrival −
+        own arrival, synchronous jobs; 0 for asynchronous ones).
+    """
+    out = pod.copy()
+    split = out["split"].astype(bool)
+    coll = out["device_collectives_ns"].astype("Float64").fillna(0).astype(float)
+    own = (out["step_time_ns"] - coll).where(split)
+    ref = own.groupby(out["step"]).transform("median")
+    out["estimated"] = own.isna()
+    out["own_ns"] = own.fillna(ref).fillna(0.0)
+    out["arrival_ns"] = out["start_ns"] + out["own_ns"]
+    if is_synchronous(pod):
+        out["wait_ns"] = out.groupby("step")["arrival_ns"].transform("max") - out["arrival_ns"]
+    else:
+        out["wait_ns"] = 0.0
+    return out
+
+
+def _others_median(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """Per row, the median of ``cols`` over the *other* workers of the same step (NaN where
+    no other worker has a value)."""
+    ref = np.full((len(frame), len(cols)), np.nan)
+    values_all = frame[cols].to_numpy(dtype=np.float64)
+    for _, rows in pd.Series(np.arange(len(frame))).groupby(frame["step"].to_numpy()):
+        idx = rows.to_numpy()
+        n = len(idx)
+        if n < 2:
+            continue
+        values = values_all[idx]
+        others = np.broadcast_to(values, (n, n, len(cols)))[~np.eye(n, dtype=bool)]
+        with warnings.catch_warnings():  # a column no other worker has: NaN, said above
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ref[idx] = np.nanmedian(others.reshape(n, n - 1, len(cols)), axis=1)
+    return pd.DataFrame(ref, index=frame.index, columns=cols)
+
+
+def _split(delta: pd.Series, excess: float, share: float) -> tuple[str, float, str]:
+    """(cause, its share of the excess, the components as text) from per-component excess."""
+    pos = delta[delta > 0.005 * excess].sort_values(ascending=False)
+    if excess <= 0 or pos.empty:
+        return "mixed", 0.0, ""
+    top, top_share = str(pos.index[0]), float(pos.iloc[0] / excess)
+    text = ", ".join(f"{k} {v / 1e6:+.2f} ms" for k, v in pos.head(4).items())
+    return (top if top_share >= share else "mixed"), min(top_share, 1.0), text
+
+
+def _op_text(op_steps: pd.DataFrame, worker: str, step: int, ref: pd.Series) -> str:
+    mine = op_steps[(op_steps["worker"] == worker) & (op_steps["step"] == step)]
+    extra = mine.set_index("op_type")["self_ps"].sub(ref, fill_value=0.0).nlargest(3)
+    extra = extra[extra > 0]
+    return ", ".join(f"{k} {v / 1e9:+.2f} ms" for k, v in extra.items())
+
+
+def op_steps_of(op_counts: pd.DataFrame, aligned: pd.DataFrame) -> pd.DataFrame:
+    """``rule_inputs.op_counts`` (per own step start) → per worker, aligned step and op type:
+    ``worker, step, op_type, self_ps``."""
+    cols = ["worker", "step", "op_type", "self_ps"]
+    if op_counts.empty or aligned.empty:
+        return pd.DataFrame(columns=cols)
+    keys = aligned[["worker", "start_ns", "step"]].astype({"worker": str})
+    keys = keys.rename(columns={"start_ns": "step_start_ns"})
+    return op_counts.merge(keys, on=["worker", "step_start_ns"])[cols]
+
+
+def slow_steps(
+    arr: pd.DataFrame,
+    op_steps: pd.DataFrame,
+    min_excess: float = 0.1,
+    history_sigma: float = 3.0,
+    cause_share: float = 0.8,
+) -> pd.DataFrame:
+    """Every slow worker-step, against the other workers in that step and against the
+    worker's own history, with the excess split and a cause.
+
+    Args:
+        arr: ``arrivals`` output.
+        op_steps: ``op_steps_of`` output (may be empty: no ops named then).
+        min_excess: lateness (or extra step time) that makes a step slow, as a share of the
+            median step time.
+        history_sigma: a step beyond the worker's mean + this many σ is an outlier.
+        cause_share: share of the excess one component must explain to be named the cause.
+
+    Returns:
+        Columns ``SLOW_COLUMNS``: ``basis`` is ``vs other workers`` or ``vs own history``;
+        ``role`` ``culprit`` or ``outlier``; ``victims`` the workers that waited for a culprit
+        with their wait (``w0 58.1 ms``); largest excess first.
+    """
+    if arr.empty:
+        return pd.DataFrame(columns=SLOW_COLUMNS)
+    sync = is_synchronous(arr)
+    cats = [f"{c}_ns" for c in OWN_WORK]
+    median_step = float(arr["step_time_ns"].median())
+    comp = arr[cats].astype("Float64").astype(float)
+    comp.columns = OWN_WORK
+    comp[arr["estimated"].to_numpy()] = np.nan
+    frame = pd.concat([arr[["worker", "step"]], comp], axis=1)
+    frame[LATE] = arr["start_ns"] - arr.groupby("step")["start_ns"].transform("min")
+    frame["_metric"] = arr["arrival_ns"] if sync else arr["step_time_ns"]
+    ref = _others_median(frame, [*OWN_WORK, LATE, "_metric"])
+    rows = []
+    excess = frame["_metric"] - ref["_metric"]
+    for i in np.flatnonzero((excess >= min_excess * median_step).to_numpy()):
+        r = arr.iloc[i]
+        idx = arr.index[i]
+        parts = [*OWN_WORK, LATE] if sync else OWN_WORK
+        delta = (frame.loc[idx, parts].astype(float) - ref.loc[idx, parts]).fillna(0.0)
+        if r["estimated"]:
+            delta["own work (not traced)"] = 0.0
+        delta[UNATTRIBUTED] = float(excess.loc[idx]) - float(delta.clip(lower=0).sum())
+        cause, share, text = _split(delta, float(excess.loc[idx]), cause_share)
+        others = op_steps[(op_steps["step"] == r["step"]) & (op_steps["worker"] != r["worker"])]
+        op_ref = (
+            others.groupby(["op_type", "worker"])["self_ps"].sum().groupby("op_type").median()
+            if len(others)
+            else pd.Series(dtype=float)
+        )
+        same = arr[(arr["step"] == r["step"]) & (arr["worker"] != r["worker"])]
+        late = float(excess.loc[idx])
+        victims = same[same["wait_ns"] >= 0.5 * late] if sync else same.iloc[:0]
+        rows.append(
+            (
+                str(r["worker"]),
+                int(r["step"]),
+                r["step_num"],
+                "vs other workers",
+                "culprit",
+                late,
+                cause,
+                share,
+                text,
+                _op_text(op_steps, str(r["worker"]), int(r["step"]), op_ref),
+                ", ".join(
+                    f"{w} {v / 1e6:.1f} ms"
+                    for w, v in zip(victims["worker"], victims["wait_ns"], strict=True)
+                ),
+            )
+        )
+    rows += _outliers(arr, op_steps, history_sigma, cause_share)
+    out = pd.DataFrame(rows, columns=SLOW_COLUMNS)
+    return out.sort_values("excess_ns", ascending=False, ignore_index=True)
+
+
+def _outliers(
+    arr: pd.DataFrame,
+    op_steps: pd.DataFrame,
+    sigma: float,
+    cause_share: float,
+) -> list[tuple[object, ...]]:
+    """Steps beyond the worker's own mean + sigma·σ, split against its own median step."""
+    rows: list[tuple[object, ...]] = []
+    for w, g in arr.groupby(arr["worker"].astype(str)):
+        t = g["step_time_ns"].astype(float)
+        if len(t) < 5:
+            continue
+        limit = t.mean() + sigma * t.std()
+        comp = g[[f"{c}_ns" for c in CATEGORIES]].astype("Float64").astype(float)
+        comp.columns = list(CATEGORIES)
+        med = comp.median()
+        mine = op_steps[op_steps["worker"] == w]
+        op_med = mine.groupby(["op_type", "step"])["self_ps"].sum().groupby("op_type").median()
+        for idx in g.index[(t > limit).to_numpy()]:
+            excess = float(t.loc[idx] - t.median())
+            delta = (comp.loc[idx] - med).fillna(0.0)
+            delta[UNATTRIBUTED] = excess - float(delta.clip(lower=0).sum())
+            cause, share, text = _split(delta, excess, cause_share)
+            step = int(arr.loc[idx, "step"])
+            rows.append(
+                (
+                    w,
+                    step,
+                    arr.loc[idx, "step_num"],
+                    "vs own history",
+                    "outlier",
+                    excess,
+                    cause,
+                    share,
+                    text,
+                    _op_text(op_steps, w, step, op_med),
+                    "",
+                )
+            )
+    return rows
+
+
+def roles(arr: pd.DataFrame, slow: pd.DataFrame, majority: float = 0.5) -> pd.DataFrame:
+    """Per worker: in how many steps it was the culprit, how much it waited, and its role.
+
+    Returns:
+        Columns ``worker, steps, culprit_steps, mean_wait_ms, wait_share, role`` (``culprit``
+        when it is the slow one in at least ``majority`` of the steps, ``victim`` when it
+        waits for a culprit that long, else empty).
+    """
+    steps = arr.groupby(arr["worker"].astype(str)).agg(
+        steps=("step", "size"), wait=("wait_ns", "mean"), time=("step_time_ns", "mean")
+    )
+    culprit = slow[slow["role"] == "culprit"]
+    steps["culprit_steps"] = culprit.groupby("worker").size().reindex(steps.index).fillna(0)
+    named = steps.index[steps["culprit_steps"] >= majority * steps["steps"]]
+    victim_steps = pd.Series(0.0, index=steps.index)
+    for v in culprit["victims"]:
+        for w in (part.rsplit(" ", 2)[0] for part in v.split(", ") if part):
+            victim_steps[w] += 1
+    out = steps.reset_index().rename(columns={"index": "worker"})
+    out["culprit_steps"] = out["culprit_steps"].astype("int64")
+    out["mean_wait_ms"] = out.pop("wait") / 1e6
+    out["wait_share"] = out["mean_wait_ms"] * 1e6 / out.pop("time")
+    is_victim = (victim_steps >= majority * steps["steps"]).reindex(out["worker"]).to_numpy()
+    out["role"] = np.where(out["worker"].isin(named), "culprit", np.where(is_victim, "victim", ""))
+    return out[["worker", "steps", "culprit_steps", "mean_wait_ms", "wait_share", "role"]]

@@ -1,0 +1,204 @@
+"""Collectives matched across workers: who arrived last, who waited, and how long the
+collective itself took.
+
+    >>> ev = collective_events(frames.events)          # per worker: its collective calls
+    >>> inst, part = match_collectives(ev, aligned)    # one row per instance / participant
+    >>> collective_summary(part, pod)                  # per worker: last-arrival share, wait
+
+A collective's participants are the workers (host collectives: MultiWorkerMirroredStrategy's
+``CollectiveReduceV2`` & co.) or the devices (NCCL kernels, XLA ``all-reduce`` on GPU/TPU
+planes) that run it. The *k*-th call of one collective (same op name, or same kernel name)
+in an aligned step is one instance on every participant: the same graph runs the same
+collectives in the same order on every worker.
+
+Per instance: the arrival skew (last start − first start), the last arriver, each
+participant's wait (from its start to the last arrival, at most its duration) and the
+latency (the shortest duration among participants: what the collective costs when nobody
+waits). Where the event carries a size (``bytes_accessed``), algorithm bandwidth = bytes /
+latency and NCCL's bus bandwidth (× 2(n−1)/n for all-reduce, × (n−1)/n for all-gather and
+reduce-scatter).
+
+A session traced on one worker only (PodScope's safe plan for MultiWorkerMirroredStrategy on
+TF 2.20/2.21 traces the chief's ops alone) has one participant per host instance: skew and
+waits are then not measured here; ``analyzers.attribution`` estimates them from step starts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analyzers._match import matches
+
+#: Host TF ops that are collectives (their op type), and device kernels / HLO ops by name.
+HOST_COLLECTIVE = r"^(?:Collective\w*|NcclAllReduce|NcclReduce|NcclBroadcast)$"
+DEVICE_COLLECTIVE = (
+    r"(?i)^(?:nccl\w*|all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)"
+)
+EVENT_COLUMNS = ["worker", "device", "key", "kind", "start_ns", "dur_ns", "bytes"]
+
+
+def _kind(name: str) -> str:
+    n = name.lower().replace("-", "").replace("_", "")
+    for word, kind in (
+        ("allreduce", "all-reduce"),
+        ("collectivereduce", "all-reduce"),
+        ("reducescatter", "reduce-scatter"),
+        ("allgather", "all-gather"),
+        ("gather", "all-gather"),
+        ("bcast", "broadcast"),
+        ("broadcast", "broadcast"),
+        ("alltoall", "all-to-all"),
+        ("permute", "collective-permute"),
+        ("sendrecv", "send/recv"),
+    ):
+        if word in n:
+            return kind
+    return "collective"
+
+
+def algorithm(name: str) -> str:
+    """NCCL's algorithm and protocol from a kernel name (``…_RING_LL_Sum_f32`` → ``RING/LL``),
+    empty when the name does not say."""
+    up = name.upper()
+    algo = next((a for a in ("RING", "TREE", "COLLNET", "NVLS") if a in up), "")
+    proto = next((p for p in ("LL128", "LL", "SIMPLE") if f"_{p}" in up or f"{p}_" in up), "")
+    return "/".join(x for x in (algo, proto) if x)
+
+
+def collective_events(events: pd.DataFrame) -> pd.DataFrame:
+    """Every collective call of every worker: host collective ops and device collectives.
+
+    Returns:
+        Columns ``EVENT_COLUMNS``: ``device`` is ``host`` for a host op, else the plane;
+        ``key`` the op name (host) or kernel / HLO name (device); ``bytes`` the event's
+        ``bytes_accessed`` (NaN when unknown). Sorted by worker, device, start.
+    """
+    on_device = matches(events["plane"], "/device:", how="startswith")
+    host = ~on_device & matches(events["op_type"], HOST_COLLECTIVE, how="match")
+    device = on_device & matches(events["name"], DEVICE_COLLECTIVE, how="match")
+    ev = events[host | device]
+    is_host = host[host | device]
+    key = np.where(is_host, ev["op_name"].astype(str), ev["name"].astype(str))
+    out = pd.DataFrame(
+        {
+            "worker": ev["worker"].astype(str).to_numpy(),
+            "device": np.where(is_host, "host", ev["plane"].astype(str)),
+            "key": key,
+            "kind": [
+                _kind(str(k) + " " + str(t))
+                for k, t in zip(key, ev["op_type"].astype(str), strict=True)
+            ],
+            "start_ns": ev["start_ns"].to_numpy(np.int64),
+            "dur_ns": ev["dur_ps"].to_numpy(np.int64) // 1000,
+            "bytes": pd.to_numeric(ev["bytes_accessed"], errors="coerce").to_numpy(np.float64),
+        },
+        columns=EVENT_COLUMNS,
+    )
+    return out.sort_values(["worker", "device", "start_ns"], ignore_index=True)
+
+
+def _in_steps(coll: pd.DataFrame, aligned: pd.DataFrame) -> pd.DataFrame:
+    """``coll`` with the aligned step each call starts in (calls outside every step dropped)."""
+    parts = []
+    for w, st in aligned.groupby(aligned["worker"].astype(str)):
+        st = st.sort_values("start_ns")
+        mine = coll[coll["worker"] == w]
+        t = mine["start_ns"].to_numpy()
+        k = np.searchsorted(st["start_ns"].to_numpy(), t, side="right") - 1
+        ok = (k >= 0) & (t < st["end_ns"].to_numpy()[np.clip(k, 0, None)])
+        parts.append(mine[ok].assign(step=st["step"].to_numpy()[k[ok]]))
+    if not parts:
+        return coll.assign(step=pd.Series(dtype="int64"))
+    return pd.concat(parts, ignore_index=True)
+
+
+def match_collectives(
+    coll: pd.DataFrame, aligned: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Instances of each collective across participants.
+
+    Args:
+        coll: ``collective_events`` output.
+        aligned: aligned steps (``SessionAnalysis.aligned``: worker, step, start_ns, end_ns).
+
+    Returns:
+        ``(instances, participants)``. ``instances``: ``key, kind, step, occurrence,
+        participants, skew_ns, last_arriver, latency_ns, max_dur_ns, bytes, algorithm,
+        algbw_gbps, busbw_gbps`` (skew and last arriver missing with one participant).
+        ``participants``: ``key, step, occurrence, worker, device, start_ns, dur_ns, wait_ns,
+        last`` (``last``: this participant arrived last, with at least two participants).
+    """
+    p = _in_steps(coll, aligned)
+    p["occurrence"] = p.groupby(["worker", "device", "key", "step"]).cumcount()
+    inst_keys = ["key", "step", "occurrence"]
+    g = p.groupby(inst_keys, sort=True)
+    p["participants"] = g["worker"].transform("size")
+    last_start = g["start_ns"].transform("max")
+    p["wait_ns"] = np.clip(last_start - p["start_ns"], 0, p["dur_ns"])
+    p["last"] = (p["start_ns"] == last_start) & (p["participants"] > 1)
+    p["who"] = p["worker"] + np.where(p["device"] == "host", "", " " + p["device"])
+    inst = g.agg(
+        kind=("kind", "first"),
+        participants=("worker", "size"),
+        first_ns=("start_ns", "min"),
+        last_ns=("start_ns", "max"),
+        latency_ns=("dur_ns", "min"),
+        max_dur_ns=("dur_ns", "max"),
+        bytes=("bytes", "max"),
+    ).reset_index()
+    last = p[p["last"]].drop_duplicates(inst_keys).set_index(inst_keys)["who"]
+    inst["last_arriver"] = inst.set_index(inst_keys).index.map(last).astype(object)
+    single = inst["participants"] < 2
+    inst["skew_ns"] = (inst["last_ns"] - inst["first_ns"]).astype("Float64").mask(single)
+    inst.loc[single, "last_arriver"] = None
+    inst["algorithm"] = inst["key"].map(algorithm)
+    n = inst["participants"].astype(float)
+    factor = np.select(
+        [inst["kind"] == "all-reduce", inst["kind"].isin(["all-gather", "reduce-scatter"])],
+        [2 * (n - 1) / n, (n - 1) / n],
+        1.0,
+    )
+    algbw = inst["bytes"] / inst["latency_ns"].where(inst["latency_ns"] > 0)  # bytes/ns = GB/s
+    inst["algbw_gbps"] = algbw
+    inst["busbw_gbps"] = algbw * factor
+    inst = inst.drop(columns=["first_ns", "last_ns"])
+    cols = [*inst_keys, "worker", "device", "start_ns", "dur_ns", "wait_ns", "last"]
+    return inst, p[cols].sort_values([*inst_keys, "start_ns"], ignore_index=True)
+
+
+def collective_summary(participants: pd.DataFrame, pod: pd.DataFrame) -> pd.DataFrame:
+    """Per worker: collective calls, time in them, waits and last arrivals.
+
+    Returns:
+        Columns ``worker, calls, measured (calls with ≥ 2 participants), collective_ms_per_step,
+        wait_ms_per_step, wait_share (of its step time), arrived_last_share (of measured
+        calls)``; waits and shares missing where nothing was measured.
+    """
+    cols = [
+        "worker",
+        "calls",
+        "measured",
+        "collective_ms_per_step",
+        "wait_ms_per_step",
+        "wait_share",
+        "arrived_last_share",
+    ]
+    if participants.empty:
+        return pd.DataFrame(columns=cols)
+    steps = pod.groupby(pod["worker"].astype(str))["step_time_ns"].agg(["size", "sum"])
+    n = participants.groupby(["key", "step", "occurrence"])["worker"].transform("size")
+    part = participants.assign(measured=n > 1)
+    g = part.groupby("worker")
+    out = g.agg(
+        calls=("dur_ns", "size"), measured=("measured", "sum"), dur=("dur_ns", "sum")
+    ).reset_index()
+    m = part[part["measured"]].groupby("worker")
+    wait = m["wait_ns"].sum().reindex(out["worker"]).to_numpy()
+    last = m["last"].mean().reindex(out["worker"]).to_numpy()
+    n_steps = out["worker"].map(steps["size"]).astype(float)
+    out["collective_ms_per_step"] = out["dur"] / n_steps / 1e6
+    out["wait_ms_per_step"] = wait / n_steps.to_numpy() / 1e6
+    out["wait_share"] = wait / out["worker"].map(steps["sum"]).astype(float).to_numpy()
+    out["arrived_last_share"] = last
+    return out[cols]

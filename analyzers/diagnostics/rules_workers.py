@@ -1,0 +1,157 @@
+"""Rules on why a multi-worker job is slow: who holds the others back and why, who waits in
+the collectives, and which input stage cannot keep up."""
+
+from __future__ import annotations
+
+from analyzers.diagnostics.base import (
+    Severity,
+    Thresholds,
+    Verdict,
+    page_at,
+    rule,
+    severity_of,
+    skip,
+)
+from analyzers.input_pipeline import suggestion
+from analyzers.session import SessionAnalysis
+
+
+@rule("straggler_cause", "Why the slow worker is slow, and what it costs the others")
+def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    """The culprit (late in most steps), its cause (one component ≥ 80 % of its excess, else
+    mixed) and the victims' wait as a share of their step time."""
+    roles = inp.roles
+    if len(roles) < 2:
+        return skip("needs steps on at least two workers")
+    culprits = roles[roles["role"] == "culprit"]
+    victims = roles[roles["role"] == "victim"]
+    value = float(victims["wait_share"].max()) if len(victims) else 0.0
+    if culprits.empty:
+        return Verdict(
+            Severity.NONE,
+            value=value,
+            expression="float(prepare(frames).roles.query(\"role == 'victim'\").wait_share.max() if (prepare(frames).roles.role == 'victim').any() else 0.0)",
+            evidence={"late_steps": int((inp.slow_steps["role"] == "culprit").sum())},
+            recommendation="No worker arrives late in most steps.",
+        )
+    worker = str(culprits["worker"].iloc[0])
+    late = inp.slow_steps[
+        (inp.slow_steps["worker"] == worker) & (inp.slow_steps["role"] == "culprit")
+    ]
+    causes = late["cause"].value_counts(normalize=True)
+    worst = late.iloc[0]
+    cause = str(causes.index[0])
+    advice = {
+        "late start": "it starts its steps late: work between its steps (host load, callbacks, a "
+        "slow input fetch before the step) — compare its timeline before the step with a "
+        "victim's.",
+        "host_compute": "its own ops take longer: compare its op table with the others' (Ops page).",
+        "input": "it waits for its input: see its input pipeline below.",
+    }.get(cause, "no single component explains it: compare its timeline with a victim's.")
+    return Verdict(
+        severity_of(value, t.straggler_wait) if len(victims) else Severity.MODERATE,
+        value=value,
+        expression="float(prepare(frames).roles.query(\"role == 'victim'\").wait_share.max() if (prepare(frames).roles.role == 'victim').any() else 0.0)",
+        evidence={
+            "culprit": worker,
+            "late_in_steps": f"{len(late)} of {int(culprits['steps'].iloc[0])}",
+            "cause": cause,
+            "cause_share_of_steps": round(float(causes.iloc[0]), 3),
+            "excess_ms_per_late_step": round(float(late["excess_ns"].mean()) / 1e6, 3),
+            "worst_step": {
+                "step": int(worst["step"]),
+                "excess_ms": round(float(worst["excess_ns"]) / 1e6, 3),
+                "components": worst["components"],
+                "ops": worst["ops"],
+            },
+            "victims_wait_ms_per_step": victims.set_index("worker")["mean_wait_ms"]
+            .round(3)
+            .to_dict(),
+        },
+        recommendation=f"{worker} is the culprit; the others wait for it. Cause: {cause}: {advice}",
+        at_stake_ns=float(victims["mean_wait_ms"].mean()) * 1e6 if len(victims) else 0.0,
+        page=page_at("/timeline", worker, int(worst["step"])),
+    )
+
+
+@rule("collective_wait", "Workers wait in collectives for a late participant")
+def collective_wait(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    """Measured where a collective has at least two traced participants: the largest share of
+    a worker's step time spent waiting for the last arriver."""
+    s = inp.collective_summary
+    if s.empty:
+        return skip("no collective ops or kernels in this trace")
+    measured = s[s["measured"] > 0]
+    if measured.empty:
+        return skip(
+            "each collective has one traced participant (the safe plan traces the chief's ops "
+            "alone): skew and waits cannot be measured here; see the straggler cause finding, "
+            "which estimates them from step starts"
+        )
+    top = measured.loc[measured["wait_share"].idxmax()]
+    value = float(top["wait_share"])
+    inst = inp.collectives.dropna(subset=["skew_ns"])
+    last = inst["last_arriver"].value_counts(normalize=True)
+    return Verdict(
+        severity_of(value, t.collectives),
+        value=value,
+        expression="float(prepare(frames).collective_summary.query('measured > 0').wait_share.max())",
+        evidence={
+            "wait_share_by_worker": measured.set_index("worker")["wait_share"].round(4).to_dict(),
+            "arrived_last_most": str(last.index[0]) if len(last) else "",
+            "arrived_last_share": round(float(last.iloc[0]), 3) if len(last) else 0.0,
+            "median_skew_ms": round(float(inst["skew_ns"].median()) / 1e6, 3) if len(inst) else 0.0,
+            "median_latency_ms": round(float(inst["latency_ns"].median()) / 1e6, 3)
+            if len(inst)
+            else 0.0,
+        },
+        recommendation="The wait is for the last arriver, not the network: fix that participant "
+        "(see the straggler finding); if latency dominates instead, pack gradients into fewer "
+        "all-reduces or use a faster interconnect.",
+        at_stake_ns=float(top["wait_ms_per_step"]) * 1e6,
+        page=page_at("/pod", str(top["worker"])),
+    )
+
+
+@rule("input_stage", "One input pipeline stage cannot keep up")
+def input_stage(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    """The bottleneck stage's work per step as a share of the step time: a stage that works
+    as long as the step on every batch makes the step wait however much is prefetched."""
+    it = inp.iterators
+    summary = inp.input_pipeline
+    if it.empty:
+        return skip("no tf.data iterator events (TF records them at host_tracer_level ≥ 2)")
+    rows = summary[summary["bottleneck"] != ""]
+    if rows.empty or inp.pod.empty:
+        return skip("no steps on a worker with tf.data events")
+    step_ms = inp.pod.groupby(inp.pod["worker"].astype(str))["step_time_ns"].mean() / 1e6
+    it_work = it.groupby(["worker", "iterator"])["work_ps"].sum()
+    shares = {}
+    for r in rows.itertuples():
+        work_ms = float(it_work[(r.worker, r.bottleneck)]) / 1e9 / max(1, r.steps)
+        shares[r.worker] = work_ms / float(step_ms.get(r.worker, float("nan")))
+    worker = max(shares, key=lambda w: shares[w])
+    r = rows.set_index("worker").loc[worker]
+    value = shares[worker]
+    label = (
+        f"{r['bottleneck_stage']} ({r['user_name']})" if r["user_name"] else r["bottleneck_stage"]
+    )
+    return Verdict(
+        severity_of(value, t.input_stage),
+        value=value,
+        expression="(lambda a: max(a.iterators.groupby(['worker','iterator']).work_ps.sum()[(r.worker, r.bottleneck)] / 1e9 / max(1, r.steps) / (a.pod[a.pod.worker.astype(str) == r.worker].step_time_ns.mean() / 1e6) for r in a.input_pipeline.query(\"bottleneck != ''\").itertuples()))(prepare(frames))",
+        evidence={
+            "worker": worker,
+            "stage": label,
+            "iterator": r["bottleneck"],
+            "share_of_pipeline_work": round(float(r["bottleneck_work_share"]), 3),
+            "input_share_of_step": round(float(r["input_share"]), 4),
+            "blocking_calls_per_step": round(float(r["slow_calls_per_step"]), 2),
+            "stage_work_share_of_step_by_worker": {w: round(v, 3) for w, v in shares.items()},
+        },
+        recommendation=f"Stage {label}: {suggestion(str(r['bottleneck_stage']))}",
+        at_stake_ns=float(r["input_ms_per_step"]) * 1e6
+        if r["input_ms_per_step"] == r["input_ms_per_step"]
+        else 0.0,
+        page=page_at("/timeline", worker, None, q=str(r["bottleneck"])),
+    )

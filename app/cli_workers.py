@@ -1,0 +1,140 @@
+"""Why a multi-worker job is slow, on the command line: ``podscope collectives``,
+``podscope stragglers`` and ``podscope input``, each a table (or ``--csv``) per worker or
+per instance, from the same ``SessionAnalysis`` attributes as the dashboard's sections."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import pandas as pd
+import typer
+
+from app.cli_analyze import (
+    NoCacheOpt,
+    PathArg,
+    SchedulerOpt,
+    SessionOpt,
+    _analysis_or_exit,
+)
+
+CsvOpt = Annotated[bool, typer.Option("--csv", help="CSV on stdout.")]
+TopOpt = Annotated[int, typer.Option(help="Rows in the table view.")]
+
+
+def in_ms(frame: pd.DataFrame) -> pd.DataFrame:
+    """``*_ns`` / ``*_ps`` duration columns → ``*_ms`` (3 decimals); times (``start_ns``) kept."""
+    out = frame.copy()
+    for col in list(out.columns):
+        for suffix, scale in (("_ns", 1e6), ("_ps", 1e9)):
+            if col.endswith(suffix) and not col.startswith("start"):
+                values = pd.to_numeric(out.pop(col), errors="coerce") / scale
+                out[col.removesuffix(suffix) + "_ms"] = values.round(3)
+    return out
+
+
+def _show(frame: pd.DataFrame, title: str, csv: bool, top: int = 30) -> None:
+    """The frame as CSV on stdout, or its first ``top`` rows as a table."""
+    if csv:
+        frame.to_csv(sys.stdout, index=False)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    view = Table(title=title)
+    for col in frame.columns:
+        numeric = pd.api.types.is_numeric_dtype(frame[col])
+        view.add_column(col, justify="right" if numeric else "left", overflow="fold")
+    for row in frame.head(top).itertuples(index=False):
+        view.add_row(
+            *("" if pd.isna(v) else f"{v:,.3f}" if isinstance(v, float) else str(v) for v in row)
+        )
+    Console().print(view)
+
+
+def collectives_command(
+    path: PathArg,
+    csv: CsvOpt = False,
+    instances: Annotated[
+        bool, typer.Option("--instances", help="One row per collective instance.")
+    ] = False,
+    top: TopOpt = 30,
+    session: SessionOpt = None,
+    no_cache: NoCacheOpt = False,
+    scheduler: SchedulerOpt = None,
+) -> None:
+    """Collectives matched across workers: per worker the time in them, its wait and how often
+    it arrived last; with --instances, each instance's skew, last arriver and latency."""
+    a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
+    if a.collective_calls.empty:
+        typer.echo("podscope: no collective ops or kernels in this capture.", err=True)
+    if instances:
+        table = in_ms(a.collectives)
+        _show(
+            table, "collective instances (skew/last arriver need ≥ 2 traced participants)", csv, top
+        )
+        return
+    _show(a.collective_summary, "collectives per worker", csv, top)
+    if not csv and len(a.collective_summary) and not (a.collective_summary["measured"] > 0).any():
+        typer.echo(
+            "Each collective has one traced participant (safe plan: the chief's ops only): waits "
+            "are estimated from step starts in `podscope stragglers`."
+        )
+
+
+def stragglers_command(
+    path: PathArg,
+    csv: CsvOpt = False,
+    steps: Annotated[
+        bool, typer.Option("--steps", help="One row per slow worker-step instead of per worker.")
+    ] = False,
+    top: TopOpt = 30,
+    session: SessionOpt = None,
+    no_cache: NoCacheOpt = False,
+    scheduler: SchedulerOpt = None,
+) -> None:
+    """Culprits and victims: per worker its late steps and its wait for the others; with
+    --steps, each slow worker-step's excess split into components and ops, and its cause."""
+    a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
+    if steps:
+        _show(
+            in_ms(a.slow_steps),
+            "slow worker-steps (cause: one component ≥ 80 % of the excess)",
+            csv,
+            top,
+        )
+    else:
+        _show(a.roles, "culprits and victims", csv, top)
+
+
+def input_command(
+    path: PathArg,
+    csv: CsvOpt = False,
+    iterators: Annotated[
+        bool, typer.Option("--iterators", help="One row per worker and iterator (the tree).")
+    ] = False,
+    top: TopOpt = 30,
+    session: SessionOpt = None,
+    no_cache: NoCacheOpt = False,
+    scheduler: SchedulerOpt = None,
+) -> None:
+    """The tf.data input pipeline per worker: input wait, blocking calls, the bottleneck stage
+    and what to change; with --iterators, every iterator's calls, self time, work and wait."""
+    a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
+    if iterators:
+        _show(
+            in_ms(a.iterators), "tf.data iterators (self time as XProf's input op table)", csv, top
+        )
+        return
+    summary = a.input_pipeline
+    if csv:
+        _show(summary, "", csv)
+        return
+    _show(
+        summary.drop(columns=["slowest_call_start_ns", "bottleneck", "suggestion"]),
+        "input pipeline per worker (input: time the step waited; NaN: Python tracer only)",
+        csv,
+        top,
+    )
+    for r in summary[summary["bottleneck"] != ""].itertuples():
+        typer.echo(f"{r.worker}: bottleneck {r.bottleneck} ({r.user_name}) → {r.suggestion}")
