@@ -495,28 +495,38 @@ def op_comparison(table: pd.DataFrame, top: int = 50) -> pd.DataFrame:
     return wide.join(stats).sort_values("spread_ps", ascending=False).head(top)
 
 
+MEMORY_COLUMNS = [
+    "worker",
+    "allocator",
+    "t_ns",
+    "bytes_in_use",
+    "peak_bytes_in_use",
+    "event",
+    "requested_bytes",
+    "tf_op",
+    "addr",
+    "allocation_bytes",
+    "fragmentation",
+    "bytes_available",
+    "data_type",
+    "shape",
+    "region_type",
+]
+
+
 def memory_timeline(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
     """Bytes in use over time per worker and allocator, from TF's allocator events.
 
     Returns:
-        Columns ``worker, allocator, t_ns, bytes_in_use, peak_bytes_in_use, event,
-        requested_bytes, tf_op`` (one row per MemoryAllocation / MemoryDeallocation), empty if
-        the capture has no allocator events (TF records them only with memory profiling).
+        Columns ``MEMORY_COLUMNS`` (one row per MemoryAllocation / MemoryDeallocation: bytes in
+        use after it, the request, the op, the block's address and size, the allocator's
+        fragmentation and free bytes then, the tensor's dtype enum, shape and region), empty if
+        the capture has no allocator events (TF records them only for BFC allocators: GPU
+        hosts, or CPU with ``TF_CPU_ALLOCATOR_USE_BFC=true``).
     """
     mem = events[isin(events["name"], {"MemoryAllocation", "MemoryDeallocation"})]
     if mem.empty:
-        return pd.DataFrame(
-            columns=[
-                "worker",
-                "allocator",
-                "t_ns",
-                "bytes_in_use",
-                "peak_bytes_in_use",
-                "event",
-                "requested_bytes",
-                "tf_op",
-            ]
-        )
+        return pd.DataFrame(columns=MEMORY_COLUMNS)
     s = stats[
         stats["event_row"].isin(mem.index)
         & isin(
@@ -528,12 +538,24 @@ def memory_timeline(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
                 "requested_bytes",
                 "allocator_name",
                 "index_on_host",
+                "addr",
+                "allocation_bytes",
+                "fragmentation",
+                "bytes_available",
+                "data_type",
+                "shape",
+                "region_type",
             },
         )
     ]
     nums = s.pivot_table(
         index="event_row", columns="key", values="int_value", aggfunc="first", observed=True
     ).reindex(mem.index)
+    floats = s[s["key"] == "fragmentation"].drop_duplicates("event_row").set_index("event_row")
+    text = s[s["key"].isin(["shape", "region_type"])].pivot_table(
+        index="event_row", columns="key", values="str_value", aggfunc="first", observed=True
+    )
+    text = text.reindex(index=mem.index, columns=["shape", "region_type"])
     names = s[s["key"] == "allocator_name"].set_index("event_row")["str_value"].astype(str)
     # XProf's memory id: the allocator's name, else the device index (TPU runtimes).
     index = nums.get("index_on_host", pd.Series(np.nan, index=mem.index))
@@ -552,7 +574,17 @@ def memory_timeline(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
             "event": mem["name"].astype(str),
             "requested_bytes": nums.get("requested_bytes"),
             "tf_op": mem["tf_op"].astype(str).where(mem["tf_op"].notna(), ""),
-        }
+            "addr": nums.get("addr"),
+            "allocation_bytes": nums.get("allocation_bytes"),
+            "fragmentation": floats["float_value"].reindex(mem.index).astype("float64")
+            if len(floats)
+            else np.nan,
+            "bytes_available": nums.get("bytes_available"),
+            "data_type": nums.get("data_type"),
+            "shape": text["shape"].astype(object),
+            "region_type": text["region_type"].astype(object),
+        },
+        columns=MEMORY_COLUMNS,
     )
     return out.sort_values(["worker", "allocator", "t_ns"], ignore_index=True)
 

@@ -18,6 +18,7 @@ The chain (each arrow one pure function of ``analyzers``)::
     frames.events ─ collective_events ─> collective_calls ─ match_collectives ─> collectives
     pod ─ arrivals ─> arrivals ─ slow_steps (+ op_steps) ─> slow_steps ─ roles ─> roles
     frames.events ─ iterator_table ─> iterators ─ pipeline_summary ─> input_pipeline
+    memory + aligned ─ memory_summary ─> memory_report;  op_summary ─ ps_load ─> ps_balance
 
 Attributes are computed lazily and kept, so a page that shows the pod view never parses op
 tables, and a second page pays nothing. The object is not thread-safe for the *first*
@@ -39,8 +40,10 @@ from analyzers.attribution import arrivals, op_steps_of, roles, slow_steps
 from analyzers.breakdown import step_breakdown
 from analyzers.collectives import collective_events, collective_summary, match_collectives
 from analyzers.input_pipeline import iterator_table, pipeline_summary
+from analyzers.memory import memory_summary
 from analyzers.ops import memory_timeline, op_events, op_stats
 from analyzers.pod import device_activity, pod_view, step_rows, stragglers, worker_summary
+from analyzers.ps_balance import ps_load
 from analyzers.rule_inputs import (
     first_device_starts,
     first_starts_per_aligned_step,
@@ -387,6 +390,18 @@ class SessionAnalysis:
         """Bytes in use over time per worker and allocator (``memory_timeline``); empty when
         the capture has no allocator events."""
         return memory_timeline(self.frames.events, self.frames.stats)
+
+    @cached_property
+    def memory_report(self) -> pd.DataFrame:
+        """Per worker and allocator: peak, fragmentation then, live blocks at the peak, growth
+        across steps and a leak flag (``analyzers.memory.memory_summary``)."""
+        return memory_summary(self.memory, self.aligned)
+
+    @cached_property
+    def ps_balance(self) -> pd.DataFrame:
+        """Per parameter-server task: variables, reads, updates, busy time and its share of
+        the load (``analyzers.ps_balance.ps_load``); empty without PS tasks."""
+        return ps_load(self.op_summary, self.meta.workers)
 
     # ------------------------------------------------------------------ timeline
 

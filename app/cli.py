@@ -23,7 +23,7 @@ from app.cli_analyze import (
 from app.cli_capture import capture_command
 from app.cli_cluster import cluster_cli
 from app.cli_serve import demo_command, export_command, serve_command
-from app.cli_workers import collectives_command, input_command, stragglers_command
+from app.cli_workers import collectives_command, input_command, ps_command, stragglers_command
 
 cli = typer.Typer(
     add_completion=False,
@@ -40,6 +40,7 @@ cli.command("compare")(compare_command)
 cli.command("collectives")(collectives_command)
 cli.command("stragglers")(stragglers_command)
 cli.command("input")(input_command)
+cli.command("ps")(ps_command)
 cli.command("serve")(serve_command)
 cli.command("demo")(demo_command)
 cli.command("export")(export_command)

@@ -304,31 +304,42 @@ def compare_command(
 def memory_command(
     path: PathArg,
     csv: Annotated[
-        bool, typer.Option("--csv", help="The memory timeline as CSV on stdout.")
+        bool,
+        typer.Option("--csv", help="The memory timeline (or, with --summary, the report) as CSV."),
+    ] = False,
+    summary: Annotated[
+        bool,
+        typer.Option("--summary", help="With --csv: the per-allocator report, not the timeline."),
     ] = False,
     session: SessionOpt = None,
     no_cache: NoCacheOpt = False,
     scheduler: SchedulerOpt = None,
 ) -> None:
-    """Bytes in use over time per allocator (TF allocator events), and the peak breakdown."""
-    from analyzers.ops import memory_peak
-
-    timeline = _analysis_or_exit(path, session, no_cache, frozenset({"memory"}), scheduler).memory
+    """Per worker and allocator: peak, fragmentation, live blocks at the peak and growth per
+    step (a leak); --csv: every allocator event."""
+    a = _analysis_or_exit(path, session, no_cache, frozenset({"memory", "steps"}), scheduler)
+    timeline = a.memory
     if timeline.empty:
         typer.echo(
-            "podscope: this capture has no allocator events (TF records them only when memory "
-            "profiling is on, e.g. on GPU hosts); nothing to show.",
+            "podscope: this capture has no allocator events (TF records them for BFC allocators: "
+            "GPU hosts, or CPU with TF_CPU_ALLOCATOR_USE_BFC=true); nothing to show.",
             err=True,
         )
-        if csv:
-            timeline.to_csv(sys.stdout, index=False)
-        return
+    report = a.memory_report
     if csv:
-        timeline.to_csv(sys.stdout, index=False)
+        (report if summary else timeline).to_csv(sys.stdout, index=False)
         return
-    for row in memory_peak(timeline).itertuples():
+    for row in report.itertuples():
+        growth = (
+            f"; grows {row.growth_bytes_per_step / 2**20:,.3f} MiB per step over {row.steps} steps"
+            f"{' — LEAK' if row.leak else ''}"
+            if row.growth_bytes_per_step == row.growth_bytes_per_step
+            else ""
+        )
         typer.echo(
-            f"{row.worker} {row.allocator}: peak {row.peak_bytes / 2**20:,.1f} MiB; top allocations: {row.top_ops}"
+            f"{row.worker} {row.allocator}: peak {row.peak_bytes / 2**20:,.1f} MiB, fragmentation "
+            f"{row.fragmentation_at_peak:.3f}{growth}\n  live at peak ({row.live_at_peak} blocks): "
+            f"{row.top_live}"
         )
 
 

@@ -138,3 +138,23 @@ def input_command(
     )
     for r in summary[summary["bottleneck"] != ""].itertuples():
         typer.echo(f"{r.worker}: bottleneck {r.bottleneck} ({r.user_name}) → {r.suggestion}")
+
+
+def ps_command(
+    path: PathArg,
+    csv: CsvOpt = False,
+    session: SessionOpt = None,
+    no_cache: NoCacheOpt = False,
+    scheduler: SchedulerOpt = None,
+) -> None:
+    """ParameterServerStrategy balance: per PS task its variables, reads, updates, sends and
+    busy time, and its share of the parameter servers' load."""
+    a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
+    if a.ps_balance.empty and not csv:
+        typer.echo(
+            "podscope: no parameter-server task in this capture (a task that applies variable "
+            "updates and computes no gradients).",
+            err=True,
+        )
+        return
+    _show(a.ps_balance, "parameter servers (bytes are not in TF's trace: load is time)", csv)

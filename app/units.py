@@ -50,6 +50,10 @@ def fmt_value(value: float, unit: str) -> str:
         return f"{value:,.1f} per step"
     if unit == "flag":
         return "yes" if value else "no"
+    if unit == "ratio":
+        return f"{value:,.2f}×"
+    if unit == "bytes_per_step":
+        return f"{fmt_bytes(value)} per step"
     return f"{value:,.0f}"
 
 

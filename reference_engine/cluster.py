@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from reference_engine.config import EngineConfig, EngineError
+from reference_engine.scenarios import SCENARIOS
 from reference_engine.workloads import validate_config
 
 MANIFEST = "cluster.json"
@@ -135,6 +136,9 @@ def up(
             "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
             "PYTHONUNBUFFERED": "1",
         }
+        if cfg.memory_events or SCENARIOS[cfg.scenario].memory_leak:
+            # TF records allocator events for BFC allocators only; CPU's default is not one.
+            env["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
         agent_port = ports[len(roles) + i]
         cmd = [
             sys.executable,

@@ -32,6 +32,10 @@ class EngineConfig:
         host_overhead_ms: per-step host work of the ``host-overhead`` scenario.
         tiny_ops: small ops added per step by the ``tiny-ops`` scenario.
         slow_map_ms: per-batch cost of the ``slow-map`` scenario's expensive stage.
+        table_mib: size of the ``ps-imbalance`` scenario's extra variable.
+        leak_kib: what the ``memory-leak`` scenario keeps alive per step.
+        memory_events: run TF's CPU allocator as a BFC allocator, which records allocator
+            events (always on for ``memory-leak``).
         seed: random seed of data and weights.
     """
 
@@ -50,6 +54,9 @@ class EngineConfig:
     host_overhead_ms: float = 20.0
     tiny_ops: int = 300
     slow_map_ms: float = 30.0
+    leak_kib: int = 256
+    table_mib: float = 8.0
+    memory_events: bool = False
     learning_rate: float = 0.05
     seed: int = 7
     extra: dict[str, Any] = field(default_factory=dict)

@@ -25,6 +25,9 @@ class Scenario:
         tiny_ops: ``tiny_ops`` extra tiny element-wise ops inside each step.
         eager: the step runs eagerly (no ``tf.function``; Keras ``run_eagerly=True``).
         step_markers: custom loops wrap each step in ``Trace('train', step_num=…, _r=1)``.
+        ps_imbalance: one parameter server holds a large extra variable (``table_mib``) that
+            every step reads and updates.
+        memory_leak: every step appends a ``leak_kib`` tensor to a list that is never cleared.
         slow_map: one expensive ``map`` stage (``slow_map_ms`` per batch, named ``augment``)
             between two cheap ones, prefetch kept.
         workloads: workloads the scenario applies to.
@@ -39,6 +42,8 @@ class Scenario:
     eager: bool = False
     step_markers: bool = True
     slow_map: bool = False
+    memory_leak: bool = False
+    ps_imbalance: bool = False
     workloads: tuple[str, ...] = ALL
 
 
@@ -86,6 +91,22 @@ SCENARIOS: Mapping[str, Scenario] = {
         "work per step near the step time); the pipeline prefetches.",
         slow_map=True,
         workloads=("mwms-loop",),
+    ),
+    "memory-leak": Scenario(
+        "Every step appends a new leak_kib tensor to a Python list that is never cleared (a "
+        "metrics history kept as tensors); the CPU allocator runs as BFC so TF records it.",
+        "The heap in use rises step after step by ~leak_kib while allocations outnumber "
+        "deallocations; the memory analysis calls it a leak, the baseline's heap is flat.",
+        memory_leak=True,
+        workloads=("mwms-loop",),
+    ),
+    "ps-imbalance": Scenario(
+        "A table_mib variable 'ps_table' lands on one parameter server (round-robin "
+        "placement); every step reads it into the loss and updates it.",
+        "One PS carries >= 80 % of the parameter servers' busy time (the one holding ps_table); "
+        "the PS balance finding names it.",
+        ps_imbalance=True,
+        workloads=("ps",),
     ),
     "no-step-markers": Scenario(
         "The custom loop runs without Trace('train', step_num=...) markers.",

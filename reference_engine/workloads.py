@@ -143,8 +143,11 @@ def run_mwms_loop(cfg: EngineConfig, task: Task, tf: Any, report: Report) -> lis
         train_step = tf.function(train_step)
     _report_model(model, report)
     losses: list[float] = []
+    kept: list[Any] = []  # the memory-leak scenario's ever-growing list
     step = 0
     while cfg.steps is None or step < cfg.steps:
+        if scenario.memory_leak:
+            kept.append(tf.random.normal([cfg.leak_kib * 256]))  # leak_kib KiB of float32
         if scenario.straggler and task.index == cfg.straggler_task:
             _sleep_ms(cfg.straggler_ms)
         if scenario.step_markers:
@@ -254,8 +257,15 @@ def run_ps(cfg: EngineConfig, task: Task, tf: Any, report: Report) -> list[float
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():
         model = MODELS[cfg.model].build(tf.keras)
+        # One variable, so round-robin placement puts all of it on one parameter server.
+        table = (
+            tf.Variable(tf.zeros([int(cfg.table_mib * 2**20 / 4)]), name="ps_table")
+            if scenario.ps_imbalance
+            else None
+        )
         opt = _optimizer(cfg, tf)
     loss_obj = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    variables = model.trainable_variables + ([table] if table is not None else [])
 
     def dataset_fn() -> Any:
         return make_dataset(cfg, cfg.batch_size, tf, per_worker_delay=True)
@@ -269,7 +279,10 @@ def run_ps(cfg: EngineConfig, task: Task, tf: Any, report: Report) -> list[float
                 loss = tf.nn.compute_average_loss(loss_obj(y, model(x, training=True)))
                 if scenario.tiny_ops:
                     loss = loss + _tiny_ops(loss, cfg.tiny_ops, tf)
-            opt.minimize(loss, model.trainable_variables, tape=tape)
+                if table is not None:
+                    with tf.name_scope("ps_table"):
+                        loss = loss + 0.0 * tf.reduce_sum(table)
+            opt.minimize(loss, variables, tape=tape)
             return loss
 
         x, y = next(iterator)

@@ -66,6 +66,8 @@ class Thresholds:
     memory_use: tuple[float, float] = (0.8, 0.9)
     #: one input stage's work per step as a share of the step time (the pipeline cannot keep up)
     input_stage: tuple[float, float] = (0.5, 0.9)
+    #: busiest parameter server's busy time / the mean over parameter servers
+    ps_imbalance: tuple[float, float] = (1.6, 1.8)
     #: a victim's wait for the culprit, share of its step time
     straggler_wait: tuple[float, float] = (0.1, 0.3)
     allreduce_per_step: float = 1.0
@@ -111,8 +113,8 @@ class Finding:
 
 
 #: What a finding's ``value`` can be: a share (0–1), a count, microseconds, a count per step
-#: (per device where the rule says so), or a yes/no (1/0).
-UNITS = ("share", "count", "us", "per_step", "flag")
+#: (per device where the rule says so), a yes/no (1/0), a ratio (×) or bytes per step.
+UNITS = ("share", "count", "us", "per_step", "flag", "ratio", "bytes_per_step")
 
 
 def page_at(path: str, worker: object = None, step: object = None, **query: object) -> str:

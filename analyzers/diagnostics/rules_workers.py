@@ -155,3 +155,80 @@ def input_stage(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         else 0.0,
         page=page_at("/timeline", worker, None, q=str(r["bottleneck"])),
     )
+
+
+@rule("memory_leak", "Memory grows step after step (a leak)")
+def memory_leak(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    """Growth per step of the allocator whose heap rises in most steps while allocations
+    outnumber deallocations (``analyzers.memory.memory_summary``)."""
+    report = inp.memory_report
+    if report.empty:
+        return skip(
+            "no allocator events (TF records them for BFC allocators: GPU hosts, or CPU with "
+            "TF_CPU_ALLOCATOR_USE_BFC=true)"
+        )
+    if report["growth_bytes_per_step"].isna().all():
+        return skip("fewer than three steps on the workers with allocator events")
+    leaks = report[report["leak"]]
+    worst = (
+        (leaks if len(leaks) else report)
+        .sort_values("growth_bytes_per_step", na_position="first")
+        .iloc[-1]
+    )
+    value = float(worst["growth_bytes_per_step"])
+    return Verdict(
+        Severity.HIGH
+        if len(leaks) and len(leaks) == len(report)
+        else Severity.MODERATE
+        if len(leaks)
+        else Severity.NONE,
+        value=value,
+        unit="bytes_per_step",
+        expression="float(prepare(frames).memory_report.growth_bytes_per_step.max())"
+        if not len(leaks)
+        else "float(prepare(frames).memory_report.query('leak').growth_bytes_per_step.max())",
+        evidence={
+            "worker": worst["worker"],
+            "allocator": worst["allocator"],
+            "growth_mb_per_step": round(value / 1e6, 4),
+            "rising_share": round(float(worst["rising_share"]), 3),
+            "net_allocation_share": round(float(worst["net_allocs_share"]), 3),
+            "peak_mb": round(float(worst["peak_bytes"]) / 1e6, 3),
+            "live_at_peak": worst["top_live"],
+            "leaking": [f"{r.worker} {r.allocator}" for r in leaks.itertuples()],
+        },
+        recommendation="Something keeps tensors alive across steps: a Python list of tensors "
+        "(metrics, losses kept as tensors instead of floats), a growing tf.TensorArray or "
+        "cache; the live blocks at the peak name the ops that allocated them.",
+        page=page_at("/ops", worst["worker"]),
+    )
+
+
+@rule("ps_imbalance", "One parameter server carries most of the load")
+def ps_imbalance(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    """The busiest parameter server's busy time over the mean of all parameter servers
+    (1 = balanced; n = all the load on one of n)."""
+    ps = inp.ps_balance
+    if len(ps) < 2:
+        return skip(
+            "needs at least two parameter-server tasks in the capture (tasks that apply "
+            "variable updates and compute no gradients)"
+        )
+    value = float(ps["busy_ms"].max() / ps["busy_ms"].mean())
+    top = ps.iloc[0]
+    return Verdict(
+        severity_of(value, t.ps_imbalance),
+        value=value,
+        unit="ratio",
+        expression="float(prepare(frames).ps_balance.busy_ms.max() / prepare(frames).ps_balance.busy_ms.mean())",
+        evidence={
+            "busiest": top["worker"],
+            "load_share": round(float(top["load_share"]), 3),
+            "busy_ms_by_ps": ps.set_index("worker")["busy_ms"].round(1).to_dict(),
+            "variables_by_ps": ps.set_index("worker")["variables"].to_dict(),
+        },
+        recommendation="Spread the variables: ParameterServerStrategy(variable_partitioner="
+        "tf.distribute.experimental.partitioners.MinSizePartitioner(...)) shards large "
+        "variables across parameter servers; big embeddings should be partitioned.",
+        page=page_at("/ops", top["worker"]),
+    )
