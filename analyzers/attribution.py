@@ -1,7 +1,7 @@
 """Why a worker-step is slow: culprit or victim, the excess split into categories and ops, and
 a cause named only when one component explains most of it.
 
-    >>> arr = arrivals(pod)                      # per worker-step: arrival, wait, estimated?
+    >>> arr = arrivals(pod, comparable_workers(methods))   # arrival, wait, estimated?
     >>> slow = slow_steps(arr, op_steps)         # per slow worker-step: excess and its split
     >>> roles(arr, slow)                         # per worker: culprit / victim / —
 
@@ -19,6 +19,10 @@ its step then looks on time, which is why full traces of every worker are better
   being late itself; its extra time is the wait;
 * outlier: a step longer than the worker's own mean + 3 σ (``history_sigma``), split
   against the worker's own median step.
+
+Only workers whose steps span the same thing are compared (``comparable_workers``): a worker
+whose steps were found from its ``EagerLocalExecute`` calls is left out when the others' come
+from markers or the Python tracer's ``__call__``.
 
 The excess is split into components: ``late start`` (its step started after the others'),
 each category of its own work (vs the others' or its own median) and ``unattributed`` (what
@@ -55,23 +59,49 @@ SLOW_COLUMNS = [
 ]
 
 
-def arrivals(pod: pd.DataFrame) -> pd.DataFrame:
+#: Step-finding methods whose steps span the same thing: a marker and the Python tracer's
+#: ``__call__`` both wrap the whole step call; a ``function`` step is the narrower
+#: ``EagerLocalExecute`` inside it; ``group_id`` steps are XProf's groups.
+SPAN_FAMILY = {"marker": "call", "python_call": "call", "function": "function", "group_id": "group"}
+
+
+def comparable_workers(methods: pd.DataFrame) -> set[str]:
+    """The workers whose steps can be compared with each other: those whose step method spans
+    the same thing as most workers' (ties go to the whole-call family). Comparing a worker's
+    ``EagerLocalExecute`` span with another's whole ``__call__`` would make a culprit of a
+    method."""
+    fam = methods.assign(family=methods["method"].map(SPAN_FAMILY)).dropna(subset=["family"])
+    if fam.empty:
+        return set()
+    counts = fam["family"].value_counts()
+    best = counts[counts == counts.max()].index
+    chosen = "call" if "call" in best else str(best[0])
+    return set(fam.loc[fam["family"] == chosen, "worker"].astype(str))
+
+
+def arrivals(pod: pd.DataFrame, comparable: set[str] | None = None) -> pd.DataFrame:
     """Per worker × step: when it arrived at the step's collectives and how long it waited.
 
+    Args:
+        pod: ``analyzers.pod.pod_view`` output.
+        comparable: the workers to compare (``comparable_workers``); None: all.
+
     Returns:
-        ``pod`` with ``own_ns`` (step time − collectives), ``estimated`` (own work taken from
-        the traced workers' median: no categories), ``arrival_ns``, ``wait_ns`` (last arrival −
-        own arrival, synchronous jobs; 0 for asynchronous ones).
+        ``pod`` (the comparable workers' rows) with ``own_ns`` (step time − collectives),
+        ``estimated`` (own work taken from the traced workers' median: no categories),
+        ``arrival_ns``, ``wait_ns`` (last arrival − own arrival, synchronous jobs; 0 for
+        asynchronous ones).
     """
-    out = pod.copy()
+    out = pod if comparable is None else pod[pod["worker"].astype(str).isin(comparable)]
+    out = out.copy()
     split = out["split"].astype(bool)
     coll = out["device_collectives_ns"].astype("Float64").fillna(0).astype(float)
     own = (out["step_time_ns"] - coll).where(split)
     ref = own.groupby(out["step"]).transform("median")
     out["estimated"] = own.isna()
-    out["own_ns"] = own.fillna(ref).fillna(0.0)
-    out["arrival_ns"] = out["start_ns"] + out["own_ns"]
-    if is_synchronous(pod):
+    out["own_ns"] = own.fillna(ref).fillna(0.0).round().astype("int64")
+    out["arrival_ns"] = out["start_ns"].astype("int64") + out["own_ns"]
+    if is_synchronous(out):
         out["wait_ns"] = out.groupby("step")["arrival_ns"].transform("max") - out["arrival_ns"]
     else:
         out["wait_ns"] = 0.0
@@ -156,8 +186,10 @@ def slow_steps(
     comp.columns = OWN_WORK
     comp[arr["estimated"].to_numpy()] = np.nan
     frame = pd.concat([arr[["worker", "step"]], comp], axis=1)
-    frame[LATE] = arr["start_ns"] - arr.groupby("step")["start_ns"].transform("min")
-    frame["_metric"] = arr["arrival_ns"] if sync else arr["step_time_ns"]
+    first = arr.groupby("step")["start_ns"].transform("min")
+    frame[LATE] = arr["start_ns"] - first
+    # relative to the step's first start: epoch nanoseconds do not fit a float exactly
+    frame["_metric"] = arr["arrival_ns"] - first if sync else arr["step_time_ns"]
     ref = _others_median(frame, [*OWN_WORK, LATE, "_metric"])
     rows = []
     excess = frame["_metric"] - ref["_metric"]

@@ -177,7 +177,7 @@ def iterator_table(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
     waits = out["stage"].isin(ASYNC_STAGES) | (out["stage"] == "Root")
     out["work_ps"] = np.where(waits, 0.0, out["self_ps"])
     out["wait_ps"] = np.where(waits, out["self_ps"], 0.0)
-    out["user_name"] = out["user_name"].fillna("").astype(str)
+    out["user_name"] = out["user_name"].astype(object).fillna("").astype(str)
     out = out.sort_values(["worker", "work_ps"], ascending=[True, False], ignore_index=True)
     return out[ITERATOR_COLUMNS]
 

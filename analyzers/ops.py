@@ -576,7 +576,12 @@ def memory_timeline(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
             "tf_op": mem["tf_op"].astype(str).where(mem["tf_op"].notna(), ""),
             "addr": nums.get("addr"),
             "allocation_bytes": nums.get("allocation_bytes"),
-            "fragmentation": floats["float_value"].reindex(mem.index).astype("float64")
+            # a double, or an int 0 when the allocator has no free chunk
+            "fragmentation": floats["float_value"]
+            .astype("Float64")
+            .fillna(floats["int_value"].astype("Float64"))
+            .reindex(mem.index)
+            .astype("float64")
             if len(floats)
             else np.nan,
             "bytes_available": nums.get("bytes_available"),

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from analyzers._match import matches
-from analyzers.attribution import arrivals, op_steps_of, roles, slow_steps
+from analyzers.attribution import arrivals, comparable_workers, op_steps_of, roles, slow_steps
 from analyzers.breakdown import step_breakdown
 from analyzers.collectives import collective_events, collective_summary, match_collectives
 from analyzers.input_pipeline import iterator_table, pipeline_summary
@@ -339,9 +339,9 @@ class SessionAnalysis:
 
     @cached_property
     def arrivals(self) -> pd.DataFrame:
-        """The pod view with each worker-step's arrival at the collectives and its wait
-        (``analyzers.attribution.arrivals``)."""
-        return arrivals(self.pod)
+        """The pod view of the workers whose steps compare (same kind of step span) with each
+        worker-step's arrival at the collectives and its wait (``analyzers.attribution``)."""
+        return arrivals(self.pod, comparable_workers(self.methods))
 
     @cached_property
     def op_steps(self) -> pd.DataFrame:

@@ -17,20 +17,10 @@ from app.cli_analyze import (
     SessionOpt,
     _analysis_or_exit,
 )
+from app.units import in_ms
 
 CsvOpt = Annotated[bool, typer.Option("--csv", help="CSV on stdout.")]
 TopOpt = Annotated[int, typer.Option(help="Rows in the table view.")]
-
-
-def in_ms(frame: pd.DataFrame) -> pd.DataFrame:
-    """``*_ns`` / ``*_ps`` duration columns → ``*_ms`` (3 decimals); times (``start_ns``) kept."""
-    out = frame.copy()
-    for col in list(out.columns):
-        for suffix, scale in (("_ns", 1e6), ("_ps", 1e9)):
-            if col.endswith(suffix) and not col.startswith("start"):
-                values = pd.to_numeric(out.pop(col), errors="coerce") / scale
-                out[col.removesuffix(suffix) + "_ms"] = values.round(3)
-    return out
 
 
 def _show(frame: pd.DataFrame, title: str, csv: bool, top: int = 30) -> None:

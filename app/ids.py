@@ -85,3 +85,12 @@ PREP_CANCEL = "prep-cancel"
 PREP_TICK = "prep-tick"
 PREP_DONE = "prep-done"
 OPS_NOTE = "ops-note"
+
+# Workers (why slow across workers)
+WK_TABLE = "wk-table"
+WK_CSV = "wk-csv"
+WK_PARQUET = "wk-parquet"
+WK_DOWNLOAD = "wk-download"
+WK_SLOW = "wk-slow"
+WK_COLLECTIVES = "wk-collectives"
+WK_ITERATORS = "wk-iterators"

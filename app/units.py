@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import pandas as pd
+
 
 def fmt_duration(ns: float) -> str:
     """``950 ns``, ``12.3 µs``, ``400 µs``, ``4.560 ms``, ``1.234 s``."""
@@ -100,6 +102,8 @@ _SI = {"function": _NULL + "d3.format('.3~s')(params.value)"}
 _GBPS = {"function": _NULL + "d3.format(',.1f')(params.value / 1e9) + ' GB/s'"}
 _FLOPS = {"function": _NULL + "d3.format('.3~s')(params.value) + 'FLOP/s'"}
 _NUMBER = {"function": _NULL + "d3.format(',.3~f')(params.value)"}
+_BYTES = {"function": _NULL + "d3.format('.3~s')(params.value) + 'B'"}
+_GBPS_VALUE = {"function": _NULL + "d3.format(',.1f')(params.value) + ' GB/s'"}
 
 
 def _formatter(column: str) -> dict[str, str] | None:
@@ -107,15 +111,42 @@ def _formatter(column: str) -> dict[str, str] | None:
         return _SHARE
     if column.endswith(("_ms", "_us")):
         return _MS
-    if column in ("occurrences", "steps", "workers", "count", "n", "calls", "invokes"):
+    if column in (
+        "occurrences",
+        "steps",
+        "workers",
+        "count",
+        "n",
+        "calls",
+        "invokes",
+        "participants",
+        "measured",
+        "culprit_steps",
+        "live_at_peak",
+        "variables",
+        "reads",
+        "updates",
+        "sends",
+    ):
         return _COUNT
     if column in ("flops", "bytes_accessed"):
         return _SI
+    if column.endswith("bytes") or column.endswith("bytes_per_step"):
+        return _BYTES
+    if column.endswith("_gbps"):
+        return _GBPS_VALUE
     if column == "bytes_per_s":
         return _GBPS
     if column == "flops_per_s":
         return _FLOPS
-    if column in ("intensity", "score", "straggler_score", "lateness", "delta"):
+    if column in (
+        "intensity",
+        "score",
+        "straggler_score",
+        "lateness",
+        "delta",
+        "fragmentation_at_peak",
+    ):
         return _NUMBER
     return None
 
@@ -159,3 +190,15 @@ def fmt_evidence(key: str, value: Any) -> Any:
     if "bytes" in key or key == "memory_size":
         return fmt_bytes(value)
     return f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
+
+
+def in_ms(frame: pd.DataFrame) -> pd.DataFrame:
+    """``*_ns`` / ``*_ps`` duration columns → ``*_ms`` (3 decimals); instants (``start_ns``,
+    ``*_t_ns``) kept in ns."""
+    out = frame.copy()
+    for col in list(out.columns):
+        for suffix, scale in (("_ns", 1e6), ("_ps", 1e9)):
+            if col.endswith(suffix) and not col.startswith("start") and not col.endswith("t_ns"):
+                values = pd.to_numeric(out.pop(col), errors="coerce") / scale
+                out[col.removesuffix(suffix) + "_ms"] = values.round(3)
+    return out

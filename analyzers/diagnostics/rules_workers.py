@@ -48,8 +48,13 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         "host_compute": "its own ops take longer: compare its op table with the others' (Ops page).",
         "input": "it waits for its input: see its input pipeline below.",
     }.get(cause, "no single component explains it: compare its timeline with a victim's.")
+    # Synchronous: what it costs is the victims' wait (none waiting: nothing held back).
+    # Asynchronous: its own extra time per step, as a share of the median step.
+    sync = bool(inp.arrivals["wait_ns"].gt(0).any())
+    if not sync:
+        value = float(late["excess_ns"].mean()) / float(inp.arrivals["step_time_ns"].median())
     return Verdict(
-        severity_of(value, t.straggler_wait) if len(victims) else Severity.MODERATE,
+        severity_of(value, t.straggler_wait),
         value=value,
         expression="float(prepare(frames).roles.query(\"role == 'victim'\").wait_share.max() if (prepare(frames).roles.role == 'victim').any() else 0.0)",
         evidence={

@@ -21,6 +21,7 @@ import pytest
 
 from tests.analyzers.test_breakdown import worker_trace
 from tests.analyzers.test_ops import gpu_space
+from tests.analyzers.test_why_slow import sync_worker
 from tests.android.test_tflite import line, trace
 from tests.app.helpers import get_when_up
 from tests.conftest import SHARED_TRACES
@@ -42,6 +43,7 @@ CHROME_ARGS = [
 
 V100 = SHARED_TRACES / "xplane" / "gpu_tf_multiworker_v100" / "34.83.195.179_6003.xplane.pb"
 V100_SESSION = "2025_12_31_v100"
+CULPRIT_SESSION = "2025_12_30_culprit"
 
 
 def make_logdir(root: Path) -> Path:
@@ -66,6 +68,11 @@ def make_logdir(root: Path) -> Path:
     one = root / "plugins" / "profile" / "2026_01_07_one_worker"
     one.mkdir(parents=True)
     (one / "10.0.0.1_6000.xplane.pb").write_bytes(worker_trace("10.0.0.1_6000", 10))
+    # older than the others (not the default session): w_3 starts every step 400 µs late
+    culprit = root / "plugins" / "profile" / CULPRIT_SESSION
+    culprit.mkdir(parents=True)
+    for w, late in (("w_1", 0), ("w_2", 0), ("w_3", 400)):
+        (culprit / f"{w}.xplane.pb").write_bytes(sync_worker(late_us=late))
     phone = root / "plugins" / "profile" / "2026_01_04_phone"
     phone.mkdir(parents=True)
     (phone / "pixel.systrace").write_bytes(tflite_trace())
@@ -566,4 +573,60 @@ def test_empty_states_say_why_where_the_data_would_be(page, server, tmp_path: Pa
     page.wait_for_function("document.querySelector('#tfl-cpu .annotation-text') !== null")
     texts = page.locator("#tfl-cpu .annotation-text").all_text_contents()
     assert any("CPU frequency" in t for t in texts), texts
+    assert page.errors == []
+
+
+def test_workers_page_names_the_culprit_links_its_step_and_downloads_every_table(
+    page, server
+) -> None:  # type: ignore[no-untyped-def]
+    page.goto(server + f"/workers?session={CULPRIT_SESSION}")
+    settle(page)
+    assert "w_3 is the culprit" in page.locator(".alert-danger").first.inner_text()
+    assert "w_1 waits 400" in page.locator(".alert-danger").first.inner_text()
+    # sections without data say why, where the data would be
+    assert page.get_by_text("No tf.data iterator events").count() == 1
+    assert page.get_by_text("No parameter-server task").count() == 1
+    # every table of the dropdown, as CSV and as Parquet
+    tables = {
+        "slow_steps": "Slow worker-steps",
+        "roles": "Culprits and victims",
+        "collective_summary": "Collectives per worker",
+        "collectives": "Collective instances",
+        "input_pipeline": "Input pipeline per worker",
+        "iterators": "tf.data iterators",
+        "memory_report": "Memory per allocator",
+        "ps_balance": "Parameter servers",
+    }
+    for value, label in tables.items():
+        page.locator("#wk-table").click()
+        page.get_by_role("option", name=label, exact=True).click()
+        settle(page)
+        with page.expect_download() as dl:
+            page.click("#wk-csv")
+        assert dl.value.suggested_filename == f"{value}_{CULPRIT_SESSION}.csv"
+        header = Path(dl.value.path()).read_text().splitlines()[0]
+        assert header.startswith(("worker", "key")) or header == "", (value, header)
+        with page.expect_download() as dl:
+            page.click("#wk-parquet")
+        frame = pd.read_parquet(dl.value.path())
+        if value == "slow_steps":
+            assert set(frame["worker"]) == {"w_3"} and (frame["cause"] == "late start").all()
+        if value == "roles":
+            assert dict(zip(frame["worker"], frame["role"], strict=True)) == {
+                "w_1": "victim",
+                "w_2": "victim",
+                "w_3": "culprit",
+            }
+    # a slow step's link opens the timeline at that worker and step, and stays there
+    first = page.locator("#wk-slow .ag-center-cols-container .ag-row").first
+    step = first.locator("[col-id=step]").inner_text()
+    first.get_by_text("open").click()
+    page.wait_for_url(re.compile(r"/timeline\?"))
+    settle(page)
+    assert "worker=w_3" in page.url and f"step={step}" in page.url
+    page.wait_for_function(f"{GD}?.layout?.shapes?.some(s => s.type === 'rect')")
+    page.wait_for_timeout(2000)
+    assert page.locator("#tl-step").inner_text().strip() == f"step {step}"
+    ticks = page.locator("#tl-graph .ytick text").all_text_contents()
+    assert {t.split(" › ")[0] for t in ticks} == {"w_3"}
     assert page.errors == []

@@ -2,7 +2,8 @@
 MultiWorkerMirroredStrategy capture made by the engine, the public 8× V100 GPU capture, a ROCm
 (MI300X) capture, a TPU capture and an Android/TFLite trace. Every page is opened and every
 control operated (each radio value, the slider, each worker and baseline, a zoom held 2 s, W/S
-keys, a search, a click on an event, each download, each finding's details and link); any
+keys, a search, a click on an event, each download, each finding's details and link, a slow
+step's timeline link); any
 HTTP 5xx, callback error, page error or console error fails the test. Screenshots of each
 page are kept in build/artifacts/crawl/.
 """
@@ -29,7 +30,7 @@ SAMPLES = {
 }
 ANDROID = SHARED_TRACES / "android" / "synthetic" / "synthetic_tflite_atrace.txt"
 CPU = "2026_02_01_cpu_mwms"
-PAGES = ("/pod", "/ops", "/timeline", "/diagnostics", "/compare", "/android")
+PAGES = ("/pod", "/ops", "/timeline", "/diagnostics", "/workers", "/compare", "/android")
 
 
 @pytest.fixture(scope="module")
@@ -205,6 +206,25 @@ def crawl_diagnostics(v: Visit) -> None:
         settle(v.page)
 
 
+def crawl_workers(v: Visit) -> None:
+    """Each section's table downloaded (both formats for the first), and a slow step's
+    timeline link followed (the Workers page test checks the values)."""
+    if not v.page.locator("#wk-table").count():
+        return
+    v.download("wk-csv")
+    v.download("wk-parquet")
+    for label in ("Collective instances", "tf.data iterators", "Memory per allocator"):
+        v.page.locator("#wk-table").click()
+        v.page.get_by_role("option", name=label, exact=True).click()
+        settle(v.page)
+        v.download("wk-csv")
+    link = v.page.locator("#wk-slow .ag-center-cols-container .ag-row").first.get_by_text("open")
+    if link.count():
+        link.click()
+        v.page.wait_for_url(re.compile(r"/timeline\?.*step="))
+        settle(v.page)
+
+
 def crawl_compare(v: Visit) -> None:
     _dropdown(v, "cmp-baseline")
     v.download("cmp-csv")
@@ -222,6 +242,7 @@ CRAWLERS: dict[str, Callable[[Visit], None]] = {
     "/ops": crawl_ops,
     "/timeline": crawl_timeline,
     "/diagnostics": crawl_diagnostics,
+    "/workers": crawl_workers,
     "/compare": crawl_compare,
     "/android": crawl_android,
 }

@@ -1,0 +1,293 @@
+"""Workers: why a multi-worker job is slow — which worker holds the others back and why, who
+waits in the collectives, which input stage cannot keep up, memory per worker, and the
+parameter servers' load. Every row links to the timeline (or Ops page) where it shows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlencode
+
+import dash
+import dash_ag_grid as dag
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import Input, Output, State, dcc, html
+
+from analyzers.session import SessionAnalysis
+from app import ids
+from app.pages._common import card, download_frame, load_session, session_of
+from app.units import fmt_duration, grid_columns, in_ms
+
+dash.register_page(__name__, path="/workers", name="Workers", order=4)
+
+#: The tables a user can download (the page's sections), by dropdown value.
+TABLES: dict[str, tuple[str, Callable[[SessionAnalysis], pd.DataFrame]]] = {
+    "slow_steps": ("Slow worker-steps", lambda a: a.slow_steps),
+    "roles": ("Culprits and victims", lambda a: a.roles),
+    "collective_summary": ("Collectives per worker", lambda a: a.collective_summary),
+    "collectives": ("Collective instances", lambda a: a.collectives),
+    "input_pipeline": ("Input pipeline per worker", lambda a: a.input_pipeline),
+    "iterators": ("tf.data iterators", lambda a: a.iterators),
+    "memory_report": ("Memory per allocator", lambda a: a.memory_report),
+    "ps_balance": ("Parameter servers", lambda a: a.ps_balance),
+}
+
+
+def link(path: str, label: str = "open", **query: object) -> str:
+    """A markdown link for a grid cell (``[open](/timeline?session=…)``)."""
+    shown = {k: str(v) for k, v in query.items() if v is not None and v == v}
+    return f"[{label}]({path}?{urlencode(shown)})"
+
+
+def grid(
+    component_id: str | None,
+    frame: pd.DataFrame,
+    links: tuple[str, ...] = (),
+    pinned: str | None = "worker",
+    height: str | None = None,
+) -> dag.AgGrid:
+    """A read-only grid of ``frame`` (durations in ms), auto height unless ``height``."""
+    view = in_ms(frame)
+    lead = [c for c in (pinned, "step", *links) if c in view]  # links in view, not scrolled off
+    view = view[lead + [c for c in view.columns if c not in lead]]
+    rows = view.astype(object).where(view.notna(), None).to_dict("records")
+    kw: dict[str, Any] = {"id": component_id} if component_id else {}
+    options: dict[str, Any] = (
+        {"pagination": True, "paginationPageSize": 20} if height else {"domLayout": "autoHeight"}
+    )
+    return dag.AgGrid(
+        rowData=rows,
+        columnDefs=grid_columns(view.columns, pinned=pinned, markdown=links),
+        defaultColDef={"sortable": True, "filter": True, "resizable": True},
+        dashGridOptions=options,
+        style={"height": height} if height else {},
+        **kw,
+    )
+
+
+def empty(text: str) -> html.P:
+    return html.P(text, className="podscope-muted")
+
+
+def culprits_section(a: SessionAnalysis, session: str) -> Any:
+    roles, slow = a.roles, a.slow_steps
+    culprit = roles[roles["role"] == "culprit"]
+    if culprit.empty:
+        verdict: Any = dbc.Alert(
+            "No worker arrives late in most steps: nobody holds the others back.", color="success"
+        )
+    else:
+        w = str(culprit["worker"].iloc[0])
+        mine = slow[(slow["worker"] == w) & (slow["role"] == "culprit")]
+        cause = mine["cause"].mode().iloc[0] if len(mine) else "mixed"
+        victims = roles[roles["role"] == "victim"]
+        waits = ", ".join(
+            f"{r.worker} waits {fmt_duration(r.mean_wait_ms * 1e6)} per step"
+            for r in victims.itertuples()
+        )
+        verdict = dbc.Alert(
+            [
+                html.Strong(f"{w} is the culprit"),
+                f" (late in {len(mine)} of {int(culprit['steps'].iloc[0])} steps, by "
+                f"{fmt_duration(float(mine['excess_ns'].mean()))} on average; cause: {cause}). ",
+                waits + "." if waits else "",
+            ],
+            color="danger",
+        )
+    view = slow.assign(
+        timeline=[
+            link("/timeline", session=session, worker=w, step=s)
+            for w, s in zip(slow["worker"], slow["step"], strict=True)
+        ]
+    )
+    estimated = a.arrivals[a.arrivals["estimated"]]["worker"].unique()
+    note = (
+        empty(
+            f"{', '.join(map(str, estimated))}: traced with the Python tracer only; its own work "
+            "is taken as the traced workers' median in each step, so its arrival is decided by "
+            "its step start (a slow step inside would not show)."
+        )
+        if len(estimated)
+        else None
+    )
+    return card(
+        html.H5("Culprits and victims"),
+        verdict,
+        grid(None, roles),
+        note,
+        html.H6(
+            "Slow worker-steps (cause: one component ≥ 80 % of the excess, else mixed)",
+            className="mt-3",
+        ),
+        grid(ids.WK_SLOW, view, links=("timeline",), height="420px")
+        if len(view)
+        else empty(
+            "No slow worker-step: no worker is late against the others, no step is "
+            "beyond its worker's mean + 3 σ."
+        ),
+    )
+
+
+def collectives_section(a: SessionAnalysis, session: str) -> Any:
+    s, inst = a.collective_summary, a.collectives
+    if s.empty:
+        return card(html.H5("Collectives"), empty("No collective ops or kernels in this capture."))
+    measured = bool((s["measured"] > 0).any())
+    view = inst.assign(
+        timeline=[
+            link("/timeline", session=session, worker=(w or "").split(" ")[0] or None, step=st, q=k)
+            for w, st, k in zip(
+                inst["last_arriver"].fillna(""), inst["step"], inst["key"], strict=True
+            )
+        ]
+    )
+    return card(
+        html.H5("Collectives"),
+        grid(None, s),
+        None
+        if measured
+        else empty(
+            "Each collective has one traced participant (the safe plan traces the chief's ops "
+            "alone): skew, last arriver and waits need two; the culprits section estimates "
+            "them from step starts."
+        ),
+        html.H6("Instances", className="mt-3"),
+        grid(ids.WK_COLLECTIVES, view, links=("timeline",), pinned="key", height="360px"),
+    )
+
+
+def input_section(a: SessionAnalysis, session: str) -> Any:
+    it, summary = a.iterators, a.input_pipeline
+    if it.empty:
+        return card(
+            html.H5("Input pipeline"),
+            empty("No tf.data iterator events (TF records them at host_tracer_level ≥ 2)."),
+        )
+    advice = [
+        html.Li(
+            [
+                html.Strong(f"{r.worker}: "),
+                f"bottleneck {r.bottleneck_stage}"
+                + (f" ({r.user_name})" if r.user_name else "")
+                + f", {r.bottleneck_work_share:.0%} of the pipeline's work. {r.suggestion}",
+            ]
+        )
+        for r in summary[summary["bottleneck"] != ""].itertuples()
+    ]
+    view = it.assign(
+        timeline=[
+            link("/timeline", session=session, worker=w, q=i)
+            for w, i in zip(it["worker"], it["iterator"], strict=True)
+        ]
+    )
+    return card(
+        html.H5("Input pipeline"),
+        html.Ul(advice),
+        grid(None, summary.drop(columns=["slowest_call_start_ns", "suggestion"])),
+        html.H6(
+            "Iterators (self time as XProf's input op table; an asynchronous stage's self time "
+            "is waiting for its producer, not work)",
+            className="mt-3",
+        ),
+        grid(ids.WK_ITERATORS, view, links=("timeline",), pinned="iterator", height="360px"),
+    )
+
+
+def memory_section(a: SessionAnalysis, session: str) -> Any:
+    report = a.memory_report
+    if report.empty:
+        return card(
+            html.H5("Memory"),
+            empty(
+                "No allocator events: TF records them for BFC allocators (GPU hosts, or CPU "
+                "with TF_CPU_ALLOCATOR_USE_BFC=true)."
+            ),
+        )
+    leaks = report[report["leak"]]
+    verdict = (
+        dbc.Alert(
+            "Heap grows every step: "
+            + "; ".join(
+                f"{r.worker} {r.allocator} +{r.growth_bytes_per_step / 2**20:,.3f} MiB per step"
+                for r in leaks.itertuples()
+            ),
+            color="danger",
+        )
+        if len(leaks)
+        else None
+    )
+    view = report.assign(ops=[link("/ops", session=session, worker=w) for w in report["worker"]])
+    return card(html.H5("Memory"), verdict, grid(None, view, links=("ops",)))
+
+
+def ps_section(a: SessionAnalysis, session: str) -> Any:
+    ps = a.ps_balance
+    if ps.empty:
+        return card(
+            html.H5("Parameter servers"),
+            empty(
+                "No parameter-server task (one that applies variable updates and computes no gradients)."
+            ),
+        )
+    view = ps.assign(ops=[link("/ops", session=session, worker=w) for w in ps["worker"]])
+    return card(
+        html.H5("Parameter servers"),
+        empty("TF's trace has no tensor sizes on _Send / ReadVariableOp: the load is time."),
+        grid(None, view, links=("ops",)),
+    )
+
+
+def layout(session: str | None = None, **_: str) -> Any:
+    session, analysis, alert = load_session(session)
+    if analysis is None or session is None:
+        return alert
+    return html.Div(
+        [
+            card(
+                dbc.Row(
+                    [
+                        dbc.Col(html.H4("Why is the job slow across workers?"), md=7),
+                        dbc.Col(
+                            dcc.Dropdown(
+                                id=ids.WK_TABLE,
+                                options=[{"label": t, "value": k} for k, (t, _) in TABLES.items()],
+                                value="slow_steps",
+                                clearable=False,
+                            ),
+                            md=3,
+                        ),
+                        dbc.Col(
+                            [
+                                dbc.Button("CSV", id=ids.WK_CSV, size="sm", className="me-1"),
+                                dbc.Button("Parquet", id=ids.WK_PARQUET, size="sm"),
+                            ],
+                            md=2,
+                            className="text-end",
+                        ),
+                    ]
+                ),
+                dcc.Download(id=ids.WK_DOWNLOAD),
+            ),
+            culprits_section(analysis, session),
+            collectives_section(analysis, session),
+            input_section(analysis, session),
+            memory_section(analysis, session),
+            ps_section(analysis, session),
+        ]
+    )
+
+
+@dash.callback(
+    Output(ids.WK_DOWNLOAD, "data"),
+    Input(ids.WK_CSV, "n_clicks"),
+    Input(ids.WK_PARQUET, "n_clicks"),
+    State(ids.WK_TABLE, "value"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def download(_csv: int | None, _pq: int | None, table: str, search: str | None) -> Any:
+    session, analysis, _ = load_session(session_of(search))
+    if analysis is None or table not in TABLES:
+        return dash.no_update
+    return download_frame(TABLES[table][1](analysis), f"{table}_{session}", ids.WK_PARQUET)

@@ -1,0 +1,281 @@
+"""Collectives, straggler attribution and the tf.data per-iterator analysis on constructed
+multi-worker traces, where every number is known (the engine and XProf checks live in
+test_why_slow_engine.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analyzers.diagnostics import Thresholds, diagnose
+from analyzers.input_pipeline import ASYNC_STAGES, stage_of, suggestion
+from analyzers.session import SessionAnalysis
+from tests.conftest import shared_trace
+from tests.xspace_builder import SpaceBuilder
+from trace_parsers import load
+from trace_parsers.loader import merge
+from trace_parsers.xplane import parse_xplane
+
+US = 1_000_000  # ps per µs
+MS = 1_000_000  # ns per ms
+
+
+def sync_worker(
+    *,
+    steps: int = 8,
+    late_us: int = 0,
+    extra_matmul_us: int = 0,
+    extra_input_us: int = 0,
+    step_us: int = 3000,
+    gpus: int = 0,
+    kernel_late_us: int = 0,
+) -> bytes:
+    """One worker of a synchronous job: each step a MatMul (own work) then an all-reduce that
+    ends when the last worker arrives (at 1000 µs + the latest ``late_us``, set by the test
+    through ``late_us`` of the slowest worker: ``END_US``)."""
+    b = SpaceBuilder()
+    host = b.plane("/host:CPU")
+    py = ops = host.line(2, "tf_Compute")  # the step's ops nest in its marker, on its thread
+    gpu = [b.plane(f"/device:GPU:{i}", plane_id=1 + i) for i in range(gpus)]
+    streams = [plane.line(7, "Stream #7") for plane in gpu]
+    for i in range(steps):
+        t0 = i * step_us * US
+        start = t0 + late_us * US
+        own = (500 + extra_matmul_us + extra_input_us) * US
+        arrive = start + own
+        end = t0 + END_US * US
+        host.event(py, "train", start, end - start, step_num=i, _r=1)
+        if extra_input_us:
+            host.event(ops, "IteratorGetNextOp::DoCompute", start, extra_input_us * US)
+        host.event(
+            ops, "dense/MatMul:MatMul", start + extra_input_us * US, (own - extra_input_us * US)
+        )
+        host.event(ops, "allreduce/CollectiveReduceV2:CollectiveReduceV2", arrive, end - arrive)
+        for k, (plane, stream) in enumerate(zip(gpu, streams, strict=True)):
+            s = t0 + (100 + (kernel_late_us if k == gpus - 1 else 0)) * US
+            plane.event(
+                stream,
+                "ncclKernel_AllReduce_RING_LL_Sum_float",
+                s,
+                (t0 + 1100 * US) - s,
+                bytes_accessed=100_000_000,
+            )
+    b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+    return b.bytes()
+
+
+END_US = 1400  # every step's all-reduce ends here (after the latest arrival + latency)
+
+
+def analysis(*workers: tuple[str, bytes]) -> SessionAnalysis:
+    return SessionAnalysis(merge([parse_xplane(data, worker=label) for label, data in workers]))
+
+
+# ------------------------------------------------------------------------------ collectives
+
+
+def test_collectives_matched_across_workers_name_the_last_arriver() -> None:
+    a = analysis(("w_1", sync_worker()), ("w_2", sync_worker()), ("w_3", sync_worker(late_us=400)))
+    inst = a.collectives
+    assert len(inst) == 8 and (inst["participants"] == 3).all()
+    assert (inst["last_arriver"] == "w_3").all()
+    assert np.allclose(inst["skew_ns"].astype(float), 400_000)
+    # latency: the last arriver's own call, 1400 − (400 + 500) = 500 µs
+    assert np.allclose(inst["latency_ns"], 500_000)
+    p = a.collective_participants
+    waits = p.groupby("worker")["wait_ns"].mean()
+    assert waits["w_1"] == waits["w_2"] == 400_000 and waits["w_3"] == 0
+    s = a.collective_summary.set_index("worker")
+    assert s.loc["w_3", "arrived_last_share"] == 1.0 and s.loc["w_1", "arrived_last_share"] == 0
+    # 400 µs of a 1400 µs step (the step marker spans the victims' whole step)
+    assert s.loc["w_1", "wait_share"] == pytest.approx(400 / 1400)
+    f = {x.rule_id: x for x in diagnose(a)}["collective_wait"]
+    assert f.severity == "high" and f.evidence["arrived_last_most"] == "w_3"
+
+
+def test_gpu_collectives_match_per_device_with_bus_bandwidth() -> None:
+    a = analysis(("w_1", sync_worker(gpus=2, kernel_late_us=200)))
+    inst = a.collectives[a.collectives["key"].str.startswith("nccl")]
+    assert len(inst) == 8 and (inst["participants"] == 2).all()
+    assert (inst["kind"] == "all-reduce").all()
+    assert (inst["last_arriver"] == "w_1 /device:GPU:1").all()
+    assert inst["algorithm"].iloc[0] == "RING/LL"
+    # 100 MB over the shortest call (800 µs): 125 GB/s; all-reduce bus bandwidth × 2(n−1)/n = 1
+    assert inst["algbw_gbps"].iloc[0] == pytest.approx(125.0)
+    assert inst["busbw_gbps"].iloc[0] == pytest.approx(125.0)
+
+
+def test_one_traced_participant_leaves_skew_unmeasured() -> None:
+    a = analysis(("w_1", sync_worker()))
+    assert a.collectives["skew_ns"].isna().all()
+    assert a.collectives["last_arriver"].isna().all()
+    f = {x.rule_id: x for x in diagnose(a)}["collective_wait"]
+    assert not f.applies and "one traced participant" in f.reason
+
+
+def test_real_gpu_capture_collectives_are_found(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The 8× V100 multi-worker sample: its host all-reduce (CollectiveReduce) is a collective
+    call of that worker, inside its one step."""
+    src = shared_trace("xplane", "gpu_tf_multiworker_v100", "34.83.195.179_6003.xplane.pb")
+    (tmp_path / "w.xplane.pb").write_bytes(src.read_bytes())
+    a = SessionAnalysis(load(tmp_path, cache=False))
+    calls = a.collective_calls
+    assert set(calls["kind"]) == {"all-reduce"} and (calls["device"] == "host").all()
+    assert "allreduce/CollectiveReduce" in set(calls["key"])
+    assert len(a.collectives) >= 1 and a.collectives["skew_ns"].isna().all()
+
+
+# ------------------------------------------------------------------------------ attribution
+
+
+def test_late_starter_is_the_culprit_and_the_others_wait_for_it() -> None:
+    a = analysis(("w_1", sync_worker()), ("w_2", sync_worker()), ("w_3", sync_worker(late_us=400)))
+    slow = a.slow_steps
+    late = slow[slow["basis"] == "vs other workers"]
+    assert set(late["worker"]) == {"w_3"} and len(late) == 8
+    assert (late["cause"] == "late start").all()
+    assert np.allclose(late["excess_ns"], 400_000)
+    assert late["victims"].iloc[0] == "w_1 0.4 ms, w_2 0.4 ms"
+    roles = a.roles.set_index("worker")
+    assert roles.loc["w_3", "role"] == "culprit"
+    assert roles.loc["w_1", "role"] == roles.loc["w_2", "role"] == "victim"
+    assert roles.loc["w_1", "mean_wait_ms"] == pytest.approx(0.4)
+    f = {x.rule_id: x for x in diagnose(a)}["straggler_cause"]
+    assert f.evidence["culprit"] == "w_3" and f.evidence["cause"] == "late start"
+    assert f.page.startswith("/timeline?worker=w_3&step=")
+
+
+def test_slow_ops_inside_the_step_are_the_cause_and_named() -> None:
+    a = analysis(
+        ("w_1", sync_worker()),
+        ("w_2", sync_worker(extra_matmul_us=600)),
+        ("w_3", sync_worker()),
+    )
+    late = a.slow_steps[a.slow_steps["basis"] == "vs other workers"]
+    assert set(late["worker"]) == {"w_2"}
+    assert (late["cause"] == "host_compute").all()
+    assert late["ops"].iloc[0] == "MatMul +0.60 ms"
+    assert late["cause_share"].iloc[0] == pytest.approx(1.0)
+
+
+def test_no_dominant_component_is_mixed() -> None:
+    a = analysis(
+        ("w_1", sync_worker()),
+        ("w_2", sync_worker(extra_matmul_us=300, extra_input_us=300)),
+        ("w_3", sync_worker()),
+    )
+    late = a.slow_steps[a.slow_steps["basis"] == "vs other workers"]
+    assert (late["cause"] == "mixed").all()
+    assert late["components"].iloc[0] == "host_compute +0.30 ms, input +0.30 ms"
+
+
+def test_outlier_step_against_own_history() -> None:
+    b = SpaceBuilder()
+    host = b.plane("/host:CPU")
+    py = ops = host.line(2, "tf_Compute")
+    for i in range(12):
+        t0 = i * 10_000 * US
+        extra = 4000 if i == 7 else 0
+        host.event(py, "train", t0, (1000 + extra) * US, step_num=i, _r=1)
+        host.event(ops, "conv/Conv2D:Conv2D", t0 + 10 * US, (900 + extra) * US)
+    b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+    a = analysis(("w_1", b.bytes()))
+    out = a.slow_steps
+    assert len(out) == 1 and out["basis"].iloc[0] == "vs own history"
+    assert out["step"].iloc[0] == 7 and out["cause"].iloc[0] == "host_compute"
+    assert out["ops"].iloc[0] == "Conv2D +4.00 ms"
+
+
+def test_baseline_has_no_culprit() -> None:
+    a = analysis(*[(f"w_{i}", sync_worker()) for i in range(3)])
+    assert a.slow_steps.empty and (a.roles["role"] == "").all()
+    f = {x.rule_id: x for x in diagnose(a)}["straggler_cause"]
+    assert f.severity == "none"
+
+
+# ------------------------------------------------------------------------------ tf.data
+
+
+def pipeline_trace(map_us: int = 800, steps: int = 6) -> bytes:
+    """A step thread waiting in IteratorGetNext on Root → Prefetch (the buffer is empty), and a
+    background thread producing Prefetch's input: Map (``map_us`` of work) over TensorSlice."""
+    b = SpaceBuilder()
+    host = b.plane("/host:CPU")
+    py = step_thread = host.line(2, "tf_Compute")
+    producer = host.line(3, "tf_data_iterator_resource")
+    for i in range(steps):
+        t0 = i * 2000 * US
+        host.event(py, "train", t0, 1500 * US, step_num=i, _r=1)
+        host.event(step_thread, "IteratorGetNextOp::DoCompute", t0, 700 * US)
+        root = host.event(step_thread, "Iterator::Root", t0 + 10 * US, 680 * US)
+        host.set_stat(root.stats.add(), "name", "root")
+        host.event(step_thread, "Iterator::Root::Prefetch", t0 + 20 * US, 650 * US)
+        p0 = t0 - 100 * US
+        stage = host.event(producer, "Iterator::Root::Prefetch::Map", p0, map_us * US)
+        host.set_stat(stage.stats.add(), "name", "augment")  # the user's map(..., name=)
+        host.event(producer, "Iterator::Root::Prefetch::Map::TensorSlice", p0 + 5 * US, 50 * US)
+        host.event(step_thread, "dense/MatMul:MatMul", t0 + 800 * US, 600 * US)
+    b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+    return b.bytes()
+
+
+def test_iterator_table_self_blocking_work_and_wait() -> None:
+    a = analysis(("w_1", pipeline_trace()))
+    it = a.iterators.set_index("iterator")
+    assert list(it.index[:2]) == [
+        "Iterator::Root::Prefetch::Map",
+        "Iterator::Root::Prefetch::Map::TensorSlice",
+    ]
+    m = it.loc["Iterator::Root::Prefetch::Map"]
+    assert m["calls"] == 6 and m["self_ps"] == 6 * 750 * US and m["work_ps"] == m["self_ps"]
+    assert m["blocking_self_ps"] == 0 and m["user_name"] == "augment"
+    pf = it.loc["Iterator::Root::Prefetch"]  # on the step's thread: waiting, and blocking
+    assert pf["wait_ps"] == 6 * 650 * US and pf["work_ps"] == 0
+    assert pf["blocking_self_ps"] == pf["self_ps"]
+    root = it.loc["Iterator::Root"]
+    assert root["self_ps"] == 6 * 30 * US and root["total_ps"] == 6 * 680 * US
+    s = a.input_pipeline.iloc[0]
+    assert s["bottleneck_stage"] == "Map" and s["user_name"] == "augment"
+    assert s["slow_calls_per_step"] == 1.0 and s["slowest_call_ms"] == pytest.approx(0.7)
+    f = {x.rule_id: x for x in diagnose(a)}["input_stage"]
+    # 0.8 ms of Map work per 1.5 ms step: the stage works more than half of every step
+    assert f.severity == "moderate" and f.value == pytest.approx(0.75 / 1.5)
+    assert "num_parallel_calls" in f.recommendation
+
+
+def test_a_fast_stage_is_no_finding() -> None:
+    a = analysis(("w_1", pipeline_trace(map_us=100)))
+    f = {x.rule_id: x for x in diagnose(a, Thresholds())}["input_stage"]
+    assert f.severity == "none"
+
+
+@pytest.mark.parametrize(
+    ("path", "stage"),
+    [
+        ("Iterator::Root::Prefetch::ForeverRepeat[1]::TensorSlice", "TensorSlice"),
+        ("Iterator::Root", "Root"),
+        ("Iterator::Root::ParallelMapV2", "ParallelMapV2"),
+    ],
+)
+def test_stage_names(path: str, stage: str) -> None:
+    assert stage_of(path) == stage
+
+
+def test_every_kind_of_stage_gets_typed_advice() -> None:
+    assert "num_parallel_calls" in suggestion("Map")
+    assert "vectorize" in suggestion("ParallelMapV2")
+    assert "cycle_length" in suggestion("ParallelInterleaveV4")
+    assert "GIL" in suggestion("Generator")
+    assert "read files in parallel" in suggestion("TFRecord")
+    assert "Filter before" in suggestion("Filter")
+    assert "batch before" in suggestion("BatchV2")
+    assert "Prefetch" in ASYNC_STAGES and "Map" not in ASYNC_STAGES
+
+
+def test_no_tf_data_events_is_said() -> None:
+    a = analysis(("w_1", sync_worker()))
+    assert a.iterators.empty
+    f = {x.rule_id: x for x in diagnose(a)}["input_stage"]
+    assert not f.applies and "no tf.data" in f.reason
+    assert pd.isna(a.input_pipeline["slowest_call_ms"].iloc[0])
