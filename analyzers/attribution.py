@@ -191,7 +191,7 @@ def slow_steps(
     # relative to the step's first start: epoch nanoseconds do not fit a float exactly
     frame["_metric"] = arr["arrival_ns"] - first if sync else arr["step_time_ns"]
     ref = _others_median(frame, [*OWN_WORK, LATE, "_metric"])
-    rows = []
+    rows: list[tuple[object, ...]] = []
     excess = frame["_metric"] - ref["_metric"]
     for i in np.flatnonzero((excess >= min_excess * median_step).to_numpy()):
         r = arr.iloc[i]

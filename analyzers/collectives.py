@@ -5,6 +5,9 @@ collective itself took.
     >>> inst, part = match_collectives(ev, aligned)    # one row per instance / participant
     >>> collective_summary(part, pod)                  # per worker: last-arrival share, wait
 
+Send/recv transfers (ParameterServerStrategy's variable reads and gradient pushes) are
+point-to-point: each worker's time in them per step is reported, not matched.
+
 A collective's participants are the workers (host collectives: MultiWorkerMirroredStrategy's
 ``CollectiveReduceV2`` & co.) or the devices (NCCL kernels, XLA ``all-reduce`` on GPU/TPU
 planes) that run it. The *k*-th call of one collective (same op name, or same kernel name)
@@ -32,6 +35,9 @@ from analyzers._match import matches
 
 #: Host TF ops that are collectives (their op type), and device kernels / HLO ops by name.
 HOST_COLLECTIVE = r"^(?:Collective\w*|NcclAllReduce|NcclReduce|NcclBroadcast)$"
+#: Point-to-point transfers (ParameterServerStrategy's variable reads and gradient sends, and
+#: any cross-device copy): timed per worker, not matched (their two ends have different names).
+SEND_RECV = r"^_(?:Host)?(?:Send|Recv)$"
 DEVICE_COLLECTIVE = (
     r"(?i)^(?:nccl\w*|all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)"
 )
@@ -50,7 +56,6 @@ def _kind(name: str) -> str:
         ("broadcast", "broadcast"),
         ("alltoall", "all-to-all"),
         ("permute", "collective-permute"),
-        ("sendrecv", "send/recv"),
     ):
         if word in n:
             return kind
@@ -67,7 +72,8 @@ def algorithm(name: str) -> str:
 
 
 def collective_events(events: pd.DataFrame) -> pd.DataFrame:
-    """Every collective call of every worker: host collective ops and device collectives.
+    """Every collective call of every worker: host collective ops, device collectives, and
+    host send/recv transfers (kind ``send/recv``).
 
     Returns:
         Columns ``EVENT_COLUMNS``: ``device`` is ``host`` for a host op, else the plane;
@@ -75,7 +81,8 @@ def collective_events(events: pd.DataFrame) -> pd.DataFrame:
         ``bytes_accessed`` (NaN when unknown). Sorted by worker, device, start.
     """
     on_device = matches(events["plane"], "/device:", how="startswith")
-    host = ~on_device & matches(events["op_type"], HOST_COLLECTIVE, how="match")
+    p2p = ~on_device & matches(events["op_type"], SEND_RECV, how="match")
+    host = ~on_device & matches(events["op_type"], HOST_COLLECTIVE, how="match") | p2p
     device = on_device & matches(events["name"], DEVICE_COLLECTIVE, how="match")
     ev = events[host | device]
     is_host = host[host | device]
@@ -86,8 +93,10 @@ def collective_events(events: pd.DataFrame) -> pd.DataFrame:
             "device": np.where(is_host, "host", ev["plane"].astype(str)),
             "key": key,
             "kind": [
-                _kind(str(k) + " " + str(t))
-                for k, t in zip(key, ev["op_type"].astype(str), strict=True)
+                "send/recv" if is_p2p else _kind(str(k) + " " + str(t))
+                for k, t, is_p2p in zip(
+                    key, ev["op_type"].astype(str), p2p[host | device], strict=True
+                )
             ],
             "start_ns": ev["start_ns"].to_numpy(np.int64),
             "dur_ns": ev["dur_ps"].to_numpy(np.int64) // 1000,
@@ -123,13 +132,14 @@ def match_collectives(
         aligned: aligned steps (``SessionAnalysis.aligned``: worker, step, start_ns, end_ns).
 
     Returns:
-        ``(instances, participants)``. ``instances``: ``key, kind, step, occurrence,
+        ``(instances, participants)``, of the collectives (send/recv transfers are
+        point-to-point: not matched). ``instances``: ``key, kind, step, occurrence,
         participants, skew_ns, last_arriver, latency_ns, max_dur_ns, bytes, algorithm,
         algbw_gbps, busbw_gbps`` (skew and last arriver missing with one participant).
         ``participants``: ``key, step, occurrence, worker, device, start_ns, dur_ns, wait_ns,
         last`` (``last``: this participant arrived last, with at least two participants).
     """
-    p = _in_steps(coll, aligned)
+    p = _in_steps(coll[coll["kind"] != "send/recv"], aligned)
     p["occurrence"] = p.groupby(["worker", "device", "key", "step"]).cumcount()
     inst_keys = ["key", "step", "occurrence"]
     g = p.groupby(inst_keys, sort=True)
@@ -167,13 +177,21 @@ def match_collectives(
     return inst, p[cols].sort_values([*inst_keys, "start_ns"], ignore_index=True)
 
 
-def collective_summary(participants: pd.DataFrame, pod: pd.DataFrame) -> pd.DataFrame:
-    """Per worker: collective calls, time in them, waits and last arrivals.
+def collective_summary(
+    participants: pd.DataFrame, pod: pd.DataFrame, calls: pd.DataFrame
+) -> pd.DataFrame:
+    """Per worker: collective calls, time in them, waits and last arrivals, and time in
+    send/recv transfers.
+
+    Args:
+        participants: ``match_collectives``'s participants.
+        pod: ``analyzers.pod.pod_view`` (steps and step times per worker).
+        calls: ``collective_events`` (its send/recv rows are timed here).
 
     Returns:
         Columns ``worker, calls, measured (calls with ≥ 2 participants), collective_ms_per_step,
         wait_ms_per_step, wait_share (of its step time), arrived_last_share (of measured
-        calls)``; waits and shares missing where nothing was measured.
+        calls), send_recv_ms_per_step``; waits and shares missing where nothing was measured.
     """
     cols = [
         "worker",
@@ -183,16 +201,21 @@ def collective_summary(participants: pd.DataFrame, pod: pd.DataFrame) -> pd.Data
         "wait_ms_per_step",
         "wait_share",
         "arrived_last_share",
+        "send_recv_ms_per_step",
     ]
-    if participants.empty:
+    p2p = _in_steps(
+        calls[calls["kind"] == "send/recv"], pod[["worker", "step", "start_ns", "end_ns"]]
+    )
+    if participants.empty and p2p.empty:
         return pd.DataFrame(columns=cols)
     steps = pod.groupby(pod["worker"].astype(str))["step_time_ns"].agg(["size", "sum"])
     n = participants.groupby(["key", "step", "occurrence"])["worker"].transform("size")
     part = participants.assign(measured=n > 1)
     g = part.groupby("worker")
-    out = g.agg(
-        calls=("dur_ns", "size"), measured=("measured", "sum"), dur=("dur_ns", "sum")
-    ).reset_index()
+    out = g.agg(calls=("dur_ns", "size"), measured=("measured", "sum"), dur=("dur_ns", "sum"))
+    workers = sorted(set(out.index) | set(p2p["worker"]))
+    out = out.reindex(workers).fillna(0).rename_axis("worker").reset_index()
+    out[["calls", "measured"]] = out[["calls", "measured"]].astype("int64")
     m = part[part["measured"]].groupby("worker")
     wait = m["wait_ns"].sum().reindex(out["worker"]).to_numpy()
     last = m["last"].mean().reindex(out["worker"]).to_numpy()
@@ -201,4 +224,7 @@ def collective_summary(participants: pd.DataFrame, pod: pd.DataFrame) -> pd.Data
     out["wait_ms_per_step"] = wait / n_steps.to_numpy() / 1e6
     out["wait_share"] = wait / out["worker"].map(steps["sum"]).astype(float).to_numpy()
     out["arrived_last_share"] = last
+    out["send_recv_ms_per_step"] = (
+        out["worker"].map(p2p.groupby("worker")["dur_ns"].sum()).fillna(0.0) / n_steps / 1e6
+    )
     return out[cols]

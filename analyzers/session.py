@@ -334,8 +334,9 @@ class SessionAnalysis:
 
     @cached_property
     def collective_summary(self) -> pd.DataFrame:
-        """Per worker: collective time and, where measured, wait and last-arrival share."""
-        return collective_summary(self.collective_participants, self.pod)
+        """Per worker: collective time and, where measured, wait and last-arrival share; time
+        in send/recv transfers."""
+        return collective_summary(self.collective_participants, self.pod, self.collective_calls)
 
     @cached_property
     def arrivals(self) -> pd.DataFrame:

@@ -116,13 +116,15 @@ def test_one_traced_participant_leaves_skew_unmeasured() -> None:
 
 def test_real_gpu_capture_collectives_are_found(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The 8× V100 multi-worker sample: its host all-reduce (CollectiveReduce) is a collective
-    call of that worker, inside its one step."""
+    call of that worker, inside its one step; its _Send/_Recv ops are transfers."""
     src = shared_trace("xplane", "gpu_tf_multiworker_v100", "34.83.195.179_6003.xplane.pb")
     (tmp_path / "w.xplane.pb").write_bytes(src.read_bytes())
     a = SessionAnalysis(load(tmp_path, cache=False))
     calls = a.collective_calls
-    assert set(calls["kind"]) == {"all-reduce"} and (calls["device"] == "host").all()
-    assert "allreduce/CollectiveReduce" in set(calls["key"])
+    assert set(calls["kind"]) == {"all-reduce", "send/recv"} and (calls["device"] == "host").all()
+    assert set(calls.loc[calls["kind"] == "all-reduce", "key"]) == {"allreduce/CollectiveReduce"}
+    # its _Send/_Recv of the all-reduce's chunks: timed per worker, not matched
+    assert a.collective_summary["send_recv_ms_per_step"].iloc[0] > 0
     assert len(a.collectives) >= 1 and a.collectives["skew_ns"].isna().all()
 
 

@@ -116,8 +116,13 @@ def test_ps_imbalance_names_the_loaded_parameter_server(scenario_capture) -> Non
         finding.severity in ("moderate", "high")
         and finding.evidence["busiest"] == ps["worker"].iloc[0]
     )
-    baseline = analyse(scenario_capture("ps", "baseline", workers=2, ps=2).session_dir)
+    base_cap = scenario_capture("ps", "baseline", workers=2, ps=2)
+    baseline = analyse(base_cap.session_dir)
     assert len(baseline.ps_balance) == 2
+    # the workers' variable reads and gradient pushes: time in send/recv every step
+    transfers = baseline.collective_summary.set_index("worker")["send_recv_ms_per_step"]
+    workers = [base_cap.label("worker:0"), base_cap.label("worker:1")]
+    assert (transfers.loc[workers] > 0).all(), transfers
     assert baseline.ps_balance["load_share"].iloc[0] < 0.8, baseline.ps_balance
     finding = next(f for f in baseline.findings if f.rule_id == "ps_imbalance")
     assert finding.severity == "none", finding
