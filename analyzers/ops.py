@@ -594,29 +594,6 @@ def memory_timeline(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["worker", "allocator", "t_ns"], ignore_index=True)
 
 
-def memory_peak(timeline: pd.DataFrame) -> pd.DataFrame:
-    """Per worker and allocator: the peak bytes in use, when, and which ops allocated most up
-    to then (requested bytes of allocations before the peak, by ``tf_op``, top 10)."""
-    rows = []
-    for (worker, allocator), g in timeline.groupby(["worker", "allocator"]):
-        g = g.dropna(subset=["bytes_in_use"])
-        if g.empty:
-            continue
-        at = g.loc[g["bytes_in_use"].astype(float).idxmax()]
-        before = g[(g["t_ns"] <= at["t_ns"]) & (g["event"] == "MemoryAllocation")]
-        top = before.groupby("tf_op")["requested_bytes"].sum().nlargest(10)
-        rows.append(
-            {
-                "worker": worker,
-                "allocator": allocator,
-                "peak_bytes": int(at["bytes_in_use"]),
-                "peak_t_ns": int(at["t_ns"]),
-                "top_ops": "; ".join(f"{k or '(none)'}: {int(v):,} B" for k, v in top.items()),
-            }
-        )
-    return pd.DataFrame(rows, columns=["worker", "allocator", "peak_bytes", "peak_t_ns", "top_ops"])
-
-
 def ops_per_step(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Mean op executions per step, per worker and op type (ops that start inside a step;
     tf.data work excluded: it runs beside the step).

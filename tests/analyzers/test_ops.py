@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzers.ops import memory_peak, memory_timeline, op_comparison, op_stats, ops_per_step
+from analyzers.memory import memory_summary
+from analyzers.ops import memory_timeline, op_comparison, op_stats, ops_per_step
 from analyzers.steps import find_steps
 from tests.conftest import Capture, shared_trace
 from tests.xspace_builder import SpaceBuilder
@@ -153,7 +154,7 @@ def test_real_gpu_capture_kernels() -> None:
     assert gpu4["regs"].notna().mean() > 0.8 and gpu4["grid_x"].max() >= 160
     assert_self_time_rules(f.events)
     mem = memory_timeline(f.events, f.stats)
-    peak = memory_peak(mem).set_index("allocator")
+    peak = memory_summary(mem, pd.DataFrame(columns=["worker"])).set_index("allocator")
     assert peak.loc["GPU_4_bfc", "peak_bytes"] > 5 * 2**30
 
 

@@ -26,7 +26,8 @@ import pandas as pd
 import pytest
 
 from analyzers.breakdown import CATEGORIES, step_breakdown
-from analyzers.ops import memory_peak, memory_timeline, op_stats
+from analyzers.memory import memory_summary
+from analyzers.ops import memory_timeline, op_stats
 from analyzers.steps import align_steps, find_steps
 from tests.conftest import real_xplanes
 from trace_parsers import load
@@ -183,15 +184,24 @@ def test_steps_equal_pod_viewer(path: Path, tmp_path_factory: pytest.TempPathFac
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=ids)
-def test_memory_peaks_equal_memory_profile(
+def test_memory_peaks_and_fragmentation_equal_memory_profile(
     path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     f = frames_of(path, tmp_path_factory)
-    peaks = memory_peak(memory_timeline(f.events, f.stats)).set_index("allocator")
+    timeline = memory_timeline(f.events, f.stats)
+    peaks = memory_summary(timeline, pd.DataFrame(columns=["worker"])).set_index("allocator")
     if peaks.empty:
         pytest.skip("no allocator events in this capture")
     theirs = xprof(path, "memory_profile")["memoryProfilePerAllocator"]
     assert set(theirs) == set(peaks.index)
     for allocator, profile in theirs.items():
-        want = int(profile["profileSummary"]["peakStats"]["peakBytesInUse"])
-        assert peaks.loc[allocator, "peak_bytes"] == want, allocator
+        stats = profile["profileSummary"]["peakStats"]
+        assert peaks.loc[allocator, "peak_bytes"] == int(stats["peakBytesInUse"]), allocator
+        if "fragmentation" in stats:  # absent when 0 (proto3 JSON leaves defaults out)
+            assert peaks.loc[allocator, "fragmentation_at_peak"] == pytest.approx(
+                stats["fragmentation"], abs=1e-6
+            ), allocator
+        else:
+            assert peaks.loc[allocator, "fragmentation_at_peak"] in (0.0, None) or pd.isna(
+                peaks.loc[allocator, "fragmentation_at_peak"]
+            ), allocator
