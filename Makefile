@@ -36,11 +36,13 @@ lint: install-test
 typecheck: install-test
 	$(VENV)/bin/mypy $(wildcard $(PACKAGES)) bench
 
-# Headless Chromium for the browser tests (Debian packages; needs root or sudo).
+# Debian packages the tests need (root or sudo): headless Chromium for the browser tests, and
+# jemalloc, with which TF 2.20/2.21 can host-trace every MWMS worker (slow-allreduce's test).
+JEMALLOC := /usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 browser:
-	@command -v chromium >/dev/null 2>&1 || { \
+	@{ command -v chromium >/dev/null 2>&1 && [ -e $(JEMALLOC) ]; } || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium libjemalloc2 >/dev/null; }
 
 pytest: install-test browser
 	@mkdir -p $(BUILD_TMP)

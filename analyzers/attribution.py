@@ -193,16 +193,16 @@ def slow_steps(
     ref = _others_median(frame, [*OWN_WORK, LATE, "_metric"])
     rows: list[tuple[object, ...]] = []
     excess = frame["_metric"] - ref["_metric"]
+    ops_by_step = {int(k): g for k, g in op_steps.groupby("step")}
     for i in np.flatnonzero((excess >= min_excess * median_step).to_numpy()):
         r = arr.iloc[i]
         idx = arr.index[i]
         parts = [*OWN_WORK, LATE] if sync else OWN_WORK
         delta = (frame.loc[idx, parts].astype(float) - ref.loc[idx, parts]).fillna(0.0)
-        if r["estimated"]:
-            delta["own work (not traced)"] = 0.0
         delta[UNATTRIBUTED] = float(excess.loc[idx]) - float(delta.clip(lower=0).sum())
         cause, share, text = _split(delta, float(excess.loc[idx]), cause_share)
-        others = op_steps[(op_steps["step"] == r["step"]) & (op_steps["worker"] != r["worker"])]
+        in_step = ops_by_step.get(int(r["step"]), op_steps.iloc[:0])
+        others = in_step[in_step["worker"] != r["worker"]]
         op_ref = (
             others.groupby(["op_type", "worker"])["self_ps"].sum().groupby("op_type").median()
             if len(others)
@@ -222,7 +222,7 @@ def slow_steps(
                 cause,
                 share,
                 text,
-                _op_text(op_steps, str(r["worker"]), int(r["step"]), op_ref),
+                _op_text(in_step, str(r["worker"]), int(r["step"]), op_ref),
                 ", ".join(
                     f"{w} {v / 1e6:.1f} ms"
                     for w, v in zip(victims["worker"], victims["wait_ns"], strict=True)

@@ -191,7 +191,9 @@ def collective_summary(
     Returns:
         Columns ``worker, calls, measured (calls with ≥ 2 participants), collective_ms_per_step,
         wait_ms_per_step, wait_share (of its step time), arrived_last_share (of measured
-        calls), send_recv_ms_per_step``; waits and shares missing where nothing was measured.
+        calls), transfer_ms_per_step, transfer_share (time in measured collectives after the
+        last participant arrived: the collective itself), send_recv_ms_per_step``; waits,
+        transfers and shares missing where nothing was measured.
     """
     cols = [
         "worker",
@@ -201,6 +203,8 @@ def collective_summary(
         "wait_ms_per_step",
         "wait_share",
         "arrived_last_share",
+        "transfer_ms_per_step",
+        "transfer_share",
         "send_recv_ms_per_step",
     ]
     p2p = _in_steps(
@@ -218,12 +222,15 @@ def collective_summary(
     out[["calls", "measured"]] = out[["calls", "measured"]].astype("int64")
     m = part[part["measured"]].groupby("worker")
     wait = m["wait_ns"].sum().reindex(out["worker"]).to_numpy()
+    moving = (m["dur_ns"].sum() - m["wait_ns"].sum()).reindex(out["worker"]).to_numpy()
     last = m["last"].mean().reindex(out["worker"]).to_numpy()
     n_steps = out["worker"].map(steps["size"]).astype(float)
     out["collective_ms_per_step"] = out["dur"] / n_steps / 1e6
     out["wait_ms_per_step"] = wait / n_steps.to_numpy() / 1e6
     out["wait_share"] = wait / out["worker"].map(steps["sum"]).astype(float).to_numpy()
     out["arrived_last_share"] = last
+    out["transfer_ms_per_step"] = moving / n_steps.to_numpy() / 1e6
+    out["transfer_share"] = moving / out["worker"].map(steps["sum"]).astype(float).to_numpy()
     out["send_recv_ms_per_step"] = (
         out["worker"].map(p2p.groupby("worker")["dur_ns"].sum()).fillna(0.0) / n_steps / 1e6
     )

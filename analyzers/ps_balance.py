@@ -2,11 +2,12 @@
 and updates it served, and how busy it was; one PS carrying most of the load is a bottleneck
 that every worker waits on.
 
-    >>> ps_load(op_summary, workers)          # one row per PS task, busiest first
+    >>> ps_load(op_summary, workers, steps)   # one row per PS task, busiest first
 
 A PS task is recognised by what it runs: variable updates (``ResourceApply*``,
-``ResourceScatter*``, ``Assign*VariableOp``) and no gradient computation (no op under
-``gradient_tape/``): the workers compute gradients, the parameter servers apply them. Per PS:
+``ResourceScatter*``, ``Assign*VariableOp``), no gradient computation (no op under
+``gradient_tape/`` or ``gradients/``) and no training steps of its own: the workers run the
+steps and compute gradients, the parameter servers apply them. Per PS:
 
 * ``variables``: distinct update ops (one per variable it holds and updates);
 * ``reads`` / ``updates`` / ``sends``: ``ReadVariableOp``, update and ``_Send`` executions
@@ -35,21 +36,22 @@ PS_COLUMNS = [
 ]
 
 
-def ps_load(op_summary: pd.DataFrame, workers: pd.DataFrame) -> pd.DataFrame:
+def ps_load(op_summary: pd.DataFrame, workers: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Per parameter-server task: what it holds and serves, and its share of all PS busy time.
 
     Args:
         op_summary: ``analyzers.rule_inputs.op_summary`` (per worker, op type and name).
         workers: the ``workers`` frame (capture start/stop per worker).
+        steps: ``analyzers.steps.find_steps`` (a task with steps is a worker).
 
     Returns:
         Columns ``PS_COLUMNS``, busiest first; empty when no task looks like a PS.
     """
     ops = op_summary[~op_summary["on_device"].astype(bool)]
     update = ops["op_type"].astype(str).str.match(UPDATE)
-    grads = ops["op_name"].astype(str).str.startswith("gradient_tape/")
-    has_grads = set(ops.loc[grads, "worker"])
-    ps = sorted(set(ops.loc[update, "worker"]) - has_grads)
+    grads = ops["op_name"].astype(str).str.startswith(("gradient_tape/", "gradients/"))
+    trains = set(ops.loc[grads, "worker"]) | set(steps["worker"].astype(str))
+    ps = sorted(set(ops.loc[update, "worker"]) - trains)
     if not ps:
         return pd.DataFrame(columns=PS_COLUMNS)
     span = workers.assign(worker=workers["worker"].astype(str)).set_index("worker")

@@ -402,7 +402,7 @@ class SessionAnalysis:
     def ps_balance(self) -> pd.DataFrame:
         """Per parameter-server task: variables, reads, updates, busy time and its share of
         the load (``analyzers.ps_balance.ps_load``); empty without PS tasks."""
-        return ps_load(self.op_summary, self.meta.workers)
+        return ps_load(self.op_summary, self.meta.workers, self.steps)
 
     # ------------------------------------------------------------------ timeline
 

@@ -143,7 +143,7 @@ def ps_command(
     if a.ps_balance.empty and not csv:
         typer.echo(
             "podscope: no parameter-server task in this capture (a task that applies variable "
-            "updates and computes no gradients).",
+            "updates, computes no gradients and runs no training steps).",
             err=True,
         )
         return

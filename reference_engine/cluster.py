@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from reference_engine import netdelay
 from reference_engine.config import EngineConfig, EngineError
 from reference_engine.scenarios import SCENARIOS
 from reference_engine.workloads import validate_config
@@ -107,6 +108,24 @@ def _roles(workload: str, workers: int, ps: int) -> list[tuple[str, int]]:
     return [("worker", i) for i in range(workers)]
 
 
+def _slow_link(cfg: EngineConfig, cluster: dict[str, list[str]], proxy_port: int) -> str:
+    """The ``slow-allreduce`` scenario's proxy for worker ``straggler_task`` (``netdelay.ENV``
+    value: the others reach it through ``proxy_port``), or "" for other scenarios.
+
+    Raises:
+        EngineError: no such worker.
+    """
+    if not SCENARIOS[cfg.scenario].slow_link:
+        return ""
+    workers = cluster.get("worker", [])
+    if not 0 <= cfg.straggler_task < len(workers):
+        raise EngineError(
+            f"--straggler-task {cfg.straggler_task} is not a worker (0..{len(workers) - 1})"
+        )
+    target = int(workers[cfg.straggler_task].rsplit(":", 1)[1])
+    return f"{proxy_port}:{target}:{cfg.link_delay_ms}"
+
+
 def up(
     cfg: EngineConfig, *, workers: int, ps: int = 0, run_dir: Path, ready_timeout_s: float = 180.0
 ) -> Manifest:
@@ -120,18 +139,23 @@ def up(
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "engine.json").write_text(cfg.to_json())
     roles = _roles(cfg.workload, workers, ps)
-    ports = free_ports(2 * len(roles))
+    ports = free_ports(2 * len(roles) + 1)
     cluster: dict[str, list[str]] = {}
     for (role, _), port in zip(roles, ports, strict=False):
         cluster.setdefault(role, []).append(f"{HOST}:{port}")
+    slow_link = _slow_link(cfg, cluster, ports[-1])
     tasks = []
     for i, (role, index) in enumerate(roles):
         task_dir = run_dir / f"{role}-{index}"
         task_dir.mkdir(exist_ok=True)
         log = task_dir / "task.log"
+        seen = cluster  # how this task reaches the others
+        if slow_link and (role, index) != ("worker", cfg.straggler_task):
+            seen = {**cluster, "worker": list(cluster["worker"])}
+            seen["worker"][cfg.straggler_task] = f"{HOST}:{ports[-1]}"
         env = {
             **os.environ,
-            "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": role, "index": index}}),
+            "TF_CONFIG": json.dumps({"cluster": seen, "task": {"type": role, "index": index}}),
             "TF_USE_LEGACY_KERAS": "1",
             "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
             "PYTHONUNBUFFERED": "1",
@@ -139,6 +163,10 @@ def up(
         if cfg.memory_events or SCENARIOS[cfg.scenario].memory_leak:
             # TF records allocator events for BFC allocators only; CPU's default is not one.
             env["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
+        if cfg.preload:
+            env["LD_PRELOAD"] = cfg.preload
+        if slow_link and (role, index) == ("worker", cfg.straggler_task):
+            env[netdelay.ENV] = slow_link
         agent_port = ports[len(roles) + i]
         cmd = [
             sys.executable,

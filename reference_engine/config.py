@@ -26,7 +26,8 @@ class EngineConfig:
         tf32: TensorFloat-32 on Ampere+ GPUs (TF's default is on).
         jit_compile: compile the step with XLA.
         clip_norm: if set, a gradient transformer clips gradients to this global norm.
-        straggler_task: index of the worker that the ``straggler`` scenario slows down.
+        straggler_task: index of the worker that the ``straggler`` (or ``slow-allreduce``)
+            scenario slows down.
         straggler_ms: its extra time per step.
         input_delay_ms: per-batch delay of the ``input-bound`` scenario.
         host_overhead_ms: per-step host work of the ``host-overhead`` scenario.
@@ -34,6 +35,10 @@ class EngineConfig:
         slow_map_ms: per-batch cost of the ``slow-map`` scenario's expensive stage.
         table_mib: size of the ``ps-imbalance`` scenario's extra variable.
         leak_kib: what the ``memory-leak`` scenario keeps alive per step.
+        link_delay_ms: latency the ``slow-allreduce`` scenario adds to every chunk sent to or
+            from that worker.
+        preload: a shared library for every task's ``LD_PRELOAD`` (jemalloc keeps TF
+            2.20/2.21's host tracer from crashing non-chief MWMS workers; see the README).
         memory_events: run TF's CPU allocator as a BFC allocator, which records allocator
             events (always on for ``memory-leak``).
         seed: random seed of data and weights.
@@ -57,6 +62,8 @@ class EngineConfig:
     leak_kib: int = 256
     table_mib: float = 8.0
     memory_events: bool = False
+    link_delay_ms: float = 5.0
+    preload: str | None = None
     learning_rate: float = 0.05
     seed: int = 7
     extra: dict[str, Any] = field(default_factory=dict)

@@ -25,6 +25,8 @@ class Scenario:
         tiny_ops: ``tiny_ops`` extra tiny element-wise ops inside each step.
         eager: the step runs eagerly (no ``tf.function``; Keras ``run_eagerly=True``).
         step_markers: custom loops wrap each step in ``Trace('train', step_num=…, _r=1)``.
+        slow_link: the other workers reach worker ``straggler_task`` through a proxy that
+            delays every chunk ``link_delay_ms`` (a slow network path).
         ps_imbalance: one parameter server holds a large extra variable (``table_mib``) that
             every step reads and updates.
         memory_leak: every step appends a ``leak_kib`` tensor to a list that is never cleared.
@@ -44,6 +46,7 @@ class Scenario:
     slow_map: bool = False
     memory_leak: bool = False
     ps_imbalance: bool = False
+    slow_link: bool = False
     workloads: tuple[str, ...] = ALL
 
 
@@ -98,6 +101,15 @@ SCENARIOS: Mapping[str, Scenario] = {
         "The heap in use rises step after step by ~leak_kib while allocations outnumber "
         "deallocations; the memory analysis calls it a leak, the baseline's heap is flat.",
         memory_leak=True,
+        workloads=("mwms-loop",),
+    ),
+    "slow-allreduce": Scenario(
+        "The other workers reach worker straggler_task through a TCP proxy that delays every "
+        "chunk link_delay_ms each way (a slow network path); compute is unchanged.",
+        "With every worker traced: the all-reduce's latency (its shortest duration among "
+        "workers) grows while the arrival skew stays small: the collective, not a worker, is "
+        "slow.",
+        slow_link=True,
         workloads=("mwms-loop",),
     ),
     "ps-imbalance": Scenario(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors import agent
+from reference_engine import netdelay
 from reference_engine.config import EngineConfig
 from reference_engine.workloads import WORKLOADS, Task
 
@@ -42,6 +43,8 @@ def main() -> None:
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf-keras: see reference_engine.models
     tf_config = json.loads(os.environ["TF_CONFIG"])  # the process's edge: read once, passed in
     task = Task.from_tf_config(args.config.parent, tf_config)
+    if os.environ.get(netdelay.ENV):  # slow-allreduce: the others reach this task through it
+        netdelay.DelayProxy.from_env(os.environ[netdelay.ENV]).start()
     try:
         import tensorflow as tf
 

@@ -19,6 +19,7 @@ from reference_engine.config import EngineConfig
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "traces"
 FIXTURE_CACHE = REPO / "build" / "fixtures"
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
 
 def shared_trace(*parts: str) -> Path:
@@ -131,9 +132,11 @@ class ScenarioCapture:
 def scenario_capture(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Callable[..., ScenarioCapture]]:
-    """``scenario_capture(workload, scenario, workers=2, ps=0, host_tracer_level=2, **config)``: runs the cluster,
-    waits for warm-up, captures 2 s of every task with the default (safe) plan, stops the
-    cluster. Cached for the session: each scenario runs once however many tests use it."""
+    """``scenario_capture(workload, scenario, workers=2, ps=0, host_tracer_level=2,
+    full_trace=False, **config)``: runs the cluster, waits for warm-up, captures 2 s of every
+    task with the default (safe) plan, or with ``full_trace`` every worker host-traced (the
+    tasks run with jemalloc preloaded), stops the cluster. Cached for the session: each
+    scenario runs once however many tests use it."""
     require_tf()
     from collectors.capture import CaptureOptions, Target, capture
 
@@ -145,12 +148,25 @@ def scenario_capture(
         workers: int = 2,
         ps: int = 0,
         host_tracer_level: int = 2,
+        full_trace: bool = False,
         **config: object,
     ) -> ScenarioCapture:
-        key = (workload, scenario, workers, ps, host_tracer_level, tuple(sorted(config.items())))
+        key = (
+            workload,
+            scenario,
+            workers,
+            ps,
+            host_tracer_level,
+            full_trace,
+            tuple(sorted(config.items())),
+        )
         if key in made:
             return made[key]
         root = tmp_path_factory.mktemp(f"{workload}-{scenario}-h{host_tracer_level}")
+        if full_trace:  # every MWMS worker host-traced: safe with jemalloc only (README)
+            if not Path(JEMALLOC).exists():
+                pytest.skip(f"{JEMALLOC} absent (make test installs libjemalloc2)")
+            config = {**config, "preload": JEMALLOC}
         cfg = EngineConfig(workload=workload, scenario=scenario, steps=None, **config)  # type: ignore[arg-type]
         m = cluster.up(cfg, workers=workers, ps=ps, run_dir=root / "run", ready_timeout_s=240)
         try:
@@ -170,6 +186,7 @@ def scenario_capture(
                     duration_ms=2500,
                     delay_ms=300,
                     host_tracer_level=host_tracer_level,
+                    unsafe_full_trace=full_trace,
                 ),
             )
             bad = [(w.label, w.status, w.reason) for w in result.workers if w.status != "ok"]

@@ -68,6 +68,10 @@ class Thresholds:
     input_stage: tuple[float, float] = (0.5, 0.9)
     #: busiest parameter server's busy time / the mean over parameter servers
     ps_imbalance: tuple[float, float] = (1.6, 1.8)
+    #: time in collectives after every participant arrived, share of step time
+    collective_latency: tuple[float, float] = (0.15, 0.30)
+    #: ... when the collectives' median latency is at least this many times their median skew
+    latency_over_skew: float = 2.0
     #: a victim's wait for the culprit, share of its step time
     straggler_wait: tuple[float, float] = (0.1, 0.3)
     allreduce_per_step: float = 1.0

@@ -118,6 +118,51 @@ def collective_wait(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
+@rule("slow_collective", "The collectives themselves are slow (not a late worker)")
+def slow_collective(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    """Measured where a collective has at least two traced participants: the share of a
+    worker's step spent in collectives *after* the last participant arrived (moving data and
+    round trips, not waiting); a finding only when the median latency is at least twice the
+    median arrival skew."""
+    s = inp.collective_summary
+    if s.empty:
+        return skip("no collective ops or kernels in this trace")
+    measured = s[s["measured"] > 0]
+    if measured.empty:
+        return skip(
+            "each collective has one traced participant (the safe plan traces the chief's ops "
+            "alone): a slow collective and a wait for a slow peer look the same from one side"
+        )
+    top = measured.loc[measured["transfer_share"].idxmax()]
+    value = float(top["transfer_share"])
+    inst = inp.collectives.dropna(subset=["skew_ns"])
+    latency, skew = float(inst["latency_ns"].median()), float(inst["skew_ns"].median())
+    # The collective itself is the problem only when it outlasts the waiting for a late
+    # participant (else the straggler and collective_wait findings say it).
+    dominant = latency >= t.latency_over_skew * skew
+    return Verdict(
+        severity_of(value, t.collective_latency) if dominant else Severity.NONE,
+        value=value,
+        expression="float(prepare(frames).collective_summary.query('measured > 0').transfer_share.max())",
+        evidence={
+            "transfer_share_by_worker": measured.set_index("worker")["transfer_share"]
+            .round(4)
+            .to_dict(),
+            "median_latency_ms": round(latency / 1e6, 3),
+            "median_skew_ms": round(skew / 1e6, 3),
+            "latency_dominates": dominant,
+            "instances_per_step": round(len(inst) / max(1, inst["step"].nunique()), 2),
+        },
+        recommendation="Every participant arrives in time and the collective still takes long: "
+        "the network path (or interconnect) is slow or the collectives are many and small. "
+        "Check the link between the workers; pack gradients into fewer all-reduces "
+        "(tf.distribute.experimental.CommunicationOptions(bytes_per_pack=…)), all-reduce in "
+        "fp16 under mixed precision, or use NCCL on GPUs.",
+        at_stake_ns=float(top["transfer_ms_per_step"]) * 1e6 * 0.5,
+        page=page_at("/workers"),
+    )
+
+
 @rule("input_stage", "One input pipeline stage cannot keep up")
 def input_stage(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """The bottleneck stage's work per step as a share of the step time: a stage that works
@@ -217,7 +262,7 @@ def ps_imbalance(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     if len(ps) < 2:
         return skip(
             "needs at least two parameter-server tasks in the capture (tasks that apply "
-            "variable updates and compute no gradients)"
+            "variable updates, compute no gradients and run no training steps)"
         )
     value = float(ps["busy_ms"].max() / ps["busy_ms"].mean())
     top = ps.iloc[0]

@@ -227,7 +227,7 @@ def ps_section(a: SessionAnalysis, session: str) -> Any:
         return card(
             html.H5("Parameter servers"),
             empty(
-                "No parameter-server task (one that applies variable updates and computes no gradients)."
+                "No parameter-server task (one that applies variable updates, computes no gradients and runs no training steps)."
             ),
         )
     view = ps.assign(ops=[link("/ops", session=session, worker=w) for w in ps["worker"]])

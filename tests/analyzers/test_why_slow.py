@@ -30,6 +30,7 @@ def sync_worker(
     step_us: int = 3000,
     gpus: int = 0,
     kernel_late_us: int = 0,
+    end_us: int | None = None,
 ) -> bytes:
     """One worker of a synchronous job: each step a MatMul (own work) then an all-reduce that
     ends when the last worker arrives (at 1000 µs + the latest ``late_us``, set by the test
@@ -44,7 +45,7 @@ def sync_worker(
         start = t0 + late_us * US
         own = (500 + extra_matmul_us + extra_input_us) * US
         arrive = start + own
-        end = t0 + END_US * US
+        end = t0 + (end_us or END_US) * US
         host.event(py, "train", start, end - start, step_num=i, _r=1)
         if extra_input_us:
             host.event(ops, "IteratorGetNextOp::DoCompute", start, extra_input_us * US)
@@ -92,6 +93,26 @@ def test_collectives_matched_across_workers_name_the_last_arriver() -> None:
     assert s.loc["w_1", "wait_share"] == pytest.approx(400 / 1400)
     f = {x.rule_id: x for x in diagnose(a)}["collective_wait"]
     assert f.severity == "high" and f.evidence["arrived_last_most"] == "w_3"
+
+
+def test_a_slow_collective_is_told_from_a_wait_for_a_late_worker() -> None:
+    # everyone on time (own work ends at 500 µs), the all-reduce still ends at 1400 µs
+    slow = {
+        x.rule_id: x for x in diagnose(analysis(*[(f"w_{i}", sync_worker()) for i in range(3)]))
+    }
+    assert slow["slow_collective"].severity == "high"
+    assert slow["slow_collective"].value == pytest.approx(900 / 1400)
+    assert slow["collective_wait"].severity == "none"
+    # a late worker and a fast link (50 µs after the last arrival): the wait, not the link
+    late = analysis(
+        ("w_1", sync_worker(end_us=950)),
+        ("w_2", sync_worker(end_us=950)),
+        ("w_3", sync_worker(late_us=400, end_us=950)),
+    )
+    found = {x.rule_id: x for x in diagnose(late)}
+    assert found["slow_collective"].severity == "none"
+    assert found["slow_collective"].value == pytest.approx(50 / 550)  # w_3: 50 of its 550 µs
+    assert found["collective_wait"].severity == "high"
 
 
 def test_gpu_collectives_match_per_device_with_bus_bandwidth() -> None:

@@ -126,3 +126,25 @@ def test_ps_imbalance_names_the_loaded_parameter_server(scenario_capture) -> Non
     assert baseline.ps_balance["load_share"].iloc[0] < 0.8, baseline.ps_balance
     finding = next(f for f in baseline.findings if f.rule_id == "ps_imbalance")
     assert finding.severity == "none", finding
+
+
+def test_slow_allreduce_is_the_collective_not_a_worker(scenario_capture) -> None:  # type: ignore[no-untyped-def]
+    """Every worker host-traced (jemalloc keeps TF 2.20/2.21 from crashing them): the delayed
+    link makes each all-reduce slow after everyone arrived; the baseline's all-reduces are
+    about as long as its arrival skew."""
+    slow = analyse(scenario_capture("mwms-loop", "slow-allreduce", full_trace=True).session_dir)
+    base = analyse(scenario_capture("mwms-loop", "baseline", full_trace=True).session_dir)
+    for a in (slow, base):
+        assert (a.collective_summary["measured"] > 0).all(), a.collective_summary
+        assert (a.collectives["participants"] == 2).all()
+    latency = {
+        n: float(a.collectives["latency_ns"].median()) for n, a in (("slow", slow), ("base", base))
+    }
+    skew = float(slow.collectives["skew_ns"].median())
+    assert latency["slow"] >= 2 * latency["base"], latency
+    assert latency["slow"] >= 2 * skew, (latency, skew)
+    found = {f.rule_id: f for f in slow.findings}["slow_collective"]
+    assert found.severity in ("moderate", "high"), found
+    assert {f.rule_id: f for f in base.findings}["slow_collective"].severity == "none"
+    # nobody is a culprit: the link is slow for everyone
+    assert not (slow.roles["role"] == "culprit").any(), slow.roles
