@@ -95,6 +95,8 @@ _SUGGESTIONS = (
 ITERATOR_COLUMNS = [
     "worker",
     "iterator",
+    "parent",
+    "depth",
     "stage",
     "user_name",
     "calls",
@@ -129,8 +131,8 @@ def iterator_table(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
         stats: the ``stats`` frame (the user's ``name=`` of a stage is its ``name`` stat).
 
     Returns:
-        Columns ``ITERATOR_COLUMNS``, per worker the most work first; empty without tf.data
-        events.
+        Columns ``ITERATOR_COLUMNS`` (``parent``: the consuming iterator's path, ``depth``: 0
+        for ``Iterator::Root``), per worker the most work first; empty without tf.data events.
     """
     is_it = matches(events["name"], "Iterator::", how="startswith")
     is_get = matches(events["name"], GET_NEXT, how="match")
@@ -174,6 +176,9 @@ def iterator_table(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
         user_name=("user_name", "first"),
     ).reset_index()
     out["stage"] = out["iterator"].map(stage_of)
+    # the tree: Iterator::Root is depth 0, its input 1, …; a stage's parent is its consumer
+    out["depth"] = out["iterator"].str.count("::") - 1
+    out["parent"] = out["iterator"].str.rsplit("::", n=1).str[0].where(out["depth"] > 0, "")
     waits = out["stage"].isin(ASYNC_STAGES) | (out["stage"] == "Root")
     out["work_ps"] = np.where(waits, 0.0, out["self_ps"])
     out["wait_ps"] = np.where(waits, out["self_ps"], 0.0)

@@ -175,22 +175,24 @@ def input_section(a: SessionAnalysis, session: str) -> Any:
         )
         for r in summary[summary["bottleneck"] != ""].itertuples()
     ]
-    view = it.assign(
+    tree = it.sort_values(["worker", "iterator"], kind="stable")
+    view = tree.assign(
+        tree=["\u2003" * d + s for d, s in zip(tree["depth"], tree["stage"], strict=True)],
         timeline=[
             link("/timeline", session=session, worker=w, q=i)
-            for w, i in zip(it["worker"], it["iterator"], strict=True)
-        ]
-    )
+            for w, i in zip(tree["worker"], tree["iterator"], strict=True)
+        ],
+    ).drop(columns=["parent", "depth", "stage"])
     return card(
         html.H5("Input pipeline"),
         html.Ul(advice),
         grid(None, summary.drop(columns=["slowest_call_start_ns", "suggestion"])),
         html.H6(
-            "Iterators (self time as XProf's input op table; an asynchronous stage's self time "
-            "is waiting for its producer, not work)",
+            "Iterators as a tree, consumer above its inputs (self time as XProf's input op "
+            "table; an asynchronous stage's self time is waiting for its producer, not work)",
             className="mt-3",
         ),
-        grid(ids.WK_ITERATORS, view, links=("timeline",), pinned="iterator", height="360px"),
+        grid(ids.WK_ITERATORS, view, links=("timeline",), pinned="tree", height="360px"),
     )
 
 

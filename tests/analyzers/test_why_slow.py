@@ -251,6 +251,8 @@ def test_iterator_table_self_blocking_work_and_wait() -> None:
         "Iterator::Root::Prefetch::Map::TensorSlice",
     ]
     m = it.loc["Iterator::Root::Prefetch::Map"]
+    assert m["parent"] == "Iterator::Root::Prefetch" and m["depth"] == 2
+    assert it.loc["Iterator::Root", "parent"] == "" and it.loc["Iterator::Root", "depth"] == 0
     assert m["calls"] == 6 and m["self_ps"] == 6 * 750 * US and m["work_ps"] == m["self_ps"]
     assert m["blocking_self_ps"] == 0 and m["user_name"] == "augment"
     pf = it.loc["Iterator::Root::Prefetch"]  # on the step's thread: waiting, and blocking
