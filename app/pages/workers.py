@@ -134,12 +134,17 @@ def collectives_section(a: SessionAnalysis, session: str) -> Any:
     if s.empty:
         return card(html.H5("Collectives"), empty("No collective ops or kernels in this capture."))
     measured = bool((s["measured"] > 0).any())
+    keys = ["key", "step", "occurrence"]
+    # the timeline of the last arriver (or the one traced participant) at that step
+    who = (
+        a.collective_participants.sort_values("last", ascending=False, kind="stable")
+        .drop_duplicates(keys)
+        .set_index(keys)["worker"]
+    )
     view = inst.assign(
         timeline=[
-            link("/timeline", session=session, worker=(w or "").split(" ")[0] or None, step=st, q=k)
-            for w, st, k in zip(
-                inst["last_arriver"].fillna(""), inst["step"], inst["key"], strict=True
-            )
+            link("/timeline", session=session, worker=who.get((k, st, o)), step=st, q=k)
+            for k, st, o in zip(inst["key"], inst["step"], inst["occurrence"], strict=True)
         ]
     )
     return card(
