@@ -236,6 +236,9 @@ EXPLAINED = {
     # 68 ms (median 0.17 ms) made the mean input share 6.3 % (earlier runs: below 5 %); the
     # scenario does nothing to the input pipeline, the two training processes share 2 cores.
     "host-overhead": {"input_bound"},
+    # The leaked tensor is made by eager ops (random_normal) between steps, outside the
+    # step marker: eager op time and a gap between steps, as a user's own leak would show.
+    "memory-leak": {"eager", "step_gaps"},
     # An input stage slower than the step makes the step wait for input however much is
     # prefetched: input-bound and a slow IteratorGetNext follow from it.
     "slow-map": {"input_bound", "slow_iterator"},

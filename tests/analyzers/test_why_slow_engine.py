@@ -104,7 +104,7 @@ def test_memory_leak_is_found_and_peaks_equal_xprof(scenario_capture) -> None:  
 
 
 def test_ps_imbalance_names_the_loaded_parameter_server(scenario_capture) -> None:  # type: ignore[no-untyped-def]
-    cap = scenario_capture("ps", "ps-imbalance", workers=2, ps=2)
+    cap = scenario_capture("ps", "ps-imbalance", workers=1, ps=2)
     a = analyse(cap.session_dir)
     ps = a.ps_balance
     assert set(ps["worker"]) == {cap.label("ps:0"), cap.label("ps:1")}, ps
@@ -116,13 +116,12 @@ def test_ps_imbalance_names_the_loaded_parameter_server(scenario_capture) -> Non
         finding.severity in ("moderate", "high")
         and finding.evidence["busiest"] == ps["worker"].iloc[0]
     )
-    base_cap = scenario_capture("ps", "baseline", workers=2, ps=2)
+    base_cap = scenario_capture("ps", "baseline", workers=1, ps=2)
     baseline = analyse(base_cap.session_dir)
     assert len(baseline.ps_balance) == 2
-    # the workers' variable reads and gradient pushes: time in send/recv every step
+    # the worker's variable reads and gradient pushes: time in send/recv every step
     transfers = baseline.collective_summary.set_index("worker")["send_recv_ms_per_step"]
-    workers = [base_cap.label("worker:0"), base_cap.label("worker:1")]
-    assert (transfers.loc[workers] > 0).all(), transfers
+    assert transfers.loc[base_cap.label("worker:0")] > 0, transfers
     assert baseline.ps_balance["load_share"].iloc[0] < 0.8, baseline.ps_balance
     finding = next(f for f in baseline.findings if f.rule_id == "ps_imbalance")
     assert finding.severity == "none", finding
