@@ -13,6 +13,7 @@ from analyzers.diagnostics.base import (
     skip,
 )
 from analyzers.input_pipeline import suggestion
+from analyzers.pod import is_synchronous
 from analyzers.session import SessionAnalysis
 
 
@@ -50,13 +51,14 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     }.get(cause, "no single component explains it: compare its timeline with a victim's.")
     # Synchronous: what it costs is the victims' wait (none waiting: nothing held back).
     # Asynchronous: its own extra time per step, as a share of the median step.
-    sync = bool(inp.arrivals["wait_ns"].gt(0).any())
-    if not sync:
+    expression = "float(prepare(frames).roles.query(\"role == 'victim'\").wait_share.max() if (prepare(frames).roles.role == 'victim').any() else 0.0)"
+    if not is_synchronous(inp.arrivals):
         value = float(late["excess_ns"].mean()) / float(inp.arrivals["step_time_ns"].median())
+        expression = f"(lambda a: float(a.slow_steps.query(\"role == 'culprit' and worker == '{worker}'\").excess_ns.mean() / a.arrivals.step_time_ns.median()))(prepare(frames))"
     return Verdict(
         severity_of(value, t.straggler_wait),
         value=value,
-        expression="float(prepare(frames).roles.query(\"role == 'victim'\").wait_share.max() if (prepare(frames).roles.role == 'victim').any() else 0.0)",
+        expression=expression,
         evidence={
             "culprit": worker,
             "late_in_steps": f"{len(late)} of {int(culprits['steps'].iloc[0])}",

@@ -304,3 +304,51 @@ def test_no_tf_data_events_is_said() -> None:
     f = {x.rule_id: x for x in diagnose(a)}["input_stage"]
     assert not f.applies and "no tf.data" in f.reason
     assert pd.isna(a.input_pipeline["slowest_call_ms"].iloc[0])
+
+
+def async_worker(step_us: int) -> bytes:
+    """A ParameterServer-style worker: its own steps, nobody waits for anybody."""
+    b = SpaceBuilder()
+    host = b.plane("/host:CPU")
+    line = host.line(2, "tf_Compute")
+    for i in range(8):
+        t0 = i * 2000 * US
+        host.event(line, "train", t0, step_us * US, step_num=i, _r=1)
+        host.event(line, "dense/MatMul:MatMul", t0, (step_us - 100) * US)
+    b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+    return b.bytes()
+
+
+def test_asynchronous_culprit_costs_its_own_extra_time() -> None:
+    a = analysis(
+        ("w_1", async_worker(1000)), ("w_2", async_worker(1000)), ("w_3", async_worker(1600))
+    )
+    assert (
+        a.roles.set_index("worker")["role"] == pd.Series({"w_1": "", "w_2": "", "w_3": "culprit"})
+    ).all()
+    late = a.slow_steps[a.slow_steps["basis"] == "vs other workers"]
+    assert (late["cause"] == "host_compute").all() and (late["victims"] == "").all()
+    f = {x.rule_id: x for x in diagnose(a)}["straggler_cause"]
+    assert f.value == pytest.approx(600 / 1000) and f.severity == "high"
+
+
+def test_every_new_number_is_reproduced_by_its_expression() -> None:
+    from tests.analyzers.test_diagnostics import assert_expressions_reproduce
+
+    sessions = {
+        "culprit": [
+            ("w_1", sync_worker()),
+            ("w_2", sync_worker()),
+            ("w_3", sync_worker(late_us=400)),
+        ],
+        "slow link": [(f"w_{i}", sync_worker()) for i in range(3)],
+        "async": [
+            ("w_1", async_worker(1000)),
+            ("w_3", async_worker(1600)),
+            ("w_2", async_worker(1000)),
+        ],
+        "pipeline": [("w_1", pipeline_trace())],
+    }
+    for name, workers in sessions.items():
+        frames = merge([parse_xplane(data, worker=label) for label, data in workers])
+        assert assert_expressions_reproduce(frames) >= 3, name

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from analyzers.session import SessionAnalysis
+from tests.analyzers.test_diagnostics import assert_expressions_reproduce
 from trace_parsers import load
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow]
@@ -91,6 +92,7 @@ def test_memory_leak_is_found_and_peaks_equal_xprof(scenario_capture) -> None:  
         top = report.sort_values("peak_bytes").iloc[-1]
         assert bool(report["leak"].any()) == leaking, report
         if leaking:
+            assert assert_expressions_reproduce(load(cap.session_dir, cache=False)) >= 5
             kib = cap.config.leak_kib * 1024
             assert 0.8 * kib <= top["growth_bytes_per_step"] <= 1.2 * kib, top
             assert "[65536] float" in top["top_live"]
@@ -111,6 +113,7 @@ def test_ps_imbalance_names_the_loaded_parameter_server(scenario_capture) -> Non
     holder = a.op_summary[a.op_summary["op_name"].str.startswith("ps_table/")]
     assert ps["worker"].iloc[0] in set(holder["worker"]), (ps, holder)
     assert ps["load_share"].iloc[0] >= 0.8, ps
+    assert assert_expressions_reproduce(load(cap.session_dir, cache=False)) >= 5
     finding = next(f for f in a.findings if f.rule_id == "ps_imbalance")
     assert (
         finding.severity in ("moderate", "high")
