@@ -151,23 +151,16 @@ def scenario_capture(
         full_trace: bool = False,
         **config: object,
     ) -> ScenarioCapture:
-        key = (
-            workload,
-            scenario,
-            workers,
-            ps,
-            host_tracer_level,
-            full_trace,
-            tuple(sorted(config.items())),
-        )
-        if key in made:
-            return made[key]
-        root = tmp_path_factory.mktemp(f"{workload}-{scenario}-h{host_tracer_level}")
         if full_trace:  # every MWMS worker host-traced: safe with jemalloc only (README)
             if not Path(JEMALLOC).exists():
                 pytest.skip(f"{JEMALLOC} absent (make test installs libjemalloc2)")
             config = {**config, "preload": JEMALLOC}
         cfg = EngineConfig(workload=workload, scenario=scenario, steps=None, **config)  # type: ignore[arg-type]
+        # the same run however its options are spelled (defaults given or not)
+        key = (cfg.to_json(), workers, ps, host_tracer_level, full_trace)
+        if key in made:
+            return made[key]
+        root = tmp_path_factory.mktemp(f"{workload}-{scenario}-h{host_tracer_level}")
         m = cluster.up(cfg, workers=workers, ps=ps, run_dir=root / "run", ready_timeout_s=240)
         try:
             trainer = (

@@ -71,7 +71,7 @@ class Thresholds:
     #: time in collectives after every participant arrived, share of step time
     collective_latency: tuple[float, float] = (0.15, 0.30)
     #: ... when the collectives' median latency is at least this many times their median skew
-    latency_over_skew: float = 2.0
+    latency_over_skew: float = 3.0
     #: a victim's wait for the culprit, share of its step time
     straggler_wait: tuple[float, float] = (0.1, 0.3)
     allreduce_per_step: float = 1.0

@@ -124,8 +124,8 @@ def collective_wait(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 def slow_collective(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """Measured where a collective has at least two traced participants: the share of a
     worker's step spent in collectives *after* the last participant arrived (moving data and
-    round trips, not waiting); a finding only when the median latency is at least twice the
-    median arrival skew."""
+    round trips, not waiting); a finding only when the median latency is at least
+    ``latency_over_skew`` (3) times the median arrival skew."""
     s = inp.collective_summary
     if s.empty:
         return skip("no collective ops or kernels in this trace")

@@ -83,7 +83,8 @@ def test_baseline_pipeline_keeps_up(scenario_capture) -> None:  # type: ignore[n
 
 def test_memory_leak_is_found_and_peaks_equal_xprof(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     leak = scenario_capture("mwms-loop", "memory-leak")
-    base = scenario_capture("mwms-loop", "baseline", memory_events=True)
+    # the full-traced baseline of the slow-allreduce test, run with allocator events
+    base = scenario_capture("mwms-loop", "baseline", full_trace=True, memory_events=True)
     for cap, leaking in ((leak, True), (base, False)):
         a = analyse(cap.session_dir)
         chief = cap.label("worker:0")
@@ -134,8 +135,9 @@ def test_slow_allreduce_is_the_collective_not_a_worker(scenario_capture) -> None
     """Every worker host-traced (jemalloc keeps TF 2.20/2.21 from crashing them): the delayed
     link makes each all-reduce slow after everyone arrived; the baseline's all-reduces are
     about as long as its arrival skew."""
-    slow = analyse(scenario_capture("mwms-loop", "slow-allreduce", full_trace=True).session_dir)
-    base = analyse(scenario_capture("mwms-loop", "baseline", full_trace=True).session_dir)
+    run = {"full_trace": True, "memory_events": True}  # the memory test's baseline too
+    slow = analyse(scenario_capture("mwms-loop", "slow-allreduce", **run).session_dir)
+    base = analyse(scenario_capture("mwms-loop", "baseline", **run).session_dir)
     for a in (slow, base):
         assert (a.collective_summary["measured"] > 0).all(), a.collective_summary
         assert (a.collectives["participants"] == 2).all()
@@ -144,7 +146,7 @@ def test_slow_allreduce_is_the_collective_not_a_worker(scenario_capture) -> None
     }
     skew = float(slow.collectives["skew_ns"].median())
     assert latency["slow"] >= 2 * latency["base"], latency
-    assert latency["slow"] >= 2 * skew, (latency, skew)
+    assert latency["slow"] >= 3 * skew, (latency, skew)
     found = {f.rule_id: f for f in slow.findings}["slow_collective"]
     assert found.severity in ("moderate", "high"), found
     assert {f.rule_id: f for f in base.findings}["slow_collective"].severity == "none"

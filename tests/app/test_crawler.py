@@ -40,7 +40,7 @@ def crawl_logdir(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtu
     root = tmp_path_factory.mktemp("crawl")
     profile = root / "plugins" / "profile"
     try:
-        capture = request.getfixturevalue("scenario_capture")("mwms-loop", "straggler")
+        capture = request.getfixturevalue("scenario_capture")("mwms-loop", "straggler", workers=3)
         shutil.copytree(capture.session_dir, profile / CPU)
     except pytest.skip.Exception:
         pass
@@ -90,9 +90,7 @@ class Visit:
     def shot(self, name: str) -> None:
         folder = ARTIFACTS / "crawl"
         folder.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(
-            path=str(folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.png"), full_page=True
-        )
+        self.page.screenshot(path=str(folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.png"))
 
     def download(self, button: str) -> None:
         """Clicks a download button; the file must come and not be empty."""

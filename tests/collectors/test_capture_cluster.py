@@ -157,13 +157,15 @@ def test_second_concurrent_capture_is_told_busy(
     ]
 
 
-def test_twenty_captures_never_kill_mwms_training(
+def test_eight_captures_never_kill_mwms_training(
     start_cluster: StartCluster, tmp_path: Path
 ) -> None:
-    """The default (safe) plan on a 3-worker MWMS job: 20 consecutive 2 s captures."""
+    """The default (safe) plan on a 3-worker MWMS job: 8 consecutive 2 s captures (the full
+    host trace crashed half of such jobs, most at the first captures; bench.capture_safety
+    runs longer series)."""
     m = start_cluster(EngineConfig(workload="mwms-loop", steps=None), workers=3)
     wait_steps(m.tasks[0], 5)
-    for i in range(20):
+    for i in range(8):
         result = grab(m, tmp_path / "logdir", session=f"s{i:02d}")
         assert result.exit_code() == EXIT_OK, (
             i,

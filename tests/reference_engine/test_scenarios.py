@@ -62,7 +62,7 @@ def test_ps_straggler_step_time(scenario_capture) -> None:  # type: ignore[no-un
 
 def test_mwms_straggler_makes_others_wait_in_collectives(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     base = chief_events(scenario_capture("mwms-loop", "baseline"))
-    cap = scenario_capture("mwms-loop", "straggler", straggler_task=1, straggler_ms=60.0)
+    cap = scenario_capture("mwms-loop", "straggler", workers=3, straggler_task=1, straggler_ms=60.0)
     ev = chief_events(cap)
 
     def collective_ms_per_step(e: pd.DataFrame) -> float:

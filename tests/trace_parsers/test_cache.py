@@ -162,7 +162,7 @@ def test_corrupted_cache_entries_are_misses_never_crashes(tmp_path: Path) -> Non
 
     repo = Path(__file__).resolve().parents[2]
     r = subprocess.run(
-        [sys.executable, "-c", FUZZ_CACHE, str(tmp_path), "300"],
+        [sys.executable, "-c", FUZZ_CACHE, str(tmp_path), "150"],
         capture_output=True,
         text=True,
         timeout=300,
