@@ -514,6 +514,16 @@ MEMORY_COLUMNS = [
 ]
 
 
+#: The allocator event stats read: the columns' own, plus what bytes in use and the
+#: allocator's name are made of.
+_MEMORY_STATS = frozenset(MEMORY_COLUMNS[4:]) - {"event", "tf_op"} | {
+    "bytes_allocated",
+    "bytes_reserved",
+    "allocator_name",
+    "index_on_host",
+}
+
+
 def memory_timeline(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
     """Bytes in use over time per worker and allocator, from TF's allocator events.
 
@@ -527,27 +537,7 @@ def memory_timeline(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
     mem = events[isin(events["name"], {"MemoryAllocation", "MemoryDeallocation"})]
     if mem.empty:
         return pd.DataFrame(columns=MEMORY_COLUMNS)
-    s = stats[
-        stats["event_row"].isin(mem.index)
-        & isin(
-            stats["key"],
-            {
-                "bytes_allocated",
-                "bytes_reserved",
-                "peak_bytes_in_use",
-                "requested_bytes",
-                "allocator_name",
-                "index_on_host",
-                "addr",
-                "allocation_bytes",
-                "fragmentation",
-                "bytes_available",
-                "data_type",
-                "shape",
-                "region_type",
-            },
-        )
-    ]
+    s = stats[stats["event_row"].isin(mem.index) & isin(stats["key"], _MEMORY_STATS)]
     nums = s.pivot_table(
         index="event_row", columns="key", values="int_value", aggfunc="first", observed=True
     ).reindex(mem.index)

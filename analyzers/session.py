@@ -64,11 +64,8 @@ if TYPE_CHECKING:
 #: Derived frames that a per-worker analysis computes for each worker and concatenates
 #: (``from_parts``; the breakdown is cut to the aligned steps first). Only these and the op
 #: tables read events; the findings read none (the timeline and event details do).
-PER_WORKER = (
-    "steps",
-    "methods",
-    "memory",
-    "breakdown",
+#: Of those, the per-worker reductions the rules read besides steps, breakdown and memory.
+RULE_FRAMES = (
     "op_counts",
     "op_summary",
     "rule_events",
@@ -77,6 +74,7 @@ PER_WORKER = (
     "iterators",
     "collective_calls",
 )
+PER_WORKER = ("steps", "methods", "memory", "breakdown", *RULE_FRAMES)
 
 
 #: Workers whose events and timeline index a session keeps in memory.

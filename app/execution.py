@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from analyzers.breakdown import step_breakdown
 from analyzers.ops import BY
-from analyzers.session import SessionAnalysis
+from analyzers.session import RULE_FRAMES, SessionAnalysis
 from analyzers.steps import align_steps
 from app.summary import summarize
 from trace_parsers import TraceParseError, load
@@ -48,16 +48,6 @@ from trace_parsers.schema import TraceFrames, empty_frame
 #: Derived frames a task can compute; ``ops:<by>`` for each op table; ``rules``: what the
 #: diagnostics rules read (``analyzers.rule_inputs``; with it, the findings need no events).
 PARTS = frozenset({"steps", "breakdown", "memory", "rules", *(f"ops:{b}" for b in BY)})
-#: What ``rules`` computes besides the parts the rules also read.
-RULE_FRAMES = (
-    "op_counts",
-    "op_summary",
-    "rule_events",
-    "worker_events",
-    "device_starts",
-    "iterators",
-    "collective_calls",
-)
 RULE_PARTS = frozenset({"steps", "breakdown", "memory", "ops:kernel", "rules"})
 #: The small frames every task returns (what pages and rules need besides the derived ones).
 SMALL_FRAMES = ("planes", "lines", "workers", "parse_notes", "plane_stats", "hlo_ops")

@@ -64,18 +64,7 @@ def make_dataset(
     if scenario.slow_map:
         ds = _slow_map_stages(ds, cfg.slow_map_ms / 1000.0, tf)
     if scenario.input_delay:
-        delay_s = cfg.input_delay_ms / 1000.0
-
-        def slow(features: Any, label: Any) -> tuple[Any, Any]:
-            def sleep(a: np.ndarray) -> np.ndarray:
-                time.sleep(delay_s)
-                return a
-
-            out = tf.numpy_function(sleep, [features], tf.float32)
-            out.set_shape(features.shape)
-            return out, label
-
-        ds = ds.map(slow)
+        ds = ds.map(_sleeping_map(cfg.input_delay_ms / 1000.0, tf))
     if per_worker_delay:
         delay = tf.strings.to_number(tf.io.read_file(STRAGGLER_DELAY_FILE), out_type=tf.int64)
         ds = _sleep_dataset(ds, delay, tf)
@@ -89,22 +78,28 @@ def make_dataset(
     return ds.with_options(opts)
 
 
+def _sleeping_map(delay_s: float, tf: Any) -> Any:
+    """A map function over (features, label) batches that takes ``delay_s`` on the host (a
+    ``numpy_function``: tf.data can neither fuse nor parallelize it away)."""
+
+    def slow(features: Any, label: Any) -> tuple[Any, Any]:
+        def sleep(a: np.ndarray) -> np.ndarray:
+            time.sleep(delay_s)
+            return a
+
+        out = tf.numpy_function(sleep, [features], tf.float32)
+        out.set_shape(features.shape)
+        return out, label
+
+    return slow
+
+
 def _slow_map_stages(ds: Any, delay_s: float, tf: Any) -> Any:
     """Three named map stages over batches: cheap ``scale``, expensive ``augment`` (a host
     function that takes ``delay_s`` per batch: a stand-in for Python augmentation), cheap
     ``clip``."""
-
-    def augment(features: Any, label: Any) -> tuple[Any, Any]:
-        def work(a: np.ndarray) -> np.ndarray:
-            time.sleep(delay_s)
-            return a
-
-        out = tf.numpy_function(work, [features], tf.float32)
-        out.set_shape(features.shape)
-        return out, label
-
     ds = ds.map(lambda f, y: (f * 1.0, y), name="scale")
-    ds = ds.map(augment, name="augment")
+    ds = ds.map(_sleeping_map(delay_s, tf), name="augment")
     return ds.map(lambda f, y: (tf.clip_by_value(f, -10.0, 10.0), y), name="clip")
 
 

@@ -3,6 +3,8 @@ the collectives, and which input stage cannot keep up."""
 
 from __future__ import annotations
 
+import pandas as pd
+
 from analyzers.diagnostics.base import (
     Severity,
     Thresholds,
@@ -81,10 +83,9 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("collective_wait", "Workers wait in collectives for a late participant")
-def collective_wait(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    """Measured where a collective has at least two traced participants: the largest share of
-    a worker's step time spent waiting for the last arriver."""
+def _measured(inp: SessionAnalysis) -> pd.DataFrame | Verdict:
+    """The collective summary's workers with measured instances (≥ 2 traced participants),
+    or the not-applicable verdict that says why there are none."""
     s = inp.collective_summary
     if s.empty:
         return skip("no collective ops or kernels in this trace")
@@ -92,9 +93,19 @@ def collective_wait(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     if measured.empty:
         return skip(
             "each collective has one traced participant (the safe plan traces the chief's ops "
-            "alone): skew and waits cannot be measured here; see the straggler cause finding, "
-            "which estimates them from step starts"
+            "alone): from one side, waiting for a slow peer and a slow collective look the "
+            "same; the straggler cause finding estimates waits from step starts"
         )
+    return measured
+
+
+@rule("collective_wait", "Workers wait in collectives for a late participant")
+def collective_wait(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    """Measured where a collective has at least two traced participants: the largest share of
+    a worker's step time spent waiting for the last arriver."""
+    measured = _measured(inp)
+    if isinstance(measured, Verdict):
+        return measured
     top = measured.loc[measured["wait_share"].idxmax()]
     value = float(top["wait_share"])
     inst = inp.collectives.dropna(subset=["skew_ns"])
@@ -126,15 +137,9 @@ def slow_collective(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     worker's step spent in collectives *after* the last participant arrived (moving data and
     round trips, not waiting); a finding only when the median latency is at least
     ``latency_over_skew`` (3) times the median arrival skew."""
-    s = inp.collective_summary
-    if s.empty:
-        return skip("no collective ops or kernels in this trace")
-    measured = s[s["measured"] > 0]
-    if measured.empty:
-        return skip(
-            "each collective has one traced participant (the safe plan traces the chief's ops "
-            "alone): a slow collective and a wait for a slow peer look the same from one side"
-        )
+    measured = _measured(inp)
+    if isinstance(measured, Verdict):
+        return measured
     top = measured.loc[measured["transfer_share"].idxmax()]
     value = float(top["transfer_share"])
     inst = inp.collectives.dropna(subset=["skew_ns"])
