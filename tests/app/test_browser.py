@@ -480,6 +480,7 @@ def test_ops_grid_leads_with_the_name_and_its_cost_most_expensive_first(page, se
 def test_diagnostics_numbers_have_units(page, server) -> None:  # type: ignore[no-untyped-def]
     page.goto(server + "/diagnostics?session=2026_01_03_gpu")
     settle(page)
+    page.get_by_text("Checked, nothing to fix").wait_for()  # the findings are drawn
     text = page.inner_text("#_pages_content")
     titles = page.locator("strong").all_inner_texts()
     assert any(" — " in t for t in titles)
