@@ -62,7 +62,7 @@ class EngineConfig:
     leak_kib: int = 256
     table_mib: float = 8.0
     memory_events: bool = False
-    link_delay_ms: float = 10.0
+    link_delay_ms: float = 20.0
     preload: str | None = None
     learning_rate: float = 0.05
     seed: int = 7
