@@ -99,6 +99,12 @@ def _measured(inp: SessionAnalysis) -> pd.DataFrame | Verdict:
     return measured
 
 
+def _medians(inp: SessionAnalysis) -> tuple[float, float]:
+    """Median latency and arrival skew (ns) of the instances with ≥ 2 traced participants."""
+    inst = inp.collectives.dropna(subset=["skew_ns"])
+    return float(inst["latency_ns"].median()), float(inst["skew_ns"].median())
+
+
 @rule("collective_wait", "Workers wait in collectives for a late participant")
 def collective_wait(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """Measured where a collective has at least two traced participants: the largest share of
@@ -108,8 +114,8 @@ def collective_wait(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         return measured
     top = measured.loc[measured["wait_share"].idxmax()]
     value = float(top["wait_share"])
-    inst = inp.collectives.dropna(subset=["skew_ns"])
-    last = inst["last_arriver"].value_counts(normalize=True)
+    latency, skew = _medians(inp)
+    last = inp.collectives["last_arriver"].value_counts(normalize=True)
     return Verdict(
         severity_of(value, t.collectives),
         value=value,
@@ -118,10 +124,8 @@ def collective_wait(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             "wait_share_by_worker": measured.set_index("worker")["wait_share"].round(4).to_dict(),
             "arrived_last_most": str(last.index[0]) if len(last) else "",
             "arrived_last_share": round(float(last.iloc[0]), 3) if len(last) else 0.0,
-            "median_skew_ms": round(float(inst["skew_ns"].median()) / 1e6, 3) if len(inst) else 0.0,
-            "median_latency_ms": round(float(inst["latency_ns"].median()) / 1e6, 3)
-            if len(inst)
-            else 0.0,
+            "median_skew_ms": round(skew / 1e6, 3),
+            "median_latency_ms": round(latency / 1e6, 3),
         },
         recommendation="The wait is for the last arriver, not the network: fix that participant "
         "(see the straggler finding); if latency dominates instead, pack gradients into fewer "
@@ -143,7 +147,7 @@ def slow_collective(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     top = measured.loc[measured["transfer_share"].idxmax()]
     value = float(top["transfer_share"])
     inst = inp.collectives.dropna(subset=["skew_ns"])
-    latency, skew = float(inst["latency_ns"].median()), float(inst["skew_ns"].median())
+    latency, skew = _medians(inp)
     # The collective itself is the problem only when it outlasts the waiting for a late
     # participant (else the straggler and collective_wait findings say it).
     dominant = latency >= t.latency_over_skew * skew

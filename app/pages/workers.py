@@ -70,6 +70,16 @@ def empty(text: str) -> html.P:
     return html.P(text, className="podscope-muted")
 
 
+def nothing(title: str, why: str) -> Any:
+    """A section without data: its title and why there is none."""
+    return card(html.H5(title), empty(why))
+
+
+def with_ops_links(frame: pd.DataFrame, session: str) -> pd.DataFrame:
+    """``frame`` with an ``ops`` column linking each row's worker to the Ops page."""
+    return frame.assign(ops=[link("/ops", session=session, worker=w) for w in frame["worker"]])
+
+
 def culprits_section(a: SessionAnalysis, session: str) -> Any:
     roles, slow = a.roles, a.slow_steps
     culprit = roles[roles["role"] == "culprit"]
@@ -132,7 +142,7 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
 def collectives_section(a: SessionAnalysis, session: str) -> Any:
     s, inst = a.collective_summary, a.collectives
     if s.empty:
-        return card(html.H5("Collectives"), empty("No collective ops or kernels in this capture."))
+        return nothing("Collectives", "No collective ops or kernels in this capture.")
     measured = bool((s["measured"] > 0).any())
     keys = ["key", "step", "occurrence"]
     # the timeline of the last arriver (or the one traced participant) at that step
@@ -165,9 +175,9 @@ def collectives_section(a: SessionAnalysis, session: str) -> Any:
 def input_section(a: SessionAnalysis, session: str) -> Any:
     it, summary = a.iterators, a.input_pipeline
     if it.empty:
-        return card(
-            html.H5("Input pipeline"),
-            empty("No tf.data iterator events (TF records them at host_tracer_level ≥ 2)."),
+        return nothing(
+            "Input pipeline",
+            "No tf.data iterator events (TF records them at host_tracer_level ≥ 2).",
         )
     advice = [
         html.Li(
@@ -204,12 +214,10 @@ def input_section(a: SessionAnalysis, session: str) -> Any:
 def memory_section(a: SessionAnalysis, session: str) -> Any:
     report = a.memory_report
     if report.empty:
-        return card(
-            html.H5("Memory"),
-            empty(
-                "No allocator events: TF records them for BFC allocators (GPU hosts, or CPU "
-                "with TF_CPU_ALLOCATOR_USE_BFC=true)."
-            ),
+        return nothing(
+            "Memory",
+            "No allocator events: TF records them for BFC allocators (GPU hosts, or CPU "
+            "with TF_CPU_ALLOCATOR_USE_BFC=true).",
         )
     leaks = report[report["leak"]]
     verdict = (
@@ -224,20 +232,20 @@ def memory_section(a: SessionAnalysis, session: str) -> Any:
         if len(leaks)
         else None
     )
-    view = report.assign(ops=[link("/ops", session=session, worker=w) for w in report["worker"]])
-    return card(html.H5("Memory"), verdict, grid(None, view, links=("ops",)))
+    return card(
+        html.H5("Memory"), verdict, grid(None, with_ops_links(report, session), links=("ops",))
+    )
 
 
 def ps_section(a: SessionAnalysis, session: str) -> Any:
     ps = a.ps_balance
     if ps.empty:
-        return card(
-            html.H5("Parameter servers"),
-            empty(
-                "No parameter-server task (one that applies variable updates, computes no gradients and runs no training steps)."
-            ),
+        return nothing(
+            "Parameter servers",
+            "No parameter-server task (one that applies variable updates, computes no "
+            "gradients and runs no training steps).",
         )
-    view = ps.assign(ops=[link("/ops", session=session, worker=w) for w in ps["worker"]])
+    view = with_ops_links(ps, session)
     return card(
         html.H5("Parameter servers"),
         empty("TF's trace has no tensor sizes on _Send / ReadVariableOp: the load is time."),
