@@ -4,6 +4,11 @@ a cause named only when one component explains most of it.
     >>> arr = arrivals(pod, comparable_workers(methods))   # arrival, wait, estimated?
     >>> slow = slow_steps(arr, op_steps)         # per slow worker-step: excess and its split
     >>> roles(arr, slow)                         # per worker: culprit / victim / —
+    >>> stragglers(arr, roles(arr, slow))        # per worker: lateness score, named or not
+
+One decision, read everywhere: a worker is *the* straggler (Pod Viewer badge, ``straggler``
+and ``straggler_cause`` findings, Workers page, CLI) exactly when ``roles`` calls it the
+culprit; ``stragglers`` only adds its mean lateness as a multiple of the median step.
 
 Synchronous jobs (MultiWorkerMirroredStrategy): every worker ends a step together, so a slow
 worker does not have a longer step; it *arrives* at the step's collectives later, and the
@@ -126,6 +131,19 @@ def _others_median(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
     return pd.DataFrame(ref, index=frame.index, columns=cols)
 
 
+def lateness(arr: pd.DataFrame) -> pd.Series:
+    """Per worker-step (``arrivals`` rows): how much later it arrives at the collectives than
+    the other workers' median arrival in that step (synchronous), or how much longer its step
+    is than theirs (asynchronous), in ns; NaN where no other worker has that step."""
+    if arr.empty:
+        return pd.Series(dtype="float64")
+    first = arr.groupby("step")["start_ns"].transform("min")
+    # relative to the step's first start: epoch nanoseconds do not fit a float exactly
+    metric = arr["arrival_ns"] - first if is_synchronous(arr) else arr["step_time_ns"]
+    frame = pd.DataFrame({"step": arr["step"], "_metric": metric.astype(float)}, index=arr.index)
+    return frame["_metric"] - _others_median(frame, ["_metric"])["_metric"]
+
+
 def _split(delta: pd.Series, excess: float, share: float) -> tuple[str, float, str]:
     """(cause, its share of the excess, the components as text) from per-component excess."""
     pos = delta[delta > 0.005 * excess].sort_values(ascending=False)
@@ -143,12 +161,27 @@ def _op_text(op_steps: pd.DataFrame, worker: str, step: int, ref: pd.Series) -> 
     return ", ".join(f"{k} {v / 1e9:+.2f} ms" for k, v in extra.items())
 
 
+SLOW_OP_COLUMNS = ["worker", "step", "op_type", "self_ps"]
+
+
+def _no_op_steps() -> pd.DataFrame:
+    """An empty ``op_steps_of`` frame, typed (an untyped one breaks ``nlargest``)."""
+    return pd.DataFrame(
+        {
+            "worker": pd.Series(dtype=str),
+            "step": pd.Series(dtype="int64"),
+            "op_type": pd.Series(dtype=str),
+            "self_ps": pd.Series(dtype="float64"),
+        }
+    )
+
+
 def op_steps_of(op_counts: pd.DataFrame, aligned: pd.DataFrame) -> pd.DataFrame:
     """``rule_inputs.op_counts`` (per own step start) → per worker, aligned step and op type:
     ``worker, step, op_type, self_ps``."""
-    cols = ["worker", "step", "op_type", "self_ps"]
+    cols = SLOW_OP_COLUMNS
     if op_counts.empty or aligned.empty:
-        return pd.DataFrame(columns=cols)
+        return _no_op_steps()
     keys = aligned[["worker", "start_ns", "step"]].astype({"worker": str})
     keys = keys.rename(columns={"start_ns": "step_start_ns"})
     return op_counts.merge(keys, on=["worker", "step_start_ns"])[cols]
@@ -186,13 +219,10 @@ def slow_steps(
     comp.columns = OWN_WORK
     comp[arr["estimated"].to_numpy()] = np.nan
     frame = pd.concat([arr[["worker", "step"]], comp], axis=1)
-    first = arr.groupby("step")["start_ns"].transform("min")
-    frame[LATE] = arr["start_ns"] - first
-    # relative to the step's first start: epoch nanoseconds do not fit a float exactly
-    frame["_metric"] = arr["arrival_ns"] - first if sync else arr["step_time_ns"]
-    ref = _others_median(frame, [*OWN_WORK, LATE, "_metric"])
+    frame[LATE] = arr["start_ns"] - arr.groupby("step")["start_ns"].transform("min")
+    ref = _others_median(frame, [*OWN_WORK, LATE])
     rows: list[tuple[object, ...]] = []
-    excess = frame["_metric"] - ref["_metric"]
+    excess = lateness(arr)
     ops_by_step = {int(k): g for k, g in op_steps.groupby("step")}
     for i in np.flatnonzero((excess >= min_excess * median_step).to_numpy()):
         r = arr.iloc[i]
@@ -301,3 +331,56 @@ def roles(arr: pd.DataFrame, slow: pd.DataFrame, majority: float = 0.5) -> pd.Da
     is_victim = (victim_steps >= majority * steps["steps"]).reindex(out["worker"]).to_numpy()
     out["role"] = np.where(out["worker"].isin(named), "culprit", np.where(is_victim, "victim", ""))
     return out[["worker", "steps", "culprit_steps", "mean_wait_ms", "wait_share", "role"]]
+
+
+STRAGGLER_COLUMNS = [
+    "worker",
+    "score",
+    "late_ms",
+    "last_share",
+    "mean_step_time_ns",
+    "mode",
+    "straggler",
+]
+
+
+def stragglers(arr: pd.DataFrame, role_table: pd.DataFrame) -> pd.DataFrame:
+    """One row per compared worker: its mean lateness and whether it is the straggler.
+
+    Args:
+        arr: ``arrivals`` output.
+        role_table: ``roles`` output for the same rows (the decision: role ``culprit``).
+
+    Returns:
+        Columns ``STRAGGLER_COLUMNS``, highest score first: ``score`` = mean ``lateness``
+        over its steps as a multiple of the median step time (``0.4`` = 0.4× the median step;
+        not a share), ``late_ms`` the same in ms, ``last_share`` the share of steps in which
+        it arrived last (asynchronous: was the slowest), ``mode`` synchronous or
+        asynchronous, ``straggler`` True for the culprit of ``roles``.
+    """
+    if arr.empty:
+        return pd.DataFrame(columns=STRAGGLER_COLUMNS)
+    late = lateness(arr)
+    median_step = float(arr["step_time_ns"].median())
+    worker = arr["worker"].astype(str)
+    last = late.eq(late.groupby(arr["step"]).transform("max"))
+    out = pd.DataFrame(
+        {
+            "score": (late / median_step).groupby(worker).mean(),
+            "late_ms": late.groupby(worker).mean() / 1e6,
+            "last_share": last.groupby(worker).mean(),
+            "mean_step_time_ns": arr.groupby(worker)["step_time_ns"].mean(),
+        }
+    ).rename_axis("worker")
+    out = out.reset_index()
+    out["mode"] = "synchronous" if is_synchronous(arr) else "asynchronous"
+    culprits = set(role_table.loc[role_table["role"] == "culprit", "worker"].astype(str))
+    out["straggler"] = out["worker"].isin(culprits)
+    return out.sort_values("score", ascending=False, ignore_index=True)[STRAGGLER_COLUMNS]
+
+
+def straggler_verdict(pod: pd.DataFrame, comparable: set[str] | None = None) -> pd.DataFrame:
+    """``stragglers`` straight from a pod view (no op split of the slow steps): the same
+    decision ``SessionAnalysis.stragglers`` makes, for a library user holding ``pod_view``."""
+    arr = arrivals(pod, comparable)
+    return stragglers(arr, roles(arr, slow_steps(arr, _no_op_steps())))

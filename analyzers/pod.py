@@ -1,7 +1,9 @@
 """The pod view: per step, every worker side by side; who is slow, how often, and why.
 
     >>> pod = pod_view(breakdown)            # one row per worker × step
-    >>> stragglers(pod)                      # one row per worker: score, named straggler or not
+
+Who is the straggler is decided once, from the pod view, in ``analyzers.attribution``
+(arrivals at the collectives, culprits and victims); this module gives it the per-step rows.
 
 Synchronous jobs (MultiWorkerMirroredStrategy: every worker ends each step together) and
 asynchronous ones (ParameterServerStrategy) need different evidence:
@@ -11,9 +13,6 @@ asynchronous ones (ParameterServerStrategy) need different evidence:
   start of that step.
 * asynchronous: the straggler's steps are simply longer. Excess = step time / median step time
   of all workers − 1.
-
-A worker is named straggler when its score (mean lateness or excess, as a share of the median
-step time) is at least ``min_score`` and at least ``dominance`` times the next worker's.
 """
 
 from __future__ import annotations
@@ -64,41 +63,6 @@ def is_synchronous(pod: pd.DataFrame, tolerance: float = 0.1) -> bool:
         "step_time_ns"
     ].transform("median")
     return bool(spread.median() <= tolerance)
-
-
-def stragglers(pod: pd.DataFrame, min_score: float = 0.25, dominance: float = 2.0) -> pd.DataFrame:
-    """One row per worker: straggler score, steps where it was last, and whether it is named.
-
-    Returns:
-        Columns ``worker, score, last_share, mean_step_time_ns, mode, straggler`` sorted by
-        score (highest first). ``last_share`` = share of steps where this worker was the last
-        to arrive (synchronous) or the slowest (asynchronous).
-    """
-    if pod.empty:
-        return pd.DataFrame(
-            columns=["worker", "score", "last_share", "mean_step_time_ns", "mode", "straggler"]
-        )
-    sync = is_synchronous(pod)
-    median_step = float(pod["step_time_ns"].median())
-    metric = pod["lateness_ns"] / median_step if sync else pod["excess"]
-    per_step_max = metric.groupby(pod["step"]).transform("max")
-    out = pd.DataFrame(
-        {
-            "score": metric.groupby(pod["worker"]).mean(),
-            "last_share": (metric == per_step_max).groupby(pod["worker"]).mean(),
-            "mean_step_time_ns": pod.groupby("worker")["step_time_ns"].mean(),
-        }
-    ).reset_index()
-    out["mode"] = "synchronous" if sync else "asynchronous"
-    out = out.sort_values("score", ascending=False, ignore_index=True)
-    second = out["score"].iloc[1] if len(out) > 1 else 0.0
-    named = (
-        (out.index == 0)
-        & (out["score"] >= min_score)
-        & (out["score"] >= dominance * max(second, 0.0))
-    )
-    out["straggler"] = named
-    return out
 
 
 def device_imbalance(breakdown: pd.DataFrame) -> pd.DataFrame:
@@ -169,25 +133,45 @@ def worker_summary(breakdown: pd.DataFrame, straggler_table: pd.DataFrame) -> pd
     return order.drop(columns="_busy").reset_index(drop=True)
 
 
-def device_activity(planes: pd.DataFrame, breakdown: pd.DataFrame) -> pd.DataFrame:
-    """Per worker × accelerator (GPU/TPU plane): in how many steps it worked and how much.
+def device_activity(
+    planes: pd.DataFrame, busy: pd.DataFrame, breakdown: pd.DataFrame
+) -> pd.DataFrame:
+    """Per worker × accelerator (GPU/TPU plane): whether it ran anything, for how long, and in
+    how many steps.
+
+    Busy and idle come from the device's own events (``rule_inputs.device_busy``), never from
+    steps: a TPU or JAX capture without steps still has busy devices.
 
     Args:
         planes: the ``planes`` frame (every device plane, even one without events).
+        busy: ``rule_inputs.device_busy`` output.
         breakdown: ``step_breakdown`` output (a device has a row only for steps it worked in).
 
     Returns:
-        Columns ``worker, device, steps_busy, steps, compute_ms_per_step, idle``, per worker
-        the busiest devices first and the idle ones (no work in any step) last::
+        Columns ``worker, device, events, busy_ms, busy_share, steps_busy, steps,
+        compute_ms_per_step, idle``; ``busy_share`` = busy time over the span from the
+        worker's first to last device event; ``idle`` = no work event on the device. Per
+        worker the busiest devices first, idle ones last::
 
-            worker  device          steps_busy  steps  compute_ms_per_step  idle
-            w       /device:GPU:6   1           1      14.865               False
-            w       /device:GPU:0   0           1      0.0                  True
+            worker  device         events  busy_ms  busy_share  steps_busy  steps  ...  idle
+            w       /device:GPU:6  665     14.9     0.71        1           1      ...  False
+            w       /device:GPU:0  0       0.0      0.0         0           1      ...  True
     """
     dev = planes[planes["plane"].astype(str).str.match(r"/device:(?:GPU|TPU):")]
     out = pd.DataFrame(
         {"worker": dev["worker"].astype(str), "device": dev["plane"].astype(str)}
     ).drop_duplicates()
+    b = busy.set_index(["worker", "device"])
+    out = out.join(b[["events", "busy_ns", "first_ns", "last_ns"]], on=["worker", "device"])
+    span = (
+        out.groupby("worker")["last_ns"].transform("max")
+        - out.groupby("worker")["first_ns"].transform("min")
+    ).astype(float)
+    out["events"] = out["events"].fillna(0).astype("int64")
+    busy_ns = out.pop("busy_ns").fillna(0).astype(float)
+    out["busy_ms"] = (busy_ns / 1e6).round(3)
+    out["busy_share"] = (busy_ns / span.where(span > 0)).fillna(0.0).round(4)
+    out = out.drop(columns=["first_ns", "last_ns"])
     steps = breakdown.groupby("worker")["step"].nunique()
     work = breakdown.groupby(["worker", "device"]).agg(
         steps_busy=("step", "nunique"), compute=("device_compute_ns", "sum")
@@ -197,9 +181,9 @@ def device_activity(planes: pd.DataFrame, breakdown: pd.DataFrame) -> pd.DataFra
     out["steps"] = out["worker"].map(steps).fillna(0).astype("int64")
     per_step = out["compute"].astype(float) / out["steps_busy"].where(out["steps_busy"] > 0)
     out["compute_ms_per_step"] = (per_step.fillna(0.0) / 1e6).round(3)
-    out["idle"] = out["steps_busy"] == 0
+    out["idle"] = out["events"] == 0
     out = out.drop(columns="compute").sort_values(
-        ["worker", "idle", "compute_ms_per_step", "device"],
+        ["worker", "idle", "busy_ms", "device"],
         ascending=[True, True, False, True],
         ignore_index=True,
     )

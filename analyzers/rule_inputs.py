@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from analyzers._match import isin, matches
+from analyzers.groups import DERIVED_LINES
 
 #: An op execution shorter than this is tiny (the ``tiny_ops`` rule's short-op share).
 TINY_OP_PS = 20_000_000
@@ -68,6 +69,50 @@ def worker_events(events: pd.DataFrame) -> pd.DataFrame:
     )
     out.index = out.index.astype(str)
     return out.rename_axis("worker").reset_index()
+
+
+def _union_ns(start: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of the intervals ``[start, end)`` (nanoseconds)."""
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end)
+    new = np.concatenate(([True], start[1:] > reach[:-1]))
+    seg = np.cumsum(new) - 1
+    seg_start = start[new]
+    seg_end = np.zeros(len(seg_start), dtype=np.int64)
+    np.maximum.at(seg_end, seg, end)
+    return int((seg_end - seg_start).sum())
+
+
+def device_busy(events: pd.DataFrame) -> pd.DataFrame:
+    """Per worker × GPU/TPU plane: its events and the time some work ran on it (the union of
+    its work events' intervals), whatever the steps say: a device is idle when it ran nothing.
+
+    Work events are those on the device's own lines (kernel and copy streams); lines that
+    repeat them (``DERIVED_LINES``: TF ops, name scopes, steps) are left out, except that a
+    TPU's ops live on its ``XLA Ops`` line, which counts where the plane has no other.
+
+    Returns:
+        Columns ``worker, device, events, busy_ns, first_ns, last_ns``.
+    """
+    cols = ["worker", "device", "events", "busy_ns", "first_ns", "last_ns"]
+    dev = events[matches(events["plane"], DEVICE_PLANE, how="match")]
+    rows = []
+    for (worker, plane), g in dev.groupby(["worker", "plane"], observed=True, sort=True):
+        work = g[~isin(g["line"], DERIVED_LINES)]
+        if work.empty:
+            work = g[isin(g["line"], {"XLA Ops"})]
+        if work.empty:
+            continue
+        start = work["start_ns"].to_numpy(dtype=np.int64)
+        end = start + work["dur_ps"].to_numpy(dtype=np.int64) // 1000
+        rows.append(
+            (str(worker), str(plane), len(work), _union_ns(start, end), start.min(), end.max())
+        )
+    out = pd.DataFrame(rows, columns=cols)
+    return out.astype(
+        {"events": "int64", "busy_ns": "int64", "first_ns": "int64", "last_ns": "int64"}
+    )
 
 
 def op_summary(ops: pd.DataFrame) -> pd.DataFrame:

@@ -12,11 +12,12 @@ The CLI, the dashboard, the benchmarks and the diagnostics rules all read a sess
 The chain (each arrow one pure function of ``analyzers``)::
 
     frames.events ─ find_steps ─> steps ─ align_steps ─> aligned, missing
-    aligned ─ step_breakdown ─> breakdown ─ pod_view ─> pod ─ stragglers ─> stragglers
+    aligned ─ step_breakdown ─> breakdown ─ pod_view ─> pod
     frames.planes + breakdown ─ device_activity ─> devices (busy GPUs first, idle flagged)
     frames.events ─ op_events / op_stats ─> ops, op_table, kernels, op_table_for(by, worker)
     frames.events ─ collective_events ─> collective_calls ─ match_collectives ─> collectives
     pod ─ arrivals ─> arrivals ─ slow_steps (+ op_steps) ─> slow_steps ─ roles ─> roles
+    arrivals + roles ─ stragglers ─> stragglers (the one straggler decision)
     frames.events ─ iterator_table ─> iterators ─ pipeline_summary ─> input_pipeline
     memory + aligned ─ memory_summary ─> memory_report;  op_summary ─ ps_load ─> ps_balance
 
@@ -36,15 +37,23 @@ import numpy as np
 import pandas as pd
 
 from analyzers._match import matches
-from analyzers.attribution import arrivals, comparable_workers, op_steps_of, roles, slow_steps
+from analyzers.attribution import (
+    arrivals,
+    comparable_workers,
+    op_steps_of,
+    roles,
+    slow_steps,
+    stragglers,
+)
 from analyzers.breakdown import step_breakdown
 from analyzers.collectives import collective_events, collective_summary, match_collectives
 from analyzers.input_pipeline import iterator_table, pipeline_summary
 from analyzers.memory import memory_summary
 from analyzers.ops import memory_timeline, op_events, op_stats
-from analyzers.pod import device_activity, pod_view, step_rows, stragglers, worker_summary
+from analyzers.pod import device_activity, pod_view, step_rows, worker_summary
 from analyzers.ps_balance import ps_load
 from analyzers.rule_inputs import (
+    device_busy,
     first_device_starts,
     first_starts_per_aligned_step,
     op_counts,
@@ -71,6 +80,7 @@ RULE_FRAMES = (
     "rule_events",
     "worker_events",
     "device_starts",
+    "device_busy",
     "iterators",
     "collective_calls",
 )
@@ -211,8 +221,9 @@ class SessionAnalysis:
 
     @cached_property
     def stragglers(self) -> pd.DataFrame:
-        """Per worker: straggler score, last-arrival share, and whether it is named."""
-        return stragglers(self.pod)
+        """Per compared worker: mean lateness (× the median step), last-arrival share, and
+        whether it is the straggler: the culprit of ``roles``, one decision for every page."""
+        return stragglers(self.arrivals, self.roles)
 
     @cached_property
     def pod_summary(self) -> pd.DataFrame:
@@ -382,7 +393,13 @@ class SessionAnalysis:
     def devices(self) -> pd.DataFrame:
         """Per worker × GPU/TPU: steps it worked in, compute per step, idle flag, busiest
         first (``analyzers.pod.device_activity``)."""
-        return device_activity(self.meta.planes, self.breakdown)
+        return device_activity(self.meta.planes, self.device_busy, self.breakdown)
+
+    @cached_property
+    def device_busy(self) -> pd.DataFrame:
+        """Per worker × GPU/TPU: events and busy time from the device's own events
+        (``rule_inputs.device_busy``), independent of steps."""
+        return device_busy(self.frames.events)
 
     @cached_property
     def memory(self) -> pd.DataFrame:

@@ -54,6 +54,8 @@ def fmt_value(value: float, unit: str) -> str:
         return "yes" if value else "no"
     if unit == "ratio":
         return f"{value:,.2f}×"
+    if unit == "of_step":
+        return f"{value:,.2f}× the median step"
     if unit == "bytes_per_step":
         return f"{fmt_bytes(value)} per step"
     return f"{value:,.0f}"
@@ -85,7 +87,7 @@ TITLES = {
     "step_ms": "step time (ms)",
     "step_time_ms": "step time (ms)",
     "std_ms": "std (ms)",
-    "straggler_score": "straggler score",
+    "straggler_score": "lateness (× median step)",
     "base_us": "baseline (µs)",
     "new_us": "new (µs)",
     "delta": "change",

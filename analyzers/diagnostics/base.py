@@ -117,8 +117,9 @@ class Finding:
 
 
 #: What a finding's ``value`` can be: a share (0–1), a count, microseconds, a count per step
-#: (per device where the rule says so), a yes/no (1/0), a ratio (×) or bytes per step.
-UNITS = ("share", "count", "us", "per_step", "flag", "ratio", "bytes_per_step")
+#: (per device where the rule says so), a yes/no (1/0), a ratio (×), bytes per step, or a
+#: multiple of the median step time (``1.14× the median step``: a score, not a share).
+UNITS = ("share", "count", "us", "per_step", "flag", "ratio", "bytes_per_step", "of_step")
 
 
 def page_at(path: str, worker: object = None, step: object = None, **query: object) -> str:
@@ -198,6 +199,8 @@ class Need:
 
 #: Device (GPU/TPU) planes in the trace.
 DEVICE = Need(lambda a: a.has_device, "CPU-only trace: this GPU rule is not applicable")
+#: Steps found and aligned on every worker (the breakdown may still be unknown).
+STEPS = Need(lambda a: not a.aligned.empty, "no steps found in this trace")
 #: At least one step with a known breakdown.
 SPLIT = Need(
     lambda a: not a.split.empty,
@@ -223,7 +226,30 @@ class Rule:
                 return Finding(self.rule_id, self.title, applies=False, reason=need.reason)
         verdict = asdict(self.judge(analysis, thresholds))
         title = verdict.pop("title") or self.title
+        verdict["evidence"] = plain(verdict["evidence"])
+        if verdict["value"] is not None:
+            verdict["value"] = float(verdict["value"])
         return Finding(self.rule_id, title, **verdict)
+
+
+def plain(value: Any) -> Any:
+    """Evidence as JSON-ready Python: mapping keys as text (a ``(worker, allocator)`` pair of a
+    grouped frame becomes ``"worker · allocator"``), numpy scalars as Python numbers, tuples
+    and arrays as lists; every writer of findings (CLI ``--json``, pages, CSV) reads this."""
+    if isinstance(value, dict):
+        return {
+            " · ".join(map(str, k)) if isinstance(k, tuple) else str(k): plain(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple | np.ndarray):
+        return [plain(v) for v in value]
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
 
 
 #: Rules by id, in the order they are reported.

@@ -8,6 +8,7 @@ import pandas as pd
 from analyzers._match import isin, matches
 from analyzers.diagnostics.base import (
     DEVICE,
+    STEPS,
     Severity,
     Thresholds,
     Verdict,
@@ -31,13 +32,8 @@ def _device_events(inp: SessionAnalysis) -> pd.DataFrame:
 
 
 def _busy_devices(inp: SessionAnalysis) -> int:
-    """GPU/TPU planes (by name, over workers) that hold any event."""
-    p = inp.meta.planes
-    return int(
-        p.loc[
-            matches(p["plane"], DEVICE_PLANE, how="match") & (p["n_events"] > 0).to_numpy(), "plane"
-        ].nunique()
-    )
+    """GPUs/TPUs (over workers) that ran any work event (``SessionAnalysis.devices``)."""
+    return int((~inp.devices["idle"]).sum())
 
 
 def _plane_stat(inp: SessionAnalysis, key: str) -> pd.Series:
@@ -134,7 +130,7 @@ def tf32(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("host_device_copies", "Host↔device copies every step", needs=(DEVICE,))
+@rule("host_device_copies", "Host↔device copies every step", needs=(DEVICE, STEPS))
 def copies(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     d = _device_events(inp)
     cp = d[matches(d["name"], COPY)]
@@ -147,7 +143,7 @@ def copies(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         severity_of(value, t.copies_per_step),
         value=float(value),
         unit="per_step",
-        expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)memcpy(?:HtoD|DtoH|H2D|D2H)').sum() / max(1, i.pod.step.nunique()) / max(1, d.plane.nunique()))(i.frames.events[i.frames.events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
+        expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)memcpy(?:HtoD|DtoH|H2D|D2H)').sum() / max(1, i.pod.step.nunique()) / max(1, (~i.devices.idle).sum()))(i.rule_events[i.rule_events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
         evidence={
             "copies": len(cp),
             "per_step_per_device": round(float(value), 1),
@@ -182,52 +178,87 @@ def ops_on_host(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("allreduce_count", "Many all-reduces per GPU per step", needs=(DEVICE,))
+@rule("allreduce_count", "Many all-reduces per GPU per step", needs=(DEVICE, STEPS))
 def allreduce_count(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     d = _device_events(inp)
     coll = d[matches(d["name"], ALLREDUCE)]
-    steps = max(1, inp.pod["step"].nunique())
-    value = len(coll) / steps / max(1, _busy_devices(inp))
+    if coll.empty:
+        return skip("no all-reduce on the devices")
+    steps = inp.pod["step"].nunique()
+    busy = _busy_devices(inp)
+    value = len(coll) / steps / max(1, busy)
     return Verdict(
         Severity.MODERATE if value > t.allreduce_per_step else Severity.NONE,
         value=float(value),
         unit="per_step",
-        expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)^nccl.*all-?reduce|all-?reduce').sum() / max(1, i.pod.step.nunique()) / max(1, d.plane.nunique()))(i.frames.events[i.frames.events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
-        evidence={"allreduce_kernels": len(coll), "per_step_per_device": round(float(value), 2)},
+        expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)^nccl.*all-?reduce|all-?reduce').sum() / i.pod.step.nunique() / (~i.devices.idle).sum())(i.rule_events[i.rule_events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
+        evidence={
+            "allreduce_kernels": len(coll),
+            "steps": int(steps),
+            "busy_devices": busy,
+            "threshold_per_step": t.allreduce_per_step,
+        },
         recommendation="Pack gradients into fewer all-reduces (tf.distribute's CommunicationOptions("
         "bytes_per_pack=…)); each all-reduce pays latency.",
         page="/timeline?q=nccl",
     )
 
 
-@rule("launch_skew", "GPU launch skew between the GPUs of one worker", needs=(DEVICE,))
+@rule("launch_skew", "GPU launch skew between the GPUs of one worker", needs=(DEVICE, STEPS))
 def launch_skew(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    """Per aligned step and worker, the spread of the GPUs' first work in the step over the
+    step period (start to start). A step whose GPUs start further apart than a whole period did
+    not run on them together (grouped steps of different GPUs): it is not launch skew, and is
+    left out, never clipped."""
     s = inp.aligned
-    if s.empty or _busy_devices(inp) < 2:
-        return skip("needs steps and at least two busy GPUs")
+    if _busy_devices(inp) < 2:
+        return skip("needs at least two busy GPUs")
     firsts = inp.device_firsts
-    skews = []
+    measured, apart = [], []
     for worker, st in s.groupby("worker"):
         first = firsts[firsts["worker"] == str(worker)]
         spread = first.groupby("step_start_ns")["first_ns"].agg(lambda x: x.max() - x.min())
+        spread = spread[first.groupby("step_start_ns")["plane"].nunique() >= 2]
         # Relative to the step period (start to start), robust to steps that end before their kernels.
         period = (
             float(np.median(np.diff(st["start_ns"].to_numpy())))
             if len(st) > 1
             else float((st["end_ns"] - st["start_ns"]).iloc[0])
         )
-        if len(spread) and period > 0:
-            skews.append(
-                float(np.minimum(spread.to_numpy(), period).mean() / period)
-            )  # at most one period
-    value = max(skews) if skews else 0.0
+        if period <= 0:
+            continue
+        share = spread.to_numpy(dtype=float) / period
+        measured += [(str(worker), v) for v in share[share < 1]]
+        apart += [(str(worker), v * period) for v in share[share >= 1]]
+    if not measured:
+        if apart:
+            return skip(
+                f"the GPUs started their step {max(v for _, v in apart) / 1e6:.1f} ms apart, "
+                "more than a step: they did not run the same step together, so launch skew "
+                "cannot be measured (see the device imbalance finding)"
+            )
+        return skip("no step with work on two GPUs of one worker")
+    by_worker = pd.DataFrame(measured, columns=["worker", "share"]).groupby("worker")["share"]
+    value = float(by_worker.mean().max())
+    private = inp.meta.lines["line"].astype(str).str.startswith("tf_gpu_private").any()
     return Verdict(
         severity_of(value, t.launch_skew),
         value=value,
-        expression="(see analyzers/diagnostics/rules_gpu.py: per step, spread of the first kernel start across GPUs, over the median step period)",
-        evidence={"mean_skew_share": round(value, 4)},
-        recommendation="Host threads contend when launching for several GPUs: TF_GPU_THREAD_MODE=gpu_private, "
-        "fewer host threads for tf.data, or one process per GPU.",
+        expression="(see analyzers/diagnostics/rules_gpu.py: per step, spread of the first device event across GPUs, over the median step period; steps spread over more than a period left out)",
+        evidence={
+            "mean_skew_share_by_worker": by_worker.mean().round(4).to_dict(),
+            "steps_measured": len(measured),
+            "steps_left_out_gpus_apart": len(apart),
+            "gpu_private_threads": bool(private),
+            "thresholds_share": list(t.launch_skew),
+        },
+        recommendation=(
+            "The GPUs already have private launch threads (tf_gpu_private_*): reduce other host "
+            "work competing for cores (tf.data threads, other processes), or run one process per GPU."
+            if private
+            else "Host threads contend when launching for several GPUs: TF_GPU_THREAD_MODE=gpu_private, "
+            "fewer host threads for tf.data, or one process per GPU."
+        ),
     )
 
 

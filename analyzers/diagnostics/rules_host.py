@@ -16,6 +16,7 @@ from analyzers.diagnostics.base import (
     skip,
     step_at,
 )
+from analyzers.diagnostics.questions import input_gate, quiet_because_input
 from analyzers.rule_inputs import COMPILE, EAGER_OP
 from analyzers.session import SessionAnalysis
 
@@ -81,28 +82,39 @@ def tiny_ops(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 
 @rule("slow_iterator", "IteratorGetNext is slow (tf.data is a bottleneck)")
 def slow_iterator(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    """Mean IteratorGetNext time; a finding only where input matters (``input_gate``): a
+    slow call that prefetching hides costs the step nothing."""
     ev = inp.rule_events
     it = ev[matches(ev["name"], "IteratorGetNext", how="startswith")]
     if it.empty:
         return skip("no IteratorGetNext events (no tf.data input in the trace)")
+    gate = input_gate(inp, t)
+    if isinstance(gate, Verdict):
+        return gate
+    matters, share = gate
     value = float(it["dur_ps"].mean() / 1e6)
     severity = (
         Severity.NONE
-        if value <= t.iterator_get_next_us
+        if value <= t.iterator_get_next_us or not matters
         else (Severity.HIGH if value >= 10 * t.iterator_get_next_us else Severity.MODERATE)
     )
     return Verdict(
         severity,
         value=value,
         unit="us",
+        title=None if matters else "IteratorGetNext: input keeps up",
         expression="float(frames.events[frames.events.name.astype(str).str.startswith('IteratorGetNext')].dur_ps.mean() / 1e6)",
         evidence={
             "calls": len(it),
             "mean_us": round(value, 1),
             "p95_us": round(float(np.percentile(it["dur_ps"], 95)) / 1e6, 1),
+            "threshold_us": t.iterator_get_next_us,
+            **share,
         },
         recommendation="More than 50 µs per IteratorGetNext means the step waits for data: parallelize map, "
-        "add prefetch, cache, or move preprocessing offline.",
+        "add prefetch, cache, or move preprocessing offline."
+        if matters
+        else quiet_because_input(share),
         page=_slowest(inp, it, "IteratorGetNext"),
     )
 
@@ -113,9 +125,13 @@ def no_prefetch(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     iters = ev[matches(ev["name"], "Iterator::", how="startswith")]
     if iters.empty:
         return skip("no tf.data iterator events in the trace")
+    gate = input_gate(inp, t)
+    if isinstance(gate, Verdict):
+        return gate
+    matters, share = gate
     has = bool(matches(iters["name"], "Prefetch").any())
     return Verdict(
-        Severity.NONE if has else Severity.MODERATE,
+        Severity.NONE if has or not matters else Severity.MODERATE,
         value=float(not has),
         unit="flag",
         expression="float(not frames.events[frames.events.name.astype(str).str.startswith('Iterator::')].name.astype(str).str.contains('Prefetch').any())",
@@ -127,9 +143,12 @@ def no_prefetch(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             .str.join("::")
             .value_counts()
             .head(3)
-            .to_dict()
+            .to_dict(),
+            **share,
         },
-        recommendation="End the input pipeline with .prefetch(tf.data.AUTOTUNE) so input overlaps the step.",
+        recommendation="End the input pipeline with .prefetch(tf.data.AUTOTUNE) so input overlaps the step."
+        if matters or has
+        else quiet_because_input(share),
         page="/timeline?q=Iterator",
     )
 
@@ -164,17 +183,29 @@ def recompilation(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 
 @rule("cpu_only", "CPU-only trace")
 def cpu_only(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    gpu = inp.has_device
+    """Whether the trace has accelerators, and which of them ran anything (device events,
+    ``SessionAnalysis.devices``): a fact, never a problem."""
+    if not inp.has_device:
+        return Verdict(
+            value=1.0,
+            unit="flag",
+            expression="float(not frames.planes.plane.astype(str).str.match('/device:(?:GPU|TPU)').any())",
+            evidence={"planes": sorted(inp.meta.planes["plane"].astype(str).unique())},
+            recommendation="CPU-only trace: the GPU rules (Tensor Cores, mixed precision, TF32, "
+            "copies, launch skew, memory) are not applicable and are listed with that reason.",
+        )
+    d = inp.devices
+    busy, idle = d[~d["idle"]], d[d["idle"]]
+    kind = "TPU" if d["device"].str.contains("TPU").any() else "GPU"
     return Verdict(
-        title=None if not gpu else "Device planes present",
-        value=float(not gpu),
-        unit="flag",
-        expression="float(not frames.events.plane.astype(str).str.match('/device:(?:GPU|TPU)').any())",
-        evidence={"planes": sorted(inp.meta.planes["plane"].astype(str).unique())},
-        recommendation="CPU-only trace: the GPU rules (Tensor Cores, mixed precision, TF32, copies, launch skew, "
-        "memory) are not applicable and are listed with that reason."
-        if not gpu
-        else "",
+        title=f"{kind}s: {len(busy)} busy, {len(idle)} idle",
+        value=float(len(busy)),
+        unit="count",
+        expression="int((~prepare(frames).devices.idle).sum())",
+        evidence={
+            "busy_ms_by_device": {f"{r.worker} {r.device}": r.busy_ms for r in busy.itertuples()},
+            "idle": [f"{r.worker} {r.device}" for r in idle.itertuples()],
+        },
     )
 
 

@@ -141,27 +141,38 @@ def no_step_markers(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     python_only = we.set_index("worker")["traced"] == 0
     m = m.assign(python_only=m["worker"].map(python_only).fillna(False).astype(bool))
     has_markers = bool((m["method"] == "marker").any())
-    missing = m[(m["method"] != "marker") & ~(m["python_only"] & has_markers)]
+    # XProf groups a trace without markers by its own group_id stats and shows those steps:
+    # such workers have steps in both tools, markers or not.
+    missing = m[
+        (m["method"] != "marker") & (m["method"] != "group_id") & ~(m["python_only"] & has_markers)
+    ]
     none = missing[missing["method"] == "none"]
     severity = Severity.HIGH if len(none) else Severity.MODERATE if len(missing) else Severity.NONE
+    if _is_jax(inp):
+        advice = (
+            "Wrap each training step in `with jax.profiler.StepTraceAnnotation('train', "
+            "step_num=step):`. Without markers, neither PodScope nor XProf can tell the steps apart."
+        )
+    elif len(missing):
+        advice = (
+            "Wrap each training step in `with tf.profiler.experimental.Trace('train', "
+            "step_num=step, _r=1):` (Keras fit does this for you). Without markers, PodScope "
+            "falls back on repeated tf.function calls or the Python tracer, and XProf finds no "
+            "step on these workers."
+        )
+    else:
+        advice = "Every worker's steps are known: from markers, or from XProf's own grouping."
     return Verdict(
         severity,
         value=float(len(missing)),
         unit="count",
-        expression="(lambda m, e: int(((m.method != 'marker') & ~(m.worker.map(e[~e.name.astype(str).str.startswith('$')].worker.astype(str).value_counts()).fillna(0).eq(0) & (m.method == 'marker').any())).sum()))(prepare(frames).methods, frames.events)",
+        expression="(lambda m, e: int(((m.method != 'marker') & (m.method != 'group_id') & ~(m.worker.map(e[~e.name.astype(str).str.startswith('$')].worker.astype(str).value_counts()).fillna(0).eq(0) & (m.method == 'marker').any())).sum()))(prepare(frames).methods, frames.events)",
         evidence={
             "workers": {r.worker: r.method for r in missing.itertuples()},
             "notes": {r.worker: r.note for r in missing.itertuples()},
+            "grouped_by_xprof": m.loc[m["method"] == "group_id", "worker"].tolist(),
         },
-        recommendation=(
-            "Wrap each training step in `with jax.profiler.StepTraceAnnotation('train', "
-            "step_num=step):`. Without markers, neither PodScope nor XProf can tell the steps apart."
-            if _is_jax(inp)
-            else "Wrap each training step in `with tf.profiler.experimental.Trace('train', "
-            "step_num=step, _r=1):` (Keras fit does this for you). Without markers, PodScope falls "
-            "back on repeated tf.function calls or the Python tracer, and XProf shows no step "
-            "time at all."
-        ),
+        recommendation=advice,
     )
 
 
@@ -175,25 +186,45 @@ def _is_jax(inp: SessionAnalysis) -> bool:
 
 @rule("straggler", "Straggler: one worker holds the others back")
 def straggler(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    """The one straggler decision (``analyzers.attribution.stragglers``: the culprit of
+    ``roles``, late in most steps) and its mean lateness as a multiple of the median step.
+    Not a share: ``0.6× the median step`` means it arrives 60 % of a step late on average."""
     s = inp.stragglers
-    if s.empty or len(s) < 2:
-        return skip("needs steps on at least two workers")
+    if len(s) < 2:
+        return skip("needs steps on at least two comparable workers")
     named = s[s["straggler"]]
-    top = float(s["score"].max())
-    severity = severity_of(top, t.straggler_score) if len(named) else Severity.NONE
+    top = named.iloc[0] if len(named) else s.iloc[0]
+    value = max(0.0, float(top["score"]))
+    severity = (
+        max(Severity.MODERATE, severity_of(value, t.straggler_score), key=lambda v: v.rank)
+        if len(named)
+        else Severity.NONE
+    )
     return Verdict(
         severity,
-        value=top,
-        expression="float(prepare(frames).stragglers.score.max())",
+        value=value,
+        unit="of_step",
+        title=f"Straggler: {top['worker']} holds the others back"
+        if len(named)
+        else "Straggler: no worker holds the others back",
+        expression="(lambda s: max(0.0, float(s[s.straggler].score.iloc[0] if s.straggler.any() else s.score.iloc[0])))(prepare(frames).stragglers)",
         evidence={
             "mode": s["mode"].iloc[0],
-            "scores": s.set_index("worker")["score"].round(4).to_dict(),
             "straggler": named["worker"].tolist(),
-            "last_share": s.set_index("worker")["last_share"].round(3).to_dict(),
+            "late_ms_by_worker": s.set_index("worker")["late_ms"].round(3).to_dict(),
+            "late_in_steps_share": float(
+                inp.roles.set_index("worker")["culprit_steps"]
+                .div(inp.roles.set_index("worker")["steps"])
+                .get(str(top["worker"]), 0.0)
+            ),
+            "arrived_last_share": s.set_index("worker")["last_share"].round(3).to_dict(),
+            "decided_by": "late by ≥ 10 % of the median step in ≥ 50 % of its steps (roles)",
         },
         recommendation="Find what is different on that worker: its input pipeline, host load (other processes), "
-        "a slower device or network; compare its ops with the others on the Ops page.",
-        at_stake_ns=top * inp.step_time_ns if len(named) else 0.0,
+        "a slower device or network; compare its ops with the others on the Ops page."
+        if len(named)
+        else "No worker arrives late in most steps.",
+        at_stake_ns=value * inp.step_time_ns if len(named) else 0.0,
         page=_straggler_page(inp, named["worker"].tolist()),
     )
 

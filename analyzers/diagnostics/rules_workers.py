@@ -14,6 +14,7 @@ from analyzers.diagnostics.base import (
     severity_of,
     skip,
 )
+from analyzers.diagnostics.questions import input_gate, quiet_because_input
 from analyzers.input_pipeline import suggestion
 from analyzers.pod import is_synchronous
 from analyzers.session import SessionAnalysis
@@ -185,6 +186,10 @@ def input_stage(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     rows = summary[summary["bottleneck"] != ""]
     if rows.empty or inp.pod.empty:
         return skip("no steps on a worker with tf.data events")
+    gate = input_gate(inp, t)
+    if isinstance(gate, Verdict):
+        return gate
+    matters, share = gate
     step_ms = inp.pod.groupby(inp.pod["worker"].astype(str))["step_time_ns"].mean() / 1e6
     it_work = it.groupby(["worker", "iterator"])["work_ps"].sum()
     shares = {}
@@ -198,19 +203,23 @@ def input_stage(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         f"{r['bottleneck_stage']} ({r['user_name']})" if r["user_name"] else r["bottleneck_stage"]
     )
     return Verdict(
-        severity_of(value, t.input_stage),
+        severity_of(value, t.input_stage) if matters else Severity.NONE,
         value=value,
+        title=None if matters else "Input pipeline stages keep up (input is not a bottleneck)",
         expression="(lambda a: max(a.iterators.groupby(['worker','iterator']).work_ps.sum()[(r.worker, r.bottleneck)] / 1e9 / max(1, r.steps) / (a.pod[a.pod.worker.astype(str) == r.worker].step_time_ns.mean() / 1e6) for r in a.input_pipeline.query(\"bottleneck != ''\").itertuples()))(prepare(frames))",
         evidence={
             "worker": worker,
             "stage": label,
             "iterator": r["bottleneck"],
             "share_of_pipeline_work": round(float(r["bottleneck_work_share"]), 3),
-            "input_share_of_step": round(float(r["input_share"]), 4),
+            "input_share_of_step_on_worker": round(float(r["input_share"]), 4),
             "blocking_calls_per_step": round(float(r["slow_calls_per_step"]), 2),
             "stage_work_share_of_step_by_worker": {w: round(v, 3) for w, v in shares.items()},
+            **share,
         },
-        recommendation=f"Stage {label}: {suggestion(str(r['bottleneck_stage']))}",
+        recommendation=f"Stage {label}: {suggestion(str(r['bottleneck_stage']))}"
+        if matters
+        else f"The busiest stage is {label}. " + quiet_because_input(share),
         at_stake_ns=float(r["input_ms_per_step"]) * 1e6
         if r["input_ms_per_step"] == r["input_ms_per_step"]
         else 0.0,

@@ -142,26 +142,29 @@ def step_heatmap_figure(pod: pd.DataFrame, value: str = "lateness_ns") -> go.Fig
     return fig
 
 
-def straggler_evidence(stragglers: pd.DataFrame, pod: pd.DataFrame) -> tuple[list[str], str]:
-    """Per named straggler, what names it (``straggler: w2 (arrives 1.2 ms late per step, last
-    in 97.0 % of steps)``), and for a synchronous job why its own step-time line can be the
-    lowest (else "")."""
+def straggler_evidence(stragglers: pd.DataFrame) -> tuple[list[str], str]:
+    """Per named straggler (``analyzers.attribution.stragglers``), what names it (``straggler:
+    w2 (arrives 1.200 ms late per step, 0.40× the median step; last in 97.0 % of steps)``),
+    and for a synchronous job why its own step-time line can be the lowest (else "")."""
     named = stragglers[stragglers["straggler"]]
     texts = []
     for r in named.itertuples():
+        late = fmt_duration(max(0.0, r.late_ms) * 1e6)
         if r.mode == "synchronous":
-            late = float(pod.loc[pod["worker"] == r.worker, "lateness_ns"].mean())
-            why = f"arrives {fmt_duration(late)} late per step, last in {fmt_share(r.last_share)} of steps"
+            why = (
+                f"arrives {late} late per step, {r.score:.2f}× the median step; last in "
+                f"{fmt_share(r.last_share)} of steps"
+            )
         else:
             why = (
-                f"steps {fmt_share(r.score)} longer than the median, slowest in "
-                f"{fmt_share(r.last_share)} of steps"
+                f"steps {late} longer than the others', {r.score:.2f}× the median step; "
+                f"slowest in {fmt_share(r.last_share)} of steps"
             )
         texts.append(f"straggler: {r.worker} ({why})")
     note = (
-        "Synchronous job: the straggler starts its steps late and the others wait for it "
-        "inside the all-reduce, so their steps are the long ones and its own step-time line "
-        "can be the lowest. Its lateness is in the heat map."
+        "Synchronous job: the straggler arrives at the all-reduce late and the others wait for "
+        "it there, so their steps are the long ones and its own step-time line can be the "
+        "lowest. Its lateness is in the heat map."
         if (named["mode"] == "synchronous").any()
         else ""
     )

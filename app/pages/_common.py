@@ -16,6 +16,7 @@ from analyzers.session import SessionAnalysis
 from app import ids
 from app.context import current
 from app.store import Job, SessionError, SessionPreparing
+from app.units import fmt_duration, fmt_share
 from trace_parsers import TraceParseError
 
 
@@ -172,9 +173,9 @@ def chosen_worker(choice: str | None) -> str | None:
 
 
 def device_summary(analysis: SessionAnalysis) -> Any:
-    """The session's GPUs/TPUs: the busy ones named with their compute per step, the idle
-    ones (no device work in any step) collapsed under one line that says so. None when the
-    session has no accelerator plane."""
+    """The session's GPUs/TPUs: the busy ones (any work event on the device) named with their
+    busy time and, where steps exist, compute per step; the idle ones (no work event at all)
+    collapsed under one line that says so. None when the session has no accelerator plane."""
     d = analysis.devices
     if d.empty:
         return None
@@ -190,8 +191,13 @@ def device_summary(analysis: SessionAnalysis) -> Any:
             html.Span(f"{len(busy)} busy: ", className="me-1"),
             *[
                 dbc.Badge(
-                    f"{label(r)} · {r.compute_ms_per_step:g} ms compute/step · "
-                    f"{r.steps_busy}/{r.steps} steps",
+                    f"{label(r)} · {fmt_duration(r.busy_ms * 1e6)} busy ({fmt_share(r.busy_share)})"
+                    + (
+                        f" · {r.compute_ms_per_step:g} ms compute/step · "
+                        f"{r.steps_busy}/{r.steps} steps"
+                        if r.steps
+                        else ""
+                    ),
                     color="primary",
                     className="me-1",
                 )
@@ -200,7 +206,8 @@ def device_summary(analysis: SessionAnalysis) -> Any:
             html.Details(
                 [
                     html.Summary(
-                        f"{len(idle)} idle (no device work in any step)", className="podscope-muted"
+                        f"{len(idle)} idle (no work on the device in the capture)",
+                        className="podscope-muted",
                     ),
                     html.Ul([html.Li(label(r)) for r in idle.itertuples()]),
                 ],

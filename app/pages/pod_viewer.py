@@ -42,7 +42,7 @@ def step_title(analysis: SessionAnalysis, step: int | None) -> str:
 
 def straggler_badges(analysis: SessionAnalysis) -> list[Any]:
     """The named straggler with the evidence that names it (``straggler_evidence``)."""
-    named, note = straggler_evidence(analysis.stragglers, analysis.pod)
+    named, note = straggler_evidence(analysis.stragglers)
     if not named:
         return [dbc.Badge("no straggler", color="success")]
     badges: list[Any] = [dbc.Badge(t, color="danger", className="me-1") for t in named]

@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analyzers.attribution import straggler_verdict
 from analyzers.breakdown import CATEGORY_COLUMNS, step_breakdown
-from analyzers.pod import pod_view, stragglers
+from analyzers.pod import pod_view
 from analyzers.steps import align_steps, find_steps, step_methods
 from tests.xspace_builder import SpaceBuilder
 from trace_parsers.loader import merge
@@ -172,7 +173,7 @@ def test_synchronous_straggler_is_the_last_to_arrive(
         traces.append((w, b.bytes()))
     ev = frames_of(*traces)
     pod = pod_view(step_breakdown(ev, align_steps(find_steps(ev))[0]))
-    s = stragglers(pod)
+    s = straggler_verdict(pod)
     named = s.loc[s["straggler"], "worker"].tolist()
     assert named == ([expect] if expect else [])
     assert s["mode"].iloc[0] == "synchronous"

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from analyzers.diagnostics import RULES, Finding, diagnose, prepare
+from analyzers.diagnostics.questions import contradictions
 from tests.conftest import shared_trace
 from tests.xspace_builder import SpaceBuilder
 from trace_parsers import TraceFrames, load
@@ -264,7 +265,9 @@ def test_scenarios_confusion_matrix(scenario_capture, capsys: pytest.CaptureFixt
         cap = scenario_capture(
             "mwms-loop", scenario, host_tracer_level=level, **kwargs.get(scenario, {})
         )
-        findings = {f.rule_id: f for f in diagnose(prepare(load(cap.session_dir, cache=False)))}
+        found = diagnose(prepare(load(cap.session_dir, cache=False)))
+        assert not contradictions(found), (scenario, contradictions(found))
+        findings = {f.rule_id: f for f in found}
         matrix[scenario] = {
             r: findings[r].severity
             for r in sorted(set(rules) | EXPECTED_ON_CPU_MWMS | {"straggler_cause"})

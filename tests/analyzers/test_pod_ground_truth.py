@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from analyzers.attribution import straggler_verdict
 from analyzers.breakdown import step_breakdown
-from analyzers.pod import CATEGORY_NAMES, pod_view, stragglers
+from analyzers.pod import CATEGORY_NAMES, pod_view
 from analyzers.steps import align_steps, find_steps, step_methods
 from trace_parsers import load
 
@@ -18,7 +19,7 @@ def analyse(session_dir) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:  # 
     ev = frames.events
     found = find_steps(ev)
     pod = pod_view(step_breakdown(ev, align_steps(found)[0], frames.stats))
-    return pod, stragglers(pod), step_methods(ev, found)
+    return pod, straggler_verdict(pod), step_methods(ev, found)
 
 
 def test_mwms_straggler_is_named(scenario_capture) -> None:  # type: ignore[no-untyped-def]

@@ -166,31 +166,30 @@ def test_top_ops_keep_kernels_apart_whose_names_share_a_long_start() -> None:
 
 
 def test_the_straggler_badge_says_what_names_it() -> None:
-    from analyzers.pod import stragglers
     from app.figures.pod import straggler_evidence
 
-    # synchronous: w2 starts every step 0.4 ms late, all end together (its steps are short)
-    rows = []
-    for step in range(10):
-        t = step * 2_000_000
-        for w, late in (("w1", 0), ("w2", 400_000), ("w3", 0)):
-            rows.append(
-                {
-                    "worker": w,
-                    "step": step,
-                    "start_ns": t + late,
-                    "step_time_ns": 1_500_000 - late,
-                    "lateness_ns": late,
-                    "excess": 0.0,
-                }
-            )
-    pod = pd.DataFrame(rows)
-    pod["end_ns"] = pod["start_ns"] + pod["step_time_ns"]
-    s = stragglers(pod)
-    texts, note = straggler_evidence(s, pod)
-    assert texts == ["straggler: w2 (arrives 400 µs late per step, last in 100.0 % of steps)"]
+    # synchronous: w2 arrives 0.4 ms late per step (0.27× a 1.5 ms median step)
+    s = pd.DataFrame(
+        {
+            "worker": ["w2", "w1", "w3"],
+            "score": [0.2667, -0.13, -0.13],
+            "late_ms": [0.4, -0.2, -0.2],
+            "last_share": [1.0, 0.0, 0.0],
+            "mean_step_time_ns": [1.1e6, 1.5e6, 1.5e6],
+            "mode": "synchronous",
+            "straggler": [True, False, False],
+        }
+    )
+    texts, note = straggler_evidence(s)
+    assert texts == [
+        "straggler: w2 (arrives 400 µs late per step, 0.27× the median step; last in 100.0 % of steps)"
+    ]
     assert "its own step-time line can be the lowest" in note
-    assert straggler_evidence(s.assign(straggler=False), pod) == ([], "")
+    assert straggler_evidence(s.assign(straggler=False)) == ([], "")
+    slow = straggler_evidence(s.assign(mode="asynchronous"))[0]
+    assert slow == [
+        "straggler: w2 (steps 400 µs longer than the others', 0.27× the median step; slowest in 100.0 % of steps)"
+    ]
 
 
 def test_track_labels_that_shorten_alike_are_numbered_apart() -> None:

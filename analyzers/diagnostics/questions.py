@@ -1,0 +1,168 @@
+"""One verdict per question: the measured quantity each question is decided by, defined once,
+and the pairs of findings that would contradict each other.
+
+A user asks a few questions of a session — is input the bottleneck? is a worker late? are
+devices idle? are the collectives slow? — and several rules touch each. Each question has one
+*owner* rule whose number decides it; the other rules about it (*followers*) read the same
+quantity and may not fire when the owner says no, so the report never says "IteratorGetNext is
+slow" beside "Input-bound: 0.1 %".
+
+    >>> input_share(analysis)                      # the input question's quantity, or None
+    >>> contradictions(diagnose(analysis))         # [] on every session (a test checks)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from analyzers.diagnostics.base import Finding, Severity, Thresholds, Verdict, skip
+from analyzers.session import SessionAnalysis
+
+
+def input_share(inp: SessionAnalysis) -> float | None:
+    """Input time (XProf's input category: waiting for input, host-to-device input copies,
+    device waiting for the host) over step time, on the steps whose breakdown is known; None
+    without such steps. The ``input_bound`` rule's value; every input rule reads it."""
+    b = inp.split
+    if b.empty or not b["step_time_ns"].sum():
+        return None
+    return float(b["input_ns"].astype(float).sum() / b["step_time_ns"].sum())
+
+
+def input_gate(inp: SessionAnalysis, t: Thresholds) -> tuple[bool, dict[str, Any]] | Verdict:
+    """For the input question's followers: whether input matters at all (its share of step
+    time at or above the moderate threshold), with the number and threshold to show; the
+    not-applicable verdict without steps whose breakdown is known."""
+    share = input_share(inp)
+    if share is None:
+        return skip(
+            "needs steps with a known breakdown: whether the input wait matters is decided by "
+            "the input share of step time"
+        )
+    return share >= t.input[0], {
+        "input_share_of_step": round(share, 4),
+        "input_threshold_share": t.input[0],
+    }
+
+
+def quiet_because_input(share: dict[str, Any]) -> str:
+    """The sentence a gated input finding shows instead of advice."""
+    return (
+        f"Input is {100 * share['input_share_of_step']:.2f} % of step time, under the "
+        f"{100 * share['input_threshold_share']:.0f} % at which input counts as a bottleneck: "
+        "the pipeline keeps up (prefetching hides this), so there is nothing to gain here."
+    )
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question a user acts on, the rule whose number decides it and the rules about it."""
+
+    text: str
+    owner: str
+    quantity: str
+    followers: tuple[str, ...]
+
+
+#: The questions, by id. A follower fires only when its owner does (``contradictions``).
+QUESTIONS: dict[str, Question] = {
+    "input": Question(
+        "Is input the bottleneck?",
+        "input_bound",
+        "input share of step time (input_share)",
+        ("slow_iterator", "input_stage", "no_prefetch"),
+    ),
+    "late_worker": Question(
+        "Is a worker late?",
+        "straggler",
+        "the culprit of attribution.roles: late by ≥ 10 % of the median step in ≥ 50 % of steps",
+        ("straggler_cause",),
+    ),
+    "devices": Question(
+        "Are devices idle?",
+        "cpu_only",
+        "device work events per device (SessionAnalysis.devices)",
+        (),
+    ),
+    "collectives": Question(
+        "Are the collectives slow?",
+        "slow_collective",
+        "time in collectives after the last participant arrived, share of step time",
+        (),
+    ),
+}
+
+
+def _fires(f: Finding | None) -> bool:
+    return f is not None and f.applies and f.severity != Severity.NONE
+
+
+def _quiet(f: Finding | None) -> bool:
+    return f is not None and f.applies and f.severity == Severity.NONE
+
+
+def _named(f: Finding | None, key: str) -> set[str]:
+    if f is None or not f.applies:
+        return set()
+    value = f.evidence.get(key, [])
+    return {value} if isinstance(value, str) else set(value)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Two rules' findings that must not be shown together, and why."""
+
+    a: str
+    b: str
+    holds: Callable[[Finding | None, Finding | None], bool]
+    why: str
+
+
+def _follower(a: str, owner: str, question: str) -> Conflict:
+    return Conflict(
+        a,
+        owner,
+        lambda fa, fb: _fires(fa) and _quiet(fb),
+        f"{a} fires while {owner}, which decides '{question}', says no",
+    )
+
+
+#: Pairs of findings that contradict each other, checked on every shared sample and engine
+#: scenario (tests/analyzers/test_consistency.py).
+CONFLICTS: tuple[Conflict, ...] = (
+    *(_follower(f, q.owner, q.text) for q in QUESTIONS.values() for f in q.followers),
+    Conflict(
+        "straggler",
+        "straggler_cause",
+        lambda fa, fb: (
+            fa is not None
+            and fb is not None
+            and fa.applies
+            and fb.applies
+            and _named(fa, "straggler") != (_named(fb, "culprit") if _fires(fb) else set())
+            and bool(_named(fa, "straggler") | _named(fb, "culprit"))
+        ),
+        "the two straggler findings name different culprits",
+    ),
+    Conflict(
+        "slow_collective",
+        "straggler",
+        lambda fa, fb: _fires(fa) and _fires(fb),
+        "the collectives are slow 'not because of a late worker' while a worker is named late",
+    ),
+    Conflict(
+        "launch_skew",
+        "cpu_only",
+        lambda fa, fb: fa is not None and fa.applies and fb is not None and (fb.value or 0) < 2,
+        "launch skew between GPUs judged with fewer than two busy GPUs",
+    ),
+)
+
+
+def contradictions(findings: list[Finding]) -> list[str]:
+    """Every ``CONFLICTS`` pair that holds among ``findings``, as readable lines (empty when
+    the findings agree)."""
+    by_id = {f.rule_id: f for f in findings}
+    return [f"{c.a} × {c.b}: {c.why}" for c in CONFLICTS if c.holds(by_id.get(c.a), by_id.get(c.b))]

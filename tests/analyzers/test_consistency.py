@@ -1,0 +1,132 @@
+"""Findings that agree with each other, and machine-readable outputs that work, on every public
+sample in ``../shared/traces`` (the engine scenarios get the same contradiction check in
+``test_diagnostics.py::test_scenarios_confusion_matrix``)."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from analyzers.diagnostics import RULES, diagnose, prepare
+from analyzers.diagnostics.base import UNITS
+from analyzers.diagnostics.questions import CONFLICTS, QUESTIONS, contradictions
+from app.cli import cli
+from tests.conftest import SHARED_TRACES
+from trace_parsers import load
+
+pytestmark = pytest.mark.slow
+
+
+def _samples() -> list[object]:
+    xplane = SHARED_TRACES / "xplane"
+    android = SHARED_TRACES / "android"
+    found: list[Path] = []
+    if xplane.is_dir():
+        found += sorted(p for p in xplane.iterdir() if p.is_dir())  # each folder one session
+        found += sorted(xplane.rglob("*.xplane.pb"))  # and each capture on its own
+    if android.is_dir():
+        found += [
+            android / "ms_test_trace.perfetto-trace",
+            android / "catapult_android_systrace_legacy.html",
+            android / "catapult_big_trace.json",
+        ]
+    found = [p for p in found if p.exists()]
+    if not found:
+        return [pytest.param(None, marks=pytest.mark.skip(reason="../shared/traces absent"))]
+    return [pytest.param(p, id=str(p.relative_to(SHARED_TRACES))) for p in found]
+
+
+SAMPLES = _samples()
+
+
+def test_the_tables_name_real_rules() -> None:
+    for q in QUESTIONS.values():
+        assert q.owner in RULES and all(f in RULES for f in q.followers), q
+    for c in CONFLICTS:
+        assert c.a in RULES and c.b in RULES, c
+
+
+@pytest.mark.parametrize("path", SAMPLES)
+def test_findings_do_not_contradict_each_other(path: Path, tmp_path: Path) -> None:
+    findings = diagnose(prepare(load(path, cache_dir=tmp_path)))
+    assert not contradictions(findings)
+    for f in findings:
+        json.dumps(asdict(f))  # evidence is JSON-ready: no tuple keys, no numpy scalars
+        assert f.unit in UNITS
+        if f.applies and f.unit == "share" and f.value is not None:
+            assert 0.0 <= f.value <= 1.0 + 1e-9, (f.rule_id, f.value)
+        if not f.applies:
+            assert f.reason, f.rule_id
+
+
+def test_a_follower_that_would_fire_is_quiet_when_its_owner_is() -> None:
+    """The V100 sample: IteratorGetNext averages 756 µs, but input is 0.11 % of its step."""
+    v100 = SHARED_TRACES / "xplane" / "gpu_tf_multiworker_v100"
+    if not v100.is_dir():
+        pytest.skip(f"public trace samples not present: {v100}")
+    by = {f.rule_id: f for f in diagnose(prepare(load(v100, cache=False)))}
+    assert by["input_bound"].severity == "none" and by["input_bound"].value < 0.01
+    it = by["slow_iterator"]
+    assert it.value > 500 and it.severity == "none", it
+    assert it.evidence["input_share_of_step"] == round(by["input_bound"].value, 4)
+    assert "nothing to gain" in it.recommendation
+    assert by["input_stage"].severity == "none"
+    # the two busy GPUs started the step ~190 ms apart: no launch skew, and no 100 %
+    assert not by["launch_skew"].applies and "apart" in by["launch_skew"].reason
+    assert by["no_step_markers"].severity == "none"  # XProf groups this trace into a step
+    assert by["cpu_only"].title == "GPUs: 3 busy, 5 idle"
+
+
+@pytest.mark.parametrize(
+    "path,title",
+    [
+        ("tpu_xprof", "TPUs: 4 busy, 0 idle"),
+        ("rocm_jax_tracelens/traces__mi300__jax08_gemm__tw003.xplane.pb", "GPUs: 1 busy, 7 idle"),
+    ],
+)
+def test_devices_are_busy_by_their_events_not_by_steps(
+    path: str, title: str, tmp_path: Path
+) -> None:
+    p = SHARED_TRACES / "xplane" / path
+    if not p.exists():
+        pytest.skip(f"public trace samples not present: {p}")
+    by = {f.rule_id: f for f in diagnose(prepare(load(p, cache_dir=tmp_path)))}
+    assert by["cpu_only"].title == title
+    # no steps: rules that count per step say so instead of dividing by one
+    assert not by["allreduce_count"].applies and not by["host_device_copies"].applies
+
+
+MACHINE_OUTPUTS = [
+    ["steps", "--csv"],
+    ["ops", "--csv"],
+    ["memory", "--csv"],
+    ["memory", "--csv", "--summary"],
+    ["diagnose", "--json"],
+    ["collectives", "--csv"],
+    ["collectives", "--csv", "--instances"],
+    ["stragglers", "--csv"],
+    ["stragglers", "--csv", "--steps"],
+    ["input", "--csv"],
+    ["input", "--csv", "--iterators"],
+    ["ps", "--csv"],
+    ["parse", "--json"],
+]
+
+
+@pytest.mark.parametrize("path", SAMPLES)
+def test_every_csv_and_json_output_works(path: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    env = {"PODSCOPE_CACHE_DIR": str(tmp_path / "cache")}
+    for args in MACHINE_OUTPUTS:
+        result = runner.invoke(cli, [*args[:1], str(path), *args[1:]], env=env)
+        assert result.exit_code == 0, (args, result.output[-2000:], result.exception)
+        if "--json" in args:
+            json.loads(result.stdout)
+        elif result.stdout.strip():
+            pd.read_csv(io.StringIO(result.stdout))
