@@ -84,21 +84,27 @@ def comparable_workers(methods: pd.DataFrame) -> set[str]:
     return set(fam.loc[fam["family"] == chosen, "worker"].astype(str))
 
 
-def arrivals(pod: pd.DataFrame, comparable: set[str] | None = None) -> pd.DataFrame:
+def arrivals(
+    pod: pd.DataFrame, comparable: set[str] | None = None, synchronous: bool | None = None
+) -> pd.DataFrame:
     """Per worker × step: when it arrived at the step's collectives and how long it waited.
 
     Args:
         pod: ``analyzers.pod.pod_view`` output.
         comparable: the workers to compare (``comparable_workers``); None: all.
+        synchronous: whether the job is synchronous (``analyzers.pod.anchored``: collectives
+            inside the steps); None: judged from step ends (``is_synchronous``).
 
     Returns:
-        ``pod`` (the comparable workers' rows) with ``own_ns`` (step time − collectives),
+        ``pod`` (the comparable workers' rows) with ``synchronous`` (the one answer every
+        later analysis reads), ``own_ns`` (step time − collectives),
         ``estimated`` (own work taken from the traced workers' median: no categories),
         ``arrival_ns``, ``wait_ns`` (last arrival − own arrival, synchronous jobs; 0 for
         asynchronous ones).
     """
     out = pod if comparable is None else pod[pod["worker"].astype(str).isin(comparable)]
     out = out.copy()
+    out["synchronous"] = is_synchronous(out) if synchronous is None else synchronous
     split = out["split"].astype(bool)
     coll = out["device_collectives_ns"].astype("Float64").fillna(0).astype(float)
     own = (out["step_time_ns"] - coll).where(split)
@@ -207,7 +213,9 @@ def slow_steps(
 
     Returns:
         Columns ``SLOW_COLUMNS``: ``basis`` is ``vs other workers`` or ``vs own history``;
-        ``role`` ``culprit`` or ``outlier``; ``victims`` the workers that waited for a culprit
+        ``role`` ``late`` (late against the others in that step; a worker late in most of
+        its steps is the culprit, see ``roles``) or ``outlier``; ``victims`` the workers that
+        waited for it
         with their wait (``w0 58.1 ms``); largest excess first.
     """
     if arr.empty:
@@ -247,7 +255,7 @@ def slow_steps(
                 int(r["step"]),
                 r["step_num"],
                 "vs other workers",
-                "culprit",
+                "late",
                 late,
                 cause,
                 share,
@@ -310,27 +318,27 @@ def roles(arr: pd.DataFrame, slow: pd.DataFrame, majority: float = 0.5) -> pd.Da
     """Per worker: in how many steps it was the culprit, how much it waited, and its role.
 
     Returns:
-        Columns ``worker, steps, culprit_steps, mean_wait_ms, wait_share, role`` (``culprit``
+        Columns ``worker, steps, late_steps, mean_wait_ms, wait_share, role`` (``culprit``
         when it is the slow one in at least ``majority`` of the steps, ``victim`` when it
         waits for a culprit that long, else empty).
     """
     steps = arr.groupby(arr["worker"].astype(str)).agg(
         steps=("step", "size"), wait=("wait_ns", "mean"), time=("step_time_ns", "mean")
     )
-    culprit = slow[slow["role"] == "culprit"]
-    steps["culprit_steps"] = culprit.groupby("worker").size().reindex(steps.index).fillna(0)
-    named = steps.index[steps["culprit_steps"] >= majority * steps["steps"]]
+    culprit = slow[slow["role"] == "late"]
+    steps["late_steps"] = culprit.groupby("worker").size().reindex(steps.index).fillna(0)
+    named = steps.index[steps["late_steps"] >= majority * steps["steps"]]
     victim_steps = pd.Series(0.0, index=steps.index)
     for v in culprit["victims"]:
         for w in (part.rsplit(" ", 2)[0] for part in v.split(", ") if part):
             victim_steps[w] += 1
     out = steps.reset_index().rename(columns={"index": "worker"})
-    out["culprit_steps"] = out["culprit_steps"].astype("int64")
+    out["late_steps"] = out["late_steps"].astype("int64")
     out["mean_wait_ms"] = out.pop("wait") / 1e6
     out["wait_share"] = out["mean_wait_ms"] * 1e6 / out.pop("time")
     is_victim = (victim_steps >= majority * steps["steps"]).reindex(out["worker"]).to_numpy()
     out["role"] = np.where(out["worker"].isin(named), "culprit", np.where(is_victim, "victim", ""))
-    return out[["worker", "steps", "culprit_steps", "mean_wait_ms", "wait_share", "role"]]
+    return out[["worker", "steps", "late_steps", "mean_wait_ms", "wait_share", "role"]]
 
 
 STRAGGLER_COLUMNS = [

@@ -54,8 +54,22 @@ def pod_view(breakdown: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def anchored(aligned: pd.DataFrame, share: float = 0.5) -> bool:
+    """True when some worker's steps hold a collective (``analyzers.steps`` anchors) in at
+    least ``share`` of them: the workers' steps are tied by all-reduces, a synchronous job."""
+    if aligned.empty or "anchor_end_ns" not in aligned:
+        return False
+    has = aligned["anchor_end_ns"].notna().groupby(aligned["worker"].astype(str)).mean()
+    return bool((has >= share).any())
+
+
 def is_synchronous(pod: pd.DataFrame, tolerance: float = 0.1) -> bool:
-    """True when workers end each step together (within ``tolerance`` of the step time)."""
+    """True for a synchronous job: the frame's ``synchronous`` column where it has one (set
+    from collectives inside the steps, ``anchored``), else when workers end each step together
+    (within ``tolerance`` of the step time). A straggler's step that ends late under CPU
+    contention does not make an all-reduce job asynchronous."""
+    if "synchronous" in pod and len(pod):
+        return bool(pod["synchronous"].iloc[0])
     if pod["worker"].nunique() < 2:
         return True
     end = pod.groupby("step")["end_ns"]

@@ -50,7 +50,7 @@ from analyzers.collectives import collective_events, collective_summary, match_c
 from analyzers.input_pipeline import iterator_table, pipeline_summary
 from analyzers.memory import memory_summary
 from analyzers.ops import memory_timeline, op_events, op_stats
-from analyzers.pod import device_activity, pod_view, step_rows, worker_summary
+from analyzers.pod import anchored, device_activity, pod_view, step_rows, worker_summary
 from analyzers.ps_balance import ps_load
 from analyzers.rule_inputs import (
     device_busy,
@@ -351,7 +351,15 @@ class SessionAnalysis:
     def arrivals(self) -> pd.DataFrame:
         """The pod view of the workers whose steps compare (same kind of step span) with each
         worker-step's arrival at the collectives and its wait (``analyzers.attribution``)."""
-        return arrivals(self.pod, comparable_workers(self.methods))
+        return arrivals(
+            self.pod, comparable_workers(self.methods), synchronous=self.synchronous or None
+        )
+
+    @cached_property
+    def synchronous(self) -> bool:
+        """Whether collectives tie the workers' steps together (``analyzers.pod.anchored``);
+        False leaves it to the step ends (``is_synchronous``)."""
+        return anchored(self.aligned)
 
     @cached_property
     def op_steps(self) -> pd.DataFrame:

@@ -19,8 +19,18 @@ Methods, tried in this order per worker (the first that finds at least two steps
 4. ``python_call``: the Python tracer's ``polymorphic_function.py:<line> __call__`` events at
    depth ≤ 1 — what the collector's safe plan records on non-chief MWMS workers.
 
+Each step also gets an anchor: the span (``anchor_start_ns``, ``anchor_end_ns``) of the last
+collective (all-reduce, …) that ends inside it. In a synchronous job every worker's step k
+overlaps it: a worker enters that collective before it can complete anywhere, and leaves its
+step after the collective completed for it, which needs every participant to have entered.
+That ties the workers' steps together whatever their spans look like.
+
 ``align_steps`` then numbers the steps every worker has (XProf's ``step`` 0..N-1): by
-``step_num`` where workers have one, else by time overlap with a worker that has.
+``step_num`` where workers have one; a worker without step numbers is matched to the reference
+worker's steps by time — its step must overlap the reference step's anchor, or (a reference
+without collectives) overlap the step itself for most of its length — never by counting steps from the
+capture's start; a step that matches no reference step, or whose match is shared with another
+of its steps, is left out (``missing`` lists the reference steps a worker lacks).
 """
 
 from __future__ import annotations
@@ -29,12 +39,23 @@ import numpy as np
 import pandas as pd
 
 from analyzers._match import isin, matches
+from analyzers.collectives import DEVICE_COLLECTIVE, HOST_COLLECTIVE
 from analyzers.groups import DERIVED_LINES, device_spans
 
 METHODS = ("marker", "group_id", "function", "python_call")
 _FUNCTION = r"^EagerLocalExecute: __inference_\w*train\w*"
 _PY_CALL = r"polymorphic_function\.py:\d+ __call__$"
-STEP_COLUMNS = ["worker", "step_num", "start_ns", "end_ns", "method", "name", "event_row"]
+STEP_COLUMNS = [
+    "worker",
+    "step_num",
+    "start_ns",
+    "end_ns",
+    "method",
+    "name",
+    "event_row",
+    "anchor_start_ns",
+    "anchor_end_ns",
+]
 
 
 def _rows(ev: pd.DataFrame, method: str) -> pd.DataFrame:
@@ -133,10 +154,38 @@ def _worker_steps(ev: pd.DataFrame) -> pd.DataFrame:
         {
             c: pd.Series(dtype=t)
             for c, t in zip(
-                STEP_COLUMNS, ["str", "Int64", "int64", "int64", "str", "str", "int64"], strict=True
+                STEP_COLUMNS[:-2],
+                ["str", "Int64", "int64", "int64", "str", "str", "int64"],
+                strict=True,
             )
         }
     )
+
+
+def _anchors(ev: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Per step of one worker: start and end of the last collective (host collective op or
+    device collective kernel) that ends inside it; missing where none does."""
+    on_device = matches(ev["plane"], "/device:", how="startswith")
+    coll = ev[
+        (~on_device & matches(ev["op_type"], HOST_COLLECTIVE, how="match"))
+        | (on_device & matches(ev["name"], DEVICE_COLLECTIVE, how="match"))
+    ]
+    start = pd.array([pd.NA] * len(steps), dtype="Int64")
+    out = pd.DataFrame({"anchor_start_ns": start, "anchor_end_ns": start.copy()})
+    if coll.empty or steps.empty:
+        return out
+    c_start = coll["start_ns"].to_numpy(np.int64)
+    c_end = c_start + coll["dur_ps"].to_numpy(np.int64) // 1000
+    order = np.argsort(c_end, kind="stable")
+    c_start, c_end = c_start[order], c_end[order]
+    i = np.searchsorted(c_end, steps["end_ns"].to_numpy(np.int64), side="right") - 1
+    j = np.clip(i, 0, None)
+    ok = (i >= 0) & (c_end[j] >= steps["start_ns"].to_numpy(np.int64))
+    for col, values in (("anchor_start_ns", c_start[j]), ("anchor_end_ns", c_end[j])):
+        arr = pd.array(values, dtype="Int64")
+        arr[~ok] = pd.NA
+        out[col] = arr
+    return out
 
 
 def find_steps(events: pd.DataFrame) -> pd.DataFrame:
@@ -147,13 +196,19 @@ def find_steps(events: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         Columns ``worker, step_num (Int64, marker's own number), start_ns, end_ns, method,
-        name``, sorted by worker then time. A worker with no steps has no rows (see
+        name, event_row, anchor_start_ns, anchor_end_ns`` (the span of the last collective
+        that ends inside the step, Int64),
+        sorted by worker then time. A worker with no steps has no rows (see
         ``step_methods`` for why).
     """
-    parts = [_worker_steps(g) for _, g in events.groupby("worker", observed=True, sort=True)]
-    parts = [p for p in parts if len(p)]
+    parts = []
+    for _, g in events.groupby("worker", observed=True, sort=True):
+        st = _worker_steps(g)
+        if len(st):
+            parts.append(pd.concat([st.reset_index(drop=True), _anchors(g, st)], axis=1))
     if not parts:
-        return _worker_steps(events.iloc[:0])
+        empty = _worker_steps(events.iloc[:0])
+        return pd.concat([empty, _anchors(events.iloc[:0], empty)], axis=1)
     return pd.concat(parts, ignore_index=True)
 
 
@@ -194,27 +249,77 @@ def step_methods(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["worker", "method", "steps", "note"])
 
 
+def match_by_time(steps: pd.DataFrame, ref: pd.DataFrame) -> np.ndarray:
+    """For each of one worker's ``steps``, the row of ``ref`` (another worker's steps, in time
+    order) it is the same step as; -1 where that cannot be proven.
+
+    With anchors in ``ref`` (a synchronous job's collectives), a step matches the reference
+    step whose anchor span it overlaps, and only one; a step that overlaps none or several is
+    unproven. Without anchors, a step matches the reference step it overlaps most, if that
+    covers at least half of the step. Either way, two steps that match the same reference
+    step are both unproven: counting from the capture's start is never used.
+    """
+    start = steps["start_ns"].to_numpy(np.int64)
+    end = steps["end_ns"].to_numpy(np.int64)
+    out = np.full(len(steps), -1, dtype=np.int64)
+    if not len(ref) or not len(steps):
+        return out
+    a_start, a_end = (
+        ref[c].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
+        for c in ("anchor_start_ns", "anchor_end_ns")
+    )
+    has = np.flatnonzero(~np.isnan(a_end))
+    if len(has):  # anchors of consecutive steps follow each other in time
+        lo = np.searchsorted(a_end[has], start, side="left")  # first anchor ending after start
+        hi = np.searchsorted(a_start[has], end, side="right")  # anchors starting before end
+        one = hi - lo == 1
+        out[one] = has[lo[one]]
+    else:
+        r_start = ref["start_ns"].to_numpy(np.int64)
+        r_end = ref["end_ns"].to_numpy(np.int64)
+        mid = start + (end - start) // 2
+        k = np.searchsorted(r_start, mid, side="right") - 1
+        best = np.zeros(len(steps), dtype=np.int64)
+        for d in (-1, 0, 1):  # the reference step around the middle and its neighbours
+            j = np.clip(k + d, 0, len(ref) - 1)
+            overlap = np.minimum(end, r_end[j]) - np.maximum(start, r_start[j])
+            better = overlap > best
+            best[better], out[better] = overlap[better], j[better]
+        out[2 * best < end - start] = -1
+    taken = pd.Series(out)
+    out[taken.duplicated(keep=False).to_numpy() & (out >= 0)] = -1
+    return out
+
+
 def align_steps(steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Numbers the steps every worker has, 0..N-1 in time order (XProf's ``step``).
 
-    Workers with marker ``step_num``s are aligned on it; workers without are matched to the
-    reference worker's step whose interval contains the middle of theirs (MWMS steps are
-    synchronous).
+    Workers with marker ``step_num``s are aligned on it. Workers without are matched to a
+    reference worker's steps by time (``match_by_time``): the worker with step numbers and the
+    most steps, or, when no worker has numbers, the worker with the most steps (anchored ones
+    first), whose steps are numbered in their own order.
 
     Returns:
         ``(aligned, missing)``: ``aligned`` = steps present on every worker with column
         ``step`` (and ``step_num`` filled from the reference); ``missing`` = per worker, the
-        reference ``step_num``s it lacks (columns ``worker, step_num``).
+        reference ``step_num``s it lacks or whose match could not be proven (columns
+        ``worker, step_num``).
     """
     if steps.empty:
         return steps.assign(step=pd.Series(dtype="int64")), pd.DataFrame(
             columns=["worker", "step_num"]
         )
+    for col in ("anchor_start_ns", "anchor_end_ns"):
+        if col not in steps:
+            steps = steps.assign(**{col: pd.array([pd.NA] * len(steps), dtype="Int64")})
     workers = sorted(steps["worker"].unique())
     numbered = steps[steps["step_num"].notna()]
     if numbered.empty:
-        # No worker has step numbers: align by order (all workers run the same steps).
-        ordered = steps.assign(key=steps.groupby("worker").cumcount())
+        anchored = steps["anchor_end_ns"].notna().groupby(steps["worker"]).any()
+        size = steps.groupby("worker").size()
+        ref_worker = max(workers, key=lambda w: (bool(anchored[w]), int(size[w]), w))
+        ref = steps[steps["worker"] == ref_worker].sort_values("start_ns")
+        ref = ref.assign(step_num=pd.array(np.arange(len(ref)), dtype="Int64"))
     else:
         ref_worker = numbered.groupby("worker").size().idxmax()
         ref = (
@@ -222,22 +327,17 @@ def align_steps(steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             .drop_duplicates("step_num")
             .sort_values("start_ns")
         )
-        parts = []
-        for w in workers:
-            s = steps[steps["worker"] == w]
-            if s["step_num"].notna().all():
-                parts.append(s.assign(key=s["step_num"].astype("int64")))
-                continue
-            mid = (s["start_ns"].to_numpy() + s["end_ns"].to_numpy()) // 2
-            i = np.searchsorted(ref["start_ns"].to_numpy(), mid, side="right") - 1
-            ok = (i >= 0) & (mid < ref["end_ns"].to_numpy()[np.clip(i, 0, None)])
-            parts.append(
-                s[ok].assign(
-                    key=ref["step_num"].to_numpy()[i[ok]].astype("int64"),
-                    step_num=pd.array(ref["step_num"].to_numpy()[i[ok]], dtype="Int64"),
-                )
-            )
-        ordered = pd.concat(parts, ignore_index=True).drop_duplicates(["worker", "key"])
+    parts = []
+    for w in workers:
+        s = ref if w == ref_worker else steps[steps["worker"] == w].sort_values("start_ns")
+        if w == ref_worker or (s["step_num"].notna().all() and not numbered.empty):
+            parts.append(s.assign(key=s["step_num"].astype("int64")))
+            continue
+        i = match_by_time(s, ref)
+        ok = i >= 0
+        nums = ref["step_num"].to_numpy()[i[ok]]
+        parts.append(s[ok].assign(key=nums.astype("int64"), step_num=pd.array(nums, dtype="Int64")))
+    ordered = pd.concat(parts, ignore_index=True).drop_duplicates(["worker", "key"])
     counts = ordered.groupby("key")["worker"].nunique()
     common = counts[counts == len(workers)].index
     aligned = ordered[ordered["key"].isin(common)].copy()

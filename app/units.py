@@ -123,7 +123,7 @@ def _formatter(column: str) -> dict[str, str] | None:
         "invokes",
         "participants",
         "measured",
-        "culprit_steps",
+        "late_steps",
         "live_at_peak",
         "variables",
         "reads",

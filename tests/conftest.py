@@ -6,7 +6,6 @@ import hashlib
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 from reference_engine import cluster
 from reference_engine.config import EngineConfig
+from verify.run import ScenarioCapture, capture_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "traces"
@@ -112,22 +112,6 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[..., cluster.Manifest]]:
         assert not [t.name for t in m.tasks if cluster.alive(t.pid)], "processes left after down"
 
 
-@dataclass(frozen=True)
-class ScenarioCapture:
-    """A capture of an engine cluster running one scenario (the ground truth for analyses)."""
-
-    workload: str
-    scenario: str
-    session_dir: Path
-    manifest: cluster.Manifest
-    config: EngineConfig
-
-    def label(self, task: str) -> str:
-        """The worker label of task ``role:index`` in the capture."""
-        t = next(t for t in self.manifest.tasks if t.name == task)
-        return t.agent_address.replace(":", "_")
-
-
 @pytest.fixture(scope="session")
 def scenario_capture(
     tmp_path_factory: pytest.TempPathFactory,
@@ -138,8 +122,6 @@ def scenario_capture(
     tasks run with jemalloc preloaded), stops the cluster. Cached for the session: each
     scenario runs once however many tests use it."""
     require_tf()
-    from collectors.capture import CaptureOptions, Target, capture
-
     made: dict[tuple[object, ...], ScenarioCapture] = {}
 
     def make(
@@ -161,32 +143,14 @@ def scenario_capture(
         if key in made:
             return made[key]
         root = tmp_path_factory.mktemp(f"{workload}-{scenario}-h{host_tracer_level}")
-        m = cluster.up(cfg, workers=workers, ps=ps, run_dir=root / "run", ready_timeout_s=240)
-        try:
-            trainer = (
-                next(t for t in m.tasks if t.role == "chief") if workload == "ps" else m.tasks[0]
-            )
-            deadline = time.monotonic() + 180
-            while (
-                sum(e["event"] == "step" for e in cluster.events(trainer)) < 5
-                and time.monotonic() < deadline
-            ):
-                time.sleep(0.2)
-            result = capture(
-                [Target(t.agent_address) for t in m.tasks],
-                CaptureOptions(
-                    logdir=root / "logdir",
-                    duration_ms=2500,
-                    delay_ms=300,
-                    host_tracer_level=host_tracer_level,
-                    unsafe_full_trace=full_trace,
-                ),
-            )
-            bad = [(w.label, w.status, w.reason) for w in result.workers if w.status != "ok"]
-            assert not bad, bad
-        finally:
-            cluster.down(m, grace_s=2)
-        made[key] = ScenarioCapture(workload, scenario, result.session_dir, m, cfg)
+        made[key] = capture_scenario(
+            cfg,
+            root,
+            workers=workers,
+            ps=ps,
+            host_tracer_level=host_tracer_level,
+            full_trace=full_trace,
+        )
         return made[key]
 
     yield make

@@ -280,7 +280,8 @@ def prepare(frames: TraceFrames) -> SessionAnalysis:
 def diagnose(
     analysis: SessionAnalysis, thresholds: Thresholds | None = None, only: list[str] | None = None
 ) -> list[Finding]:
-    """Runs the rules (all, or ``only``) and ranks findings: severity, then time at stake.
+    """Runs the rules (all, or ``only``) and ranks findings: severity, then time at stake, then
+    symptoms after their causes (``questions.rank``).
 
     Raises:
         KeyError: an unknown rule id in ``only`` (the message lists the known ones).
@@ -291,4 +292,7 @@ def diagnose(
     if unknown:
         raise KeyError(f"unknown rules {unknown}; known: {', '.join(RULES)}")
     findings = [RULES[r](analysis, t) for r in ids]
-    return sorted(findings, key=lambda f: (-f.severity.rank, -f.at_stake_ns, not f.applies))
+    ranked = sorted(findings, key=lambda f: (-f.severity.rank, -f.at_stake_ns, not f.applies))
+    from analyzers.diagnostics.questions import rank  # the tables beside the rules import this
+
+    return rank(ranked)

@@ -166,3 +166,65 @@ def contradictions(findings: list[Finding]) -> list[str]:
     the findings agree)."""
     by_id = {f.rule_id: f for f in findings}
     return [f"{c.a} × {c.b}: {c.why}" for c in CONFLICTS if c.holds(by_id.get(c.a), by_id.get(c.b))]
+
+
+#: Findings that are symptoms of others: when a cause fires, the symptom is ranked after it and
+#: says so (``explained_by`` in its evidence). In a synchronous job every worker waits in the
+#: all-reduce for whatever slows any worker, so time in collectives follows from each cause of
+#: slowness; a late worker's gaps between its steps are its lateness (straggler_cause splits
+#: them out); Python time inside steps follows from eager dispatch and tiny ops.
+SYMPTOM_OF: dict[str, tuple[str, ...]] = {
+    "collectives": (
+        "straggler",
+        "slow_collective",
+        "collective_wait",
+        "input_bound",
+        "input_stage",
+        "step_gaps",
+        "eager",
+        "tiny_ops",
+        "memory_leak",
+        "ps_imbalance",
+    ),
+    "collective_wait": ("straggler",),
+    "straggler_cause": ("straggler",),
+    "step_gaps": ("straggler",),
+    "all_others": ("eager", "tiny_ops"),
+    "slow_iterator": ("input_bound", "input_stage"),
+    "no_prefetch": ("input_bound", "input_stage"),
+    "input_bound": ("input_stage",),
+}
+
+
+#: Symptoms that follow from a cause only on the worker the cause names (gaps between the
+#: straggler's own steps are its lateness; gaps on another worker are a problem of their own).
+SAME_WORKER = frozenset({"step_gaps"})
+
+
+def _explains(cause: Finding, symptom: Finding) -> bool:
+    if symptom.rule_id not in SAME_WORKER:
+        return True
+    return str(symptom.evidence.get("worker")) in _named(cause, "straggler") | _named(
+        cause, "culprit"
+    )
+
+
+def rank(findings: list[Finding]) -> list[Finding]:
+    """``findings`` (already ordered by severity and time at stake) with every firing symptom
+    moved after the last of its firing causes (``SYMPTOM_OF``, ``SAME_WORKER``), its causes
+    named in its evidence (``explained_by``)."""
+    fired = {f.rule_id: f for f in findings if _fires(f)}
+    order = list(findings)
+    for f in findings:
+        causes = [
+            c
+            for c in SYMPTOM_OF.get(f.rule_id, ())
+            if c in fired and c != f.rule_id and _explains(fired[c], f)
+        ]
+        if not _fires(f) or not causes:
+            continue
+        f.evidence["explained_by"] = causes
+        order.remove(f)
+        last = max(i for i, g in enumerate(order) if g.rule_id in causes)
+        order.insert(last + 1, f)
+    return order

@@ -110,19 +110,26 @@ def step_gaps(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     gap = (s.groupby("worker")["start_ns"].shift(-1) - s["end_ns"]).clip(lower=0)
     span = s.groupby("worker")["end_ns"].max() - s.groupby("worker")["start_ns"].min()
     per_worker = gap.groupby(s["worker"]).sum() / span
-    value = float(per_worker.mean())
+    worst = str(per_worker.idxmax())
+    value = float(per_worker.max())
+    several = per_worker.size > 1
     return Verdict(
         severity_of(value, t.step_gaps),
         value=value,
-        expression="float(prepare(frames).steps.sort_values(['worker','start_ns']).groupby('worker').apply(lambda s: (s.start_ns.shift(-1) - s.end_ns).clip(lower=0).sum() / (s.end_ns.max() - s.start_ns.min())).mean())",
+        title=f"Gaps between steps on {worst} (work outside the step: callbacks, metrics, Python)"
+        if several
+        else None,
+        expression="float(prepare(frames).steps.sort_values(['worker','start_ns']).groupby('worker').apply(lambda s: (s.start_ns.shift(-1) - s.end_ns).clip(lower=0).sum() / (s.end_ns.max() - s.start_ns.min())).max())",
         evidence={
+            "worker": worst,
             "gap_share_by_worker": per_worker.round(4).to_dict(),
             "median_gap_ms": round(float(gap.dropna().median()) / 1e6, 3),
+            "thresholds_share": list(t.step_gaps),
         },
         recommendation="Move per-step Python work (callbacks, metric logging, data conversion) into tf.function or "
         "do it every N steps; with Keras, raise steps_per_execution.",
         at_stake_ns=value * inp.step_time_ns / max(1e-9, 1 - value),
-        page=_widest_gap(inp, s, gap),
+        page=_widest_gap(inp, s[s["worker"] == worst], gap[s["worker"] == worst]),
     )
 
 
@@ -213,7 +220,7 @@ def straggler(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             "straggler": named["worker"].tolist(),
             "late_ms_by_worker": s.set_index("worker")["late_ms"].round(3).to_dict(),
             "late_in_steps_share": float(
-                inp.roles.set_index("worker")["culprit_steps"]
+                inp.roles.set_index("worker")["late_steps"]
                 .div(inp.roles.set_index("worker")["steps"])
                 .get(str(top["worker"]), 0.0)
             ),

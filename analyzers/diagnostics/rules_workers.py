@@ -35,13 +35,11 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             Severity.NONE,
             value=value,
             expression="float(prepare(frames).roles.query(\"role == 'victim'\").wait_share.max() if (prepare(frames).roles.role == 'victim').any() else 0.0)",
-            evidence={"late_steps": int((inp.slow_steps["role"] == "culprit").sum())},
+            evidence={"late_steps": int((inp.slow_steps["role"] == "late").sum())},
             recommendation="No worker arrives late in most steps.",
         )
     worker = str(culprits["worker"].iloc[0])
-    late = inp.slow_steps[
-        (inp.slow_steps["worker"] == worker) & (inp.slow_steps["role"] == "culprit")
-    ]
+    late = inp.slow_steps[(inp.slow_steps["worker"] == worker) & (inp.slow_steps["role"] == "late")]
     causes = late["cause"].value_counts(normalize=True)
     worst = late.iloc[0]
     cause = str(causes.index[0])
@@ -57,7 +55,7 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     expression = "float(prepare(frames).roles.query(\"role == 'victim'\").wait_share.max() if (prepare(frames).roles.role == 'victim').any() else 0.0)"
     if not is_synchronous(inp.arrivals):
         value = float(late["excess_ns"].mean()) / float(inp.arrivals["step_time_ns"].median())
-        expression = f"(lambda a: float(a.slow_steps.query(\"role == 'culprit' and worker == '{worker}'\").excess_ns.mean() / a.arrivals.step_time_ns.median()))(prepare(frames))"
+        expression = f"(lambda a: float(a.slow_steps.query(\"role == 'late' and worker == '{worker}'\").excess_ns.mean() / a.arrivals.step_time_ns.median()))(prepare(frames))"
     return Verdict(
         severity_of(value, t.straggler_wait),
         value=value,

@@ -84,12 +84,20 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
     roles, slow = a.roles, a.slow_steps
     culprit = roles[roles["role"] == "culprit"]
     if culprit.empty:
+        late = slow[slow["role"] == "late"]
+        spread = (
+            f" ({len(late)} late worker-steps, spread over {late['worker'].nunique()} "
+            f"worker{'s' if late['worker'].nunique() != 1 else ''}: noise, not one slow worker)"
+            if len(late)
+            else ""
+        )
         verdict: Any = dbc.Alert(
-            "No worker arrives late in most steps: nobody holds the others back.", color="success"
+            f"No worker arrives late in most of its steps{spread}: nobody holds the others back.",
+            color="success",
         )
     else:
         w = str(culprit["worker"].iloc[0])
-        mine = slow[(slow["worker"] == w) & (slow["role"] == "culprit")]
+        mine = slow[(slow["worker"] == w) & (slow["role"] == "late")]
         cause = mine["cause"].mode().iloc[0] if len(mine) else "mixed"
         victims = roles[roles["role"] == "victim"]
         waits = ", ".join(

@@ -44,7 +44,7 @@ def test_straggler_is_the_culprit_and_the_others_wait_its_milliseconds(scenario_
         # within 20 % of the injected 60 ms (a victim traced by the Python tracer alone is
         # estimated from its step start: the same number)
         assert 48.0 <= roles.loc[v, "mean_wait_ms"] <= 72.0, roles
-    late = a.slow_steps[a.slow_steps["role"] == "culprit"]
+    late = a.slow_steps[a.slow_steps["role"] == "late"]
     assert (late["worker"] == culprit).all()
     assert (late["cause"] == "late start").mean() >= 0.8, late["cause"].value_counts()
 

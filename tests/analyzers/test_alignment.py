@@ -1,0 +1,137 @@
+"""Steps aligned by time, never by order: workers traced with the Python tracer (no step
+numbers) are matched to the marker worker's steps through the all-reduce each step contains,
+so where the capture window starts on a worker never changes who the culprit is."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analyzers.session import SessionAnalysis
+from analyzers.steps import align_steps, match_by_time
+from tests.xspace_builder import SpaceBuilder
+from trace_parsers.loader import merge
+from trace_parsers.xplane import parse_xplane
+
+US = 1_000_000  # ps per µs
+PERIOD_US = 10_000
+CALL = "$polymorphic_function.py:805 __call__"
+
+
+def chief(steps: int, *, cut_us: int = 0) -> bytes:
+    """A host-traced chief: a ``train`` marker per step, its own work, then the all-reduce in
+    which it waits for the straggler (it arrives at 5 ms, everyone completes at 8.5 ms)."""
+    b = SpaceBuilder()
+    host = b.plane("/host:CPU")
+    line = host.line(2, "tf_Compute")
+    for i in range(steps):
+        t0 = i * PERIOD_US
+        if t0 + PERIOD_US <= cut_us:
+            continue
+        host.event(line, "train", t0 * US, (PERIOD_US - 300) * US, step_num=100 + i, _r=1)
+        host.event(line, "dense/MatMul:MatMul", t0 * US, 5000 * US)
+        host.event(
+            line, "allreduce/CollectiveReduceV2:CollectiveReduceV2", (t0 + 5000) * US, 3500 * US
+        )
+    b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+    return b.bytes()
+
+
+def python_worker(steps: int, *, start_us: int, end_lag_us: list[int], cut_us: int = 0) -> bytes:
+    """A worker traced with the Python tracer only: one ``__call__`` per step, from
+    ``start_us`` into the period to the all-reduce's completion plus that step's lag (its
+    post-step work, stretched by CPU contention). A window cut at ``cut_us`` records a call in
+    progress from the cut, as the Python tracer does."""
+    b = SpaceBuilder()
+    host = b.plane("/host:CPU")
+    line = host.line(1, "python")
+    for i in range(steps):
+        t0 = i * PERIOD_US
+        start, end = t0 + start_us, t0 + 8500 + end_lag_us[i]
+        if end <= cut_us:
+            continue
+        start = max(start, cut_us)
+        host.event(line, CALL, start * US, (end - start) * US)
+    b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+    return b.bytes()
+
+
+def session(cuts: dict[str, int], lags: list[int], steps: int = 12) -> SessionAnalysis:
+    """w_0 the chief; w_1 a victim (on time); w_2 the straggler, entering its step 7 ms late
+    with a short step whose end lags the chief's by ``lags``."""
+    workers = [
+        ("w_0", chief(steps, cut_us=cuts.get("w_0", 0))),
+        (
+            "w_1",
+            python_worker(steps, start_us=150, end_lag_us=[200] * steps, cut_us=cuts.get("w_1", 0)),
+        ),
+        ("w_2", python_worker(steps, start_us=7000, end_lag_us=lags, cut_us=cuts.get("w_2", 0))),
+    ]
+    return SessionAnalysis(merge([parse_xplane(data, worker=w) for w, data in workers]))
+
+
+def culprits(a: SessionAnalysis) -> list[str]:
+    return a.roles.loc[a.roles["role"] == "culprit", "worker"].tolist()
+
+
+def test_a_straggler_whose_step_ends_late_is_matched_to_its_own_step() -> None:
+    # its call ends 4.5 ms after the all-reduce: its middle (9.75 ms) lies past the chief's
+    # step (9.7 ms), yet it overlaps only its own step's all-reduce
+    a = session({}, lags=[4500] * 12)
+    aligned = a.aligned
+    assert aligned.groupby("worker").size().to_dict() == {"w_0": 12, "w_1": 12, "w_2": 12}
+    mine = aligned[aligned["worker"] == "w_2"].sort_values("step")
+    chief_steps = aligned[aligned["worker"] == "w_0"].sort_values("step")
+    # step k of the straggler starts 7 ms into the chief's step k, not 7 ms before its end
+    assert np.array_equal(
+        mine["start_ns"].to_numpy() - chief_steps["start_ns"].to_numpy(), [7_000_000] * 12
+    )
+    assert culprits(a) == ["w_2"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_shifting_a_workers_window_never_changes_the_culprit(seed: int) -> None:
+    rng = random.Random(seed)
+    lags = [rng.randint(0, 6000) for _ in range(12)]
+    assert culprits(session({}, lags)) == ["w_2"]
+    for worker in ("w_0", "w_1", "w_2"):
+        for part in (0.25, 0.5, 0.75, 1.3, 2.6):
+            a = session({worker: int(part * PERIOD_US)}, lags)
+            assert culprits(a) == ["w_2"], (worker, part, a.roles)
+            assert len(a.aligned) >= 3 * 9  # at most the steps the window cut are left out
+
+
+def test_an_unprovable_match_is_left_out_not_guessed() -> None:
+    ref = pd.DataFrame(
+        {
+            "start_ns": [0, 100, 200],
+            "end_ns": [90, 190, 290],
+            "anchor_start_ns": pd.array([40, 140, 240], dtype="Int64"),
+            "anchor_end_ns": pd.array([80, 180, 280], dtype="Int64"),
+        }
+    )
+    steps = pd.DataFrame(
+        {
+            "start_ns": [50, 70, 230, 250, 300],  # one step overlapping two anchors,
+            "end_ns": [95, 150, 260, 262, 310],  # two claiming the same, one claiming none
+        }
+    )
+    assert match_by_time(steps, ref).tolist() == [0, -1, -1, -1, -1]
+
+
+def test_workers_without_step_numbers_are_matched_by_time_not_by_count() -> None:
+    """No worker has numbers: the reference is the worker with the most steps; one that
+    starts its trace a step later still pairs each step with the one it ran beside."""
+    rows = []
+    for w, first in (("a", 0), ("b", 1)):
+        for i in range(first, 6):
+            rows.append((w, pd.NA, i * 100, i * 100 + 90))
+    steps = pd.DataFrame(rows, columns=["worker", "step_num", "start_ns", "end_ns"])
+    steps["step_num"] = steps["step_num"].astype("Int64")
+    aligned, missing = align_steps(steps)
+    pairs = aligned.pivot(index="step", columns="worker", values="start_ns")
+    assert (pairs["a"] == pairs["b"]).all() and len(pairs) == 5
+    assert missing.to_dict("records") == [{"worker": "b", "step_num": 0}]

@@ -1,0 +1,1 @@
+"""make verify: verdicts checked over a seeded, randomized matrix of engine runs."""

@@ -1,0 +1,140 @@
+"""The randomized scenario matrix of ``make verify``: what to run, and what each run must say.
+
+    >>> runs = draw(40, seed=7)          # Run(scenario, workload, workers, task, delay, model)
+    >>> EXPECTED["straggler"]            # rule ids acceptable as the top finding
+
+Every scenario of the issue's list runs at least ``per_scenario`` times (straggler more: its
+culprit is the verdict most often acted on); workload, worker count, the slowed task, the delay
+(20–80 ms) and the model are drawn, none of them the values the tests use by default.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from reference_engine.config import EngineConfig
+from reference_engine.scenarios import SCENARIOS
+
+#: The scenarios of the matrix, and the share of runs each gets (straggler twice).
+SCENARIO_WEIGHTS = {
+    "baseline": 2,
+    "straggler": 3,
+    "input-bound": 1,
+    "slow-map": 1,
+    "host-overhead": 1,
+    "tiny-ops": 1,
+    "eager": 1,
+    "memory-leak": 1,
+    "slow-allreduce": 1,
+    "ps-imbalance": 1,
+}
+
+#: Rule ids that count as "the injected cause is the top finding", per scenario. Input-bound
+#: and slow-map answer the same question (input); either of its two deciding rules is right.
+EXPECTED: dict[str, frozenset[str]] = {
+    "baseline": frozenset(),
+    "straggler": frozenset({"straggler", "straggler_cause"}),
+    "input-bound": frozenset({"input_bound", "input_stage"}),
+    "slow-map": frozenset({"input_stage", "input_bound"}),
+    "host-overhead": frozenset({"step_gaps"}),
+    "tiny-ops": frozenset({"tiny_ops"}),
+    "eager": frozenset({"eager"}),
+    "memory-leak": frozenset({"memory_leak"}),
+    "slow-allreduce": frozenset({"slow_collective"}),
+    "ps-imbalance": frozenset({"ps_imbalance"}),
+}
+
+#: Findings that every CPU MultiWorkerMirroredStrategy run on a 2-core machine shows, the
+#: baseline included (two training processes share two cores: workers wait for each other in
+#: the all-reduce; Python between ops): a baseline whose top finding is one of these, or none,
+#: is right.
+ENVIRONMENT = frozenset({"collectives", "all_others"})
+
+
+@dataclass(frozen=True)
+class Run:
+    """One drawn engine run."""
+
+    scenario: str
+    workload: str
+    workers: int
+    ps: int
+    model: str
+    straggler_task: int
+    delay_ms: float
+    seed: int
+
+    @property
+    def expected_culprit(self) -> int | None:
+        """The index of the worker that must be named culprit (None: nobody)."""
+        return self.straggler_task if self.scenario == "straggler" else None
+
+    @property
+    def host_tracer_level(self) -> int:
+        """TF records cheap ops at level 3 only: tiny-ops is captured there (said in the report)."""
+        return 3 if self.scenario == "tiny-ops" else 2
+
+    @property
+    def full_trace(self) -> bool:
+        """A slow collective is told from a late worker only with every worker traced."""
+        return self.scenario == "slow-allreduce"
+
+    def config(self, preload: str | None = None) -> EngineConfig:
+        """The engine configuration of this run (the delay drives the scenario's own knob)."""
+        knob = {
+            "straggler": "straggler_ms",
+            "input-bound": "input_delay_ms",
+            "slow-map": "slow_map_ms",
+            "host-overhead": "host_overhead_ms",
+            "slow-allreduce": "link_delay_ms",
+        }.get(self.scenario)
+        extra: dict[str, Any] = {knob: self.delay_ms} if knob else {}
+        return EngineConfig(
+            workload=self.workload,
+            scenario=self.scenario,
+            model=self.model,
+            steps=None,
+            straggler_task=self.straggler_task,
+            seed=self.seed,
+            preload=preload if self.full_trace else None,
+            **extra,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def draw(n: int, seed: int) -> list[Run]:
+    """``n`` runs, every scenario at least once, in proportion to ``SCENARIO_WEIGHTS``."""
+    rng = random.Random(seed)
+    total = sum(SCENARIO_WEIGHTS.values())
+    counts = {s: max(1, n * w // total) for s, w in SCENARIO_WEIGHTS.items()}
+    by_weight = sorted(SCENARIO_WEIGHTS, key=lambda s: -SCENARIO_WEIGHTS[s])
+    for i in range(max(0, n - sum(counts.values()))):  # the remainder, heaviest first
+        counts[by_weight[i % len(by_weight)]] += 1
+    names = [s for s, c in counts.items() for _ in range(c)]
+    rng.shuffle(names)
+    runs = []
+    for i, scenario in enumerate(names[:n]):
+        workloads = SCENARIOS[scenario].workloads
+        workload = rng.choice(workloads)
+        # ps: the chief coordinates, the workers train, one or two parameter servers
+        workers = rng.randint(2, 4)
+        ps = (2 if scenario == "ps-imbalance" else rng.randint(1, 2)) if workload == "ps" else 0
+        if scenario == "ps-imbalance":
+            workers = rng.randint(1, 2)
+        runs.append(
+            Run(
+                scenario=scenario,
+                workload=workload,
+                workers=workers,
+                ps=ps,
+                model=rng.choice(["mlp", "cnn"]),
+                straggler_task=rng.randrange(workers),
+                delay_ms=float(rng.randint(20, 80)),
+                seed=seed * 1000 + i,
+            )
+        )
+    return runs

@@ -1,0 +1,94 @@
+"""One engine run captured as a user would: a local cluster, warm-up, one capture of every task
+with the default (safe) plan, the cluster stopped. Shared by ``make verify`` and the tests'
+``scenario_capture`` fixture, so both measure the same thing.
+
+    >>> cap = capture_scenario(EngineConfig(workload="mwms-fit", scenario="straggler",
+    ...                                     steps=None, straggler_task=2), workers=3,
+    ...                        root=Path("build/verify/run0"))
+    >>> cap.label("worker:2")          # its worker label in the capture
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from collectors.capture import CaptureOptions, Target, capture
+from reference_engine import cluster
+from reference_engine.config import EngineConfig
+
+#: Steps the trainer must have logged before the capture starts (past tracing and warm-up).
+WARM_STEPS = 5
+
+
+class RunError(RuntimeError):
+    """An engine run that did not produce a complete capture (which task, and why)."""
+
+
+@dataclass(frozen=True)
+class ScenarioCapture:
+    """A capture of an engine cluster running one scenario (the ground truth for analyses)."""
+
+    workload: str
+    scenario: str
+    session_dir: Path
+    manifest: cluster.Manifest
+    config: EngineConfig
+
+    def label(self, task: str) -> str:
+        """The worker label of task ``role:index`` in the capture."""
+        t = next(t for t in self.manifest.tasks if t.name == task)
+        return t.agent_address.replace(":", "_")
+
+
+def capture_scenario(
+    cfg: EngineConfig,
+    root: Path,
+    *,
+    workers: int = 2,
+    ps: int = 0,
+    host_tracer_level: int = 2,
+    full_trace: bool = False,
+    duration_ms: int = 2500,
+    delay_ms: int = 300,
+    ready_timeout_s: float = 240.0,
+    warm_timeout_s: float = 180.0,
+) -> ScenarioCapture:
+    """Runs ``cfg`` on ``workers`` (+ ``ps``) task processes under ``root``, waits until the
+    trainer has logged ``WARM_STEPS`` steps, captures every task in one window and stops the
+    cluster (always, also on failure).
+
+    Raises:
+        RunError: the trainer never warmed up, or a task's capture was not ``ok``.
+    """
+    m = cluster.up(
+        cfg, workers=workers, ps=ps, run_dir=root / "run", ready_timeout_s=ready_timeout_s
+    )
+    try:
+        trainer = (
+            next(t for t in m.tasks if t.role == "chief") if cfg.workload == "ps" else m.tasks[0]
+        )
+        deadline = time.monotonic() + warm_timeout_s
+        while sum(e["event"] == "step" for e in cluster.events(trainer)) < WARM_STEPS:
+            if time.monotonic() > deadline:
+                raise RunError(
+                    f"{trainer.name} logged fewer than {WARM_STEPS} steps in {warm_timeout_s:.0f} s"
+                )
+            time.sleep(0.2)  # polling a log file for a state, not waiting a fixed time
+        result = capture(
+            [Target(t.agent_address) for t in m.tasks],
+            CaptureOptions(
+                logdir=root / "logdir",
+                duration_ms=duration_ms,
+                delay_ms=delay_ms,
+                host_tracer_level=host_tracer_level,
+                unsafe_full_trace=full_trace,
+            ),
+        )
+        bad = [(w.label, w.status, w.reason) for w in result.workers if w.status != "ok"]
+        if bad:
+            raise RunError(f"capture incomplete: {bad}")
+    finally:
+        cluster.down(m, grace_s=2)
+    return ScenarioCapture(cfg.workload, cfg.scenario, result.session_dir, m, cfg)
