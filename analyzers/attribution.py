@@ -314,20 +314,30 @@ def _outliers(
     return rows
 
 
-def roles(arr: pd.DataFrame, slow: pd.DataFrame, majority: float = 0.5) -> pd.DataFrame:
-    """Per worker: in how many steps it was the culprit, how much it waited, and its role.
+def roles(
+    arr: pd.DataFrame, slow: pd.DataFrame, majority: float = 2 / 3, dominance: float = 2.0
+) -> pd.DataFrame:
+    """Per worker: in how many steps it was late, how much it waited, and its role.
+
+    A worker is the culprit when it is late in at least ``majority`` of its steps *and* in at
+    least ``dominance`` times as many steps as any other worker: with two workers and noise
+    alone, one of them is late in about half the steps by construction, so a bare majority
+    would name a culprit on a healthy job by a coin flip.
 
     Returns:
-        Columns ``worker, steps, late_steps, mean_wait_ms, wait_share, role`` (``culprit``
-        when it is the slow one in at least ``majority`` of the steps, ``victim`` when it
-        waits for a culprit that long, else empty).
+        Columns ``worker, steps, late_steps, mean_wait_ms, wait_share, role`` (``culprit``,
+        ``victim`` when it waits for the culprit in ``majority`` of the steps, else empty).
     """
     steps = arr.groupby(arr["worker"].astype(str)).agg(
         steps=("step", "size"), wait=("wait_ns", "mean"), time=("step_time_ns", "mean")
     )
     culprit = slow[slow["role"] == "late"]
     steps["late_steps"] = culprit.groupby("worker").size().reindex(steps.index).fillna(0)
-    named = steps.index[steps["late_steps"] >= majority * steps["steps"]]
+    late = steps["late_steps"]
+    runner_up = late.sort_values(ascending=False).iloc[1] if len(late) > 1 else 0.0
+    named = steps.index[
+        (late >= majority * steps["steps"]) & (late == late.max()) & (late >= dominance * runner_up)
+    ]
     victim_steps = pd.Series(0.0, index=steps.index)
     for v in culprit["victims"]:
         for w in (part.rsplit(" ", 2)[0] for part in v.split(", ") if part):

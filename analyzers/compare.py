@@ -1,12 +1,16 @@
 """Two runs side by side: where each run's step time goes, and which ops changed.
 
-    >>> steps = compare_steps(base.breakdown, new.breakdown)   # one row per metric
-    >>> ops = compare_ops(base.op_table, new.op_table, base.breakdown, new.breakdown)
+    >>> steps = compare_steps(base.pod, new.pod)   # one row per metric
+    >>> ops = compare_ops(base.op_table, new.op_table, base.pod, new.pod)
 
-Step metrics are per step of one worker and device (the mean, p50 and p95 over a run's
-breakdown rows), so runs of different lengths and sizes compare directly. Op times are the
-capture's totals divided by the run's worker-steps (ops outside steps, a warm-up say, count
-too); a run without steps is compared per worker over the whole capture instead (``per``).
+Both read the Pod Viewer's definitions, so Compare, the Pod Viewer, the Ops page and XProf
+show the same numbers: a step of a worker lasts as long as its busiest device's span of it
+(``analyzers.pod.pod_view``: two GPUs of one host are not averaged), and step metrics are over
+a run's worker-steps (mean, p50, p95), so runs of different lengths and sizes compare
+directly. Op times are the capture's totals divided by the run's *traced* worker-steps: a
+worker traced with the Python tracer only records no ops, so its steps do not divide (ops
+outside steps, a warm-up say, count too); a run without steps is compared per worker over the
+whole capture instead (``per``).
 """
 
 from __future__ import annotations
@@ -20,14 +24,12 @@ STEP_METRICS = ("step_time (mean)", "step_time (p50)", "step_time (p95)", *CATEG
 
 
 def _step_metrics(breakdown: pd.DataFrame) -> pd.Series:
-    """ms per step of one worker and device: step time statistics and mean categories, both
-    over the same rows: those whose categories are known (a Python-traced worker's rows are
-    left out when any other worker's are known), so the categories add up to the step time."""
+    """ms per worker-step: step time statistics and mean categories, both over the same rows:
+    those whose categories are known (a Python-traced worker's rows are left out when any
+    other worker's are known), so the categories add up to the step time."""
     if breakdown.empty:
         return pd.Series(np.nan, index=list(STEP_METRICS))
-    split = breakdown["split"].astype(bool)
-    if split.any():
-        breakdown = breakdown[split]
+    breakdown = traced_steps(breakdown)
     step_ms = breakdown["step_time_ns"].astype("float64") / 1e6
     out = {
         "step_time (mean)": step_ms.mean(),
@@ -35,8 +37,25 @@ def _step_metrics(breakdown: pd.DataFrame) -> pd.Series:
         "step_time (p95)": step_ms.quantile(0.95),
     }
     for cat in CATEGORIES:
-        out[cat] = breakdown[f"{cat}_ns"].astype("Float64").mean(skipna=True) / 1e6
+        mean = breakdown[f"{cat}_ns"].astype("Float64").mean(skipna=True)
+        out[cat] = np.nan if pd.isna(mean) else float(mean) / 1e6
     return pd.Series(out, dtype="float64").reindex(list(STEP_METRICS))
+
+
+def traced_steps(pod: pd.DataFrame) -> pd.DataFrame:
+    """The worker-steps whose categories and ops are known (all of them when none are): a
+    worker traced with the Python tracer only is left out where others are traced."""
+    split = pod["split"].astype(bool)
+    return pod[split] if split.any() else pod
+
+
+def with_per_step(table: pd.DataFrame, pod: pd.DataFrame) -> pd.DataFrame:
+    """An op table (``analyzers.ops.op_stats``, rows per worker) with ``self_per_step_ps``:
+    each row's self time over its worker's traced steps (``traced_steps``), the per-step time
+    Compare shows; missing for a worker without traced steps."""
+    steps = traced_steps(pod).groupby(traced_steps(pod)["worker"].astype(str)).size()
+    per = table["worker"].astype(str).map(steps).astype("float64")
+    return table.assign(self_per_step_ps=(table["self_ps"].astype("float64") / per).round())
 
 
 def _with_deltas(frame: pd.DataFrame, base: str, new: str) -> pd.DataFrame:
@@ -49,7 +68,8 @@ def compare_steps(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     """Step time and its categories, baseline vs new run.
 
     Args:
-        base, new: ``analyzers.breakdown.step_breakdown`` of each run.
+        base, new: ``analyzers.pod.pod_view`` of each run (a ``step_breakdown`` of one device
+            per worker is the same).
 
     Returns:
         One row per metric (``STEP_METRICS``): ``metric, base_ms, new_ms, delta`` (ms) and
@@ -80,7 +100,8 @@ def compare_ops(
     Args:
         base_ops, new_ops: ``analyzers.ops.op_stats(..., by="op")`` of each run (all workers
             and devices: an op's rows are summed).
-        base_steps, new_steps: each run's ``step_breakdown`` (its worker-steps divide).
+        base_steps, new_steps: each run's ``pod_view`` (its traced worker-steps divide: the
+            rows whose categories are known, when any are).
 
     Returns:
         ``op_type, op_name, base_us, new_us, delta, change, base_per, new_per, status`` with
@@ -92,7 +113,7 @@ def compare_ops(
     cols = ["worker", "step"] if per == "step" else ["worker"]
 
     def units(ops: pd.DataFrame, steps: pd.DataFrame) -> float:
-        source = steps if per == "step" else ops
+        source = traced_steps(steps) if per == "step" else ops
         return float(max(1, len(source[cols].drop_duplicates())))
 
     base = _per_unit(base_ops, units(base_ops, base_steps))

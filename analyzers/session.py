@@ -47,6 +47,7 @@ from analyzers.attribution import (
 )
 from analyzers.breakdown import step_breakdown
 from analyzers.collectives import collective_events, collective_summary, match_collectives
+from analyzers.compare import traced_steps
 from analyzers.input_pipeline import iterator_table, pipeline_summary
 from analyzers.memory import memory_summary
 from analyzers.ops import memory_timeline, op_events, op_stats
@@ -237,8 +238,9 @@ class SessionAnalysis:
 
     @cached_property
     def step_time_ns(self) -> float:
-        """Mean step time over workers and steps (ns), 0 when no steps."""
-        return float(self.pod["step_time_ns"].mean()) if len(self.pod) else 0.0
+        """Mean step time over the traced worker-steps (ns; the busiest device's span, as on
+        the Pod Viewer and in Compare), 0 when no steps."""
+        return float(traced_steps(self.pod)["step_time_ns"].mean()) if len(self.pod) else 0.0
 
     # ------------------------------------------------------------------ ops
 

@@ -6,7 +6,9 @@
     127.0.0.1_4001    12        1796021524369830243  1796021524384470000  marker
     127.0.0.1_4002    <NA>      1796021524369473531  1796021524384201000  python_call
 
-Methods, tried in this order per worker (the first that finds at least two steps wins):
+Methods, tried in this order per worker (a marker wins from one step on, as in XProf — a Keras
+``TensorBoard(profile_batch=(3, 5))`` window holds one whole ``train`` marker; the fallbacks
+need at least two steps):
 
 1. ``marker``: events with a ``step_num`` stat at depth 0 (``Trace('train', step_num=…, _r=1)``,
    tf-keras ``fit``); ``train`` is preferred when several marker names exist.
@@ -29,8 +31,12 @@ That ties the workers' steps together whatever their spans look like.
 ``step_num`` where workers have one; a worker without step numbers is matched to the reference
 worker's steps by time — its step must overlap the reference step's anchor, or (a reference
 without collectives) overlap the step itself for most of its length — never by counting steps from the
-capture's start; a step that matches no reference step, or whose match is shared with another
-of its steps, is left out (``missing`` lists the reference steps a worker lacks).
+capture's start in a synchronous job; a step that matches no reference step, or whose match is
+shared with another of its steps, is left out (``missing`` lists the reference steps a worker
+lacks). An asynchronous job (no collective in any step: ParameterServerStrategy) shares no step
+across workers — the coordinator hands each step to whichever worker is free — so where time
+proves fewer than half of a worker's steps, its k-th step is compared with the reference's k-th:
+only step times are compared there, never arrivals.
 """
 
 from __future__ import annotations
@@ -132,7 +138,7 @@ def _worker_steps(ev: pd.DataFrame) -> pd.DataFrame:
             if (names == "train").any()
             else markers[names == names.mode().iloc[0]]
         )
-        if len(markers) >= 2:
+        if len(markers) >= 1:
             return _rows(markers, "marker")
     on_device = matches(ev["plane"], "/device:", how="startswith")
     has_group = ev["group_id"].notna().to_numpy()
@@ -254,8 +260,9 @@ def match_by_time(steps: pd.DataFrame, ref: pd.DataFrame) -> np.ndarray:
     order) it is the same step as; -1 where that cannot be proven.
 
     With anchors in ``ref`` (a synchronous job's collectives), a step matches the reference
-    step whose anchor span it overlaps, and only one; a step that overlaps none or several is
-    unproven. Without anchors, a step matches the reference step it overlaps most, if that
+    step whose anchor span it overlaps, and only one — or, touching two (it began while the
+    reference finished the step before), the one whose step it overlaps at least twice as
+    much; a step that overlaps none, or two without such a margin, or more, is unproven. Without anchors, a step matches the reference step it overlaps most, if that
     covers at least half of the step. Either way, two steps that match the same reference
     step are both unproven: counting from the capture's start is never used.
     """
@@ -274,6 +281,16 @@ def match_by_time(steps: pd.DataFrame, ref: pd.DataFrame) -> np.ndarray:
         hi = np.searchsorted(a_start[has], end, side="right")  # anchors starting before end
         one = hi - lo == 1
         out[one] = has[lo[one]]
+        # A step that began while the reference was still finishing the last collective of
+        # the step before touches both anchors: the step it spans (≥ 2× the overlap) wins.
+        r_start = ref["start_ns"].to_numpy(np.int64)
+        r_end = ref["end_ns"].to_numpy(np.int64)
+        for row in np.flatnonzero(hi - lo == 2):
+            j = has[lo[row] : hi[row]]
+            overlap = np.minimum(end[row], r_end[j]) - np.maximum(start[row], r_start[j])
+            first, second = np.sort(overlap)[::-1]
+            if first > 0 and first >= 2 * max(second, 0):
+                out[row] = j[int(np.argmax(overlap))]
     else:
         r_start = ref["start_ns"].to_numpy(np.int64)
         r_end = ref["end_ns"].to_numpy(np.int64)
@@ -334,6 +351,8 @@ def align_steps(steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             parts.append(s.assign(key=s["step_num"].astype("int64")))
             continue
         i = match_by_time(s, ref)
+        if ref["anchor_end_ns"].isna().all() and 2 * (i >= 0).sum() < len(s):
+            i = np.where(np.arange(len(s)) < len(ref), np.arange(len(s)), -1)  # asynchronous
         ok = i >= 0
         nums = ref["step_num"].to_numpy()[i[ok]]
         parts.append(s[ok].assign(key=nums.astype("int64"), step_num=pd.array(nums, dtype="Int64")))

@@ -266,8 +266,8 @@ def compare_command(
         _analysis_or_exit(path, session, no_cache, parts, scheduler)
         for path, session in ((base, base_session), (new, new_session))
     ]
-    steps = compare_steps(runs[0].breakdown, runs[1].breakdown)
-    ops = compare_ops(runs[0].op_table, runs[1].op_table, runs[0].breakdown, runs[1].breakdown)
+    steps = compare_steps(runs[0].pod, runs[1].pod)
+    ops = compare_ops(runs[0].op_table, runs[1].op_table, runs[0].pod, runs[1].pod)
     if csv:
         (steps if csv == "steps" else ops).to_csv(sys.stdout, index=False)
         return
@@ -277,12 +277,12 @@ def compare_command(
     def fmt(v: float, pct: bool = False) -> str:
         return "" if pd.isna(v) else f"{v:+.1%}" if pct else f"{v:,.3f}"
 
-    view = Table(title="ms per step of one worker and device")
+    view = Table(title="ms per traced worker-step (busiest device, as on the Pod Viewer)")
     for col in ("metric", "base", "new", "delta", "change"):
         view.add_column(col, justify="left" if col == "metric" else "right")
     for r in steps.itertuples(index=False):
         view.add_row(r.metric, fmt(r.base_ms), fmt(r.new_ms), fmt(r.delta), fmt(r.change, True))
-    unit = "worker-step" if (ops["per"] == "step").all() else "worker (whole capture)"
+    unit = "traced worker-step" if (ops["per"] == "step").all() else "worker (whole capture)"
     changed = Table(title=f"top {top} ops by change in self time (µs per {unit})")
     for col in ("op_type", "op_name", "base", "new", "delta", "change", "status"):
         changed.add_column(col, justify="left" if col in ("op_type", "op_name") else "right")

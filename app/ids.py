@@ -76,6 +76,7 @@ CMP_BODY = "cmp-body"
 CMP_CSV = "cmp-csv"
 CMP_PARQUET = "cmp-parquet"
 CMP_DOWNLOAD = "cmp-download"
+CMP_NOTE = "cmp-note"
 
 # A big session being analysed (any page)
 PREP_SESSION = "prep-session"

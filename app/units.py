@@ -68,6 +68,7 @@ TITLES = {
     "op_name": "op",
     "op_type": "op type",
     "self_ms": "self time (ms)",
+    "self_per_step_ms": "self time per step (ms)",
     "total_ms": "total time (ms)",
     "avg_ms": "mean (ms)",
     "min_ms": "min (ms)",

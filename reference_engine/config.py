@@ -32,7 +32,8 @@ class EngineConfig:
         input_delay_ms: per-batch delay of the ``input-bound`` scenario.
         host_overhead_ms: per-step host work of the ``host-overhead`` scenario.
         tiny_ops: small ops added per step by the ``tiny-ops`` scenario.
-        slow_map_ms: per-batch cost of the ``slow-map`` scenario's expensive stage.
+        slow_map_ms: per-batch cost of the ``slow-map`` scenario's expensive stage (longer
+            than a step of the engine's models on CPU, so prefetching cannot hide it).
         table_mib: size of the ``ps-imbalance`` scenario's extra variable.
         leak_kib: what the ``memory-leak`` scenario keeps alive per step.
         link_delay_ms: latency the ``slow-allreduce`` scenario adds to every chunk sent to or
@@ -58,7 +59,7 @@ class EngineConfig:
     input_delay_ms: float = 20.0
     host_overhead_ms: float = 20.0
     tiny_ops: int = 300
-    slow_map_ms: float = 30.0
+    slow_map_ms: float = 80.0
     leak_kib: int = 256
     table_mib: float = 8.0
     memory_events: bool = False

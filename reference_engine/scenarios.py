@@ -88,10 +88,12 @@ SCENARIOS: Mapping[str, Scenario] = {
     ),
     "slow-map": Scenario(
         "The input pipeline maps each batch through three named stages, scale -> augment -> "
-        "clip; augment sleeps slow_map_ms per batch, the others are cheap; prefetch stays "
-        "(mwms-loop pulls from its worker's own shard, as in input-bound).",
+        "clip; augment sleeps slow_map_ms per batch (longer than a step), the others are cheap; "
+        "prefetch stays (mwms-loop pulls from its worker's own shard, as in input-bound).",
         "The input analysis names the Map stage 'augment' as the bottleneck (most work, its "
-        "work per step near the step time); the pipeline prefetches.",
+        "work per step above the step time); the step waits for input despite the prefetch. "
+        "A stage cheaper than the step is hidden by the prefetch: then input keeps up and no "
+        "input finding fires.",
         slow_map=True,
         workloads=("mwms-loop",),
     ),

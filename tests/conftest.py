@@ -85,6 +85,12 @@ def fit_capture() -> Capture:
 
 
 @pytest.fixture(scope="session")
+def fit_one_marker_capture() -> Capture:
+    """tf-keras fit profiled as TensorBoard(profile_batch=(3, 5)) does: one whole marker."""
+    return _make_capture("fit1", 8)
+
+
+@pytest.fixture(scope="session")
 def xla_capture() -> Capture:
     return _make_capture("xla", 6)
 

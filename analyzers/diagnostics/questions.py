@@ -69,15 +69,23 @@ class Question:
 #: The questions, by id. A follower fires only when its owner does (``contradictions``).
 QUESTIONS: dict[str, Question] = {
     "input": Question(
-        "Is input the bottleneck?",
+        "Does the step wait for input?",
         "input_bound",
         "input share of step time (input_share)",
-        ("slow_iterator", "input_stage", "no_prefetch"),
+        ("slow_iterator", "no_prefetch"),
+    ),
+    "pipeline": Question(
+        "Can the input pipeline keep up?",
+        "input_stage",
+        "the busiest stage's work per batch over the step time (a synchronous job's workers "
+        "wait for a late batch in the all-reduce, not in IteratorGetNext)",
+        (),
     ),
     "late_worker": Question(
         "Is a worker late?",
         "straggler",
-        "the culprit of attribution.roles: late by ≥ 10 % of the median step in ≥ 50 % of steps",
+        "the culprit of attribution.roles: late by ≥ 10 % of the median step in ≥ 2/3 of its "
+        "steps and in ≥ 2× as many as any other worker",
         ("straggler_cause",),
     ),
     "devices": Question(

@@ -225,7 +225,8 @@ def straggler(inp: SessionAnalysis, t: Thresholds) -> Verdict:
                 .get(str(top["worker"]), 0.0)
             ),
             "arrived_last_share": s.set_index("worker")["last_share"].round(3).to_dict(),
-            "decided_by": "late by ≥ 10 % of the median step in ≥ 50 % of its steps (roles)",
+            "decided_by": "late by ≥ 10 % of the median step in ≥ 2/3 of its steps, and in ≥ 2× "
+            "as many steps as any other worker (attribution.roles)",
         },
         recommendation="Find what is different on that worker: its input pipeline, host load (other processes), "
         "a slower device or network; compare its ops with the others on the Ops page."

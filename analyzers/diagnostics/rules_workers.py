@@ -14,7 +14,7 @@ from analyzers.diagnostics.base import (
     severity_of,
     skip,
 )
-from analyzers.diagnostics.questions import input_gate, quiet_because_input
+from analyzers.diagnostics.questions import input_share
 from analyzers.input_pipeline import suggestion
 from analyzers.pod import is_synchronous
 from analyzers.session import SessionAnalysis
@@ -175,8 +175,12 @@ def slow_collective(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 
 @rule("input_stage", "One input pipeline stage cannot keep up")
 def input_stage(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    """The bottleneck stage's work per step as a share of the step time: a stage that works
-    as long as the step on every batch makes the step wait however much is prefetched."""
+    """Can the input pipeline keep up? The busiest stage's work per batch consumed, over the
+    mean step time: at 1× it produces a batch no faster than a step takes, and every step
+    waits for it however much is prefetched — in IteratorGetNext, or, in a synchronous job,
+    in the all-reduce where the workers wait for each other's late batch (then the input
+    share stays low and the wait shows as collectives). Work, not wall time: a stage with N
+    parallel calls keeps up below N×."""
     it = inp.iterators
     summary = inp.input_pipeline
     if it.empty:
@@ -184,43 +188,54 @@ def input_stage(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     rows = summary[summary["bottleneck"] != ""]
     if rows.empty or inp.pod.empty:
         return skip("no steps on a worker with tf.data events")
-    gate = input_gate(inp, t)
-    if isinstance(gate, Verdict):
-        return gate
-    matters, share = gate
     step_ms = inp.pod.groupby(inp.pod["worker"].astype(str))["step_time_ns"].mean() / 1e6
-    it_work = it.groupby(["worker", "iterator"])["work_ps"].sum()
-    shares = {}
+    work = it.groupby(["worker", "iterator"])["work_ps"].sum()
+    calls = it.groupby(["worker", "iterator"])["calls"].sum()
+    per_batch = {}
     for r in rows.itertuples():
-        work_ms = float(it_work[(r.worker, r.bottleneck)]) / 1e9 / max(1, r.steps)
-        shares[r.worker] = work_ms / float(step_ms.get(r.worker, float("nan")))
+        batches = calls.get((r.worker, "Iterator::Root"), calls[(r.worker, r.bottleneck)])
+        per_batch[r.worker] = float(work[(r.worker, r.bottleneck)]) / 1e9 / max(1, batches)
+    shares = {w: ms / float(step_ms.get(w, float("nan"))) for w, ms in per_batch.items()}
     worker = max(shares, key=lambda w: shares[w])
     r = rows.set_index("worker").loc[worker]
     value = shares[worker]
     label = (
         f"{r['bottleneck_stage']} ({r['user_name']})" if r["user_name"] else r["bottleneck_stage"]
     )
+    severity = severity_of(value, t.input_stage)
+    waits = input_share(inp)
+    hidden = (
+        f" The step hardly waits in IteratorGetNext ({100 * waits:.2f} % of step time): in a "
+        "synchronous job the late batch shows as the other workers' wait in the all-reduce."
+        if waits is not None and waits < t.input[0]
+        else ""
+    )
     return Verdict(
-        severity_of(value, t.input_stage) if matters else Severity.NONE,
+        severity,
         value=value,
-        title=None if matters else "Input pipeline stages keep up (input is not a bottleneck)",
-        expression="(lambda a: max(a.iterators.groupby(['worker','iterator']).work_ps.sum()[(r.worker, r.bottleneck)] / 1e9 / max(1, r.steps) / (a.pod[a.pod.worker.astype(str) == r.worker].step_time_ns.mean() / 1e6) for r in a.input_pipeline.query(\"bottleneck != ''\").itertuples()))(prepare(frames))",
+        unit="of_step",
+        title="One input pipeline stage cannot keep up"
+        if value >= t.input_stage[1]
+        else "An input pipeline stage is close to the step time"
+        if severity != Severity.NONE
+        else "Input pipeline stages keep up",
+        expression="(lambda a, w, c: max(w[(r.worker, r.bottleneck)] / 1e9 / max(1, c.get((r.worker, 'Iterator::Root'), c[(r.worker, r.bottleneck)])) / (a.pod[a.pod.worker.astype(str) == r.worker].step_time_ns.mean() / 1e6) for r in a.input_pipeline.query(\"bottleneck != ''\").itertuples()))(prepare(frames), prepare(frames).iterators.groupby(['worker','iterator']).work_ps.sum(), prepare(frames).iterators.groupby(['worker','iterator']).calls.sum())",
         evidence={
             "worker": worker,
             "stage": label,
             "iterator": r["bottleneck"],
+            "stage_ms_per_batch": round(per_batch[worker], 3),
+            "step_ms": round(float(step_ms[worker]), 3),
+            "thresholds_of_step": list(t.input_stage),
             "share_of_pipeline_work": round(float(r["bottleneck_work_share"]), 3),
-            "input_share_of_step_on_worker": round(float(r["input_share"]), 4),
-            "blocking_calls_per_step": round(float(r["slow_calls_per_step"]), 2),
-            "stage_work_share_of_step_by_worker": {w: round(v, 3) for w, v in shares.items()},
-            **share,
+            "input_share_of_step": round(waits, 4) if waits is not None else None,
+            "stage_work_of_step_by_worker": {w: round(v, 3) for w, v in shares.items()},
         },
-        recommendation=f"Stage {label}: {suggestion(str(r['bottleneck_stage']))}"
-        if matters
-        else f"The busiest stage is {label}. " + quiet_because_input(share),
-        at_stake_ns=float(r["input_ms_per_step"]) * 1e6
-        if r["input_ms_per_step"] == r["input_ms_per_step"]
-        else 0.0,
+        recommendation=f"Stage {label}: {suggestion(str(r['bottleneck_stage']))}{hidden}"
+        if severity != Severity.NONE
+        else f"The busiest stage, {label}, works {per_batch[worker]:.1f} ms per batch against "
+        f"a {float(step_ms[worker]):.1f} ms step: the pipeline keeps up.",
+        at_stake_ns=max(0.0, per_batch[worker] - t.input_stage[0] * float(step_ms[worker])) * 1e6,
         page=page_at("/timeline", worker, None, q=str(r["bottleneck"])),
     )
 

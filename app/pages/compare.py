@@ -10,7 +10,7 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
-from analyzers.compare import compare_ops, compare_steps
+from analyzers.compare import compare_ops, compare_steps, traced_steps
 from app import ids
 from app.context import current
 from app.figures.compare import compare_steps_figure
@@ -67,16 +67,31 @@ def layout(session: str | None = None, baseline: str | None = None, **_: str) ->
 def _compare(
     search: str | None, baseline: str | None
 ) -> tuple[str | None, pd.DataFrame | None, pd.DataFrame | None, Any]:
-    """(session, step comparison, op comparison, alert) of the URL's session vs ``baseline``."""
+    """(session, step comparison, op comparison, alert — or, when both load, the note on
+    the workers left out) of the URL's session vs ``baseline``."""
     session, new, alert = load_session(session_of(search))
     _, base, base_alert = load_session(baseline) if baseline else (None, None, None)
     if new is None or base is None:
         return session, None, None, alert or base_alert
-    steps = compare_steps(base.breakdown, new.breakdown)
+    steps = compare_steps(base.pod, new.pod)
     ops = compare_ops(
-        base.op_table_for("op", None), new.op_table_for("op", None), base.breakdown, new.breakdown
+        base.op_table_for("op", None), new.op_table_for("op", None), base.pod, new.pod
     )
-    return session, steps, ops, None
+    left_out = sorted(
+        {f"{w} ({run})" for run, a in (("baseline", base), ("new", new)) for w in a.pod["worker"]}
+        - {
+            f"{w} ({run})"
+            for run, a in (("baseline", base), ("new", new))
+            for w in traced_steps(a.pod)["worker"]
+        }
+    )
+    note = (
+        f"Left out: {', '.join(left_out)}: traced with the Python tracer only, they record "
+        "no ops and no categories, so their steps do not count."
+        if left_out
+        else None
+    )
+    return session, steps, ops, note
 
 
 def _percent(change: pd.Series) -> pd.Series:
@@ -89,11 +104,12 @@ def _percent(change: pd.Series) -> pd.Series:
     State(ids.URL, "search"),
 )
 def show(baseline: str | None, search: str | None) -> Any:
-    session, steps, ops, alert = _compare(search, baseline)
+    session, steps, ops, note = _compare(search, baseline)
     if steps is None or ops is None:
-        return alert
+        return note
     unit = (
-        "per worker-step"
+        "per traced worker-step (a step lasts as long as its busiest device's span, as on the "
+        "Pod Viewer)"
         if ops["per"].eq("step").all()
         else "per worker over the whole capture (a session has no steps)"
     )
@@ -116,8 +132,9 @@ def show(baseline: str | None, search: str | None) -> Any:
     return [
         card(dcc.Graph(figure=compare_steps_figure(steps, str(baseline), str(session)))),
         card(
-            html.H5("Step time and its categories (ms per step of one worker and device)"),
+            html.H5("Step time and its categories (ms per traced worker-step, busiest device)"),
             dbc.Table.from_dataframe(shown, size="sm", striped=True),
+            html.P(note, id=ids.CMP_NOTE, className="podscope-muted") if note else None,
         ),
         card(
             html.H5(f"Ops by change in self time (µs {unit}), largest first"),

@@ -11,6 +11,7 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
+from analyzers.compare import with_per_step
 from analyzers.ops import op_comparison
 from app import ids
 from app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure
@@ -54,7 +55,15 @@ def grid_rows(table: pd.DataFrame, session: str) -> list[dict[str, Any]]:
 
 #: The op's name columns (per GPU kernel: the kernel, then its op).
 NAME_COLUMNS = ("kernel", "op_name", "op_type")
-COST_COLUMNS = ("self_ms", "total_ms", "occurrences", "avg_ms", "self_share", "p95_ms")
+COST_COLUMNS = (
+    "self_ms",
+    "self_per_step_ms",
+    "total_ms",
+    "occurrences",
+    "avg_ms",
+    "self_share",
+    "p95_ms",
+)
 
 
 def rows_name(rows: list[dict[str, Any]]) -> str | None:
@@ -138,7 +147,7 @@ def _table(search: str | None, worker: str, by: str) -> tuple[str | None, pd.Dat
     session, analysis, _ = load_session(session_of(search))
     if analysis is None:
         return session, None
-    return session, analysis.op_table_for(by, chosen_worker(worker))
+    return session, with_per_step(analysis.op_table_for(by, chosen_worker(worker)), analysis.pod)
 
 
 @dash.callback(

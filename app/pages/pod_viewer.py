@@ -27,7 +27,7 @@ from app.pages._common import (
     session_of,
     table_header,
 )
-from app.units import grid_columns
+from app.units import fmt_duration, grid_columns
 
 dash.register_page(__name__, path="/pod", name="Pod Viewer", order=1)
 
@@ -103,7 +103,8 @@ def layout(
                 html.Div(
                     [
                         html.Span(
-                            f"Session {session} · {b['worker'].nunique()} workers · {n_steps} steps  "
+                            f"Session {session} · {b['worker'].nunique()} workers · {n_steps} steps"
+                            f" · mean step {fmt_duration(analysis.step_time_ns)}  "
                         ),
                         *badges,
                     ],

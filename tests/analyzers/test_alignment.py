@@ -115,11 +115,17 @@ def test_an_unprovable_match_is_left_out_not_guessed() -> None:
     )
     steps = pd.DataFrame(
         {
-            "start_ns": [50, 70, 230, 250, 300],  # one step overlapping two anchors,
-            "end_ns": [95, 150, 260, 262, 310],  # two claiming the same, one claiming none
+            # one step, two claiming the same reference step, one claiming none
+            "start_ns": [50, 230, 250, 300],
+            "end_ns": [95, 260, 262, 310],
         }
     )
-    assert match_by_time(steps, ref).tolist() == [0, -1, -1, -1, -1]
+    assert match_by_time(steps, ref).tolist() == [0, -1, -1, -1]
+    # touching two anchors: the reference step it spans wins only with a 2× margin
+    clear = pd.DataFrame({"start_ns": [75], "end_ns": [170]})  # 15 vs 70 ns of overlap
+    unclear = pd.DataFrame({"start_ns": [60], "end_ns": [150]})  # 30 vs 50 ns
+    assert match_by_time(clear, ref).tolist() == [1]
+    assert match_by_time(unclear, ref).tolist() == [-1]
 
 
 def test_workers_without_step_numbers_are_matched_by_time_not_by_count() -> None:

@@ -264,8 +264,24 @@ def test_iterator_table_self_blocking_work_and_wait() -> None:
     assert s["bottleneck_stage"] == "Map" and s["user_name"] == "augment"
     assert s["slow_calls_per_step"] == 1.0 and s["slowest_call_ms"] == pytest.approx(0.7)
     f = {x.rule_id: x for x in diagnose(a)}["input_stage"]
-    # 0.8 ms of Map work per 1.5 ms step: the stage works more than half of every step
-    assert f.severity == "moderate" and f.value == pytest.approx(0.75 / 1.5)
+    # 0.75 ms of Map work per batch against a 1.5 ms step: the pipeline keeps up
+    assert f.severity == "none" and f.value == pytest.approx(0.75 / 1.5)
+    assert f.title == "Input pipeline stages keep up"
+
+
+@pytest.mark.parametrize(
+    "map_us,severity,title",
+    [
+        (1300, "moderate", "An input pipeline stage is close to the step time"),
+        (1600, "high", "One input pipeline stage cannot keep up"),
+    ],
+)
+def test_a_stage_as_slow_as_the_step_cannot_keep_up(map_us: int, severity: str, title: str) -> None:
+    a = analysis(("w_1", pipeline_trace(map_us=map_us)))
+    f = {x.rule_id: x for x in diagnose(a)}["input_stage"]
+    assert (f.severity, f.title) == (severity, title)
+    # self work per batch (the 50 µs TensorSlice under it is its input's) / the 1.5 ms step
+    assert f.value == pytest.approx((map_us - 50) / 1500)
     assert "num_parallel_calls" in f.recommendation
 
 

@@ -77,6 +77,26 @@ def test_single_worker_breakdown_matches_xprof(name: str, request: pytest.Fixtur
     assert_match(theirs, mine)
 
 
+def test_one_keras_step_marker_is_one_step_as_xprof_counts_it(
+    fit_one_marker_capture: Capture,
+) -> None:
+    """A TensorBoard(profile_batch=(3, 5)) window: batch 4's ``train`` marker is whole, batches
+    3 and 5 are cut; XProf shows one step, and so must we (not three tf.function calls)."""
+    from analyzers.diagnostics import diagnose
+    from analyzers.session import SessionAnalysis
+
+    theirs = xprof_pod(fit_one_marker_capture.files)
+    mine = ours(fit_one_marker_capture.files[0].parent)
+    assert len(theirs) == len(mine) == 1
+    t, m = theirs.iloc[0], mine.iloc[0]
+    assert abs(m["step_time_ns"] / 1000 - t["step_time_us"]) <= 0.02 * t["step_time_us"]
+    for cat in XPROF_CATEGORY.values():
+        assert abs(float(m[f"{cat}_ns"]) / 1000 - t[f"{cat}_us"]) <= 0.02 * t["step_time_us"], cat
+    a = SessionAnalysis(load(fit_one_marker_capture.files[0].parent, cache=False))
+    markers = {f.rule_id: f for f in diagnose(a)}["no_step_markers"]
+    assert markers.severity == "none", markers  # it never claims XProf shows no steps here
+
+
 def test_two_hosts_align_on_common_steps(
     loop_capture: Capture, xla_capture: Capture, tmp_path: Path
 ) -> None:
