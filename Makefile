@@ -12,7 +12,7 @@ STAMP = $(VENV)/.installed-$(1)-$(shell (cat pyproject.toml setup.py trace_parse
 BUILD_TMP := $(CURDIR)/build/tmp
 PACKAGES := app collectors trace_parsers analyzers reference_engine
 
-.PHONY: test lint typecheck pytest bench demo fuzz install-test install-engine browser clean
+.PHONY: test lint typecheck pytest bench demo fuzz verify install-test install-engine browser clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,7 @@ lint: install-test
 	$(VENV)/bin/ruff format --check .
 
 typecheck: install-test
-	$(VENV)/bin/mypy $(wildcard $(PACKAGES)) bench
+	$(VENV)/bin/mypy $(wildcard $(PACKAGES)) bench verify
 
 # Debian packages the tests need (root or sudo): headless Chromium for the browser tests, and
 # jemalloc, with which TF 2.20/2.21 can host-trace every MWMS worker (slow-allreduce's test).
@@ -52,6 +52,11 @@ test: lint typecheck pytest
 
 fuzz: install-test
 	PODSCOPE_FUZZ_N=5000 $(VENV)/bin/pytest -q tests/test_fuzz.py
+
+# Verdicts over a seeded, randomized matrix of engine runs (30-60 min); writes verify/REPORT.md.
+verify: install-test browser
+	@mkdir -p $(BUILD_TMP)
+	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m verify $(VERIFY_ARGS)
 
 demo: install-engine
 	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/podscope demo

@@ -37,7 +37,6 @@ SCENARIO_WEIGHTS = {
 #: Rule ids that count as "the injected cause is the top finding", per scenario. Input-bound
 #: and slow-map answer the same question (input); either of its two deciding rules is right.
 EXPECTED: dict[str, frozenset[str]] = {
-    "baseline": frozenset(),
     "straggler": frozenset({"straggler", "straggler_cause"}),
     "input-bound": frozenset({"input_bound", "input_stage"}),
     "slow-map": frozenset({"input_stage", "input_bound"}),
@@ -48,12 +47,6 @@ EXPECTED: dict[str, frozenset[str]] = {
     "slow-allreduce": frozenset({"slow_collective"}),
     "ps-imbalance": frozenset({"ps_imbalance"}),
 }
-
-#: Findings that every CPU MultiWorkerMirroredStrategy run on a 2-core machine shows, the
-#: baseline included (two training processes share two cores: workers wait for each other in
-#: the all-reduce; Python between ops): a baseline whose top finding is one of these, or none,
-#: is right.
-ENVIRONMENT = frozenset({"collectives", "all_others"})
 
 
 @dataclass(frozen=True)
@@ -130,6 +123,9 @@ def draw(n: int, seed: int) -> list[Run]:
         ps = (2 if scenario == "ps-imbalance" else rng.randint(1, 2)) if workload == "ps" else 0
         if scenario == "ps-imbalance":
             workers = rng.randint(1, 2)
+        # MWMS's coordination service runs on task 0: with it behind the slow-link proxy (59 ms
+        # per chunk, 4 workers: seed 7) the cluster did not start training in 180 s.
+        task = rng.randrange(1 if scenario == "slow-allreduce" else 0, workers)
         runs.append(
             Run(
                 scenario=scenario,
@@ -137,7 +133,7 @@ def draw(n: int, seed: int) -> list[Run]:
                 workers=workers,
                 ps=ps,
                 model=rng.choice(["mlp", "cnn"]),
-                straggler_task=rng.randrange(workers),
+                straggler_task=task,
                 delay_ms=float(rng.randint(20, 80)),
                 seed=seed * 1000 + i,
             )

@@ -219,6 +219,8 @@ class Rule:
     title: str
     needs: tuple[Need, ...]
     judge: RuleFn
+    #: the ``Thresholds`` field that decides its severity (shown with every finding of it)
+    levels: str | None = None
 
     def __call__(self, analysis: SessionAnalysis, thresholds: Thresholds) -> Finding:
         """The finding: not applicable for the first unmet requirement, else the verdict."""
@@ -227,6 +229,9 @@ class Rule:
                 return Finding(self.rule_id, self.title, applies=False, reason=need.reason)
         verdict = asdict(self.judge(analysis, thresholds))
         title = verdict.pop("title") or self.title
+        if self.levels and verdict["applies"]:
+            limit = getattr(thresholds, self.levels)
+            verdict["evidence"]["thresholds"] = list(limit) if isinstance(limit, tuple) else [limit]
         verdict["evidence"] = plain(verdict["evidence"])
         if verdict["value"] is not None:
             verdict["value"] = float(verdict["value"])
@@ -257,8 +262,12 @@ def plain(value: Any) -> Any:
 RULES: dict[str, Rule] = {}
 
 
-def rule(rule_id: str, title: str, *, needs: tuple[Need, ...] = ()) -> Callable[[RuleFn], Rule]:
-    """Registers a rule under ``rule_id``.
+def rule(
+    rule_id: str, title: str, *, needs: tuple[Need, ...] = (), levels: str | None = None
+) -> Callable[[RuleFn], Rule]:
+    """Registers a rule under ``rule_id``; ``levels`` names the ``Thresholds`` field that
+    decides its severity, added to each of its findings' evidence as ``thresholds`` (moderate,
+    high; in the finding's unit).
 
     Raises:
         ValueError: the id is taken.
@@ -267,7 +276,9 @@ def rule(rule_id: str, title: str, *, needs: tuple[Need, ...] = ()) -> Callable[
     def register(fn: RuleFn) -> Rule:
         if rule_id in RULES:
             raise ValueError(f"duplicate rule id {rule_id}")
-        RULES[rule_id] = Rule(rule_id, title, needs, fn)
+        if levels is not None and not hasattr(Thresholds, levels):
+            raise ValueError(f"rule {rule_id}: no threshold {levels!r}")
+        RULES[rule_id] = Rule(rule_id, title, needs, fn, levels)
         return RULES[rule_id]
 
     return register

@@ -45,7 +45,7 @@ def _plane_stat(inp: SessionAnalysis, key: str) -> pd.Series:
     )
 
 
-@rule("tensor_cores", "Tensor Cores unused by eligible ops", needs=(DEVICE,))
+@rule("tensor_cores", "Tensor Cores unused by eligible ops", needs=(DEVICE,), levels="tensor_cores")
 def tensor_cores(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     k = inp.kernels
     eligible = k[k["tc_eligible"].astype(bool)]
@@ -81,6 +81,7 @@ def tensor_cores(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     needs=(
         DEVICE.because(DEVICE.reason + " (on CPU, mixed precision does not speed up training)"),
     ),
+    levels="half_precision_share",
 )
 def mixed_precision(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     b = inp.split
@@ -102,7 +103,7 @@ def mixed_precision(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("tf32", "TF32 disabled on an Ampere-or-newer GPU", needs=(DEVICE,))
+@rule("tf32", "TF32 disabled on an Ampere-or-newer GPU", needs=(DEVICE,), levels="tf32_fp32_share")
 def tf32(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     s = inp.meta.plane_stats
     vendors = set(s.loc[s["key"] == "device_vendor", "str_value"].dropna().astype(str))
@@ -130,7 +131,12 @@ def tf32(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("host_device_copies", "Host↔device copies every step", needs=(DEVICE, STEPS))
+@rule(
+    "host_device_copies",
+    "Host↔device copies every step",
+    needs=(DEVICE, STEPS),
+    levels="copies_per_step",
+)
 def copies(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     d = _device_events(inp)
     cp = d[matches(d["name"], COPY)]
@@ -156,7 +162,12 @@ def copies(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("ops_on_host", "Compute ops placed on the host of a GPU worker", needs=(DEVICE,))
+@rule(
+    "ops_on_host",
+    "Compute ops placed on the host of a GPU worker",
+    needs=(DEVICE,),
+    levels="ops_on_host",
+)
 def ops_on_host(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     ops = inp.op_summary
     host_ops = ops[~ops["on_device"] & isin(ops["op_type"], COMPUTE_HEAVY)]
@@ -178,7 +189,12 @@ def ops_on_host(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("allreduce_count", "Many all-reduces per GPU per step", needs=(DEVICE, STEPS))
+@rule(
+    "allreduce_count",
+    "Many all-reduces per GPU per step",
+    needs=(DEVICE, STEPS),
+    levels="allreduce_per_step",
+)
 def allreduce_count(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     d = _device_events(inp)
     coll = d[matches(d["name"], ALLREDUCE)]
@@ -196,7 +212,6 @@ def allreduce_count(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             "allreduce_kernels": len(coll),
             "steps": int(steps),
             "busy_devices": busy,
-            "threshold_per_step": t.allreduce_per_step,
         },
         recommendation="Pack gradients into fewer all-reduces (tf.distribute's CommunicationOptions("
         "bytes_per_pack=…)); each all-reduce pays latency.",
@@ -204,7 +219,12 @@ def allreduce_count(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("launch_skew", "GPU launch skew between the GPUs of one worker", needs=(DEVICE, STEPS))
+@rule(
+    "launch_skew",
+    "GPU launch skew between the GPUs of one worker",
+    needs=(DEVICE, STEPS),
+    levels="launch_skew",
+)
 def launch_skew(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """Per aligned step and worker, the spread of the GPUs' first work in the step over the
     step period (start to start). A step whose GPUs start further apart than a whole period did
@@ -250,7 +270,6 @@ def launch_skew(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             "steps_measured": len(measured),
             "steps_left_out_gpus_apart": len(apart),
             "gpu_private_threads": bool(private),
-            "thresholds_share": list(t.launch_skew),
         },
         recommendation=(
             "The GPUs already have private launch threads (tf_gpu_private_*): reduce other host "
@@ -262,7 +281,7 @@ def launch_skew(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("memory", "Device memory close to capacity", needs=(DEVICE,))
+@rule("memory", "Device memory close to capacity", needs=(DEVICE,), levels="memory_use")
 def memory(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     mem = inp.memory
     size = _plane_stat(inp, "memory_size").dropna()

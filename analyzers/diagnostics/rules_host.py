@@ -21,7 +21,7 @@ from analyzers.rule_inputs import COMPILE, EAGER_OP
 from analyzers.session import SessionAnalysis
 
 
-@rule("eager", "Ops run eagerly (outside tf.function)")
+@rule("eager", "Ops run eagerly (outside tf.function)", levels="eager")
 def eager(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """Eager op time: ops with ``is_eager`` (XProf), or TF 2.21's ``EagerLocalExecute: <Op>``
     events (CPU), as a share of all op time."""
@@ -47,7 +47,7 @@ def eager(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("tiny_ops", "Many tiny ops per step")
+@rule("tiny_ops", "Many tiny ops per step", levels="tiny_ops_per_step")
 def tiny_ops(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     note = (
         "TF's host tracer records cheap ops only at host_tracer_level 3; at the default level 2 most "
@@ -80,7 +80,11 @@ def tiny_ops(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("slow_iterator", "IteratorGetNext is slow (tf.data is a bottleneck)")
+@rule(
+    "slow_iterator",
+    "IteratorGetNext is slow (tf.data is a bottleneck)",
+    levels="iterator_get_next_us",
+)
 def slow_iterator(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """Mean IteratorGetNext time; a finding only where input matters (``input_gate``): a
     slow call that prefetching hides costs the step nothing."""
@@ -108,7 +112,6 @@ def slow_iterator(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             "calls": len(it),
             "mean_us": round(value, 1),
             "p95_us": round(float(np.percentile(it["dur_ps"], 95)) / 1e6, 1),
-            "threshold_us": t.iterator_get_next_us,
             **share,
         },
         recommendation="More than 50 µs per IteratorGetNext means the step waits for data: parallelize map, "

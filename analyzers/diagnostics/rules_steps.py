@@ -32,7 +32,7 @@ def _category(
     device_only: bool = False,
     anchor: str = "",
 ) -> None:
-    @rule(rule_id, title, needs=(DEVICE, SPLIT) if device_only else (SPLIT,))
+    @rule(rule_id, title, needs=(DEVICE, SPLIT) if device_only else (SPLIT,), levels=levels)
     def check(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         b = inp.split
         value = float(b[f"{cat}_ns"].astype(float).sum() / b["step_time_ns"].sum())
@@ -99,7 +99,11 @@ _category(
 )
 
 
-@rule("step_gaps", "Gaps between steps (work outside the step: callbacks, metrics, Python)")
+@rule(
+    "step_gaps",
+    "Gaps between steps (work outside the step: callbacks, metrics, Python)",
+    levels="step_gaps",
+)
 def step_gaps(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     s = inp.steps
     if s["worker"].nunique() == 0 or len(s) < 2:
@@ -112,6 +116,10 @@ def step_gaps(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     per_worker = gap.groupby(s["worker"]).sum() / span
     worst = str(per_worker.idxmax())
     value = float(per_worker.max())
+    # an asynchronous job's worker whose steps are whole tf.function executions: PS closures
+    dispatched = not inp.synchronous and (
+        s.loc[s["worker"] == worst, "method"].eq("function").all()
+    )
     several = per_worker.size > 1
     return Verdict(
         severity_of(value, t.step_gaps),
@@ -124,10 +132,16 @@ def step_gaps(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             "worker": worst,
             "gap_share_by_worker": per_worker.round(4).to_dict(),
             "median_gap_ms": round(float(gap.dropna().median()) / 1e6, 3),
-            "thresholds_share": list(t.step_gaps),
         },
-        recommendation="Move per-step Python work (callbacks, metric logging, data conversion) into tf.function or "
-        "do it every N steps; with Keras, raise steps_per_execution.",
+        recommendation=(
+            "This worker's steps are closures the ParameterServerStrategy coordinator sends it: "
+            "between them it waits for the next one. Run several steps per scheduled function "
+            "(a loop over the iterator inside the tf.function), so dispatch overlaps work, or "
+            "fewer workers per coordinator."
+            if dispatched
+            else "Move per-step Python work (callbacks, metric logging, data conversion) into "
+            "tf.function or do it every N steps; with Keras, raise steps_per_execution."
+        ),
         at_stake_ns=value * inp.step_time_ns / max(1e-9, 1 - value),
         page=_widest_gap(inp, s[s["worker"] == worst], gap[s["worker"] == worst]),
     )
@@ -141,18 +155,8 @@ def no_step_markers(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             "not a training capture (Android or Chrome trace): its steps are TFLite "
             "invokes, on the TFLite page"
         )
-    m = inp.methods
-    # Workers traced with the Python tracer only (the safe capture plan) cannot show markers;
-    # they count as missing only when no worker of the job shows any.
-    we = inp.worker_events
-    python_only = we.set_index("worker")["traced"] == 0
-    m = m.assign(python_only=m["worker"].map(python_only).fillna(False).astype(bool))
-    has_markers = bool((m["method"] == "marker").any())
-    # XProf groups a trace without markers by its own group_id stats and shows those steps:
-    # such workers have steps in both tools, markers or not.
-    missing = m[
-        (m["method"] != "marker") & (m["method"] != "group_id") & ~(m["python_only"] & has_markers)
-    ]
+    m, by_design = _marker_methods(inp)
+    missing = markers_missing(inp)
     none = missing[missing["method"] == "none"]
     severity = Severity.HIGH if len(none) else Severity.MODERATE if len(missing) else Severity.NONE
     if _is_jax(inp):
@@ -167,20 +171,50 @@ def no_step_markers(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             "falls back on repeated tf.function calls or the Python tracer, and XProf finds no "
             "step on these workers."
         )
+    elif by_design.any():
+        advice = (
+            "A ParameterServerStrategy job: its workers' steps are the closures the coordinator "
+            "sends (one tf.function execution each, found as such); parameter servers and the "
+            "coordinator run no steps. Nothing to mark."
+        )
     else:
         advice = "Every worker's steps are known: from markers, or from XProf's own grouping."
     return Verdict(
         severity,
         value=float(len(missing)),
         unit="count",
-        expression="(lambda m, e: int(((m.method != 'marker') & (m.method != 'group_id') & ~(m.worker.map(e[~e.name.astype(str).str.startswith('$')].worker.astype(str).value_counts()).fillna(0).eq(0) & (m.method == 'marker').any())).sum()))(prepare(frames).methods, frames.events)",
+        expression="len(__import__('analyzers.diagnostics.rules_steps', fromlist=['x']).markers_missing(prepare(frames)))",
         evidence={
             "workers": {r.worker: r.method for r in missing.itertuples()},
             "notes": {r.worker: r.note for r in missing.itertuples()},
             "grouped_by_xprof": m.loc[m["method"] == "group_id", "worker"].tolist(),
+            "parameter_server_job_tasks": m.loc[by_design, "worker"].tolist(),
         },
         recommendation=advice,
     )
+
+
+def _marker_methods(inp: SessionAnalysis) -> tuple[pd.DataFrame, pd.Series]:
+    """The step methods with ``python_only`` (Python tracer only: it cannot record markers),
+    and which workers have no markers by design: in a ParameterServerStrategy job the workers
+    run closures the coordinator sends (their steps are the tf.function executions; no Python
+    step to mark), and parameter servers and the coordinator run no steps."""
+    m = inp.methods
+    python_only = inp.worker_events.set_index("worker")["traced"] == 0
+    m = m.assign(python_only=m["worker"].map(python_only).fillna(False).astype(bool))
+    closures = not inp.synchronous and bool((m["method"] == "function").any())
+    return m, m["method"].isin(["function", "none"]) & closures
+
+
+def markers_missing(inp: SessionAnalysis) -> pd.DataFrame:
+    """The workers whose steps lack markers where markers could be: neither markers nor
+    XProf's own grouping (``group_id``: steps in both tools), not a Python-traced worker of a
+    job whose traced workers show markers, not a ParameterServerStrategy task."""
+    m, by_design = _marker_methods(inp)
+    has_markers = bool((m["method"] == "marker").any())
+    return m[
+        ~m["method"].isin(["marker", "group_id"]) & ~(m["python_only"] & has_markers) & ~by_design
+    ]
 
 
 def _is_jax(inp: SessionAnalysis) -> bool:
@@ -191,7 +225,7 @@ def _is_jax(inp: SessionAnalysis) -> bool:
     return bool(modules.str.startswith(("jit_", "pjit_")).any()) and not tf_ops
 
 
-@rule("straggler", "Straggler: one worker holds the others back")
+@rule("straggler", "Straggler: one worker holds the others back", levels="straggler_score")
 def straggler(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """The one straggler decision (``analyzers.attribution.stragglers``: the culprit of
     ``roles``, late in most steps) and its mean lateness as a multiple of the median step.
@@ -249,7 +283,12 @@ def _straggler_page(inp: SessionAnalysis, named: list[str]) -> str:
     )
 
 
-@rule("device_imbalance", "Imbalance between the GPUs of one worker", needs=(DEVICE,))
+@rule(
+    "device_imbalance",
+    "Imbalance between the GPUs of one worker",
+    needs=(DEVICE,),
+    levels="device_imbalance",
+)
 def imbalance(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     im = device_imbalance(inp.breakdown)
     if im.empty:

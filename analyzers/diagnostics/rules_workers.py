@@ -20,7 +20,11 @@ from analyzers.pod import is_synchronous
 from analyzers.session import SessionAnalysis
 
 
-@rule("straggler_cause", "Why the slow worker is slow, and what it costs the others")
+@rule(
+    "straggler_cause",
+    "Why the slow worker is slow, and what it costs the others",
+    levels="straggler_wait",
+)
 def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """The culprit (late in most steps), its cause (one component ≥ 80 % of its excess, else
     mixed) and the victims' wait as a share of their step time."""
@@ -104,7 +108,7 @@ def _medians(inp: SessionAnalysis) -> tuple[float, float]:
     return float(inst["latency_ns"].median()), float(inst["skew_ns"].median())
 
 
-@rule("collective_wait", "Workers wait in collectives for a late participant")
+@rule("collective_wait", "Workers wait in collectives for a late participant", levels="collectives")
 def collective_wait(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """Measured where a collective has at least two traced participants: the largest share of
     a worker's step time spent waiting for the last arriver."""
@@ -134,7 +138,11 @@ def collective_wait(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("slow_collective", "The collectives themselves are slow (not a late worker)")
+@rule(
+    "slow_collective",
+    "The collectives themselves are slow (not a late worker)",
+    levels="collective_latency",
+)
 def slow_collective(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """Measured where a collective has at least two traced participants: the share of a
     worker's step spent in collectives *after* the last participant arrived (moving data and
@@ -173,7 +181,7 @@ def slow_collective(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("input_stage", "One input pipeline stage cannot keep up")
+@rule("input_stage", "One input pipeline stage cannot keep up", levels="input_stage")
 def input_stage(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """Can the input pipeline keep up? The busiest stage's work per batch consumed, over the
     mean step time: at 1× it produces a batch no faster than a step takes, and every step
@@ -226,7 +234,6 @@ def input_stage(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             "iterator": r["bottleneck"],
             "stage_ms_per_batch": round(per_batch[worker], 3),
             "step_ms": round(float(step_ms[worker]), 3),
-            "thresholds_of_step": list(t.input_stage),
             "share_of_pipeline_work": round(float(r["bottleneck_work_share"]), 3),
             "input_share_of_step": round(waits, 4) if waits is not None else None,
             "stage_work_of_step_by_worker": {w: round(v, 3) for w, v in shares.items()},
@@ -287,7 +294,7 @@ def memory_leak(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("ps_imbalance", "One parameter server carries most of the load")
+@rule("ps_imbalance", "One parameter server carries most of the load", levels="ps_imbalance")
 def ps_imbalance(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """The busiest parameter server's busy time over the mean of all parameter servers
     (1 = balanced; n = all the load on one of n)."""

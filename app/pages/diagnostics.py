@@ -77,18 +77,21 @@ def finding_card(f: Finding, session: str) -> Any:
         html.Details(
             [
                 html.Summary("details: evidence and how to reproduce the number"),
-                _evidence_list(f.evidence),
+                _evidence_list(f.evidence, f.unit),
                 html.Code(f.expression, className="podscope-mono"),
             ]
         ),
     )
 
 
-def _evidence_list(evidence: dict[str, Any]) -> Any:
-    """Evidence as a list, numbers with their units (``app.units.fmt_evidence``)."""
+def _evidence_list(evidence: dict[str, Any], unit: str) -> Any:
+    """Evidence as a list, numbers with their units (``app.units.fmt_evidence``; the rule's
+    thresholds in the unit of its value)."""
     items = []
     for key, value in evidence.items():
-        shown = fmt_evidence(key, value)
+        shown = (
+            [fmt_value(v, unit) for v in value] if key == "thresholds" else fmt_evidence(key, value)
+        )
         if isinstance(shown, dict):
             text = ", ".join(f"{k}: {v}" for k, v in shown.items()) or "none"
         elif isinstance(shown, list):

@@ -1,0 +1,58 @@
+"""The ``make verify`` harness itself: the draw, the judging and the report (no engine runs)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from reference_engine.scenarios import SCENARIOS
+from verify.__main__ import correct, report
+from verify.matrix import EXPECTED, SCENARIO_WEIGHTS, draw
+
+
+def test_the_draw_is_seeded_covers_every_scenario_and_fits_the_engine() -> None:
+    runs = draw(40, seed=7)
+    assert runs == draw(40, seed=7) and runs != draw(40, seed=8)
+    counts = pd.Series([r.scenario for r in runs]).value_counts()
+    assert set(counts.index) == set(SCENARIO_WEIGHTS) and counts["straggler"] >= 9
+    for r in runs:
+        assert r.workload in SCENARIOS[r.scenario].workloads
+        assert 0 <= r.straggler_task < r.workers and 20 <= r.delay_ms <= 80
+        assert r.straggler_task > 0 or r.scenario != "slow-allreduce"
+        assert (r.ps > 0) == (r.workload == "ps")
+        cfg = r.config("/x.so")
+        assert cfg.scenario == r.scenario and (cfg.preload is not None) == r.full_trace
+    assert draw(40, 7)[0].config().seed != draw(40, 7)[1].config().seed
+
+
+def test_judging() -> None:
+    assert correct("straggler", 2, "straggler", "worker:2") == (True, True)
+    assert correct("straggler", 2, "collectives", "worker:0,worker:2") == (False, False)
+    assert correct("baseline", 1, "collectives", "—") == (True, None)  # nothing injected
+    assert correct("baseline", 1, "step_gaps", "worker:1") == (False, None)
+    assert all(correct(s, 0, next(iter(e)), "—")[1] for s, e in EXPECTED.items())
+
+
+def test_the_report_says_whether_each_target_is_met() -> None:
+    rows = pd.DataFrame(
+        [
+            ("straggler", "mwms-fit", 3, 0, 2, 50.0, "straggler", "worker:2", ""),
+            ("straggler", "mwms-loop", 2, 0, 1, 30.0, "straggler_cause", "worker:0", ""),
+            ("baseline", "ps", 2, 1, 0, 20.0, "collectives", "—", ""),
+            ("eager", "mwms-fit", 2, 0, 0, 20.0, "", "", "RunError: boom"),
+        ],
+        columns=[
+            "scenario",
+            "workload",
+            "workers",
+            "ps",
+            "straggler_task",
+            "delay_ms",
+            "top",
+            "culprits",
+            "error",
+        ],
+    ).assign(model="mlp", seed=1, fired="", session="", seconds=10.0)
+    text = report(rows, seed=7)
+    assert "| straggler runs whose only culprit is the slowed task | ≥ 95% | 50% | NO |" in text
+    assert "| baseline runs with no culprit | ≥ 100% | 100% | yes |" in text
+    assert "(1 failed to run)" in text and "RunError: boom" in text
