@@ -43,7 +43,8 @@ def _loop(logdir: str, steps: int, jit: bool) -> None:
     tf.profiler.experimental.stop()
 
 
-def _fit(logdir: str, steps: int) -> None:
+def _keras(steps: int) -> tuple[tf.keras.Model, np.ndarray, np.ndarray]:
+    """A compiled two-layer tf-keras model and ``steps`` batches of 16 random examples."""
     model = tf.keras.Sequential(
         [
             tf.keras.layers.Dense(64, activation="relu", input_shape=(32,)),
@@ -53,6 +54,11 @@ def _fit(logdir: str, steps: int) -> None:
     model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     x = np.random.rand(16 * steps, 32).astype("float32")
     y = np.random.randint(0, 10, size=16 * steps)
+    return model, x, y
+
+
+def _fit(logdir: str, steps: int) -> None:
+    model, x, y = _keras(steps)
     model.fit(x[:16], y[:16], batch_size=16, epochs=1, verbose=0)  # build + trace first
     tf.profiler.experimental.start(logdir)
     model.fit(x, y, batch_size=16, epochs=1, verbose=0)
@@ -63,15 +69,7 @@ def _fit_one_batch(logdir: str, steps: int) -> None:
     """``profile_batch=(3, 5)``: the profiler starts in batch 3's ``on_train_batch_begin`` and
     stops in batch 5's ``on_train_batch_end``, both inside their ``train`` markers, so only
     batch 4's marker is whole: one step, as XProf counts it."""
-    model = tf.keras.Sequential(
-        [
-            tf.keras.layers.Dense(64, activation="relu", input_shape=(32,)),
-            tf.keras.layers.Dense(10),
-        ]
-    )
-    model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    x = np.random.rand(16 * steps, 32).astype("float32")
-    y = np.random.randint(0, 10, size=16 * steps)
+    model, x, y = _keras(steps)
     board = _ProfileBatch(os.path.join(logdir, "train"), 3, 5)
     model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[board])
 
