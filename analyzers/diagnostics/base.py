@@ -71,8 +71,9 @@ class Thresholds:
     ps_imbalance: tuple[float, float] = (1.6, 1.8)
     #: time in collectives after every participant arrived, share of step time
     collective_latency: tuple[float, float] = (0.15, 0.30)
-    #: ... when the collectives' median latency is at least this many times their median skew
-    latency_over_skew: float = 3.0
+    #: ... when the collectives' latency per step is at least this many times the workers' own
+    #: work per step (communication-bound)
+    latency_over_own_work: float = 1.5
     #: a victim's wait for the culprit, share of its step time
     straggler_wait: tuple[float, float] = (0.1, 0.3)
     allreduce_per_step: float = 1.0

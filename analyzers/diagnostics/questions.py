@@ -180,7 +180,8 @@ def contradictions(findings: list[Finding]) -> list[str]:
 #: says so (``explained_by`` in its evidence). In a synchronous job every worker waits in the
 #: all-reduce for whatever slows any worker, so time in collectives follows from each cause of
 #: slowness; a late worker's gaps between its steps are its lateness (straggler_cause splits
-#: them out); Python time inside steps follows from eager dispatch and tiny ops.
+#: them out); a slow link staggers the arrivals at the next collective, so waits there follow
+#: from it; Python time inside steps follows from eager dispatch and tiny ops.
 SYMPTOM_OF: dict[str, tuple[str, ...]] = {
     "collectives": (
         "straggler",
@@ -194,7 +195,7 @@ SYMPTOM_OF: dict[str, tuple[str, ...]] = {
         "memory_leak",
         "ps_imbalance",
     ),
-    "collective_wait": ("straggler",),
+    "collective_wait": ("straggler", "slow_collective"),
     "straggler_cause": ("straggler",),
     "step_gaps": ("straggler",),
     "all_others": ("eager", "tiny_ops"),
