@@ -220,8 +220,10 @@ def _fit_loss(cfg: EngineConfig, tf: Any) -> Any:
         return loss
 
     def with_tiny_ops(y_true: Any, y_pred: Any) -> Any:
-        value = loss(y_true, y_pred)
-        return value + _tiny_ops(value, cfg.tiny_ops, tf)
+        # per-example losses: Keras reduces a plain loss function itself, and refuses a loss
+        # object's own AUTO reduction under a distribution strategy
+        value = tf.keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=True)
+        return value + _tiny_ops(tf.reduce_mean(value), cfg.tiny_ops, tf)
 
     return with_tiny_ops
 

@@ -84,3 +84,12 @@ def test_bad_requests_name_the_known_values() -> None:
         validate_config(EngineConfig(workload="horovod"))
     with pytest.raises(EngineError, match="does not apply to workload 'ps'"):
         validate_config(EngineConfig(workload="ps", scenario="eager"))
+
+
+def test_tiny_ops_train_under_keras_fit(start_cluster: StartCluster) -> None:
+    """Found by make verify (seed 7): Keras refuses a loss object's own reduction under a
+    distribution strategy, so the wrapped tiny-ops loss killed every mwms-fit worker."""
+    m = start_cluster(EngineConfig(workload="mwms-fit", scenario="tiny-ops", steps=4), workers=1)
+    results = cluster.wait(m, timeout_s=240)
+    assert {r["event"] for r in results.values()} == {"done"}, results
+    assert len(losses(m.tasks[0])) == 4
