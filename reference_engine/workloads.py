@@ -208,7 +208,10 @@ def run_mwms_fit(cfg: EngineConfig, task: Task, tf: Any, report: Report) -> list
     )
     model.save(str(target))
     if task.is_chief:
-        reloaded = tf.keras.models.load_model(str(target))
+        loss = _fit_loss(cfg, tf)  # a plain function (tiny-ops) is saved by name only
+        reloaded = tf.keras.models.load_model(
+            str(target), custom_objects={getattr(loss, "__name__", "loss"): loss}
+        )
         x, y = next(iter(make_dataset(cfg, cfg.batch_size, tf)))
         report("reloaded", loss=float(reloaded.evaluate(x, y, verbose=0)))
     return losses
