@@ -262,9 +262,10 @@ def match_by_time(steps: pd.DataFrame, ref: pd.DataFrame) -> np.ndarray:
     With anchors in ``ref`` (a synchronous job's collectives), a step matches the reference
     step whose anchor span it overlaps, and only one — or, touching two (it began while the
     reference finished the step before), the one whose step it overlaps at least twice as
-    much; a step that overlaps none, or two without such a margin, or more, is unproven. Without anchors, a step matches the reference step it overlaps most, if that
-    covers at least half of the step. Either way, two steps that match the same reference
-    step are both unproven: counting from the capture's start is never used.
+    much; a step that overlaps none, or two without such a margin, or more, is unproven.
+    Without anchors, a step matches the reference step it overlaps most, if that covers at
+    least half of the step. Either way, two steps that match the same reference step are both
+    unproven: counting from the capture's start is never used.
     """
     start = steps["start_ns"].to_numpy(np.int64)
     end = steps["end_ns"].to_numpy(np.int64)

@@ -60,7 +60,8 @@ def capture_scenario(
     cluster (always, also on failure).
 
     Raises:
-        RunError: the trainer never warmed up, or a task's capture was not ``ok``.
+        RunError: a task logged an error, the trainer never warmed up, or a task's capture
+            was not ``ok``.
     """
     m = cluster.up(
         cfg, workers=workers, ps=ps, run_dir=root / "run", ready_timeout_s=ready_timeout_s
@@ -71,6 +72,12 @@ def capture_scenario(
         )
         deadline = time.monotonic() + warm_timeout_s
         while sum(e["event"] == "step" for e in cluster.events(trainer)) < WARM_STEPS:
+            failed = [
+                (t.name, e) for t in m.tasks for e in cluster.events(t) if e["event"] == "error"
+            ]
+            if failed:
+                name, event = failed[0]
+                raise RunError(f"{name} failed: {str(event.get('message', '')).strip()[:200]}")
             if time.monotonic() > deadline:
                 raise RunError(
                     f"{trainer.name} logged fewer than {WARM_STEPS} steps in {warm_timeout_s:.0f} s"
