@@ -18,8 +18,11 @@ workers) has no categories: its own work is estimated as the traced workers' med
 step (``estimated``), so its arrival is decided by its step start; a worker slowed *inside*
 its step then looks on time, which is why full traces of every worker are better evidence.
 
-* culprit: arrives later than the others' median arrival by at least ``min_excess`` of the
-  median step time (asynchronous jobs: a step longer than the others' median by as much);
+* late (a worker-step): arrives later than the others' median arrival by at least
+  ``min_excess`` of the median step time (asynchronous jobs: a step longer than the others'
+  median by as much);
+* culprit (a worker): late, by its own doing, in ≥ 2/3 of its steps and in ≥ 2× as many as
+  any other worker (``roles``);
 * victim: waits for the last arriver (its wait ≥ half the last arriver's lateness) without
   being late itself; its extra time is the wait;
 * outlier: a step longer than the worker's own mean + 3 σ (``history_sigma``), split
@@ -29,8 +32,10 @@ Only workers whose steps span the same thing are compared (``comparable_workers`
 whose steps were found from its ``EagerLocalExecute`` calls is left out when the others' come
 from markers or the Python tracer's ``__call__``.
 
-The excess is split into components: ``late start`` (its step started after the others'),
-each category of its own work (vs the others' or its own median) and ``unattributed`` (what
+The excess is split into components: ``late start`` (its step started after the others',
+beyond what its previous step's late end explains), ``previous step ended late`` (the
+collectives that close every step finished late for it — a slow link to it, not its own work:
+such steps never make it the culprit), each category of its own work (vs the others' or its own median) and ``unattributed`` (what
 the medians do not add up to); the cause is the largest component when it explains at
 least ``cause_share`` (80 %) of the excess, else ``mixed``. Ops: the op types whose self time
 in that step exceeds the reference the most.
@@ -48,6 +53,9 @@ from analyzers.pod import is_synchronous
 
 OWN_WORK = [c for c in CATEGORIES if c != "device_collectives"]
 LATE = "late start"
+#: a late start that its previous step's late end explains: the collectives that close every
+#: step finished late for this worker (a slow link to it), not work of its own between steps
+LINK = "previous step ended late"
 UNATTRIBUTED = "unattributed"
 SLOW_COLUMNS = [
     "worker",
@@ -135,6 +143,16 @@ def _others_median(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
             warnings.simplefilter("ignore", RuntimeWarning)
             ref[idx] = np.nanmedian(others.reshape(n, n - 1, len(cols)), axis=1)
     return pd.DataFrame(ref, index=frame.index, columns=cols)
+
+
+def _previous_end_lag(arr: pd.DataFrame) -> pd.Series:
+    """Per worker-step: how much later than the earliest worker its previous step ended (0 for
+    a worker's first step). In a synchronous job every step ends with collectives, so a worker
+    whose previous step ends late had them finish late for it: its late start is the link's."""
+    order = arr.sort_values("step")
+    prev_end = order.groupby(order["worker"].astype(str))["end_ns"].shift(1)
+    lag = prev_end - prev_end.groupby(order["step"]).transform("min")
+    return lag.fillna(0).clip(lower=0).reindex(arr.index).astype("float64")
 
 
 def lateness(arr: pd.DataFrame) -> pd.Series:
@@ -227,15 +245,17 @@ def slow_steps(
     comp.columns = OWN_WORK
     comp[arr["estimated"].to_numpy()] = np.nan
     frame = pd.concat([arr[["worker", "step"]], comp], axis=1)
-    frame[LATE] = arr["start_ns"] - arr.groupby("step")["start_ns"].transform("min")
-    ref = _others_median(frame, [*OWN_WORK, LATE])
+    late_start = arr["start_ns"] - arr.groupby("step")["start_ns"].transform("min")
+    frame[LINK] = np.minimum(_previous_end_lag(arr), late_start)
+    frame[LATE] = late_start - frame[LINK]
+    ref = _others_median(frame, [*OWN_WORK, LATE, LINK])
     rows: list[tuple[object, ...]] = []
     excess = lateness(arr)
     ops_by_step = {int(k): g for k, g in op_steps.groupby("step")}
     for i in np.flatnonzero((excess >= min_excess * median_step).to_numpy()):
         r = arr.iloc[i]
         idx = arr.index[i]
-        parts = [*OWN_WORK, LATE] if sync else OWN_WORK
+        parts = [*OWN_WORK, LATE, LINK] if sync else OWN_WORK
         delta = (frame.loc[idx, parts].astype(float) - ref.loc[idx, parts]).fillna(0.0)
         delta[UNATTRIBUTED] = float(excess.loc[idx]) - float(delta.clip(lower=0).sum())
         cause, share, text = _split(delta, float(excess.loc[idx]), cause_share)
@@ -331,7 +351,9 @@ def roles(
     steps = arr.groupby(arr["worker"].astype(str)).agg(
         steps=("step", "size"), wait=("wait_ns", "mean"), time=("step_time_ns", "mean")
     )
-    culprit = slow[slow["role"] == "late"]
+    # a step late because its previous step's collectives ended late (the link) is not the
+    # worker's own lateness
+    culprit = slow[(slow["role"] == "late") & (slow["cause"] != LINK)]
     steps["late_steps"] = culprit.groupby("worker").size().reindex(steps.index).fillna(0)
     late = steps["late_steps"]
     runner_up = late.sort_values(ascending=False).iloc[1] if len(late) > 1 else 0.0
