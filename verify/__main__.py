@@ -24,7 +24,7 @@ from analyzers.diagnostics import diagnose
 from analyzers.session import SessionAnalysis
 from trace_parsers import load
 from verify.matrix import EXPECTED, Run, draw
-from verify.run import ScenarioCapture, capture_scenario
+from verify.run import capture_scenario
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 TARGETS = {
@@ -48,15 +48,16 @@ class Verdict:
     fired: tuple[str, ...]
 
 
-def judge(cap: ScenarioCapture) -> Verdict:
+def judge(session_dir: Path) -> Verdict:
     """The top finding (first that fires, in the report's order), the culprits, every rule
-    that fired; culprits as task names (``worker:2``)."""
-    analysis = SessionAnalysis(load(cap.session_dir, cache=False))
+    that fired; culprits as task names (``worker:2``, from the capture's manifest)."""
+    analysis = SessionAnalysis(load(session_dir, cache=False))
     findings = [f for f in diagnose(analysis) if f.applies and f.severity != "none"]
-    by_label = {cap.label(t.name): t.name for t in cap.manifest.tasks}
+    manifest = json.loads((session_dir / "capture.json").read_text())
+    tasks = {w["label"]: f"{w['role']}:{w['index']}" for w in manifest["workers"]}
     roles = analysis.roles
     culprits = tuple(
-        sorted(by_label.get(w, w) for w in roles.loc[roles["role"] == "culprit", "worker"])
+        sorted(tasks.get(w, w) for w in roles.loc[roles["role"] == "culprit", "worker"])
     )
     return Verdict(
         findings[0].rule_id if findings else "—", culprits, tuple(f.rule_id for f in findings)
@@ -85,7 +86,7 @@ def _run_one(run: Run, root: Path) -> dict[str, object]:
             host_tracer_level=run.host_tracer_level,
             full_trace=run.full_trace,
         )
-        v = judge(cap)
+        v = judge(cap.session_dir)
         culprits = ",".join(v.culprits) or "—"
         culprit_ok, top_ok = correct(run.scenario, run.straggler_task, v.top, culprits)
         row.update(
@@ -193,9 +194,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", type=Path, default=Path("build/verify"), help="captures go here")
     p.add_argument("--only", default="", help="comma-separated scenarios (a partial matrix)")
     p.add_argument("--from-csv", type=Path, help="write the report of an earlier runs.csv")
+    p.add_argument(
+        "--rejudge", action="store_true", help="with --from-csv: judge its kept captures again"
+    )
     args = p.parse_args(argv)
     if args.from_csv:
-        args.report.write_text(report(pd.read_csv(args.from_csv), args.seed))
+        rows = pd.read_csv(args.from_csv).fillna({"error": "", "session": ""})
+        if args.rejudge:
+            for i, r in rows[rows["session"] != ""].iterrows():
+                v = judge(Path(str(r["session"])))
+                rows.loc[i, ["top", "culprits", "fired"]] = [
+                    v.top,
+                    ",".join(v.culprits) or "—",
+                    ",".join(v.fired),
+                ]
+        args.report.write_text(report(rows, args.seed))
         return 0
     runs = draw(args.runs, args.seed)
     if args.only:

@@ -1,8 +1,9 @@
 """One verdict per question: the measured quantity each question is decided by, defined once,
 and the pairs of findings that would contradict each other.
 
-A user asks a few questions of a session — is input the bottleneck? is a worker late? are
-devices idle? are the collectives slow? — and several rules touch each. Each question has one
+A user asks a few questions of a session — does the step wait for input? can the input
+pipeline keep up? is a worker late? are devices idle? are the collectives slow? — and several
+rules touch each. Each question has one
 *owner* rule whose number decides it; the other rules about it (*followers*) read the same
 quantity and may not fire when the owner says no, so the report never says "IteratorGetNext is
 slow" beside "Input-bound: 0.1 %".
@@ -220,20 +221,34 @@ def _explains(cause: Finding, symptom: Finding) -> bool:
 
 def rank(findings: list[Finding]) -> list[Finding]:
     """``findings`` (already ordered by severity and time at stake) with every firing symptom
-    moved after the last of its firing causes (``SYMPTOM_OF``, ``SAME_WORKER``), its causes
-    named in its evidence (``explained_by``)."""
+    after its firing causes (``SYMPTOM_OF``, ``SAME_WORKER``), its causes named in its
+    evidence (``explained_by``). Causes can be symptoms themselves (``input_bound`` after
+    ``input_stage``), so a symptom moves until it follows all of its causes; the relation has
+    no cycle, so that ends."""
     fired = {f.rule_id: f for f in findings if _fires(f)}
-    order = list(findings)
-    for f in findings:
-        causes = [
+    causes = {
+        f.rule_id: [
             c
             for c in SYMPTOM_OF.get(f.rule_id, ())
             if c in fired and c != f.rule_id and _explains(fired[c], f)
         ]
-        if not _fires(f) or not causes:
-            continue
-        f.evidence["explained_by"] = causes
-        order.remove(f)
-        last = max(i for i, g in enumerate(order) if g.rule_id in causes)
-        order.insert(last + 1, f)
+        for f in fired.values()
+    }
+    order = list(findings)
+    for f in fired.values():
+        if causes[f.rule_id]:
+            f.evidence["explained_by"] = causes[f.rule_id]
+    for _ in range(len(order)):
+        moved = False
+        for f in list(order):
+            mine = causes.get(f.rule_id) if _fires(f) else None
+            if not mine:
+                continue
+            last = max(i for i, g in enumerate(order) if g.rule_id in mine)
+            if order.index(f) < last:
+                order.remove(f)
+                order.insert(last, f)  # ``last`` shifted down by the removal: just after it
+                moved = True
+        if not moved:
+            break
     return order

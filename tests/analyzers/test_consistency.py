@@ -130,3 +130,18 @@ def test_every_csv_and_json_output_works(path: Path, tmp_path: Path) -> None:
             json.loads(result.stdout)
         elif result.stdout.strip():
             pd.read_csv(io.StringIO(result.stdout))
+
+
+def test_symptoms_follow_all_their_causes_even_through_chains() -> None:
+    from analyzers.diagnostics.base import Finding, Severity
+    from analyzers.diagnostics.questions import rank
+
+    def f(rule_id: str) -> Finding:
+        return Finding(rule_id, rule_id, severity=Severity.HIGH)
+
+    # slow_iterator is a symptom of input_bound, itself a symptom of input_stage
+    ranked = rank([f("slow_iterator"), f("collectives"), f("input_bound"), f("input_stage")])
+    order = [x.rule_id for x in ranked]
+    assert order.index("input_stage") < order.index("input_bound") < order.index("slow_iterator")
+    assert order.index("input_stage") < order.index("collectives")
+    assert ranked[order.index("input_bound")].evidence["explained_by"] == ["input_stage"]
