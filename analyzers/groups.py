@@ -107,9 +107,15 @@ def step_groups(events: pd.DataFrame, stats: pd.DataFrame, roots: np.ndarray) ->
     depth = events["depth"].to_numpy(dtype=np.int64)
     order = np.argsort(depth, kind="stable")
     starts = np.searchsorted(depth[order], np.arange(depth.max() + 2 if n else 1))
+    # Context ids link a producer to its consumers within one process (XProf groups each
+    # host's XSpace alone): workers reuse ids (a collective's instance key on every
+    # participant), so a link across workers would put one worker's events in another's step.
+    worker = events["worker"].astype("category").cat.codes.to_numpy()
     producers = _context(stats, "_pt", "_p")
     consumers = _context(stats, "_ct", "_c")
-    links = producers.merge(consumers, on=["ctype", "cid"], suffixes=("_p", "_c"))
+    for side in (producers, consumers):
+        side["worker"] = worker[side["event_row"].to_numpy(dtype=np.int64)]
+    links = producers.merge(consumers, on=["ctype", "cid", "worker"], suffixes=("_p", "_c"))
     src, dst = (
         links["event_row_p"].to_numpy(dtype=np.int64),
         links["event_row_c"].to_numpy(dtype=np.int64),

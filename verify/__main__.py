@@ -31,6 +31,7 @@ TARGETS = {
     "straggler runs whose only culprit is the slowed task": 0.95,
     "baseline runs with no culprit": 1.0,
     "runs (every scenario) whose top finding is the injected cause": 0.90,
+    "the same, in the worst scenario": 0.90,
 }
 #: What a baseline's top-finding column means (it has no injected cause).
 BASELINE_NOTE = (
@@ -136,6 +137,7 @@ def report(rows: pd.DataFrame, seed: int) -> str:
         "straggler runs whose only culprit is the slowed task": strag["culprit_ok"].mean(),
         "baseline runs with no culprit": base["culprit_ok"].mean(),
         "runs (every scenario) whose top finding is the injected cause": ok["top_ok"].mean(),
+        "the same, in the worst scenario": ok.groupby("scenario")["top_ok"].mean().min(),
     }
     lines = [
         "# make verify: verdicts over randomized engine runs",
@@ -154,10 +156,32 @@ def report(rows: pd.DataFrame, seed: int) -> str:
     for name, want in TARGETS.items():
         got = measured[name]
         lines.append(f"| {name} | ≥ {want:.0%} | {got:.0%} | {'yes' if got >= want else 'NO'} |")
-    acc = ok.groupby("scenario").agg(
-        runs=("top_ok", "size"), top_right=("top_ok", "mean"), culprit_right=("culprit_ok", "mean")
+    found = [
+        float(bool(EXPECTED[r.scenario] & set(str(r.fired).split(","))))
+        if r.scenario in EXPECTED
+        else float("nan")
+        for r in ok.itertuples()
+    ]
+    acc = (
+        ok.assign(found=found)
+        .groupby("scenario")
+        .agg(
+            runs=("top_ok", "size"),
+            top_right=("top_ok", "mean"),
+            cause_found=("found", "mean"),
+            culprit_right=("culprit_ok", "mean"),
+        )
     )
-    lines += ["", "## Accuracy per scenario", "", markdown(acc), ""]
+    lines += [
+        "",
+        "## Accuracy per scenario",
+        "",
+        "`top_right`: the injected cause is the top finding; `cause_found`: it fires at all "
+        "(possibly ranked below a larger finding).",
+        "",
+        markdown(acc),
+        "",
+    ]
     expected = ok["scenario"].map(
         lambda s: "/".join(sorted(EXPECTED.get(s, ()))) or "nothing injected"
     )
@@ -180,7 +204,13 @@ def report(rows: pd.DataFrame, seed: int) -> str:
         "",
         "## Every run",
         "",
-        markdown(rows.drop(columns=["session", "fired"]), index=False),
+        markdown(
+            rows.drop(columns=["session", "fired"]).assign(
+                culprit_ok=rows["culprit_ok"].map({True: "yes", False: "no"}),
+                top_ok=rows["top_ok"].map({1.0: "yes", 0.0: "no"}).fillna("—"),
+            ),
+            index=False,
+        ),
         "",
     ]
     return "\n".join(lines)

@@ -96,6 +96,36 @@ def test_grouped_event_counts_only_in_its_own_step() -> None:
     assert out.loc[1, "host_compute_ns"] == 100 * 1000  # only step 1's own launch
 
 
+def test_context_ids_link_events_within_one_worker_only() -> None:
+    """Workers reuse context ids (a collective's instance key is the same on every
+    participant): a link across workers put one worker's collective in another worker's step,
+    and its own step then counted that time as host compute (slow-allreduce, make verify)."""
+
+    def worker(late_us: int) -> bytes:
+        b = SpaceBuilder()
+        host = b.plane("/host:CPU")
+        py, pool = host.line(1, "python"), host.line(2, "collective_ops/7")
+        for i in range(2):
+            t0 = (i * 1000 + late_us) * US
+            host.event(py, "train", t0, 900 * US, step_num=i, _r=1)
+            host.event(py, "TFE_Py_ExecuteCancelable", t0 + 10 * US, 800 * US, _pt=1, _p=10 + i)
+            host.event(
+                pool,
+                "allreduce/CollectiveReduceV2:CollectiveReduceV2",
+                t0 + 100 * US,
+                700 * US,
+                _ct=1,
+                _c=10 + i,
+            )
+        b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+        return b.bytes()
+
+    f = merge([parse_xplane(worker(late), worker=w) for w, late in (("w_1", 0), ("w_2", 300))])
+    out = step_breakdown(f.events, align_steps(find_steps(f.events))[0], f.stats)
+    assert (out["device_collectives_ns"] == 700 * 1000).all(), out
+    assert (out["host_compute_ns"] == 100 * 1000).all(), out
+
+
 def test_gpu_rows_per_device_with_16_bit_compute_and_h2d() -> None:
     ev = frames_of(("w_1", worker_trace("w_1", 2, gpu=True)))
     b = step_breakdown(ev, align_steps(find_steps(ev))[0])
