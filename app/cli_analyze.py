@@ -277,7 +277,7 @@ def compare_command(
     def fmt(v: float, pct: bool = False) -> str:
         return "" if pd.isna(v) else f"{v:+.1%}" if pct else f"{v:,.3f}"
 
-    view = Table(title="ms per traced worker-step (busiest device, as on the Pod Viewer)")
+    view = Table(title="ms per traced worker-step (its busiest device)")
     for col in ("metric", "base", "new", "delta", "change"):
         view.add_column(col, justify="left" if col == "metric" else "right")
     for r in steps.itertuples(index=False):

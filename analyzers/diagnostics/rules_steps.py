@@ -228,7 +228,8 @@ def _is_jax(inp: SessionAnalysis) -> bool:
 @rule("straggler", "Straggler: one worker holds the others back", levels="straggler_score")
 def straggler(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     """The one straggler decision (``analyzers.attribution.stragglers``: the culprit of
-    ``roles``, late in most steps) and its mean lateness as a multiple of the median step.
+    ``roles``, late by its own doing in ≥ 2/3 of its steps and in ≥ 2× as many as any other
+    worker) and its mean lateness as a multiple of the median step.
     Not a share: ``0.6× the median step`` means it arrives 60 % of a step late on average."""
     s = inp.stragglers
     if len(s) < 2:
@@ -253,10 +254,13 @@ def straggler(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             "mode": s["mode"].iloc[0],
             "straggler": named["worker"].tolist(),
             "late_ms_by_worker": s.set_index("worker")["late_ms"].round(3).to_dict(),
-            "late_in_steps_share": float(
-                inp.roles.set_index("worker")["late_steps"]
-                .div(inp.roles.set_index("worker")["steps"])
-                .get(str(top["worker"]), 0.0)
+            "late_in_steps_share": round(
+                float(
+                    inp.roles.set_index("worker")["late_steps"]
+                    .div(inp.roles.set_index("worker")["steps"])
+                    .get(str(top["worker"]), 0.0)
+                ),
+                3,
             ),
             "arrived_last_share": s.set_index("worker")["last_share"].round(3).to_dict(),
             "decided_by": "late by ≥ 10 % of the median step in ≥ 2/3 of its steps, and in ≥ 2× "

@@ -110,7 +110,8 @@ def test_compare_two_runs(tmp_path: Path) -> None:
     assert steps.loc["input", ["base_ms", "new_ms"]].tolist() == [0.05, 0.2]
     r = podscope("compare", *map(str, files), cache=tmp_path / "c")
     assert r.returncode == 0, r.stderr
-    assert "ms per step" in r.stdout and "+300.0%" in r.stdout and "MatMul" in r.stdout
+    assert "ms per traced worker-step" in r.stdout
+    assert "+300.0%" in r.stdout and "MatMul" in r.stdout
     r = podscope("compare", str(files[0]), str(tmp_path / "missing"), cache=tmp_path / "c")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
 
