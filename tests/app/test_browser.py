@@ -636,3 +636,24 @@ def test_workers_page_names_the_culprit_links_its_step_and_downloads_every_table
     ticks = page.locator("#tl-graph .ytick text").all_text_contents()
     assert {t.split(" › ")[0] for t in ticks} == {"w_3"}
     assert page.errors == []
+
+
+def test_the_step_time_is_the_same_number_on_every_page(page, server) -> None:  # type: ignore[no-untyped-def]
+    """The V100 sample's step as XProf counts it (the busiest GPU's span: 21.31 ms) in the
+    Pod Viewer's header and in Compare's step-time row; the Ops page has the per-step column."""
+    if not V100.exists():
+        pytest.skip(f"public trace samples not present: {V100}")
+    page.goto(f"{server}/pod?session={V100_SESSION}")
+    settle(page)
+    assert "mean step 21.310 ms" in page.inner_text("#pod-badges")
+    page.goto(f"{server}/compare?session={V100_SESSION}&baseline=2026_01_01_00_00_00")
+    settle(page)
+    row = page.locator("tr", has_text="step time (mean)").first
+    row.wait_for()
+    cells = row.locator("td").all_inner_texts()
+    assert cells[0] == "step time (mean)" and cells[2] == "21.31", cells
+    page.goto(f"{server}/ops?session={V100_SESSION}")
+    settle(page)
+    headers = page.locator("#ops-table .ag-header-cell-text").all_inner_texts()
+    assert "self time per step (ms)" in headers, headers
+    assert page.errors == []
