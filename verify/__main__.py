@@ -121,7 +121,7 @@ def markdown(frame: pd.DataFrame, index: bool = True) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in cells])
 
 
-def report(rows: pd.DataFrame, seed: int) -> str:
+def report(rows: pd.DataFrame, seed: int, rejudged: bool = False) -> str:
     """The Markdown report: targets, per-scenario accuracy, confusion matrices, every run."""
     rows = rows.fillna({"error": ""}).copy()
     judged = [
@@ -150,6 +150,15 @@ def report(rows: pd.DataFrame, seed: int) -> str:
         "",
         BASELINE_NOTE,
         "",
+        *(
+            [
+                "The verdicts were judged again, from the kept captures, by the analysis code "
+                "of the commit that holds this report (`--from-csv --rejudge`).",
+                "",
+            ]
+            if rejudged
+            else []
+        ),
         "| target | wanted | measured | met |",
         "|---|---|---|---|",
     ]
@@ -238,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                     ",".join(v.culprits) or "—",
                     ",".join(v.fired),
                 ]
-        args.report.write_text(report(rows, args.seed))
+        args.report.write_text(report(rows, args.seed, rejudged=args.rejudge))
         return 0
     runs = draw(args.runs, args.seed)
     if args.only:
