@@ -115,7 +115,8 @@ def memory_summary(
 
     Args:
         timeline: ``analyzers.ops.memory_timeline`` output.
-        aligned: aligned steps (``worker, step, start_ns, end_ns``).
+        aligned: each worker's steps (``worker, start_ns, end_ns``): its own steps
+            (``analyzers.steps.find_steps``), or the aligned ones.
         rising: share of steps whose heap rose (and whose allocations outnumbered their
             deallocations) that makes a leak.
         min_growth: growth over the capture, as a share of the peak, that a leak must reach.

@@ -420,8 +420,10 @@ class SessionAnalysis:
     @cached_property
     def memory_report(self) -> pd.DataFrame:
         """Per worker and allocator: peak, fragmentation then, live blocks at the peak, growth
-        across steps and a leak flag (``analyzers.memory.memory_summary``)."""
-        return memory_summary(self.memory, self.aligned)
+        across steps and a leak flag (``analyzers.memory.memory_summary``). Growth is per worker,
+        over each worker's own steps: a step that alignment could not pair with the other
+        workers' still happened on this one (counting only aligned steps inflated the growth)."""
+        return memory_summary(self.memory, self.steps)
 
     @cached_property
     def ps_balance(self) -> pd.DataFrame:

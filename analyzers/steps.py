@@ -265,7 +265,8 @@ def match_by_time(steps: pd.DataFrame, ref: pd.DataFrame) -> np.ndarray:
     much; a step that overlaps none, or two without such a margin, or more, is unproven.
     Without anchors, a step matches the reference step it overlaps most, if that covers at
     least half of the step. Either way, two steps that match the same reference step are both
-    unproven: counting from the capture's start is never used.
+    unproven; with anchors, an unproven run between two proven steps with the same offset
+    takes it (``_between_proven``). Counting from the capture's start is never used.
     """
     start = steps["start_ns"].to_numpy(np.int64)
     end = steps["end_ns"].to_numpy(np.int64)
@@ -306,6 +307,24 @@ def match_by_time(steps: pd.DataFrame, ref: pd.DataFrame) -> np.ndarray:
         out[2 * best < end - start] = -1
     taken = pd.Series(out)
     out[taken.duplicated(keep=False).to_numpy() & (out >= 0)] = -1
+    # only collectives prove a pairing; overlap alone is a coincidence to build on
+    return _between_proven(out, len(ref)) if len(has) else out
+
+
+def _between_proven(out: np.ndarray, n_ref: int) -> np.ndarray:
+    """Unproven steps between two proven ones that pair with the same offset (own index →
+    reference index) take that offset: steps follow each other on both workers, so with both
+    neighbours fixed nothing else fits. A worker running half a step out of phase with the
+    reference touches two anchors in most steps; its proven steps fix the rest. Steps before
+    the first or after the last proven one stay unproven."""
+    known = np.flatnonzero(out >= 0)
+    if len(known) < 2:
+        return out
+    offset = out[known] - known
+    same = (np.diff(known) > 1) & (offset[1:] == offset[:-1])
+    for a, b, d in zip(known[:-1][same], known[1:][same], offset[:-1][same], strict=True):
+        idx = np.arange(a + 1, b)
+        out[idx] = np.where((idx + d >= 0) & (idx + d < n_ref), idx + d, -1)
     return out
 
 

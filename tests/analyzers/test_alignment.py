@@ -141,3 +141,24 @@ def test_workers_without_step_numbers_are_matched_by_time_not_by_count() -> None
     pairs = aligned.pivot(index="step", columns="worker", values="start_ns")
     assert (pairs["a"] == pairs["b"]).all() and len(pairs) == 5
     assert missing.to_dict("records") == [{"worker": "b", "step_num": 0}]
+
+
+def test_a_worker_half_a_step_out_of_phase_is_paired_through_its_proven_neighbours() -> None:
+    """Steps of 16 ns whose collective (anchor) sits at 5–11 ns; the other worker runs half a
+    step later, so every other one of its steps touches two anchors without a clear margin.
+    Its proven neighbours, both at offset 0, pair the ones between them; nothing outside."""
+    ref = pd.DataFrame(
+        {
+            "start_ns": [16 * k for k in range(6)],
+            "end_ns": [16 * k + 11 for k in range(6)],
+            "anchor_start_ns": pd.array([16 * k + 5 for k in range(6)], dtype="Int64"),
+            "anchor_end_ns": pd.array([16 * k + 11 for k in range(6)], dtype="Int64"),
+        }
+    )
+    # proven (one anchor) at 0, 2, 4; at 1 and 3 the step reaches into the next anchor
+    starts = [2, 18, 34, 50, 66]
+    ends = [12, 37, 44, 69, 76]
+    steps = pd.DataFrame({"start_ns": starts, "end_ns": ends})
+    assert match_by_time(steps, ref).tolist() == [0, 1, 2, 3, 4]
+    alone = pd.DataFrame({"start_ns": [18, 34], "end_ns": [37, 44]})  # no proven neighbour
+    assert match_by_time(alone, ref).tolist() == [-1, 2]
