@@ -213,7 +213,7 @@ def op_steps_of(op_counts: pd.DataFrame, aligned: pd.DataFrame) -> pd.DataFrame:
 
 def slow_steps(
     arr: pd.DataFrame,
-    op_steps: pd.DataFrame,
+    op_steps: pd.DataFrame | None = None,
     min_excess: float = 0.1,
     history_sigma: float = 3.0,
     cause_share: float = 0.8,
@@ -223,7 +223,8 @@ def slow_steps(
 
     Args:
         arr: ``arrivals`` output.
-        op_steps: ``op_steps_of`` output (may be empty: no ops named then).
+        op_steps: ``op_steps_of`` output (None or empty: no ops named; the roles do not
+            depend on it).
         min_excess: lateness (or extra step time) that makes a step slow, as a share of the
             median step time.
         history_sigma: a step beyond the worker's mean + this many σ is an outlier.
@@ -238,6 +239,8 @@ def slow_steps(
     """
     if arr.empty:
         return pd.DataFrame(columns=SLOW_COLUMNS)
+    if op_steps is None:
+        op_steps = _no_op_steps()
     sync = is_synchronous(arr)
     cats = [f"{c}_ns" for c in OWN_WORK]
     median_step = float(arr["step_time_ns"].median())
@@ -423,4 +426,4 @@ def straggler_verdict(pod: pd.DataFrame, comparable: set[str] | None = None) -> 
     """``stragglers`` straight from a pod view (no op split of the slow steps): the same
     decision ``SessionAnalysis.stragglers`` makes, for a library user holding ``pod_view``."""
     arr = arrivals(pod, comparable)
-    return stragglers(arr, roles(arr, slow_steps(arr, _no_op_steps())))
+    return stragglers(arr, roles(arr, slow_steps(arr)))

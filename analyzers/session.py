@@ -376,8 +376,10 @@ class SessionAnalysis:
 
     @cached_property
     def roles(self) -> pd.DataFrame:
-        """Per worker: culprit, victim or neither, with its mean wait."""
-        return roles(self.arrivals, self.slow_steps)
+        """Per worker: culprit, victim or neither, with its mean wait. Decided from the slow
+        steps without their op split, which never changes a role: the Pod Viewer's straggler
+        badge needs no op table (a per-worker session would load every event for one)."""
+        return roles(self.arrivals, slow_steps(self.arrivals))
 
     @cached_property
     def iterators(self) -> pd.DataFrame:
