@@ -33,10 +33,12 @@ worker's steps by time — its step must overlap the reference step's anchor, or
 without collectives) overlap the step itself for most of its length — never by counting steps from the
 capture's start in a synchronous job; a step that matches no reference step, or whose match is
 shared with another of its steps, is left out (``missing`` lists the reference steps a worker
-lacks). An asynchronous job (no collective in any step: ParameterServerStrategy) shares no step
-across workers — the coordinator hands each step to whichever worker is free — so where time
-proves fewer than half of a worker's steps, its k-th step is compared with the reference's k-th:
-only step times are compared there, never arrivals.
+lacks). Without collectives, steps pair by time overlap when that pairs at least half of every
+worker's steps (a synchronous job traced without its collectives); otherwise the job is
+asynchronous (ParameterServerStrategy: the coordinator hands each step to whichever worker is
+free) and shares no step across workers, so every worker's k-th step is compared with the
+reference's k-th, for step time only, never arrivals. The decision is the job's, not a
+worker's: pairing some workers by overlap and others by order left few common steps.
 """
 
 from __future__ import annotations
@@ -262,11 +264,11 @@ def match_by_time(steps: pd.DataFrame, ref: pd.DataFrame) -> np.ndarray:
     With anchors in ``ref`` (a synchronous job's collectives), a step matches the reference
     step whose anchor span it overlaps, and only one — or, touching two (it began while the
     reference finished the step before), the one whose step it overlaps at least twice as
-    much; a step that overlaps none, or two without such a margin, or more, is unproven.
-    Without anchors, a step matches the reference step it overlaps most, if that covers at
-    least half of the step. Either way, two steps that match the same reference step are both
-    unproven; with anchors, an unproven run between two proven steps with the same offset
-    takes it (``_between_proven``). Counting from the capture's start is never used.
+    much; a step that overlaps none, or two without such a margin, or more, is unproven; an
+    unproven run between two proven steps with the same offset takes it
+    (``_between_proven``). Without anchors, a step matches the reference step it overlaps
+    most, if that covers at least half of the step. Either way, two steps that match the same
+    reference step are both unproven. Counting from the capture's start is never used here.
     """
     start = steps["start_ns"].to_numpy(np.int64)
     end = steps["end_ns"].to_numpy(np.int64)
@@ -307,7 +309,7 @@ def match_by_time(steps: pd.DataFrame, ref: pd.DataFrame) -> np.ndarray:
         out[2 * best < end - start] = -1
     taken = pd.Series(out)
     out[taken.duplicated(keep=False).to_numpy() & (out >= 0)] = -1
-    # only collectives prove a pairing; overlap alone is a coincidence to build on
+    # only collectives prove a pairing; overlap alone is no ground to infer more from
     return _between_proven(out, len(ref)) if len(has) else out
 
 
@@ -364,15 +366,29 @@ def align_steps(steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             .drop_duplicates("step_num")
             .sort_values("start_ns")
         )
+    has_numbers = steps["step_num"].notna().groupby(steps["worker"]).all()
+    others = {
+        w: steps[steps["worker"] == w].sort_values("start_ns")
+        for w in workers
+        if w != ref_worker and not has_numbers[w]
+    }
+    matched = {w: match_by_time(s, ref) for w, s in others.items()}
+    if ref["anchor_end_ns"].isna().all() and any(
+        2 * (i >= 0).sum() < len(i) for i in matched.values()
+    ):
+        # No collective ties the steps and time does not pair them: an asynchronous job, which
+        # shares no step; every worker's k-th step is compared, for step time only.
+        matched = {
+            w: np.where(np.arange(len(s)) < len(ref), np.arange(len(s)), -1)
+            for w, s in others.items()
+        }
     parts = []
     for w in workers:
-        s = ref if w == ref_worker else steps[steps["worker"] == w].sort_values("start_ns")
-        if w == ref_worker or (s["step_num"].notna().all() and not numbered.empty):
+        if w not in matched:
+            s = ref if w == ref_worker else steps[steps["worker"] == w]
             parts.append(s.assign(key=s["step_num"].astype("int64")))
             continue
-        i = match_by_time(s, ref)
-        if ref["anchor_end_ns"].isna().all() and 2 * (i >= 0).sum() < len(s):
-            i = np.where(np.arange(len(s)) < len(ref), np.arange(len(s)), -1)  # asynchronous
+        s, i = others[w], matched[w]
         ok = i >= 0
         nums = ref["step_num"].to_numpy()[i[ok]]
         parts.append(s[ok].assign(key=nums.astype("int64"), step_num=pd.array(nums, dtype="Int64")))
