@@ -25,7 +25,8 @@ def bench_transfer(size_mb: int = 200, repeat: int = 3) -> dict[str, Any]:
         with src.open("wb") as f:
             for _ in range(size_mb):
                 f.write(os.urandom(1 << 20))
-        server, port = serve(root)
+        server = serve(root)
+        port = server.port
         grpc_runs, copy_runs = [], []
         try:
             for i in range(repeat):
@@ -33,7 +34,9 @@ def bench_transfer(size_mb: int = 200, repeat: int = 3) -> dict[str, Any]:
                 result = WorkerResult("w_1", f"127.0.0.1:{port}")
                 with grpc.insecure_channel(f"127.0.0.1:{port}", options=grpc_options()) as ch:
                     t = time.perf_counter()
-                    fetch_trace(ch, CaptureOptions(logdir=Path(tmp)), result, "s", dest)
+                    fetch_trace(
+                        ch, CaptureOptions(logdir=Path(tmp)), result, "s", dest, src.stat().st_size
+                    )
                     grpc_runs.append(size_mb / (time.perf_counter() - t))
                 if result.status != "ok":
                     raise RuntimeError(result.reason)

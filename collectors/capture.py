@@ -5,11 +5,13 @@
     ...                  CaptureOptions(logdir=Path("runs/demo"), duration_ms=2000))
     >>> [(w.label, w.status) for w in result.workers]
 
-For each worker: ``Hello`` (PodScope agent: role, strategy, where the worker's profiler
-writes), then one ``tensorflow.ProfilerService/Profile`` request per worker, all with the
-same ``start_timestamp_ns`` so every worker traces the same window, then ``Fetch`` of the
-worker's file into ``<logdir>/plugins/profile/<session>/<host_port>.xplane.pb`` with a
-checksum. ``capture.json`` records options and per-worker results. No TensorFlow here.
+For each worker: ``Hello`` (PodScope agent: role, strategy), then one ``Trace`` request per
+worker, all with the same ``start_timestamp_ns`` so every worker traces the same window (the
+agent traces its process in-process and keeps the file under its own folder), then ``Fetch``
+of the worker's file into ``<logdir>/plugins/profile/<session>/<host_port>.xplane.pb``, no
+more bytes than the agent declared, with a checksum. A bare TensorFlow profiler server (no
+agent) is sent ``tensorflow.ProfilerService/Profile`` and only with ``shared_storage``.
+``capture.json`` records options and per-worker results. No TensorFlow here.
 
 Statuses: ok, empty (no events in the window), unreachable (never answered), timeout
 (deadline passed), crashed (answered, then went away mid-capture), busy (another capture is
@@ -19,24 +21,26 @@ the file could not be brought back).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 
+from collectors import tf_profiler
 from collectors.errors import CaptureError
 from collectors.export_service import TOKEN_HEADER, grpc_options
-from collectors.proto import profiler_service_pb2 as tsl
 from collectors.proto import trace_export_pb2 as pb
 from collectors.proto import trace_export_pb2_grpc as pb_grpc
 from collectors.status import Status
+from collectors.tf_profiler import TraceLevels
 from trace_parsers import layout
 
-PROFILE_METHOD = "/tensorflow.ProfilerService/Profile"
 MWMS = "MultiWorkerMirroredStrategy"
 EXIT_OK, EXIT_PARTIAL, EXIT_FAILED = 0, 3, 4
 
@@ -68,7 +72,8 @@ class CaptureOptions:
         timeout_s: per-worker deadline of the Profile call (default: delay + duration + 30 s).
         token: the agents' shared token.
         session: session folder name (default: UTC time, XProf's format).
-        shared_storage: the workers write straight into ``logdir`` (shared filesystem): no pull.
+        shared_storage: bare TF profiler servers (no agent) write straight into ``logdir`` on a
+            filesystem the workers share; agents always keep their traces and send them.
         unsafe_full_trace: also host-trace non-chief MultiWorkerMirroredStrategy workers.
             TF 2.20/2.21 crash there (use-after-free in TraceMeRecorder::Consume); the default
             plan traces them with the Python tracer only.
@@ -198,50 +203,80 @@ def plan_levels(hello: pb.HelloResponse | None, opts: CaptureOptions) -> tuple[i
     return opts.host_tracer_level, opts.python_tracer_level, ""
 
 
+def _levels(opts: CaptureOptions, result: WorkerResult) -> tuple[int, int, int]:
+    return (
+        result.host_tracer_level or 0,
+        result.python_tracer_level or 0,
+        opts.device_tracer_level,
+    )
+
+
+def _trace(
+    channel: grpc.Channel,
+    opts: CaptureOptions,
+    result: WorkerResult,
+    session: str,
+    start_ns: int,
+) -> int | None:
+    """Asks the agent to trace its process; sets the result's status on failure.
+
+    Returns:
+        The size of the trace the agent wrote, or None when there is none.
+    """
+    host, python, device = _levels(opts, result)
+    request = pb.TraceRequest(
+        session=session,
+        name=layout.xplane_name(result.label),
+        duration_ms=opts.duration_ms,
+        start_timestamp_ns=start_ns,
+        host_tracer_level=host,
+        python_tracer_level=python,
+        device_tracer_level=device,
+    )
+    trace = pb_grpc.TraceExportStub(channel).Trace
+    response = _call(
+        lambda r, timeout_s, md: trace(r, timeout=timeout_s, metadata=md), request, opts, result
+    )
+    return None if response is None else int(response.size)
+
+
 def _profile(
     channel: grpc.Channel,
     opts: CaptureOptions,
     result: WorkerResult,
     session: str,
     start_ns: int,
-    root: str,
+    root: Path,
 ) -> bool:
-    """Sends the Profile request; sets the result's status on failure. True if a trace exists."""
-    call = channel.unary_unary(
-        PROFILE_METHOD,
-        request_serializer=tsl.ProfileRequest.SerializeToString,
-        response_deserializer=tsl.ProfileResponse.FromString,
+    """Sends TF's Profile request to a bare profiler server that writes into ``root`` (shared
+    storage); sets the result's status on failure. True if a trace exists."""
+    request = tf_profiler.profile_request(
+        root, session, result.label, opts.duration_ms, start_ns, TraceLevels(*_levels(opts, result))
     )
-    request = tsl.ProfileRequest(
-        duration_ms=opts.duration_ms,
-        max_events=0,
-        repository_root=root,
-        session_id=session,
-        host_name=result.label,
-        opts=tsl.ProfileOptions(
-            version=1,
-            host_tracer_level=result.host_tracer_level or 0,
-            python_tracer_level=result.python_tracer_level or 0,
-            device_tracer_level=opts.device_tracer_level,
-            start_timestamp_ns=start_ns,
-            duration_ms=opts.duration_ms,  # TF records nothing without it (measured, TF 2.21)
-        ),
-    )
+    call = functools.partial(tf_profiler.call_profile, channel)
+    return _call(call, request, opts, result) is not None
+
+
+def _call(
+    call: Callable[..., Any], request: Any, opts: CaptureOptions, result: WorkerResult
+) -> Any:
+    """One tracing call with the capture's deadline and token: the response, or None with the
+    result's status and reason set (an error, or an empty trace)."""
     t = time.monotonic()
     try:
-        response = call(request, timeout=opts.deadline_s(), metadata=_metadata(opts.token))
+        response = call(request, opts.deadline_s(), _metadata(opts.token))
     except grpc.RpcError as e:
         result.profile_s = time.monotonic() - t
         result.status, result.reason = _classify(e, result.profile_s, opts)
-        return False
+        return None
     result.profile_s = time.monotonic() - t
     if response.empty_trace:
         result.status, result.reason = (
             Status.EMPTY,
             "the profiler collected no events in the window (is the job running?)",
         )
-        return False
-    return True
+        return None
+    return response
 
 
 def _classify(e: grpc.RpcError, elapsed_s: float, opts: CaptureOptions) -> tuple[Status, str]:
@@ -271,9 +306,15 @@ def _classify(e: grpc.RpcError, elapsed_s: float, opts: CaptureOptions) -> tuple
 
 
 def fetch_trace(
-    channel: grpc.Channel, opts: CaptureOptions, result: WorkerResult, session: str, dest: Path
+    channel: grpc.Channel,
+    opts: CaptureOptions,
+    result: WorkerResult,
+    session: str,
+    dest: Path,
+    declared: int,
 ) -> None:
-    """Streams the worker's trace into ``dest``, verifying size and SHA-256."""
+    """Streams the worker's trace into ``dest``, verifying size and SHA-256; stops reading as
+    soon as the agent sends more than the ``declared`` bytes."""
     stub = pb_grpc.TraceExportStub(channel)
     name = layout.xplane_name(result.label)
     tmp = dest.with_suffix(".part")
@@ -281,23 +322,29 @@ def fetch_trace(
     digest = hashlib.sha256()
     expected = ""
     size = 0
+    stream = stub.Fetch(
+        pb.FetchRequest(session=session, name=name), timeout=600, metadata=_metadata(opts.token)
+    )
     try:
         with tmp.open("wb") as out:
-            for chunk in stub.Fetch(
-                pb.FetchRequest(session=session, name=name),
-                timeout=600,
-                metadata=_metadata(opts.token),
-            ):
+            for chunk in stream:
                 if chunk.offset != size:
                     raise CaptureError(f"chunk at offset {chunk.offset}, expected {size}")
+                if size + len(chunk.data) > declared:
+                    raise CaptureError(
+                        f"the agent sent more than the {declared:,} bytes it declared"
+                    )
                 out.write(chunk.data)
                 digest.update(chunk.data)
                 size += len(chunk.data)
                 expected = chunk.sha256 or expected
+        if size != declared:
+            raise CaptureError(f"{size:,} bytes arrived of the {declared:,} declared")
         if digest.hexdigest() != expected:
             raise CaptureError("checksum mismatch: the file changed or was corrupted in transit")
         tmp.replace(dest)
     except (grpc.RpcError, CaptureError, OSError) as e:
+        stream.cancel()
         tmp.unlink(missing_ok=True)
         detail = f"{e.code().name}: {e.details()}" if isinstance(e, grpc.RpcError) else str(e)
         result.status, result.reason = (
@@ -417,24 +464,29 @@ def _capture_one(
         )
         notify(result)
         return
-    root = str(session_dir.parent.resolve()) if opts.shared_storage else agent.repository_root  # type: ignore[union-attr]
     result.status = Status.TRACING
     notify(result)
-    if not _profile(channel, opts, result, session, start_ns, root):
+    if agent is None:  # a bare TF profiler server writing into the shared logdir
+        if _profile(channel, opts, result, session, start_ns, session_dir.parent.resolve()):
+            _check_shared(result, session_dir / layout.xplane_name(result.label))
         notify(result)
         return
-    if opts.shared_storage:
-        path = session_dir / layout.xplane_name(result.label)
-        if path.exists():
-            result.status, result.file, result.bytes = Status.OK, str(path), path.stat().st_size
-        else:
-            result.status, result.reason = (
-                Status.TRANSFER_FAILED,
-                f"the worker reported a trace but {path} does not exist (is the logdir really shared?)",
-            )
+    size = _trace(channel, opts, result, session, start_ns)
+    if size is None:
         notify(result)
         return
     result.status = Status.TRANSFERRING
     notify(result)
-    fetch_trace(channel, opts, result, session, session_dir / layout.xplane_name(result.label))
+    dest = session_dir / layout.xplane_name(result.label)
+    fetch_trace(channel, opts, result, session, dest, size)
     notify(result)
+
+
+def _check_shared(result: WorkerResult, path: Path) -> None:
+    if path.exists():
+        result.status, result.file, result.bytes = Status.OK, str(path), path.stat().st_size
+    else:
+        result.status, result.reason = (
+            Status.TRANSFER_FAILED,
+            f"the worker reported a trace but {path} does not exist (is the logdir really shared?)",
+        )

@@ -1,34 +1,57 @@
-"""PodScope's trace export service (gRPC): lists and streams trace files under one root.
+"""PodScope's agent service (gRPC): traces its process on request and streams the traces back.
 
-No TensorFlow here: the agent (``collectors.agent``) runs it inside training processes, and
-tests run it alone. It serves only files below its repository root: names are single path
-components, and the resolved path (symlinks followed) must stay inside the root. An optional
-shared token is checked on every call (metadata ``x-podscope-token``).
+    >>> server = serve(Path("traces"), token="s3cret", tracer=my_tracer)
+    >>> server.port          # collectors call Hello, Trace, List and Fetch here
+    >>> server.stop()
+
+No TensorFlow here: the agent (``collectors.agent``) passes its in-process ``Tracer``, and
+tests pass simulated ones. Every trace is written, and every file served, below the
+repository root only: names are single path components, and the resolved path (symlinks
+followed) must stay inside the root, whatever a request says. The server is gRPC's asyncio
+server on a thread of its own (training keeps its threads): a call that sends nothing costs
+a coroutine, not a thread. ``collectors.guard`` checks the token before any message is read
+and limits calls per peer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import hmac
 import os
 import socket
-from collections.abc import Callable, Iterator
-from concurrent import futures
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
+from collectors.guard import TOKEN_HEADER, Gate, Limits, TokenInterceptor, refuse
 from collectors.proto import trace_export_pb2 as pb
-from collectors.proto import trace_export_pb2_grpc as pb_grpc
+from collectors.proto import xspace_events_pb2 as xspace
+from collectors.tf_profiler import TraceLevels
 from trace_parsers import layout
 
-TOKEN_HEADER = "x-podscope-token"
+__all__ = [
+    "TOKEN_HEADER",
+    "Limits",
+    "TraceLevels",
+    "Tracer",
+    "TracerBusy",
+    "TracerError",
+    "WorkerInfo",
+    "serve",
+]
+
+SERVICE = "podscope.export.TraceExport"
 #: Below gRPC's default 4 MiB receive limit, so any client can read the stream.
 CHUNK_BYTES = 2 << 20
 #: gRPC message limit for both ends (a chunk plus headroom).
 MAX_MESSAGE_BYTES = 16 << 20
+#: The longest trace window an agent accepts, and how far ahead its start may lie.
+MAX_DURATION_MS = 10 * 60 * 1000
+MAX_START_AHEAD_S = 5 * 60
 
 
 @dataclass(frozen=True)
@@ -40,6 +63,33 @@ class WorkerInfo:
     strategy: str = ""
     tf_version: str = ""
     profiler_address: str = ""
+
+
+class TracerError(RuntimeError):
+    """A trace could not be taken; ``code`` is what the collector is told."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+    def __init__(self, message: str, code: grpc.StatusCode | None = None) -> None:
+        super().__init__(message)
+        self.code = code or self.code
+
+
+class TracerBusy(TracerError):
+    """Another profiling session is running in this process."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class Tracer(Protocol):
+    """Traces this process (blocking) into ``out``: waits until ``start_ns`` (Unix ns), records
+    ``duration_ms``, writes the serialized XSpace to ``out``.
+
+    Raises:
+        TracerError: no trace can be taken (TracerBusy: another profiling session is running).
+    """
+
+    def __call__(self, out: Path, start_ns: int, duration_ms: int, levels: TraceLevels) -> None: ...
 
 
 def safe_path(root: Path, session: str, name: str) -> Path:
@@ -54,37 +104,46 @@ def safe_path(root: Path, session: str, name: str) -> Path:
         raise PermissionError(str(e)) from None
 
 
-class TraceExportServicer(pb_grpc.TraceExportServicer):
-    """Serves ``Hello``, ``List`` and ``Fetch`` for one repository root."""
+def has_events(path: Path) -> bool:
+    """Whether the XSpace in ``path`` holds at least one event (TF's ``empty_trace`` test)."""
+    space = xspace.XSpace.FromString(path.read_bytes())
+    return any(line.events for plane in space.planes for line in plane.lines)
 
-    def __init__(self, root: Path, info: WorkerInfo, token: str | None = None) -> None:
-        self.root = root
-        self.info = info
-        self.token = token
 
-    def _check_token(self, context: grpc.ServicerContext) -> None:
-        if self.token is None:
-            return
-        sent = dict(context.invocation_metadata()).get(TOKEN_HEADER, "")
-        if not hmac.compare_digest(str(sent), self.token):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "wrong or missing PodScope token")
+def _unavailable_tracer(out: Path, start_ns: int, duration_ms: int, levels: TraceLevels) -> None:
+    raise TracerBusy("this agent has no tracer (export only)")
 
-    def Hello(self, request: pb.HelloRequest, context: grpc.ServicerContext) -> pb.HelloResponse:
-        self._check_token(context)
-        i = self.info
-        return pb.HelloResponse(
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            role=i.role,
-            index=i.index,
-            strategy=i.strategy,
-            repository_root=str(self.root),
-            tf_version=i.tf_version,
-            profiler_address=i.profiler_address,
-        )
 
-    def List(self, request: pb.ListRequest, context: grpc.ServicerContext) -> pb.ListResponse:
-        self._check_token(context)
+class _Service:
+    """Hello, List, Fetch and Trace for one repository root, every call admitted by a Gate."""
+
+    def __init__(self, root: Path, info: WorkerInfo, tracer: Tracer, gate: Gate) -> None:
+        self.root, self.info, self.tracer, self.gate = root, info, tracer, gate
+        self._tracing = threading.Lock()
+
+    async def hello(self, requests: object, context: grpc.aio.ServicerContext) -> pb.HelloResponse:
+        async with self.gate.admit(context, "Hello"):
+            await self.gate.read(context, "Hello")
+            i = self.info
+            return pb.HelloResponse(
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                role=i.role,
+                index=i.index,
+                strategy=i.strategy,
+                repository_root=str(self.root),
+                tf_version=i.tf_version,
+                profiler_address=i.profiler_address,
+            )
+
+    async def list_traces(
+        self, requests: object, context: grpc.aio.ServicerContext
+    ) -> pb.ListResponse:
+        async with self.gate.admit(context, "List"):
+            await self.gate.read(context, "List")
+            return pb.ListResponse(files=await asyncio.to_thread(self._files))
+
+    def _files(self) -> list[pb.TraceFile]:
         files = []
         if self.root.is_dir():
             for session in sorted(p for p in self.root.iterdir() if p.is_dir()):
@@ -93,33 +152,117 @@ class TraceExportServicer(pb_grpc.TraceExportServicer):
                         files.append(
                             pb.TraceFile(session=session.name, name=f.name, size=f.stat().st_size)
                         )
-        return pb.ListResponse(files=files)
+        return files
 
-    def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> Iterator[pb.Chunk]:
-        self._check_token(context)
+    async def _path(
+        self, context: grpc.aio.ServicerContext, method: str, session: str, name: str
+    ) -> Path:
         try:
-            path = safe_path(self.root, request.session, request.name)
+            return safe_path(self.root, session, name)
         except PermissionError as e:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
+            await refuse(context, method, grpc.StatusCode.PERMISSION_DENIED, str(e))
+
+    async def fetch(self, requests: object, context: grpc.aio.ServicerContext) -> None:
+        async with self.gate.admit(context, "Fetch"):
+            request = await self.gate.read(context, "Fetch")
+            async with self.gate.stream(context, "Fetch"):
+                await self._send(context, request)
+
+    async def _send(self, context: grpc.aio.ServicerContext, request: pb.FetchRequest) -> None:
+        """Streams exactly the file's size at opening, even if it grows meanwhile."""
+        path = await self._path(context, "Fetch", request.session, request.name)
         if not path.is_file():
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no trace {request.session}/{request.name}")
-        size = path.stat().st_size
-        digest = hashlib.sha256()
-        offset = 0
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"no trace {request.session}/{request.name}"
+            )
         with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            digest, offset = hashlib.sha256(), 0
             while True:
-                data = f.read(CHUNK_BYTES)
+                data = await asyncio.to_thread(f.read, min(CHUNK_BYTES, size - offset))
                 digest.update(data)
                 last = offset + len(data) >= size or not data
-                yield pb.Chunk(
+                chunk = pb.Chunk(
                     data=data,
                     offset=offset,
                     total_size=size,
                     sha256=digest.hexdigest() if last else "",
                 )
+                await self.gate.write(context, "Fetch", chunk)
                 offset += len(data)
                 if last:
                     return
+
+    async def trace(self, requests: object, context: grpc.aio.ServicerContext) -> pb.TraceResponse:
+        async with self.gate.admit(context, "Trace"):
+            r = await self.gate.read(context, "Trace")
+            if not r.name.endswith(".xplane.pb"):
+                await refuse(context, "Trace", grpc.StatusCode.INVALID_ARGUMENT, "not a .xplane.pb")
+            if not 0 < r.duration_ms <= MAX_DURATION_MS:
+                await refuse(
+                    context,
+                    "Trace",
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"duration {r.duration_ms} ms outside 1..{MAX_DURATION_MS}",
+                )
+            if r.start_timestamp_ns > time.time_ns() + MAX_START_AHEAD_S * 1_000_000_000:
+                await refuse(
+                    context,
+                    "Trace",
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"start more than {MAX_START_AHEAD_S} s ahead",
+                )
+            out = await self._path(context, "Trace", r.session, r.name)
+            levels = TraceLevels(r.host_tracer_level, r.python_tracer_level, r.device_tracer_level)
+            try:
+                await asyncio.to_thread(
+                    self._trace, out, r.start_timestamp_ns, r.duration_ms, levels
+                )
+            except TracerError as e:
+                await refuse(context, "Trace", e.code, str(e))
+            if not out.is_file():
+                return pb.TraceResponse(empty_trace=True)
+            empty = not await asyncio.to_thread(has_events, out)
+            return pb.TraceResponse(empty_trace=empty, size=out.stat().st_size)
+
+    def _trace(self, out: Path, start_ns: int, duration_ms: int, levels: TraceLevels) -> None:
+        # A thread lock, held by the tracing thread: a cancelled call's trace still runs to its
+        # end, and no second one may start meanwhile.
+        if not self._tracing.acquire(blocking=False):
+            raise TracerBusy("another PodScope capture is running on this worker")
+        try:
+            out.parent.mkdir(exist_ok=True)
+            self.tracer(out, start_ns, duration_ms, levels)
+        finally:
+            self._tracing.release()
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """Every method takes a request stream, so the Gate reads the one message itself, with
+        a timeout (a unary handler would wait for it without one)."""
+
+        def method(
+            behavior: Any, request: type, response: type, stream: bool = False
+        ) -> grpc.RpcMethodHandler:
+            make = (
+                grpc.stream_stream_rpc_method_handler
+                if stream
+                else grpc.stream_unary_rpc_method_handler
+            )
+            return make(
+                behavior,
+                request_deserializer=request.FromString,  # type: ignore[attr-defined]
+                response_serializer=response.SerializeToString,  # type: ignore[attr-defined]
+            )
+
+        return grpc.method_handlers_generic_handler(
+            SERVICE,
+            {
+                "Hello": method(self.hello, pb.HelloRequest, pb.HelloResponse),
+                "List": method(self.list_traces, pb.ListRequest, pb.ListResponse),
+                "Fetch": method(self.fetch, pb.FetchRequest, pb.Chunk, stream=True),
+                "Trace": method(self.trace, pb.TraceRequest, pb.TraceResponse),
+            },
+        )
 
 
 def grpc_options() -> list[tuple[str, Any]]:
@@ -129,6 +272,51 @@ def grpc_options() -> list[tuple[str, Any]]:
     ]
 
 
+class AgentServer:
+    """The agent's gRPC server, running on an event loop in a daemon thread of its own."""
+
+    def __init__(self, handler: grpc.GenericRpcHandler, address: str, token: str | None) -> None:
+        self._loop = asyncio.new_event_loop()
+        interceptors = [TokenInterceptor(token)] if token is not None else []
+        started: dict[str, Any] = {}
+        ready = threading.Event()
+
+        async def start() -> None:
+            self._server = grpc.aio.server(interceptors=interceptors, options=grpc_options())
+            self._server.add_generic_rpc_handlers((handler,))
+            started["port"] = self._server.add_insecure_port(address)
+            if not started["port"]:
+                raise OSError("the port is in use or the address is not this machine's")
+            await self._server.start()
+
+        def run() -> None:
+            asyncio.set_event_loop(self._loop)
+            try:
+                self._loop.run_until_complete(start())
+            except BaseException as e:  # reported to the starting thread, which raises it
+                started["error"] = e
+                ready.set()
+                return
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="podscope-agent", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if "error" in started:
+            raise OSError(f"cannot bind the PodScope agent to {address}: {started['error']}")
+        self.port: int = started["port"]
+
+    def stop(self, grace_s: float = 0.0) -> None:
+        """Ends every call (after ``grace_s``) and the loop; returns when both are done."""
+        if not self._thread.is_alive():
+            return
+        asyncio.run_coroutine_threadsafe(self._server.stop(grace_s), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+
 def serve(
     root: Path,
     *,
@@ -136,21 +324,19 @@ def serve(
     host: str = "127.0.0.1",
     token: str | None = None,
     info: WorkerInfo | None = None,
-    extra_handlers: Callable[[grpc.Server], None] | None = None,
-) -> tuple[grpc.Server, int]:
-    """Starts the export service (plus ``extra_handlers``) and returns (server, bound port).
+    tracer: Tracer | None = None,
+    limits: Limits | None = None,
+) -> AgentServer:
+    """Starts the agent service for ``root`` on ``host:port`` (0: any free port).
+
+    Args:
+        tracer: traces this process on ``Trace`` (None: ``Trace`` answers ALREADY_EXISTS).
+        token: callers must send it (metadata ``x-podscope-token``); None serves anyone.
 
     Raises:
         OSError: the port could not be bound.
     """
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=grpc_options())
-    pb_grpc.add_TraceExportServicer_to_server(
-        TraceExportServicer(root, info or WorkerInfo(), token), server
-    )
-    if extra_handlers:
-        extra_handlers(server)
-    bound = server.add_insecure_port(f"{host}:{port}")
-    if not bound:
-        raise OSError(f"cannot bind the PodScope export service to {host}:{port}")
-    server.start()
-    return server, bound
+    root.mkdir(parents=True, exist_ok=True)
+    gate = Gate(limits or Limits())
+    service = _Service(root, info or WorkerInfo(), tracer or _unavailable_tracer, gate)
+    return AgentServer(service.handler(), f"{host}:{port}", token)

@@ -40,7 +40,7 @@ class TaskInfo:
     index: int
     pid: int
     address: str
-    agent_address: str  # answers tensorflow.ProfilerService and PodScope's TraceExport
+    agent_address: str  # the PodScope agent: traces the task in-process, exports the trace
     log: str
 
     @property

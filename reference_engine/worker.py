@@ -1,7 +1,7 @@
 """Entry point of one task process: ``python -m reference_engine.worker --config engine.json``.
 
-Reads TF_CONFIG, starts the PodScope agent (TF profiler server + trace export service, see
-``collectors.agent``), reports readiness, runs the workload and writes JSON lines (``ready``,
+Reads TF_CONFIG, starts the PodScope agent (in-process tracing on request and the trace
+export service, see ``collectors.agent``), reports readiness, runs the workload and writes JSON lines (``ready``,
 ``model``, ``step``, ``done`` or ``error``) on stdout, which the launcher redirects to the
 task's log file.
 """
@@ -56,7 +56,6 @@ def main() -> None:
             index=task.index,
             pid=os.getpid(),
             agent=podscope.address,
-            profiler=podscope.profiler_address,
         )
         losses = WORKLOADS[cfg.workload](cfg, task, tf, report)
         report(
@@ -79,20 +78,18 @@ def _start_agent(
     tf: Any,
     token: str | None = None,
 ) -> agent.Agent:
-    """The agent fronts this task's TF profiler: its own server, or for ps-workload workers and
-    parameter servers the tf.distribute.Server on its TF_CONFIG port (it serves the profiler)."""
+    """The agent traces this task through the tf.distribute server it already runs on its
+    TF_CONFIG port (a PS job's chief has none: in-process); it opens no TF port of its own."""
     strategy = "ParameterServerStrategy" if cfg.workload == "ps" else "MultiWorkerMirroredStrategy"
-    profiler_address = None
-    if cfg.workload == "ps" and task.role in ("worker", "ps"):
-        profiler_address = tf_config["cluster"][task.role][task.index]
+    own_server = cfg.workload != "ps" or task.role in ("worker", "ps")
     return agent.start(
         host=host,
         port=port,
-        profiler_address=profiler_address,
         repository_root=Path.cwd() / "traces",
         token=token,
         strategy=strategy,
         task=(task.role, task.index),
+        profiler_address=tf_config["cluster"][task.role][task.index] if own_server else None,
         tf=tf,
     )
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12trace_export.proto\x12\x0fpodscope.export\"\x0e\n\x0cHelloRequest\"\xa0\x01\n\rHelloResponse\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x03\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\r\n\x05index\x18\x04 \x01(\x05\x12\x10\n\x08strategy\x18\x05 \x01(\t\x12\x17\n\x0frepository_root\x18\x06 \x01(\t\x12\x12\n\ntf_version\x18\x07 \x01(\t\x12\x18\n\x10profiler_address\x18\x08 \x01(\t\"\r\n\x0bListRequest\"8\n\tTraceFile\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04\"9\n\x0cListResponse\x12)\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x1a.podscope.export.TraceFile\"-\n\x0c\x46\x65tchRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"I\n\x05\x43hunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x12\x12\n\ntotal_size\x18\x03 \x01(\x04\x12\x0e\n\x06sha256\x18\x04 \x01(\t2\xe2\x01\n\x0bTraceExport\x12H\n\x05Hello\x12\x1d.podscope.export.HelloRequest\x1a\x1e.podscope.export.HelloResponse\"\x00\x12\x45\n\x04List\x12\x1c.podscope.export.ListRequest\x1a\x1d.podscope.export.ListResponse\"\x00\x12\x42\n\x05\x46\x65tch\x12\x1d.podscope.export.FetchRequest\x1a\x16.podscope.export.Chunk\"\x00\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12trace_export.proto\x12\x0fpodscope.export\"\x0e\n\x0cHelloRequest\"\xa0\x01\n\rHelloResponse\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x03\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\r\n\x05index\x18\x04 \x01(\x05\x12\x10\n\x08strategy\x18\x05 \x01(\t\x12\x17\n\x0frepository_root\x18\x06 \x01(\t\x12\x12\n\ntf_version\x18\x07 \x01(\t\x12\x18\n\x10profiler_address\x18\x08 \x01(\t\"\xb3\x01\n\x0cTraceRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0b\x64uration_ms\x18\x03 \x01(\x04\x12\x1a\n\x12start_timestamp_ns\x18\x04 \x01(\x04\x12\x19\n\x11host_tracer_level\x18\x05 \x01(\r\x12\x1b\n\x13python_tracer_level\x18\x06 \x01(\r\x12\x1b\n\x13\x64\x65vice_tracer_level\x18\x07 \x01(\r\"2\n\rTraceResponse\x12\x13\n\x0b\x65mpty_trace\x18\x01 \x01(\x08\x12\x0c\n\x04size\x18\x02 \x01(\x04\"\r\n\x0bListRequest\"8\n\tTraceFile\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04\"9\n\x0cListResponse\x12)\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x1a.podscope.export.TraceFile\"-\n\x0c\x46\x65tchRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"I\n\x05\x43hunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x12\x12\n\ntotal_size\x18\x03 \x01(\x04\x12\x0e\n\x06sha256\x18\x04 \x01(\t2\xac\x02\n\x0bTraceExport\x12H\n\x05Hello\x12\x1d.podscope.export.HelloRequest\x1a\x1e.podscope.export.HelloResponse\"\x00\x12\x45\n\x04List\x12\x1c.podscope.export.ListRequest\x1a\x1d.podscope.export.ListResponse\"\x00\x12\x42\n\x05\x46\x65tch\x12\x1d.podscope.export.FetchRequest\x1a\x16.podscope.export.Chunk\"\x00\x30\x01\x12H\n\x05Trace\x12\x1d.podscope.export.TraceRequest\x1a\x1e.podscope.export.TraceResponse\"\x00\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,16 +35,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HELLOREQUEST']._serialized_end=53
   _globals['_HELLORESPONSE']._serialized_start=56
   _globals['_HELLORESPONSE']._serialized_end=216
-  _globals['_LISTREQUEST']._serialized_start=218
-  _globals['_LISTREQUEST']._serialized_end=231
-  _globals['_TRACEFILE']._serialized_start=233
-  _globals['_TRACEFILE']._serialized_end=289
-  _globals['_LISTRESPONSE']._serialized_start=291
-  _globals['_LISTRESPONSE']._serialized_end=348
-  _globals['_FETCHREQUEST']._serialized_start=350
-  _globals['_FETCHREQUEST']._serialized_end=395
-  _globals['_CHUNK']._serialized_start=397
-  _globals['_CHUNK']._serialized_end=470
-  _globals['_TRACEEXPORT']._serialized_start=473
-  _globals['_TRACEEXPORT']._serialized_end=699
+  _globals['_TRACEREQUEST']._serialized_start=219
+  _globals['_TRACEREQUEST']._serialized_end=398
+  _globals['_TRACERESPONSE']._serialized_start=400
+  _globals['_TRACERESPONSE']._serialized_end=450
+  _globals['_LISTREQUEST']._serialized_start=452
+  _globals['_LISTREQUEST']._serialized_end=465
+  _globals['_TRACEFILE']._serialized_start=467
+  _globals['_TRACEFILE']._serialized_end=523
+  _globals['_LISTRESPONSE']._serialized_start=525
+  _globals['_LISTRESPONSE']._serialized_end=582
+  _globals['_FETCHREQUEST']._serialized_start=584
+  _globals['_FETCHREQUEST']._serialized_end=629
+  _globals['_CHUNK']._serialized_start=631
+  _globals['_CHUNK']._serialized_end=704
+  _globals['_TRACEEXPORT']._serialized_start=707
+  _globals['_TRACEEXPORT']._serialized_end=1007
 # @@protoc_insertion_point(module_scope)

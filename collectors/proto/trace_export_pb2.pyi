@@ -30,6 +30,32 @@ class HelloResponse(_message.Message):
     profiler_address: str
     def __init__(self, host: _Optional[str] = ..., pid: _Optional[int] = ..., role: _Optional[str] = ..., index: _Optional[int] = ..., strategy: _Optional[str] = ..., repository_root: _Optional[str] = ..., tf_version: _Optional[str] = ..., profiler_address: _Optional[str] = ...) -> None: ...
 
+class TraceRequest(_message.Message):
+    __slots__ = ("session", "name", "duration_ms", "start_timestamp_ns", "host_tracer_level", "python_tracer_level", "device_tracer_level")
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    START_TIMESTAMP_NS_FIELD_NUMBER: _ClassVar[int]
+    HOST_TRACER_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    PYTHON_TRACER_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TRACER_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    session: str
+    name: str
+    duration_ms: int
+    start_timestamp_ns: int
+    host_tracer_level: int
+    python_tracer_level: int
+    device_tracer_level: int
+    def __init__(self, session: _Optional[str] = ..., name: _Optional[str] = ..., duration_ms: _Optional[int] = ..., start_timestamp_ns: _Optional[int] = ..., host_tracer_level: _Optional[int] = ..., python_tracer_level: _Optional[int] = ..., device_tracer_level: _Optional[int] = ...) -> None: ...
+
+class TraceResponse(_message.Message):
+    __slots__ = ("empty_trace", "size")
+    EMPTY_TRACE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    empty_trace: bool
+    size: int
+    def __init__(self, empty_trace: _Optional[bool] = ..., size: _Optional[int] = ...) -> None: ...
+
 class ListRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -49,6 +49,11 @@ class TraceExportStub:
                 request_serializer=trace__export__pb2.FetchRequest.SerializeToString,
                 response_deserializer=trace__export__pb2.Chunk.FromString,
                 _registered_method=True)
+        self.Trace = channel.unary_unary(
+                '/podscope.export.TraceExport/Trace',
+                request_serializer=trace__export__pb2.TraceRequest.SerializeToString,
+                response_deserializer=trace__export__pb2.TraceResponse.FromString,
+                _registered_method=True)
 
 
 class TraceExportServicer:
@@ -72,6 +77,12 @@ class TraceExportServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Trace(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TraceExportServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -89,6 +100,11 @@ def add_TraceExportServicer_to_server(servicer, server):
                     servicer.Fetch,
                     request_deserializer=trace__export__pb2.FetchRequest.FromString,
                     response_serializer=trace__export__pb2.Chunk.SerializeToString,
+            ),
+            'Trace': grpc.unary_unary_rpc_method_handler(
+                    servicer.Trace,
+                    request_deserializer=trace__export__pb2.TraceRequest.FromString,
+                    response_serializer=trace__export__pb2.TraceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -172,6 +188,33 @@ class TraceExport:
             '/podscope.export.TraceExport/Fetch',
             trace__export__pb2.FetchRequest.SerializeToString,
             trace__export__pb2.Chunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Trace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/podscope.export.TraceExport/Trace',
+            trace__export__pb2.TraceRequest.SerializeToString,
+            trace__export__pb2.TraceResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,16 +1,15 @@
-"""A PodScope agent whose TF profiler is simulated: ok, empty, slow, busy or dying (no TF)."""
+"""A PodScope agent whose tracer is simulated: ok, empty, slow, busy or dying (no TF)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
-
-from collectors.export_service import WorkerInfo, serve
-from collectors.proto import profiler_service_pb2 as tsl
+from collectors.export_service import AgentServer, TraceLevels, TracerBusy, WorkerInfo, serve
 from tests.xspace_builder import SpaceBuilder
 
 
@@ -23,6 +22,16 @@ def xspace(events: int = 20) -> bytes:
     return b.bytes()
 
 
+@dataclass(frozen=True)
+class Traced:
+    """One trace the simulated tracer was asked for."""
+
+    out: Path
+    start_ns: int
+    duration_ms: int
+    levels: TraceLevels
+
+
 @contextmanager
 def fake_agent(
     root: Path,
@@ -31,40 +40,28 @@ def fake_agent(
     index: int = 0,
     strategy: str = "",
     token: str | None = None,
-) -> Iterator[tuple[str, list[tsl.ProfileRequest]]]:
-    """Yields (address, received Profile requests)."""
-    received: list[tsl.ProfileRequest] = []
-    servers: list[grpc.Server] = []
+) -> Iterator[tuple[str, list[Traced]]]:
+    """Yields (address, traces asked for)."""
+    received: list[Traced] = []
+    servers: list[AgentServer] = []
 
-    def profile(request: bytes, context: grpc.ServicerContext) -> bytes:
-        req = tsl.ProfileRequest.FromString(request)
-        received.append(req)
+    def tracer(out: Path, start_ns: int, duration_ms: int, levels: TraceLevels) -> None:
+        received.append(Traced(out, start_ns, duration_ms, levels))
         if behavior == "busy":
-            context.abort(grpc.StatusCode.UNAVAILABLE, "Another profiling session is active")
+            raise TracerBusy("Another profiling session is active")
         if behavior == "slow":
             time.sleep(30)
         if behavior == "die":
             time.sleep(0.3)
-            servers[0].stop(0)
+            threading.Thread(target=servers[0].stop).start()
             time.sleep(5)
-        if behavior == "empty":
-            return tsl.ProfileResponse(empty_trace=True).SerializeToString()
-        out = Path(req.repository_root) / req.session_id / f"{req.host_name}.xplane.pb"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(xspace())
-        return tsl.ProfileResponse(empty_trace=False).SerializeToString()
+        out.write_bytes(xspace(0 if behavior == "empty" else 20))
 
-    handler = grpc.method_handlers_generic_handler(
-        "tensorflow.ProfilerService", {"Profile": grpc.unary_unary_rpc_method_handler(profile)}
-    )
-    server, port = serve(
-        root,
-        token=token,
-        info=WorkerInfo(role=role, index=index, strategy=strategy),
-        extra_handlers=lambda s: s.add_generic_rpc_handlers((handler,)),
+    server = serve(
+        root, token=token, info=WorkerInfo(role=role, index=index, strategy=strategy), tracer=tracer
     )
     servers.append(server)
     try:
-        yield f"127.0.0.1:{port}", received
+        yield f"127.0.0.1:{server.port}", received
     finally:
-        server.stop(0)
+        server.stop()

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 
 from collectors.capture import EXIT_OK, EXIT_PARTIAL, CaptureOptions, CaptureResult, Target, capture
@@ -95,6 +96,28 @@ def test_mwms_three_workers_one_window(start_cluster: StartCluster, tmp_path: Pa
     assert len(frames.workers) == 3 and not frames.failures
     assert (steps_seen(frames.events) >= 3).all()
     assert all(cluster.alive(t.pid) for t in m.tasks)
+    for t in m.tasks:  # the agent opened no TF port: its own, on loopback, and the job's server
+        assert listening(t.pid) == {
+            ("loopback", int(t.agent_address.rsplit(":", 1)[1])),
+            ("any", int(t.address.rsplit(":", 1)[1])),
+        }
+
+
+def listening(pid: int) -> set[tuple[str, int]]:
+    """The process's listening TCP sockets: (loopback | any | the address, port)."""
+    out = set()
+    for c in psutil.Process(pid).net_connections("tcp"):
+        if c.status == psutil.CONN_LISTEN:
+            ip = c.laddr.ip.removeprefix("::ffff:")
+            kind = (
+                "loopback"
+                if ip in ("127.0.0.1", "::1")
+                else "any"
+                if ip in ("0.0.0.0", "::")
+                else ip
+            )
+            out.add((kind, c.laddr.port))
+    return out
 
 
 def test_ps_cluster_every_task(start_cluster: StartCluster, tmp_path: Path) -> None:

@@ -36,8 +36,11 @@ def test_all_workers_ok_same_start_and_manifest(tmp_path: Path) -> None:
         agents = [stack.enter_context(fake_agent(tmp_path / f"w{i}", index=i)) for i in range(3)]
         result = capture([Target(a) for a, _ in agents], opts(tmp_path))
     assert result.exit_code() == EXIT_OK
-    starts = {req.opts.start_timestamp_ns for _, reqs in agents for req in reqs}
-    assert len(starts) == 1 and all(r.opts.duration_ms == 100 for _, reqs in agents for r in reqs)
+    starts = {t.start_ns for _, traced in agents for t in traced}
+    assert len(starts) == 1 and all(t.duration_ms == 100 for _, traced in agents for t in traced)
+    assert all(
+        t.out.parent.parent == tmp_path / f"w{i}" for i, (_, ts) in enumerate(agents) for t in ts
+    )
     frames = load(result.session_dir, cache=False)
     assert sorted(frames.workers["worker"].astype(str)) == sorted(w.label for w in result.workers)
     manifest = json.loads((result.session_dir / "capture.json").read_text())
@@ -53,11 +56,7 @@ def test_safe_plan_for_multi_worker_mirrored(tmp_path: Path) -> None:
         ]
         result = capture([Target(a) for a, _ in agents], opts(tmp_path))
         unsafe = capture([Target(a) for a, _ in agents], opts(tmp_path, unsafe_full_trace=True))
-    levels = [
-        (r.opts.host_tracer_level, r.opts.python_tracer_level)
-        for _, reqs in agents
-        for r in reqs[:1]
-    ]
+    levels = [(t.levels.host, t.levels.python) for _, traced in agents for t in traced[:1]]
     assert levels == [(2, 0), (0, 1), (0, 1)]
     assert result.workers[1].plan_note.startswith("safe plan")
     assert [(w.host_tracer_level, w.python_tracer_level) for w in unsafe.workers] == [(2, 0)] * 3

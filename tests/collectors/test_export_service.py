@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from collectors.export_service import TOKEN_HEADER, safe_path, serve
+from collectors.export_service import TOKEN_HEADER, AgentServer, safe_path, serve
 from collectors.proto import trace_export_pb2 as pb
 from collectors.proto import trace_export_pb2_grpc as pb_grpc
 
@@ -25,9 +25,9 @@ def root(tmp_path: Path) -> Path:
     return r
 
 
-def stub_for(root: Path, token: str | None = None) -> tuple[grpc.Server, pb_grpc.TraceExportStub]:
-    server, port = serve(root, token=token)
-    return server, pb_grpc.TraceExportStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+def stub_for(root: Path, token: str | None = None) -> tuple[AgentServer, pb_grpc.TraceExportStub]:
+    server = serve(root, token=token)
+    return server, pb_grpc.TraceExportStub(grpc.insecure_channel(f"127.0.0.1:{server.port}"))
 
 
 def fetch(
@@ -97,12 +97,10 @@ def test_an_agent_on_a_non_loopback_address_needs_a_token(tmp_path: Path) -> Non
 
     for host in ("0.0.0.0", "::", "10.0.0.5", "trainer-1"):
         with pytest.raises(agent.AgentError, match="token"):
-            agent.start(host=host, profiler_address="127.0.0.1:1", repository_root=tmp_path)
+            agent.start(host=host, repository_root=tmp_path, tf=object())
     assert agent.is_loopback("127.0.0.1") and agent.is_loopback("::1")
     assert agent.is_loopback("localhost") and not agent.is_loopback("0.0.0.0")
-    ok = agent.start(
-        host="0.0.0.0", profiler_address="127.0.0.1:1", token="s3cret", repository_root=tmp_path
-    )
+    ok = agent.start(host="0.0.0.0", token="s3cret", repository_root=tmp_path, tf=object())
     ok.stop()
-    local = agent.start(profiler_address="127.0.0.1:1", repository_root=tmp_path)  # loopback
+    local = agent.start(repository_root=tmp_path, tf=object())  # loopback
     local.stop()
