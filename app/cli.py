@@ -22,7 +22,7 @@ from app.cli_analyze import (
 )
 from app.cli_capture import capture_command
 from app.cli_cluster import cluster_cli
-from app.cli_serve import demo_command, export_command, serve_command
+from app.cli_serve import demo_command, export_command, hash_password_command, serve_command
 from app.cli_workers import collectives_command, input_command, ps_command, stragglers_command
 
 cli = typer.Typer(
@@ -44,6 +44,7 @@ cli.command("ps")(ps_command)
 cli.command("serve")(serve_command)
 cli.command("demo")(demo_command)
 cli.command("export")(export_command)
+cli.command("hash-password")(hash_password_command)
 
 
 @cli.callback()

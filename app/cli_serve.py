@@ -1,7 +1,9 @@
-"""``podscope serve``, ``podscope demo`` and ``podscope export``."""
+"""``podscope serve``, ``podscope demo``, ``podscope export`` and ``podscope hash-password``."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import signal
 import time
 from pathlib import Path
@@ -9,17 +11,26 @@ from typing import Annotated, Any
 
 import typer
 
+from app.auth import AuthError
+from app.settings import AppSettings
+
+HOST_HELP = "Interface to bind (default $PODSCOPE_HOST or 127.0.0.1: this machine only)."
+PORT_HELP = "Port (default $PODSCOPE_PORT or 8050)."
+
 
 def serve_command(
     logdir: Annotated[
-        Path, typer.Option(help="Folder with plugins/profile/<session>/ captures.")
-    ] = Path("runs"),
-    host: Annotated[
-        str, typer.Option(help="Interface to bind (127.0.0.1: this machine only).")
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option()] = 8050,
-    cache_dir: Annotated[Path | None, typer.Option(help="Parsed-frame cache folder.")] = None,
-    max_upload_mb: Annotated[int, typer.Option(help="Largest accepted upload.")] = 512,
+        Path | None,
+        typer.Option(help="Folder with plugins/profile/<session>/ captures ($PODSCOPE_LOGDIR)."),
+    ] = None,
+    host: Annotated[str | None, typer.Option(help=HOST_HELP)] = None,
+    port: Annotated[int | None, typer.Option(help=PORT_HELP)] = None,
+    cache_dir: Annotated[
+        Path | None, typer.Option(help="Parsed-frame cache folder ($PODSCOPE_CACHE_DIR).")
+    ] = None,
+    max_upload_mb: Annotated[
+        int | None, typer.Option(help="Largest accepted upload ($PODSCOPE_MAX_UPLOAD_MB or 512).")
+    ] = None,
     scheduler: Annotated[
         str | None,
         typer.Option(
@@ -35,22 +46,55 @@ def serve_command(
         ),
     ] = None,
 ) -> None:
-    """Serve the dashboard for a logdir."""
-    import dataclasses
-    import os
-
-    from app.settings import AppSettings
-
-    env = AppSettings.from_env(os.environ)
+    """Serve the dashboard for a logdir. Binding anything but loopback needs a login
+    configured (PODSCOPE_DASHBOARD_TOKEN, PODSCOPE_USERS_FILE or PODSCOPE_TRUST_PROXY_HEADER)."""
+    env = settings_from_env()
     settings = dataclasses.replace(
         env,
-        logdir=logdir,
+        logdir=logdir or env.logdir,
         cache_dir=cache_dir or env.cache_dir,
-        max_upload_mb=max_upload_mb,
+        max_upload_mb=max_upload_mb or env.max_upload_mb,
         dask_scheduler=scheduler or env.dask_scheduler,
         cluster_min_files=cluster_min_files or env.cluster_min_files,
+        host=host or env.host,
+        port=port or env.port,
     )
-    serve(settings, host, port)
+    check_exposure(settings)
+    serve(settings)
+
+
+def settings_from_env() -> AppSettings:
+    """``AppSettings`` from ``PODSCOPE_*``, read once here; a bad value is one error line."""
+    try:
+        return AppSettings.from_env(os.environ)
+    except (AuthError, ValueError) as e:
+        typer.echo(f"podscope: error: {e}", err=True)
+        raise typer.Exit(2) from None
+
+
+def check_exposure(settings: AppSettings) -> None:
+    """Refuses to serve other machines with nobody asked to log in, and says how to fix it."""
+    from collectors.agent import is_loopback
+
+    if is_loopback(settings.host):
+        return
+    auth = settings.auth
+    if not auth.enabled:
+        typer.echo(
+            f"podscope: error: --host {settings.host} serves other machines and nobody would be "
+            "asked to log in. Configure a login: PODSCOPE_DASHBOARD_TOKEN=<secret> (or "
+            "PODSCOPE_DASHBOARD_TOKEN_FILE=<file>), PODSCOPE_USERS_FILE=<file of name:hash lines "
+            "from `podscope hash-password`>, or PODSCOPE_TRUST_PROXY_HEADER=<header> behind an "
+            "authenticating reverse proxy; or bind 127.0.0.1.",
+            err=True,
+        )
+        raise typer.Exit(2)
+    if auth.proxy_header and not (auth.token or auth.users):
+        typer.echo(
+            f"podscope: warning: anyone who reaches {settings.host}:{settings.port} directly can "
+            f"set {auth.proxy_header}: let only the proxy reach this port.",
+            err=True,
+        )
 
 
 def _stop_on_signals() -> None:
@@ -65,18 +109,22 @@ def _stop_on_signals() -> None:
     signal.signal(signal.SIGTERM, terminate)
 
 
-def serve(settings: object, host: str, port: int) -> None:
+def serve(settings: AppSettings) -> None:
     from app.main import create_app
 
     _stop_on_signals()
-
-    settings.logdir.mkdir(parents=True, exist_ok=True)  # type: ignore[attr-defined]
-    app = create_app(settings)  # type: ignore[arg-type]
-    typer.echo(f"serving on http://{host}:{port}", err=False)
+    try:
+        settings.logdir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        typer.echo(f"podscope: error: cannot use the logdir {settings.logdir}: {e}", err=True)
+        raise typer.Exit(2) from None
+    app = create_app(settings)
+    login = " (login required)" if settings.auth.enabled else ""
+    typer.echo(f"serving on http://{settings.host}:{settings.port}{login}", err=False)
     # A production WSGI server (Flask's own warns it is not one), quiet per request.
     import waitress
 
-    waitress.serve(app.server, host=host, port=port, threads=8, ident="PodScope")
+    waitress.serve(app.server, host=settings.host, port=settings.port, threads=8, ident="PodScope")
 
 
 def demo_command(
@@ -92,7 +140,8 @@ def demo_command(
     ] = "baseline,straggler",
     workers: Annotated[int, typer.Option()] = 2,
     duration_ms: Annotated[int, typer.Option()] = 2000,
-    port: Annotated[int, typer.Option()] = 8050,
+    host: Annotated[str | None, typer.Option(help=HOST_HELP)] = None,
+    port: Annotated[int | None, typer.Option(help=PORT_HELP)] = None,
     keep_cluster: Annotated[
         bool,
         typer.Option(
@@ -106,12 +155,25 @@ def demo_command(
     Each job is captured into its own session, so every page (Compare included) has something
     true to show; a job is stopped once captured (the last one kept with --keep-cluster, and
     only then offered on the Capture page). Ctrl-C stops everything."""
-    from app.settings import AppSettings
+    import importlib.util
+
     from reference_engine import cluster
 
     names = [s.strip() for s in scenarios.split(",") if s.strip()]
     if not names:
         raise typer.BadParameter("name at least one scenario", param_hint="--scenarios")
+    if importlib.util.find_spec("tensorflow") is None:
+        typer.echo(
+            "podscope: error: the demo trains TensorFlow jobs and TensorFlow is not installed: "
+            "pip install 'podscope[engine]', or in Docker run the engine image "
+            "(docker build --build-arg EXTRAS=engine -t podscope:engine .). "
+            "This image serves and parses traces: podscope serve.",
+            err=True,
+        )
+        raise typer.Exit(2)
+    env = settings_from_env()
+    settings = dataclasses.replace(env, logdir=logdir, host=host or env.host, port=port or env.port)
+    check_exposure(settings)
     _stop_on_signals()
     kept = None
     for i, scenario in enumerate(names):
@@ -119,7 +181,7 @@ def demo_command(
         kept = _demo_job(logdir, scenario, workers, duration_ms, keep)
     try:
         manifest = Path(kept.run_dir) / cluster.MANIFEST if kept is not None else None
-        serve(AppSettings(logdir=logdir, cluster_manifest=manifest), "127.0.0.1", port)
+        serve(dataclasses.replace(settings, cluster_manifest=manifest))
     finally:
         if kept is not None:
             cluster.down(kept, grace_s=2)
@@ -194,3 +256,18 @@ def export_command(
         raise typer.Exit(2) from None
     n = write_chrome_trace(frames, chrome_json)
     typer.echo(f"wrote {n:,} events to {chrome_json}")
+
+
+def hash_password_command(
+    user: Annotated[str, typer.Argument(help="The user name to log in with.")],
+) -> None:
+    """Print a PODSCOPE_USERS_FILE line (name:hash, werkzeug's scrypt) for a password typed twice."""
+    from werkzeug.security import generate_password_hash
+
+    if ":" in user or not user.strip():
+        raise typer.BadParameter("a user name without ':'", param_hint="USER")
+    password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    if len(password) < 8:
+        typer.echo("podscope: error: use at least 8 characters", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"{user}:{generate_password_hash(password)}")

@@ -19,9 +19,13 @@ from app.settings import AppSettings
 from app.store import SessionStore
 from app.targets import targets_from
 from collectors.capture import Target
+from collectors.errors import CaptureError
+from reference_engine.cluster import MANIFEST
 
 #: Key of the context in ``flask.Flask.extensions``.
 EXTENSION = "podscope"
+#: An engine manifest lists a few hundred tasks at most.
+MAX_MANIFEST_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -51,14 +55,41 @@ class AppContext:
         )
 
     def capture_targets(self, addresses: str | None, manifest: str | None) -> list[Target]:
-        """Workers to capture: the addresses given, else an engine cluster manifest.
+        """Workers to capture: the addresses given, else an engine cluster manifest, read only
+        under the logdir or the served cluster's run folder, and only when it is a regular
+        file of at most ``MAX_MANIFEST_BYTES``.
 
         Raises:
-            collectors.errors.CaptureError: neither given, or an unreadable manifest.
+            collectors.errors.CaptureError: neither given, or a manifest elsewhere, too big or
+                unreadable.
         """
-        return targets_from(
-            addresses or None, Path(manifest) if manifest and not addresses else None
-        )
+        path = self.allowed_manifest(manifest) if manifest and not addresses else None
+        return targets_from(addresses or None, path)
+
+    def allowed_manifest(self, manifest: str) -> Path:
+        """``manifest`` (a file, or a folder holding ``cluster.json``), when it may be read.
+
+        Raises:
+            collectors.errors.CaptureError: outside the allowed folders, not a regular file,
+                or over ``MAX_MANIFEST_BYTES``.
+        """
+        path = Path(manifest).expanduser().resolve()
+        if path.is_dir():
+            path = path / MANIFEST
+        roots = [self.settings.logdir.resolve()]
+        if self.settings.cluster_manifest is not None:
+            served = self.settings.cluster_manifest.resolve()
+            roots.append(served.parent if served.is_file() or not served.exists() else served)
+        if not any(path == r or r in path.parents for r in roots):
+            raise CaptureError(
+                f"{manifest}: cluster manifests are read only under "
+                + " or ".join(str(r) for r in roots)
+            )
+        if not path.is_file():
+            raise CaptureError(f"{manifest}: no cluster manifest there")
+        if path.stat().st_size > MAX_MANIFEST_BYTES:
+            raise CaptureError(f"{manifest}: over {MAX_MANIFEST_BYTES:,} bytes, not a manifest")
+        return path
 
 
 def attach(server: flask.Flask, context: AppContext) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 # Shell
 URL = "shell-url"
 SESSION_PICKER = "shell-session"
+LOGOUT = "shell-logout"
 SESSION_ALERT = "shell-session-alert"
 #: Navbar links: pattern-matching ids {"type": NAV_LINK, "path": page path}.
 NAV_LINK = "shell-nav"

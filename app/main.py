@@ -19,6 +19,7 @@ from dash import ALL, Input, Output, State, dcc, html
 from flask import jsonify
 
 from app import ids
+from app.auth import install as install_auth
 from app.context import AppContext, attach, current
 from app.pages._common import query_of
 from app.settings import AppSettings
@@ -26,7 +27,7 @@ from app.settings import AppSettings
 PAGES_DIR = Path(__file__).parent / "pages"
 
 
-def _navbar() -> dbc.Navbar:
+def _navbar(login: bool) -> dbc.Navbar:
     links = [
         dbc.NavItem(
             dbc.NavLink(
@@ -50,6 +51,11 @@ def _navbar() -> dbc.Navbar:
                         style={"minWidth": "280px"},
                     ),
                     className="ms-2",
+                ),
+                *(
+                    [dbc.NavLink("Log out", href="/logout", external_link=True, id=ids.LOGOUT)]
+                    if login
+                    else []
                 ),
             ],
             fluid=True,
@@ -78,13 +84,14 @@ def create_app(config: AppSettings) -> dash.Dash:
         update_title="",  # assets/title.js names the page and session in the tab
     )
     attach(app.server, context)
+    install_auth(app.server, config.auth)
     app.server.config["MAX_CONTENT_LENGTH"] = (
         config.max_upload_mb * 2**20 * 4 // 3 + 2**20
     )  # base64 overhead
     app.layout = html.Div(
         [
             dcc.Location(id=ids.URL, refresh="callback-nav"),
-            _navbar(),
+            _navbar(login=config.auth.enabled),
             dbc.Container([html.Div(id=ids.SESSION_ALERT), dash.page_container], fluid=True),
         ]
     )

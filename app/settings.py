@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from app.auth import AuthSettings, read_token, read_users
 
 ENV_PREFIX = "PODSCOPE_"
 
@@ -21,6 +23,9 @@ class AppSettings:
     dask_scheduler: analyse sessions' workers on this Dask scheduler (``tcp://HOST:8786``).
     cluster_min_files: sessions of at least this many files are analysed per worker in the
         background (a LocalCluster without ``dask_scheduler``), with progress in the page.
+    agent_token: the agents' shared token, sent by the Capture page (``PODSCOPE_TOKEN``).
+    host, port: where ``podscope serve`` listens (``PODSCOPE_HOST``, ``PODSCOPE_PORT``).
+    auth: who may use the dashboard (``app.auth``; nobody is asked when it has no credentials).
     """
 
     logdir: Path = Path("runs")
@@ -30,12 +35,21 @@ class AppSettings:
     cluster_manifest: Path | None = None
     dask_scheduler: str | None = None
     cluster_min_files: int = 8
+    agent_token: str | None = None
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    host: str = "127.0.0.1"
+    port: int = 8050
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AppSettings:
         """Settings from ``PODSCOPE_LOGDIR``, ``PODSCOPE_CACHE_DIR``, ``PODSCOPE_MAX_UPLOAD_MB``,
         ``PODSCOPE_FRAME_CACHE_SESSIONS``, ``PODSCOPE_CLUSTER_MANIFEST``,
-        ``PODSCOPE_DASK_SCHEDULER``, ``PODSCOPE_CLUSTER_MIN_FILES``."""
+        ``PODSCOPE_DASK_SCHEDULER``, ``PODSCOPE_CLUSTER_MIN_FILES``, ``PODSCOPE_TOKEN``,
+        ``PODSCOPE_HOST``, ``PODSCOPE_PORT`` and the login's (``auth_from_env``).
+
+        Raises:
+            app.auth.AuthError: a credentials file that cannot be used.
+            ValueError: a number that is not one."""
         e = os.environ if env is None else env
 
         def get(name: str) -> str | None:
@@ -51,4 +65,30 @@ class AppSettings:
             cluster_manifest=Path(manifest) if manifest else None,
             dask_scheduler=get("DASK_SCHEDULER"),
             cluster_min_files=int(get("CLUSTER_MIN_FILES") or 8),
+            agent_token=get("TOKEN"),
+            host=get("HOST") or "127.0.0.1",
+            port=int(get("PORT") or 8050),
+            auth=auth_from_env(e),
         )
+
+
+def auth_from_env(env: Mapping[str, str]) -> AuthSettings:
+    """The login from ``PODSCOPE_DASHBOARD_TOKEN`` (or ``PODSCOPE_DASHBOARD_TOKEN_FILE``),
+    ``PODSCOPE_USERS_FILE``, ``PODSCOPE_TRUST_PROXY_HEADER``, ``PODSCOPE_SECURE_COOKIES``
+    (1/true/yes) and ``PODSCOPE_SECRET_KEY``.
+
+    Raises:
+        app.auth.AuthError: a file that cannot be read or has no credentials in it.
+    """
+
+    def get(name: str) -> str | None:
+        return env.get(ENV_PREFIX + name) or None
+
+    token_file, users_file = get("DASHBOARD_TOKEN_FILE"), get("USERS_FILE")
+    return AuthSettings(
+        token=get("DASHBOARD_TOKEN") or (read_token(Path(token_file)) if token_file else None),
+        users=read_users(Path(users_file)) if users_file else {},
+        proxy_header=get("TRUST_PROXY_HEADER"),
+        secure_cookies=(get("SECURE_COOKIES") or "").lower() in ("1", "true", "yes"),
+        secret_key=get("SECRET_KEY"),
+    )

@@ -173,6 +173,7 @@ def run_capture(
         host_tracer_level=fields["host_tracer_level"],
         python_tracer_level=fields["python_tracer_level"],
         retries=fields["retries"],
+        token=context.settings.agent_token,
     )
     shown = {t.worker_label: WorkerResult(t.worker_label, t.address) for t in targets}
     lock = threading.Lock()

@@ -96,8 +96,9 @@ def tflite_trace() -> bytes:
 
 
 @contextmanager
-def serving(root: Path, cache: Path) -> Iterator[str]:
-    """``podscope serve`` of ``root`` on a free loopback port; yields its base URL."""
+def serving(root: Path, cache: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """``podscope serve`` of ``root`` on a free loopback port (``env`` added to the
+    environment); yields its base URL."""
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium is not installed (make test installs it)")
     pytest.importorskip("playwright")
@@ -107,7 +108,7 @@ def serving(root: Path, cache: Path) -> Iterator[str]:
     command = [sys.executable, "-m", "app", "serve", "--logdir", str(root), "--port", str(port)]
     proc = subprocess.Popen(
         [*command, "--max-upload-mb", "5"],
-        env={**os.environ, "PODSCOPE_CACHE_DIR": str(cache)},
+        env={**os.environ, "PODSCOPE_CACHE_DIR": str(cache), **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
