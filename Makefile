@@ -12,7 +12,7 @@ STAMP = $(VENV)/.installed-$(1)-$(shell (cat pyproject.toml setup.py trace_parse
 BUILD_TMP := $(CURDIR)/build/tmp
 PACKAGES := app collectors trace_parsers analyzers reference_engine
 
-.PHONY: test lint typecheck pytest bench demo fuzz verify install-test install-engine browser clean
+.PHONY: test lint typecheck pytest bench demo fuzz verify install-test install-engine browser clean docker-test
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,10 @@ demo: install-engine
 bench: install-test
 	$(PIP) install --quiet -e '.[bench]'
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m bench $(BENCH_ARGS)
+
+# Builds both Docker images and runs them; says why it skipped when no Docker daemon answers.
+docker-test:
+	docker/test.sh
 
 clean:
 	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -128,9 +128,10 @@ def serve(settings: AppSettings) -> None:
 
 
 def demo_command(
-    logdir: Annotated[Path, typer.Option(help="Where the demo runs and their captures go.")] = Path(
-        "runs/demo"
-    ),
+    logdir: Annotated[
+        Path | None,
+        typer.Option(help="Where the demo runs and their captures go ($PODSCOPE_LOGDIR/demo)."),
+    ] = None,
     scenarios: Annotated[
         str,
         typer.Option(
@@ -172,6 +173,7 @@ def demo_command(
         )
         raise typer.Exit(2)
     env = settings_from_env()
+    logdir = logdir or env.logdir / "demo"
     settings = dataclasses.replace(env, logdir=logdir, host=host or env.host, port=port or env.port)
     check_exposure(settings)
     _stop_on_signals()
