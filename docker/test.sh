@@ -48,7 +48,10 @@ ls "$work"/data/plugins/profile/*/phone.systrace >/dev/null
 t0=$(date +%s); docker stop "$c" >/dev/null; echo "docker stop took $(( $(date +%s) - t0 )) s"
 
 # The viewer's demo points to the engine image; the engine image's demo serves.
-docker run --rm --network "$NET" $TAG:viewer podscope demo 2>&1 | grep -q "engine image"
+if docker run --rm --network "$NET" $TAG:viewer podscope demo > "$work/demo.log" 2>&1; then
+    echo "the viewer image ran the demo without TensorFlow"; exit 1
+fi
+grep -q "engine image" "$work/demo.log"
 c=$(run $TAG:engine podscope demo --duration-ms 1000); wait_healthy "$c"
 docker exec -i "$c" python - $TOKEN < docker/smoke.py
 echo "make docker-test: passed"
