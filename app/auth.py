@@ -9,7 +9,7 @@ makes the hash with werkzeug's scrypt), or the user name an authenticating rever
 in a header it sets, when that header is explicitly trusted. A login is kept in Flask's signed
 session cookie (itsdangerous): ``HttpOnly``, ``SameSite=Strict``, ``Secure`` behind TLS.
 Without a login, pages redirect to ``/login``; callbacks, uploads and every other request get
-401. Failed logins are logged with the peer's address, and a peer with 5 failures in 5 minutes
+401; each refusal is logged once with the peer's address. Failed logins are logged too, and a peer with 5 failures in 5 minutes
 is refused (429) for the rest of that window. No hand-written crypto: werkzeug checks the
 hashes, ``hmac.compare_digest`` the token, itsdangerous signs the cookie.
 """
@@ -202,6 +202,12 @@ def install(server: flask.Flask, auth: AuthSettings) -> None:
         request = flask.request
         if request.path in OPEN_PATHS or user():
             return None
+        log.warning(
+            "refused %s %s from %s: not logged in",
+            request.method,
+            request.path,
+            request.remote_addr,
+        )
         if request.method == "GET" and not request.path.startswith("/_"):
             target = request.full_path if request.query_string else request.path
             return flask.redirect(f"/login?next={quote(target, safe='/')}")

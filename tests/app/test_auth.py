@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,10 @@ def login(c, secret: str, user: str = "", next_path: str = "/pod"):  # type: ign
     return c.post("/login", data={"user": user, "secret": secret, "next": next_path})
 
 
-def test_strangers_get_the_login_page_and_401s(tmp_path: Path) -> None:
+def test_strangers_get_the_login_page_and_401s(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="podscope.dashboard")
     c = client(tmp_path, token=TOKEN)
     r = c.get("/ops?session=s1")
     assert r.status_code == 302 and r.headers["Location"] == "/login?next=/ops%3Fsession%3Ds1"
@@ -39,6 +43,8 @@ def test_strangers_get_the_login_page_and_401s(tmp_path: Path) -> None:
     for path in DASH_POST:
         assert c.post(path, json={}).status_code == 401
     assert c.get("/healthz").status_code == 200
+    refusals = [r.getMessage() for r in caplog.records]
+    assert len(refusals) == 5 and all("from 127.0.0.1: not logged in" in m for m in refusals)
 
 
 def test_a_login_opens_every_route_until_logout(tmp_path: Path) -> None:
@@ -145,11 +151,12 @@ def test_capture_page_reads_manifests_only_where_it_may(tmp_path: Path) -> None:
 
 
 def test_capture_page_sends_the_agents_token(tmp_path: Path) -> None:
-    from app.pages.capture import run_capture
     from tests.collectors.fake_agent import fake_agent
 
     settings = AppSettings(logdir=tmp_path / "logdir", agent_token=TOKEN)
     app = create_app(settings)
+    # The page module as Dash loaded it: importing app.pages.capture would register it twice.
+    run_capture = sys.modules["pages.capture"].run_capture
     with (
         fake_agent(tmp_path / "agent", token=TOKEN) as (address, traced),
         app.server.test_request_context(),
