@@ -101,6 +101,10 @@ class SessionPreparing(Exception):
         self.job = job
 
 
+#: Uploaded file names are cut to their last characters (a file name has at most 255 bytes).
+MAX_UPLOAD_NAME = 120
+
+
 @dataclass
 class SessionStore:
     """Args:
@@ -281,12 +285,12 @@ class SessionStore:
         staged: list[tuple[str, bytes]] = []
         errors = []
         for name, data in files:
-            safe = _UNSAFE.sub("_", Path(name).name) or "trace"
+            safe = _UNSAFE.sub("_", Path(name).name)[-MAX_UPLOAD_NAME:] or "trace"
             try:
                 fmt = format_of(Path(safe), data[:65536])
                 fmt.parse(data, worker=worker_label(Path(safe)), source=name)
             except TraceParseError as e:
-                errors.append(f"{name}: {e.reason}")
+                errors.append(f"{name[:120]}: {e.reason}")
                 continue
             if not safe.endswith(fmt.suffixes):  # keep it findable as a capture file of its format
                 safe += fmt.suffixes[0]

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from trace_parsers._columns import cat, id_cat, missing
-from trace_parsers.nesting import nest_columns
+from trace_parsers.nesting import depth_column, nest_columns
 from trace_parsers.schema import SCHEMA, TraceFrames
 
 
@@ -154,7 +154,7 @@ class SliceBuilder:
             "display_name": name_cat,
             "start_ns": start[order],
             "dur_ps": (end - start)[order] * 1000,
-            "depth": depth.astype(np.int16),
+            "depth": depth_column(depth),
             "parent": parent.astype(np.int32),
             "self_ps": self_ns * 1000,
         }

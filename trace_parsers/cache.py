@@ -49,7 +49,6 @@ from trace_parsers.schema import (
     validate,
 )
 
-
 #: The digest file of an entry, and the largest one read.
 DIGESTS, MAX_DIGESTS_BYTES = "digest.json", 64 << 10
 

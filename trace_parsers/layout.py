@@ -35,12 +35,21 @@ class LayoutError(ValueError):
     """A session or file name that would leave its folder, or an unreadable manifest."""
 
 
+#: Longest file or folder name, in UTF-8 bytes (Linux's NAME_MAX): longer ones are refused
+#: here rather than failing with ENAMETOOLONG wherever a path is touched.
+MAX_NAME_BYTES = 255
+
+
 def check_plain_name(name: str) -> str:
-    """``name`` if it is one plain path component (no separator, ``..``, NUL or empty).
+    """``name`` if it is one plain path component (no separator, ``..``, NUL or empty) of at
+    most ``MAX_NAME_BYTES``.
 
     Raises:
         LayoutError: it is not.
     """
+    if not isinstance(name, str) or len(name.encode("utf-8", "replace")) > MAX_NAME_BYTES:
+        shown = repr(name[:40]) + "…" if isinstance(name, str) else type(name).__name__
+        raise LayoutError(f"not a file name of at most {MAX_NAME_BYTES} bytes: {shown}")
     if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
         raise LayoutError(f"not a plain file name: {name!r}")
     return name

@@ -18,6 +18,7 @@ One bad worker file does not lose the others: they load, and the failure is list
 
 from __future__ import annotations
 
+import hashlib
 import os
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -100,8 +101,29 @@ SUFFIXES = tuple(s for f in PARSERS.values() for s in f.suffixes)
 
 
 def worker_label(path: Path) -> str:
-    """The worker label of a capture file: its name without the format suffix."""
-    return layout.worker_label(path, SUFFIXES)
+    """The worker label of a capture file: its name without the format suffix, or its whole
+    name when another capture file beside it has the same label (``w.xplane.pb`` and
+    ``w.xplane.pb.gz`` are two workers, never one with both files' events)."""
+    label = layout.worker_label(path, SUFFIXES)
+    try:
+        siblings = os.listdir(path.parent) if path.parent != Path(".") or path.exists() else []
+    except OSError:
+        siblings = []
+    clash = any(
+        n != path.name and n.endswith(SUFFIXES) and layout.worker_label(n, SUFFIXES) == label
+        for n in siblings
+    )
+    return path.name if clash else label
+
+
+def links_out(folder: Path) -> list[Path]:
+    """Files of ``folder`` that are symlinks leading out of it: never read (a session must not
+    show a file from elsewhere on the machine)."""
+    try:
+        real = folder.resolve()
+        return [p for p in folder.iterdir() if p.is_symlink() and real not in p.resolve().parents]
+    except OSError:
+        return []
 
 
 #: Files that live in session folders but are not captures (PodScope's manifest; XProf's caches).
@@ -110,8 +132,14 @@ NOT_CAPTURES = (layout.MANIFEST_NAME, ".op_stats.pb", ".op_stats_v2.pb")
 
 def trace_files(folder: Path) -> list[Path]:
     """Capture files directly in ``folder``, sorted by name. A TensorFlow session folder
-    (any ``*.xplane.pb``) yields only its XPlanes; otherwise files of the other formats."""
-    files = [p for p in folder.iterdir() if p.is_file() and not p.name.endswith(NOT_CAPTURES)]
+    (any ``*.xplane.pb``) yields only its XPlanes; otherwise files of the other formats.
+    Symlinks leading out of the folder are left out (``links_out``)."""
+    out = set(links_out(folder))
+    files = [
+        p
+        for p in folder.iterdir()
+        if p.is_file() and not p.name.endswith(NOT_CAPTURES) and p not in out
+    ]
     xplanes = [p for p in files if p.name.endswith(PARSERS["xplane"].suffixes)]
     if xplanes:
         return sorted(xplanes)
@@ -157,8 +185,12 @@ def resolve(path: str | Path, session: str | None = None) -> list[Path]:
             )
         return trace_files(layout.session_dir(found[session], session))
     if not found:
+        links = len(links_out(p))
         raise TraceParseError(
-            p, "unknown", "no capture files (*.xplane.pb) and no plugins/profile/<session> folder"
+            p,
+            "unknown",
+            "no capture files (*.xplane.pb) and no plugins/profile/<session> folder"
+            + (f" ({links} links leading out of the folder were not read)" if links else ""),
         )
     newest = max(found, key=lambda n: (_mtime(layout.session_dir(found[n], n)), n))
     return trace_files(layout.session_dir(found[newest], newest))
@@ -232,7 +264,12 @@ def load(
         else None
     )
     parts: list[TraceFrames] = []
-    failures: list[TraceParseError] = []
+    failures: list[TraceParseError] = [
+        TraceParseError(link, "unknown", f"a link leading out of {link.parent}: not read")
+        for folder in sorted({f.parent for f in files} if Path(path).is_dir() else set())
+        for link in links_out(folder)
+        if link.name.endswith(SUFFIXES)
+    ]
     for f in files:
         if on_file:
             on_file(f)
@@ -252,8 +289,11 @@ def load(
 
 
 def _load_file(path: Path, store: FrameCache | None) -> TraceFrames:
+    label = worker_label(path)
     try:
         key = store.key(path) if store else None
+        if key and label != layout.worker_label(path, SUFFIXES):  # the label is in the frames
+            key += "-" + hashlib.blake2b(label.encode(), digest_size=8).hexdigest()
         if store and key:
             hit = store.get(key)
             if hit is not None:
@@ -263,7 +303,7 @@ def _load_file(path: Path, store: FrameCache | None) -> TraceFrames:
     fmt = format_of(path, _read(path, 65536))
     # The bytes are handed over with no reference kept here, so a parser can free them once
     # decoded (the XPlane builder's memory peaks after its decode).
-    frames = fmt.parse(_read(path), worker=worker_label(path), source=str(path))
+    frames = fmt.parse(_read(path), worker=label, source=str(path))
     if store and key:
         store.put(key, frames)
     return frames

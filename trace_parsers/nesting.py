@@ -124,3 +124,9 @@ def _line_runs(events: pd.DataFrame) -> np.ndarray | None:
     if pd.DataFrame({i: k[first] for i, k in enumerate(keys)}).duplicated().any():
         return None  # a timeline comes back after another one: not contiguous
     return np.cumsum(change, dtype=np.int64) - 1
+
+
+def depth_column(depth: np.ndarray) -> np.ndarray:
+    """The schema's int16 ``depth``, saturated at 32,767 rather than wrapped negative (a crafted
+    trace can nest deeper; no real one comes close)."""
+    return np.minimum(depth, np.iinfo(np.int16).max).astype(np.int16)

@@ -32,7 +32,7 @@ from trace_parsers._columns import (
 from trace_parsers.compression import inflate
 from trace_parsers.errors import TraceParseError
 from trace_parsers.hlo import METADATA_PLANE, hlo_ops
-from trace_parsers.nesting import nest_columns, nest_if_sorted
+from trace_parsers.nesting import depth_column, nest_columns, nest_if_sorted
 from trace_parsers.schema import CAT, PROMOTED_STATS, SCHEMA, TraceFrames, validate
 from trace_parsers.tfop import split_tf_op
 
@@ -349,7 +349,7 @@ class _Builder:
             "display_name": cat(name_codes, [*self.em_display, ""]),
             "start_ns": start_ns,
             "dur_ps": _take(dur, order),
-            "depth": depth.astype(np.int16),
+            "depth": depth_column(depth),
             "parent": parent,
             "self_ps": self_ps,
         }

@@ -96,14 +96,20 @@ def layout(**query: str) -> html.Div:
     State(ids.UPLOAD, "filename"),
     prevent_initial_call=True,
 )
-def upload(contents: list[str] | None, names: list[str] | None) -> tuple[object, object]:
-    """Validates each file by parsing it; good files become a session, bad ones are listed."""
+def upload(contents: object, names: object) -> tuple[object, object]:
+    """Validates each file by parsing it; good files become a session, bad ones are listed.
+    A browser sends lists of strings; a crafted POST can send anything."""
     files, bad = [], []
-    for content, name in zip(contents or [], names or [], strict=False):
+    sent = contents if isinstance(contents, list) else [contents]
+    named = names if isinstance(names, list) else [names]
+    for content, name in zip(sent, named, strict=False):
+        name = name if isinstance(name, str) and name else "upload"
         try:  # a data URL: "data:<type>;base64,<payload>"
+            if not isinstance(content, str):
+                raise ValueError
             files.append((name, base64.b64decode(content.split(",", 1)[1], validate=True)))
         except (IndexError, ValueError):
-            bad.append(f"{name}: the upload is not a base64 data URL")
+            bad.append(f"{name[:120]}: the upload is not a base64 data URL")
     result = current().store.import_files(files)
     session, saved, errors = result.session, result.saved, (*bad, *result.errors)
     alerts = []

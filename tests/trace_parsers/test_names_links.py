@@ -1,0 +1,91 @@
+"""Names and links a hostile logdir can hold: colliding labels, links out, long names, depth."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+from pathlib import Path
+
+import pytest
+
+from tests.collectors.fake_agent import xspace
+from tests.xspace_builder import SpaceBuilder
+from trace_parsers import layout, load
+from trace_parsers.errors import TraceParseError
+
+
+def test_names_that_collide_across_suffixes_are_two_workers(tmp_path: Path) -> None:
+    (tmp_path / "w.xplane.pb").write_bytes(xspace(20))
+    (tmp_path / "w.xplane.pb.gz").write_bytes(gzip.compress(xspace(7)))
+    (tmp_path / "v.xplane.pb").write_bytes(xspace(3))
+    for cache in (False, True):
+        frames = load(tmp_path, cache=cache, cache_dir=tmp_path.parent / "cache")
+        counts = frames.events.groupby("worker", observed=True).size().to_dict()
+        assert counts == {"v": 3, "w.xplane.pb": 20, "w.xplane.pb.gz": 7}, counts
+
+
+def test_links_out_of_the_session_are_not_read_and_are_listed(tmp_path: Path) -> None:
+    session = layout.session_dir(tmp_path / "logdir", "s1")
+    session.mkdir(parents=True)
+    (session / "ok.xplane.pb").write_bytes(xspace(4))
+    (tmp_path / "secret.xplane.pb").write_bytes(xspace(9))
+    (session / "evil.xplane.pb").symlink_to(tmp_path / "secret.xplane.pb")
+    (session / "inside.xplane.pb").symlink_to(session / "ok.xplane.pb")
+    frames = load(tmp_path / "logdir", cache=False)
+    assert sorted(frames.workers["worker"].astype(str)) == ["inside", "ok"]
+    assert [Path(str(f.path)).name for f in frames.failures] == ["evil.xplane.pb"]
+    assert "leading out" in frames.failures[0].reason
+    with pytest.raises(TraceParseError, match="leading out"):
+        only = tmp_path / "only"
+        only.mkdir()
+        (only / "evil.xplane.pb").symlink_to(tmp_path / "secret.xplane.pb")
+        load(only, cache=False)
+
+
+def test_long_names_are_refused_as_names() -> None:
+    with pytest.raises(layout.LayoutError, match="at most 255 bytes"):
+        layout.check_plain_name("a" * 100_000)
+    with pytest.raises(layout.LayoutError):
+        layout.check_plain_name("é" * 128)  # 256 bytes
+    assert layout.check_plain_name("a" * 255)
+
+
+def test_nesting_depth_saturates_instead_of_wrapping() -> None:
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    line = p.line(1, "deep")
+    n = 40_000
+    for i in range(n):
+        p.event(line, "e", i, 2 * (n - i))
+    frames = load(b.bytes(), cache=False)
+    depth = frames.events["depth"]
+    assert depth.min() == 0 and depth.max() == 32_767 and (depth >= 0).all()
+
+
+def test_uploads_with_long_names_or_odd_contents_get_messages(tmp_path: Path) -> None:
+    from app.main import create_app
+    from app.settings import AppSettings
+
+    app = create_app(AppSettings(logdir=tmp_path))
+    c = app.server.test_client()
+    assert c.get("/pod?session=" + "a" * 100_000).status_code == 200
+    deps = c.get("/_dash-dependencies").json
+    up = next(d for d in deps if any(i["id"] == "sessions-upload" for i in d["inputs"]))
+    outputs = [o.split(".") for o in up["output"].strip(".").split("...")]
+    good = "data:x;base64," + base64.b64encode(xspace(3)).decode()
+    for contents, names, expect in (
+        ([12345], ["w.xplane.pb"], "not a base64 data URL"),
+        ([None], [None], "not a base64 data URL"),
+        ("data:,", 7, "upload: unrecognised trace format"),
+        ([good], ["a" * 100_000 + ".xplane.pb"], "1 worker(s)"),
+    ):
+        body = {
+            "output": up["output"],
+            "outputs": [{"id": i, "property": p} for i, p in outputs],
+            "inputs": [{"id": "sessions-upload", "property": "contents", "value": contents}],
+            "state": [{"id": "sessions-upload", "property": "filename", "value": names}],
+            "changedPropIds": ["sessions-upload.contents"],
+        }
+        r = c.post("/_dash-update-component", json=body)
+        text = r.get_data(as_text=True)
+        assert r.status_code == 200 and expect in text, text[-400:]
