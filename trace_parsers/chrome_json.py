@@ -72,7 +72,10 @@ def _us_to_ns(value: Any) -> int:
     Raises:
         ValueError: not a number, not finite (``1e400`` reads as inf), or out of int64 ns.
     """
-    ns = float(value) * 1000
+    try:
+        ns = float(value) * 1000
+    except OverflowError:  # an integer of hundreds of digits
+        ns = math.inf
     if not math.isfinite(ns) or abs(ns) > _MAX_NS:
         raise ValueError(f"time {value!r} µs is out of range")
     return round(ns)
@@ -150,7 +153,7 @@ def add_events(sb: SliceBuilder, events: list[Any]) -> None:
                     sb.counters.append(
                         (pid, f"{name} {key}" if key != "value" else name, ts, float(value))
                     )
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):
                     sb.notes["bad_counter"] += 1
         elif ph in ("i", "I", "n", "R"):
             sb.slices.append((pid, tid, ts, ts, name, 2))

@@ -189,6 +189,10 @@ def write_manifest(
 _WORKER_FIELDS = ("label", "status", "reason", "role", "index", "file", "bytes")
 
 
+#: A capture manifest lists one small record per worker: 16 MiB is far beyond any real one.
+MAX_MANIFEST_BYTES = 16 << 20
+
+
 def read_manifest(folder: Path) -> CaptureManifest | None:
     """The session's ``capture.json``, or None when it has none (an upload, a copied run).
 
@@ -197,11 +201,15 @@ def read_manifest(folder: Path) -> CaptureManifest | None:
     """
     path = folder / MANIFEST_NAME
     try:
-        raw = json.loads(path.read_text())
+        with path.open("rb") as f:
+            text = f.read(MAX_MANIFEST_BYTES + 1)
+        if len(text) > MAX_MANIFEST_BYTES:
+            raise ValueError(f"over {MAX_MANIFEST_BYTES:,} bytes")
+        raw = json.loads(text)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as e:
-        raise LayoutError(f"{path}: unreadable capture manifest ({e})") from e
+    except (OSError, ValueError, RecursionError) as e:  # RecursionError: [[[[… nested deep
+        raise LayoutError(f"{path}: unreadable capture manifest ({str(e)[:200]})") from e
     try:
         workers = tuple(
             ManifestWorker(
@@ -222,5 +230,5 @@ def read_manifest(folder: Path) -> CaptureManifest | None:
             options=dict(raw.get("options") or {}),
             workers=workers,
         )
-    except (AttributeError, KeyError, TypeError, ValueError) as e:
-        raise LayoutError(f"{path}: unexpected capture manifest content ({e!r})") from e
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as e:
+        raise LayoutError(f"{path}: unexpected capture manifest content ({e!r:.200})") from e

@@ -89,3 +89,41 @@ def test_uploads_with_long_names_or_odd_contents_get_messages(tmp_path: Path) ->
         r = c.post("/_dash-update-component", json=body)
         text = r.get_data(as_text=True)
         assert r.status_code == 200 and expect in text, text[-400:]
+
+
+@pytest.mark.parametrize("field", ["ts", "dur", "counter"])
+def test_chrome_json_integers_of_hundreds_of_digits_are_skipped_and_counted(
+    tmp_path: Path, field: str
+) -> None:
+    import json
+
+    big = "9" * 401
+    events = [
+        {"name": "good", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1},
+        {"name": "bad", "ph": "X", "ts": 3, "dur": 4, "pid": 1, "tid": 1},
+        {"name": "mem", "ph": "C", "ts": 5, "pid": 1, "args": {"value": 1}},
+    ]
+    text = json.dumps({"traceEvents": events})
+    if field == "counter":
+        text = text.replace('"value": 1', f'"value": {big}')
+    else:
+        text = text.replace(f'"{field}": {3 if field == "ts" else 4}', f'"{field}": {big}')
+    (tmp_path / "w.json").write_text(text)
+    frames = load(tmp_path / "w.json", cache=False)
+    assert "good" in set(frames.events["name"].astype(str))
+
+
+@pytest.mark.parametrize(
+    "manifest", ['{"start_timestamp_ns": 1e400}', "[" * 100_000, '{"workers": [{"label": 1e400}]}']
+)
+def test_a_bad_manifest_marks_its_session_not_the_page(tmp_path: Path, manifest: str) -> None:
+    from app.store import SessionStore
+
+    session = layout.session_dir(tmp_path, "s1")
+    session.mkdir(parents=True)
+    (session / "w.xplane.pb").write_bytes(xspace(3))
+    (session / "capture.json").write_text(manifest)
+    with pytest.raises(layout.LayoutError, match="capture manifest"):
+        layout.read_manifest(session)
+    (summary,) = SessionStore(tmp_path).summaries()
+    assert summary.workers == 1 and "capture manifest" in summary.manifest_error
