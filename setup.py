@@ -8,7 +8,7 @@ setup(
         Extension(
             f"trace_parsers.{name}",
             sources=[f"trace_parsers/{name}.c"],
-            depends=["trace_parsers/_cols.h"],
+            depends=["trace_parsers/_cols.h", "trace_parsers/_hash.h"],
             extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-function"],
         )
         for name in ("_xplane_fast", "_ftrace_fast", "_column_kernels")

@@ -20,7 +20,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-_LONG_ID = re.compile(r"[/ _:#-]*-?\d{6,}$")
+_DIGITS, _ID_SEPARATORS = "0123456789", "/ _:#-"
+
+
+def _without_long_id(line: str) -> str:
+    """``line`` without a trailing id of 6+ digits and the separators before it. String
+    methods, not a regex: ``[/ _:#-]*-?\\d{6,}$`` retried from every digit of a long digit run
+    (an 80 k-digit line name took 50 s)."""
+    head = line.rstrip(_DIGITS)
+    return head.rstrip(_ID_SEPARATORS) if len(line) - len(head) >= 6 else line
 
 
 def short_line(plane: str, line: str) -> str:
@@ -28,7 +36,7 @@ def short_line(plane: str, line: str) -> str:
     ``GPU:0``; a line's trailing long numeric id (``tf_Compute/-1481541789699770605``) and
     leading path go."""
     where = plane.rsplit("/", 1)[-1].removeprefix("host:").removeprefix("device:")
-    what = _LONG_ID.sub("", line).rstrip("/") or line
+    what = _without_long_id(line).rstrip("/") or line
     if "/" in what:
         what = what.rsplit("/", 1)[-1] or what
     return f"{where} › {what}" if where else what

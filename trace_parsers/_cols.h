@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_hash.h"
+
 typedef struct {
     PyObject *buf; /* bytearray that holds the column: grown in place, handed to Python as is */
     char *data;
@@ -78,12 +80,6 @@ typedef struct {
     size_t cap, len;
     PyObject *list; /* list[str], index = code */
 } Interner;
-
-static inline uint64_t hash_bytes(const char *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ULL;
-    return h;
-}
 
 static int interner_grow(Interner *t) {
     size_t cap = t->cap ? t->cap * 2 : 1024;

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_hash.h"
+
 /* nest(group, start, end, depth_out, parent_out, self_out)
  *
  * Events must be sorted by (group, start asc, end desc). For each event: depth within its group
@@ -96,8 +98,7 @@ out:
  * queries into an open-addressing table of the (small) metadata table; of duplicate (plane, id)
  * keys the last row wins, as in a protobuf map. */
 static inline uint64_t key_hash(int64_t plane, int64_t id) {
-    uint64_t h = (uint64_t)id * 0x9E3779B97F4A7C15ULL ^ (uint64_t)plane * 0xC2B2AE3D27D4EB4FULL;
-    return h ^ (h >> 29);
+    return hash_u64((uint64_t)id ^ mix64((uint64_t)plane));
 }
 
 static PyObject *lookup(PyObject *self, PyObject *args) {
@@ -169,4 +170,7 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_column_kernels",
                                     "Nesting and key-lookup kernels over numpy columns.", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__column_kernels(void) { return PyModule_Create(&moddef); }
+PyMODINIT_FUNC PyInit__column_kernels(void) {
+    hash_key_init();
+    return PyModule_Create(&moddef);
+}

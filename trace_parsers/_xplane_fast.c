@@ -585,6 +585,7 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_xplane_fast",
 /* The stat kinds of the decoder's kind column (XStat's value oneof), exported so that Python
  * declares them once (trace_parsers.xplane.StatKind) and a test holds the two together. */
 PyMODINIT_FUNC PyInit__xplane_fast(void) {
+    hash_key_init();
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
     static const struct { const char *name; long value; } kinds[] = {
