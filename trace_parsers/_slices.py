@@ -42,6 +42,7 @@ class SliceBuilder:
         self.slice_chunks: list[tuple[np.ndarray, ...]] = []
         self.counter_chunks: list[tuple[np.ndarray, ...]] = []
         self.sched_chunks: list[tuple[np.ndarray, ...]] = []
+        self.chunk_rows = 0  # rows in the chunks above
 
     def add_slices(
         self,
@@ -54,12 +55,14 @@ class SliceBuilder:
     ) -> None:
         if len(pid):
             kinds = np.broadcast_to(np.asarray(kind, dtype=np.int64), len(pid))
+            self.chunk_rows += len(pid)
             self.slice_chunks.append((pid, tid, start, end, kinds, np.asarray(names, dtype=object)))
 
     def add_counters(
         self, pid: np.ndarray, names: np.ndarray, ts: np.ndarray, values: np.ndarray
     ) -> None:
         if len(pid):
+            self.chunk_rows += len(pid)
             self.counter_chunks.append((pid, np.asarray(names, dtype=object), ts, values))
 
     def add_sched(
@@ -72,6 +75,7 @@ class SliceBuilder:
         state: np.ndarray,
     ) -> None:
         if len(cpu):
+            self.chunk_rows += len(cpu)
             self.sched_chunks.append(
                 (
                     cpu,
@@ -114,6 +118,11 @@ class SliceBuilder:
         )
         parts = [base, *self.sched_chunks]
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(6))
+
+    def rows(self) -> int:
+        """Slices, counter samples and scheduling slices made so far (charged to the file's
+        ``trace_parsers.budget``)."""
+        return len(self.slices) + len(self.counters) + len(self.sched) + self.chunk_rows
 
     def time(self, ts_ns: int) -> None:
         self.first = ts_ns if self.first is None else min(self.first, ts_ns)

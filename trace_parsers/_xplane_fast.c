@@ -38,6 +38,7 @@ typedef struct {
     PyObject *lines, *planes, *evmeta, *statmeta, *hostnames, *errors, *warnings;
     Interner str; /* string stat values */
     int32_t plane_idx, line_idx;
+    int64_t max_rows; /* events + aggregates + stats of all kinds; < 0: no cap */
 } Ctx;
 
 /* ---------------------------------------------------------------- wire reading */
@@ -48,6 +49,18 @@ typedef struct {
 
 static int fail(Ctx *x, const uint8_t *at, const char *what) {
     PyErr_Format(PyExc_ValueError, "%s at byte %zd", what, (Py_ssize_t)(at - x->base));
+    return -1;
+}
+
+/* The rows decoded so far, against the caller's budget: checked before each row is stored,
+ * so a crafted file (32 M empty events in 62 KB of gzip) stops at the cap, not after it. */
+static int over_budget(Ctx *x, const uint8_t *at) {
+    if (x->max_rows < 0) return 0;
+    size_t rows = x->ev_meta.len + x->ag_meta.len + x->est.owner.len + x->pst.owner.len +
+                  x->mst.owner.len;
+    if ((int64_t)rows < x->max_rows) return 0;
+    PyErr_Format(PyExc_ValueError, "row budget: more than %lld events and stats (at byte %zd)",
+                 (long long)x->max_rows, (Py_ssize_t)(at - x->base));
     return -1;
 }
 
@@ -139,6 +152,7 @@ static int parse_stat(Ctx *x, Buf b, Stats *st, int32_t owner) {
         default: if (skip(x, &b, wt) < 0) return -1;
         }
     }
+    if (over_budget(x, b.p)) return -1;
     if (push_i32(&st->owner, owner) < 0 || push_i64(&st->meta, meta) < 0 ||
         push_i8(&st->kind, kind) < 0 || push_i64(&st->ival, iv) < 0 ||
         push_i32(&st->sid, sid) < 0)
@@ -168,6 +182,7 @@ static int parse_event(Ctx *x, Buf b) {
         default: if (skip(x, &b, wt) < 0) return -1;
         }
     }
+    if (over_budget(x, b.p)) return -1;
     if (has_occ) {
         /* Aggregates have no time: keep them off the timeline, and drop their stats from the
          * event-stat table (they are not timeline rows). */
@@ -180,6 +195,11 @@ static int parse_event(Ctx *x, Buf b) {
         push_i64(&x->ev_meta, meta) < 0 || push_i64(&x->ev_off, off) < 0 ||
         push_i64(&x->ev_dur, dur) < 0)
         return -1;
+    if ((x->ev_meta.len & 0x7FFFF) == 0) { /* every 512 k events (a few ms): let the process's
+                                               other threads run (a server's /healthz) */
+        Py_BEGIN_ALLOW_THREADS
+        Py_END_ALLOW_THREADS
+    }
     return 0;
 }
 
@@ -356,11 +376,13 @@ static PyObject *stats_take(Stats *s) {
                          "ival", col_take(&s->ival), "sid", col_take(&s->sid));
 }
 
-static PyObject *decode_xspace(PyObject *self, PyObject *arg) {
+static PyObject *decode_xspace(PyObject *self, PyObject *args) {
     Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    long long max_rows = -1;
+    if (!PyArg_ParseTuple(args, "y*|L", &view, &max_rows)) return NULL;
     Ctx x;
     memset(&x, 0, sizeof(x));
+    x.max_rows = max_rows;
     x.base = (const uint8_t *)view.buf;
     x.size = view.len;
     W(x.ev_plane, int32_t); W(x.ev_line, int32_t); W(x.ev_meta, int64_t); W(x.ev_off, int64_t);
@@ -571,8 +593,9 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"decode_xspace", decode_xspace, METH_O,
-     "decode_xspace(buffer) -> dict of column buffers and small tables; ValueError if malformed."},
+    {"decode_xspace", decode_xspace, METH_VARARGS,
+     "decode_xspace(buffer, max_rows=-1) -> dict of column buffers and small tables; ValueError "
+     "if malformed or over max_rows events and stats."},
     {"long_stats", long_stats, METH_VARARGS,
      "long_stats(promoted, kind, key_row, ival, sid, owner, key_code, str_code, keep_all, key_width, "
      "str_width, imask, dval, dmask, targets, written) -> kept rows (compacted in place)."},

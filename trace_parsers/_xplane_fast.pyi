@@ -9,7 +9,9 @@ KIND_STR: int
 KIND_BYTES: int
 KIND_REF: int
 
-def decode_xspace(data: bytes | bytearray | memoryview, /) -> dict[str, Any]: ...
+def decode_xspace(
+    data: bytes | bytearray | memoryview, max_rows: int = -1, /
+) -> dict[str, Any]: ...
 def long_stats(
     promoted: Any,
     kind: Any,

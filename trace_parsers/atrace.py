@@ -28,7 +28,7 @@ from typing import Any
 from trace_parsers._ftrace import read_text
 from trace_parsers._ftrace_fast import unescape_js
 from trace_parsers._slices import SliceBuilder
-from trace_parsers.compression import inflate_zlib
+from trace_parsers.budget import Budget
 from trace_parsers.errors import TraceParseError
 from trace_parsers.schema import TraceFrames, validate
 
@@ -50,15 +50,22 @@ def looks_like_atrace(head: bytes) -> bool:
     )
 
 
-def extract_text(data: bytes, source: str) -> tuple[list[str | bytes], list[Any]]:
+def extract_text(
+    data: bytes, source: str, budget: Budget | None = None
+) -> tuple[list[str | bytes], list[Any]]:
     """The ftrace text blocks of a file (plain text stays UTF-8 bytes), and the JSON blocks of
     systrace HTML, unparsed.
 
+    The ``TRACE:`` stream and a trace2html viewer-data stream inside it share the file's
+    ``budget`` (each had its own cap: 221 KB inflated to 5.1 GB).
+
     Raises:
-        TraceParseError: a corrupt ``TRACE:`` zlib stream or a file with no trace text.
+        TraceParseError: a corrupt ``TRACE:`` zlib stream, a file with no trace text, or over
+            the budget.
     """
+    budget = budget or Budget.for_input(len(data), source, FORMAT)
     if data.startswith(b"TRACE:"):
-        data = inflate_zlib(data[6:].lstrip(b"\r\n"), source, FORMAT)
+        data = budget.inflate_zlib(data[6:].lstrip(b"\r\n"))
     if not data[:4096].lstrip()[:15].lower().startswith((b"<!doctype html", b"<html")):
         return [data], []
     text = data.decode("utf-8", errors="replace")
@@ -80,9 +87,7 @@ def extract_text(data: bytes, source: str) -> tuple[list[str | bytes], list[Any]
     if viewer is not None:
         try:
             packed = base64.b64decode(viewer.strip())
-            blocks.append(
-                inflate_zlib(packed, source, FORMAT, gzip=True).decode("utf-8", "replace")
-            )
+            blocks.append(budget.inflate_zlib(packed, gzip=True).decode("utf-8", "replace"))
         except ValueError as e:
             raise TraceParseError(
                 source, FORMAT, f"corrupt trace2html viewer-data block ({e})"
@@ -192,10 +197,12 @@ def parse_atrace(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceF
     Raises:
         TraceParseError: no parsable trace line at all, or a corrupt compressed block.
     """
-    blocks, jsons = extract_text(data, source)
+    budget = Budget.for_input(len(data), source, FORMAT)
+    blocks, jsons = extract_text(data, source, budget)
     st = SliceBuilder()
     for block in blocks:
         read_text(st, block)
+        budget.charge_rows(st.rows() - budget.rows)
     for doc in jsons:  # the systrace controller's JSON block(s)
         if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
             from trace_parsers.chrome_json import add_events

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from typing import Any
 
 from trace_parsers._slices import SliceBuilder
-from trace_parsers.compression import inflate
+from trace_parsers.budget import Budget
 from trace_parsers.errors import TraceParseError
 from trace_parsers.schema import TraceFrames, validate
 
@@ -199,7 +199,8 @@ def parse_chrome_json(data: bytes, *, worker: str, source: str = "<bytes>") -> T
     Raises:
         TraceParseError: not JSON, or JSON without trace events.
     """
-    doc = load_json(inflate(data, source, FORMAT), source)  # .json.gz as export writes it
+    budget = Budget.for_input(len(data), source, FORMAT)
+    doc = load_json(budget.inflate(data), source)  # .json.gz as export writes it
     sb = SliceBuilder()
     if isinstance(doc, dict):
         events = doc.get("traceEvents", [])
@@ -216,6 +217,7 @@ def parse_chrome_json(data: bytes, *, worker: str, source: str = "<bytes>") -> T
         raise TraceParseError(
             source, FORMAT, "JSON is neither an event array nor an object with traceEvents"
         )
+    budget.charge_rows(len(events))  # before the work: one row per event at most
     add_events(sb, events)
     if not sb.slices and not sb.counters and not sb.notes.get("events"):
         raise TraceParseError(source, FORMAT, "no trace events in the JSON")

@@ -25,6 +25,7 @@ import pandas as pd
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
+from trace_parsers.budget import Budget
 from trace_parsers.errors import TraceParseError
 from trace_parsers.schema import SCHEMA, empty_frame
 
@@ -120,13 +121,21 @@ def _metadata_planes(data: bytes) -> Iterator[memoryview]:
                 break
 
 
-def hlo_ops(data: bytes, *, worker: str, source: str = "<bytes>") -> pd.DataFrame:
+#: Fewest bytes an HLO instruction takes in a real module (name, opcode and shape): a module is
+#: refused before it is decoded when its size could hold more instructions than rows are left.
+MIN_INSTRUCTION_BYTES = 16
+
+
+def hlo_ops(
+    data: bytes, *, worker: str, source: str = "<bytes>", budget: Budget | None = None
+) -> pd.DataFrame:
     """Every instruction of every HLO module in the capture, with its framework op.
 
     Args:
         data: the XSpace's serialized bytes (decompressed).
         worker: the worker label written to every row.
         source: file name for error messages.
+        budget: the file's budget; each module's rows are charged to it.
 
     Returns:
         The ``hlo_ops`` frame: ``worker, program_id, module, hlo_op, opcode, op_name,
@@ -140,6 +149,7 @@ def hlo_ops(data: bytes, *, worker: str, source: str = "<bytes>") -> pd.DataFram
 
     rows: list[tuple[int, str, str, str, str, str]] = []
     hlo_proto = _hlo_proto_class()
+    budget = budget or Budget.for_input(len(data), source, "xplane")
     try:
         for raw in _metadata_planes(data):
             plane = xplane_pb2.XPlane.FromString(bytes(raw))
@@ -147,6 +157,7 @@ def hlo_ops(data: bytes, *, worker: str, source: str = "<bytes>") -> pd.DataFram
             for program_id, meta in plane.event_metadata.items():
                 for stat in meta.stats:
                     if stat.metadata_id in key and stat.WhichOneof("value") == "bytes_value":
+                        budget.charge_rows(len(stat.bytes_value) // MIN_INSTRUCTION_BYTES)
                         module = hlo_proto.FromString(stat.bytes_value).hlo_module
                         rows += [
                             (

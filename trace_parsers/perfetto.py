@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trace_parsers._slices import SliceBuilder
-from trace_parsers.compression import inflate, inflate_zlib, max_bytes
+from trace_parsers.budget import Budget, rows_error
 from trace_parsers.errors import TraceParseError
 from trace_parsers.schema import TraceFrames, validate
 
@@ -83,11 +83,11 @@ class _Sequence:
 
 
 class _Reader:
-    def __init__(self, sb: SliceBuilder, pb: Any, source: str, budget: int) -> None:
+    def __init__(self, sb: SliceBuilder, pb: Any, source: str, budget: Budget) -> None:
         self.sb = sb
         self.pb = pb
         self.source = source
-        self.budget = budget  # bytes that nested compressed packets may still inflate to
+        self.budget = budget  # the file's: nested compressed packets and rows share it
         self.depth = 0  # compressed_packets inside compressed_packets
         self.seqs: dict[int, _Sequence] = {}
         self.tracks: dict[int, tuple[int, int, str]] = {}  # uuid -> (pid, tid, name)
@@ -108,6 +108,8 @@ class _Reader:
         return sync[1] + (value - sync[0]) * unit
 
     def packet(self, raw: bytes) -> None:
+        if self.sb.rows() > self.budget.max_rows:  # checked per packet: a packet is small
+            raise rows_error(self.source, FORMAT, self.budget.max_rows, self.budget.size)
         p = self.pb.TracePacket.FromString(raw)
         seq = self.seqs.setdefault(p.trusted_packet_sequence_id, _Sequence())
         if p.incremental_state_cleared or p.sequence_flags & 1:
@@ -130,8 +132,7 @@ class _Reader:
                 raise TraceParseError(
                     self.source, FORMAT, f"compressed packets nested over {MAX_NESTING} deep"
                 )
-            inner_data = inflate_zlib(p.compressed_packets, self.source, FORMAT, self.budget)
-            self.budget -= len(inner_data)  # nested streams share the file's cap
+            inner_data = self.budget.inflate_zlib(p.compressed_packets)
             self.depth += 1
             try:
                 for inner in _packets(inner_data, self.sb):
@@ -273,14 +274,15 @@ def parse_perfetto(data: bytes, *, worker: str, source: str = "<bytes>") -> Trac
         ) from e
     from google.protobuf.message import DecodeError
 
-    raw, data = data, inflate(data, source, FORMAT)
+    budget = Budget.for_input(len(data), source, FORMAT)
+    data = budget.inflate(data)
     sb = SliceBuilder()
     packets = _packets(data, sb)
     if not packets:
         raise TraceParseError(
             source, FORMAT, "no complete TracePacket (empty, truncated or not a Perfetto trace)"
         )
-    reader = _Reader(sb, pb, source, max_bytes(len(raw)) - len(data))
+    reader = _Reader(sb, pb, source, budget)
     for i, raw in enumerate(packets):
         try:
             reader.packet(raw)

@@ -29,7 +29,7 @@ from trace_parsers._columns import (
     id_cat,
     missing,
 )
-from trace_parsers.compression import inflate
+from trace_parsers.budget import Budget, rows_error
 from trace_parsers.errors import TraceParseError
 from trace_parsers.hlo import METADATA_PLANE, hlo_ops
 from trace_parsers.nesting import depth_column, nest_columns, nest_if_sorted
@@ -58,16 +58,6 @@ KINDS = [k.name.lower() for k in StatKind]
 #: (TF 2.x writes them relative to the Task Environment plane's profile_start_time;
 #: checked on a TF 2.21 capture: line.timestamp_ns = 14551, profile_start_time = 1.796e18).
 _EPOCH_NS_MIN = 10**17
-
-
-def decompress(data: bytes, source: str) -> bytes:
-    """Returns ``data`` gunzipped when it carries the gzip magic, else unchanged.
-
-    Raises:
-        TraceParseError: the gzip stream is corrupt or truncated, or inflates past the cap
-            (``trace_parsers.compression``).
-    """
-    return inflate(data, source, FORMAT)
 
 
 class PlaneTable(NamedTuple):
@@ -114,7 +104,7 @@ class StatMetadataTable(NamedTuple):
 
 #: The decoder: serialized XSpace → dict of column buffers and small tables (row tuples);
 #: ``ValueError`` when malformed. A parameter of ``parse_xplane`` so tests can replace it.
-Decoder = Callable[[bytes], dict[str, Any]]
+Decoder = Callable[[bytes, int], dict[str, Any]]
 #: The decoder's row tables, by key, and the named table each becomes.
 _TABLES: dict[str, Any] = {
     "planes": PlaneTable,
@@ -142,7 +132,8 @@ def parse_xplane(
     """Parses one serialized XSpace (one worker's capture).
 
     Args:
-        data: the file's bytes, plain or gzip-compressed.
+        data: the file's bytes, plain or gzip-compressed (``trace_parsers.budget`` bounds what
+            it may inflate to and the events and stats it may make).
         worker: label for this capture (``host_port``), written to every frame's ``worker``.
         source: file name for error messages and the ``workers`` frame.
         decoder: the wire decoder (the C extension's ``decode_xspace``).
@@ -153,17 +144,21 @@ def parse_xplane(
     Raises:
         TraceParseError: empty, truncated, corrupt or non-XPlane input.
     """
-    data = decompress(data, source)
+    budget = Budget.for_input(len(data), source, FORMAT)
+    data = budget.inflate(data)
     if not data:
         raise TraceParseError(source, FORMAT, "empty file")
     try:
-        raw = _named_tables(decoder(data))
+        raw = _named_tables(decoder(data, budget.max_rows))
     except ValueError as e:
+        if str(e).startswith("row budget"):
+            raise rows_error(source, FORMAT, budget.max_rows, budget.size) from e
         raise TraceParseError(source, FORMAT, str(e)) from e
+    budget.charge_rows(len(raw["ev_plane"]) // 4)
     if not raw["planes"].id:
         raise TraceParseError(source, FORMAT, "no XPlane in the data (not an XSpace capture)")
     hlo = (
-        hlo_ops(data, worker=worker, source=source)
+        hlo_ops(data, worker=worker, source=source, budget=budget)
         if METADATA_PLANE in raw["planes"].name
         else None
     )

@@ -362,8 +362,8 @@ def test_decoder_is_a_parameter_and_its_tables_are_named() -> None:
     p.event(p.line(3, "tf_Compute", timestamp_ns=100), "MatMul", 0, 10)
     seen: list[dict[str, object]] = []
 
-    def spy(data: bytes) -> dict[str, object]:
-        raw = _xplane_fast.decode_xspace(data)
+    def spy(data: bytes, max_rows: int) -> dict[str, object]:
+        raw = _xplane_fast.decode_xspace(data, max_rows)
         seen.append(raw)
         return raw
 
@@ -378,7 +378,7 @@ def test_decoder_is_a_parameter_and_its_tables_are_named() -> None:
         (1,),
     )
 
-    def broken(data: bytes) -> dict[str, object]:
+    def broken(data: bytes, max_rows: int) -> dict[str, object]:
         raise ValueError("offset 7: truncated varint")
 
     with pytest.raises(TraceParseError, match="offset 7: truncated varint"):

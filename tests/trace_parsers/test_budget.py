@@ -1,0 +1,188 @@
+"""One budget per input: bytes inflated by all nested streams and rows made, together, linear in
+the file's size; and parsers linear in their input (time at 4n within 6x the time at n)."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import time
+import zlib
+from collections.abc import Callable
+
+import pytest
+
+from trace_parsers.atrace import parse_atrace
+from trace_parsers.budget import ROWS_FLOOR, ROWS_PER_BYTE, Budget
+from trace_parsers.chrome_json import parse_chrome_json
+from trace_parsers.errors import TraceParseError
+from trace_parsers.xplane import parse_xplane
+
+LINE = "  infer-2000 [001] ...1 {ts:.6f}: tracing_mark_write: {mark}\n"
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def empty_events_xspace(n: int) -> bytes:
+    """An XSpace of one line with ``n`` empty events: two bytes each."""
+    line = b"\x08\x01" + b"\x22\x00" * n
+    plane = b"\x08\x01" + _field(2, b"/host:CPU") + _field(3, line)
+    return _field(1, plane)
+
+
+def ftrace(n: int) -> bytes:
+    rows = [LINE.format(ts=i * 1e-5, mark="B|2000|x" if i % 2 == 0 else "E|2000") for i in range(n)]
+    return ("# tracer: nop\n" + "".join(rows)).encode()
+
+
+def chrome(n: int) -> bytes:
+    events = [{"name": "x", "ph": "X", "ts": i, "dur": 1, "pid": 1, "tid": 1} for i in range(n)]
+    return json.dumps(events).encode()
+
+
+def test_a_gzip_xplane_of_empty_events_stops_at_the_row_cap() -> None:
+    data = gzip.compress(empty_events_xspace(32_000_000), 9)
+    assert len(data) < 100_000  # 64 MB of events in well under 100 KB
+    with pytest.raises(TraceParseError, match=r"more than .* events and stats") as e:
+        parse_xplane(data, worker="w", source="bomb.xplane.pb.gz")
+    assert "bomb.xplane.pb.gz" in str(e.value)
+    assert Budget.for_input(len(data), "s", "f").max_rows == ROWS_FLOOR + ROWS_PER_BYTE * len(data)
+
+
+@pytest.mark.parametrize(
+    ("parse", "data"),
+    [
+        (parse_xplane, empty_events_xspace(3000)),
+        (parse_atrace, ftrace(6000)),
+        (parse_chrome_json, chrome(3000)),
+    ],
+)
+def test_every_parser_charges_its_rows(
+    monkeypatch: pytest.MonkeyPatch, parse: Callable[..., object], data: bytes
+) -> None:
+    parse(data, worker="w", source="f")
+    monkeypatch.setenv("PODSCOPE_MAX_ROWS", "1000")
+    with pytest.raises(TraceParseError, match="PODSCOPE_MAX_ROWS"):
+        parse(data, worker="w", source="f")
+
+
+def test_perfetto_charges_its_rows_across_nested_packets(monkeypatch: pytest.MonkeyPatch) -> None:
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    from trace_parsers.perfetto import parse_perfetto
+
+    packets = [
+        pb.TracePacket(
+            timestamp=1000 + i,
+            trusted_packet_sequence_id=1,
+            ftrace_events=pb.FtraceEventBundle(
+                cpu=0,
+                event=[
+                    pb.FtraceEvent(
+                        timestamp=1000 + i,
+                        pid=7,
+                        print=pb.PrintFtraceEvent(buf=f"C|7|n|{i}\n"),
+                    )
+                ],
+            ),
+        )
+        for i in range(3000)
+    ]
+    inner = pb.Trace(packet=packets).SerializeToString()
+    data = pb.Trace(
+        packet=[pb.TracePacket(compressed_packets=zlib.compress(inner))]
+    ).SerializeToString()
+    frames = parse_perfetto(data, worker="w", source="p")
+    assert len(frames.counters) + len(frames.events) >= 3000
+    monkeypatch.setenv("PODSCOPE_MAX_ROWS", "1000")
+    with pytest.raises(TraceParseError, match="PODSCOPE_MAX_ROWS"):
+        parse_perfetto(data, worker="w", source="p")
+
+
+def test_nested_atrace_streams_share_one_byte_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A TRACE: stream holding HTML holding a gzip viewer-data stream: each alone is under the
+    cap, both together are not (each stream had its own cap: 221 KB inflated to 5.1 GB)."""
+    inner = ftrace(40_000)  # ~3 MB
+    viewer = base64.b64encode(gzip.compress(inner, 9)).decode()
+    html = (
+        "<!DOCTYPE html><html><!--" + " " * (3 << 20) + "-->"
+        f'<script id="viewer-data" type="text/plain">{viewer}</script></html>'
+    ).encode()
+    data = b"TRACE:\n" + zlib.compress(html, 9)
+    monkeypatch.setenv("PODSCOPE_MAX_DECOMPRESSED_MB", "8")
+    assert len(parse_atrace(data, worker="w", source="t").events) > 0
+    monkeypatch.setenv("PODSCOPE_MAX_DECOMPRESSED_MB", "5")  # each stream alone fits in 5
+    assert len(html) < 5 << 20 and len(inner) < 5 << 20
+    with pytest.raises(TraceParseError, match="decompresses to more than"):
+        parse_atrace(data, worker="w", source="t")
+
+
+def _seconds(fn: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(3):  # the least of three: noise only ever adds time
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def _linear(make: Callable[[int], Callable[[], object]], n: int) -> None:
+    small, large = make(n), make(4 * n)
+    t1, t4 = _seconds(small), _seconds(large)
+    assert t4 <= 6 * max(t1, 0.005), (n, t1, t4)
+
+
+def test_ftrace_with_carriage_return_lines_is_linear() -> None:
+    from trace_parsers._ftrace import read_text
+    from trace_parsers._slices import SliceBuilder
+
+    def make(n: int) -> Callable[[], object]:
+        text = ftrace(n).replace(b"\n", b"\r")
+        return lambda: read_text(SliceBuilder(), text)
+
+    _linear(make, 40_000)
+
+
+def test_ftrace_with_colliding_thread_ids_is_linear() -> None:
+    """tid << 44 all landed in one slot of the old, unkeyed hash."""
+    from trace_parsers._ftrace import read_text
+    from trace_parsers._slices import SliceBuilder
+
+    def make(n: int) -> Callable[[], object]:
+        text = "".join(
+            f"  t-{i << 44} [001] ...1 0.{i:06d}: tracing_mark_write: B|1|x\n" for i in range(n)
+        ).encode()
+        return lambda: read_text(SliceBuilder(), text)
+
+    _linear(make, 80_000)
+
+
+def test_chrome_name_less_async_ends_are_linear() -> None:
+    def make(n: int) -> Callable[[], object]:
+        ev = [
+            {"ph": "b", "name": f"n{i}", "id": 1, "cat": "c", "ts": i, "pid": 1} for i in range(n)
+        ] + [{"ph": "e", "id": 1, "cat": "c", "ts": n + i, "pid": 1} for i in range(n)]
+        data = json.dumps(ev).encode()
+        return lambda: parse_chrome_json(data, worker="w")
+
+    _linear(make, 10_000)
+
+
+def test_timeline_labels_of_long_digit_runs_are_linear() -> None:
+    from analyzers.timeline import short_line
+
+    def make(n: int) -> Callable[[], object]:
+        name = "x" + "1" * n + "a"
+        return lambda: short_line("/host:CPU", name)
+
+    _linear(make, 200_000)
