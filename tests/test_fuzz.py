@@ -6,6 +6,7 @@ runs 5,000 per format.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -107,3 +108,43 @@ def test_mutations_parse_or_raise_trace_parse_error(fmt: str, tmp_path: Path) ->
         except TraceParseError:
             pass
     assert 0 <= parsed <= N
+
+
+MANIFEST = json.dumps(
+    {
+        "session": "2026_01_01_00_00_00",
+        "start_timestamp_ns": 1_767_225_600_000_000_000,
+        "options": {"duration_ms": 2000, "delay_ms": 500, "logdir": "runs"},
+        "workers": [
+            {"label": "10.0.0.1_6010", "status": "ok", "role": "worker", "index": 0, "bytes": 9},
+            {"label": "10.0.0.2_6010", "status": "busy", "reason": "another", "bytes": 0},
+        ],
+    }
+).encode()
+
+
+def test_capture_manifest_mutations_read_or_raise_layout_error(tmp_path: Path) -> None:
+    """A session's capture.json, mutated: a manifest, or a LayoutError (which marks only that
+    session on the Sessions page)."""
+    from trace_parsers import layout
+
+    rng = random.Random("podscope-manifest")
+    for _ in range(N):
+        (tmp_path / layout.MANIFEST_NAME).write_bytes(mutate(MANIFEST, rng))
+        with contextlib.suppress(layout.LayoutError):
+            layout.read_manifest(tmp_path)
+
+
+def test_upload_mutations_import_or_report(tmp_path: Path) -> None:
+    """Uploads of every format, mutated, through the dashboard's store: a session, or one
+    "name: reason" per file; never an exception (the page would answer HTTP 500)."""
+    from app.store import SessionStore
+
+    store = SessionStore(tmp_path)
+    rng = random.Random("podscope-upload")
+    names = {"xplane": "w.xplane.pb", "xplane_gz": "w.xplane.pb.gz", "chrome": "w.json"}
+    for fmt, data in sorted(samples().items()):
+        for _ in range(max(1, N // 10)):
+            name = names.get(fmt, f"w.{fmt}")
+            result = store.import_files([(name, mutate(data, rng))])
+            assert result.session or result.errors
