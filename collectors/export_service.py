@@ -111,7 +111,7 @@ def has_events(path: Path) -> bool:
 
 
 def _unavailable_tracer(out: Path, start_ns: int, duration_ms: int, levels: TraceLevels) -> None:
-    raise TracerBusy("this agent has no tracer (export only)")
+    raise TracerError("this agent only exports traces: it has no tracer")
 
 
 class _Service:
@@ -330,7 +330,7 @@ def serve(
     """Starts the agent service for ``root`` on ``host:port`` (0: any free port).
 
     Args:
-        tracer: traces this process on ``Trace`` (None: ``Trace`` answers ALREADY_EXISTS).
+        tracer: traces this process on ``Trace`` (None: ``Trace`` answers FAILED_PRECONDITION).
         token: callers must send it (metadata ``x-podscope-token``); None serves anyone.
 
     Raises:
