@@ -422,8 +422,13 @@ def stragglers(arr: pd.DataFrame, role_table: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("score", ascending=False, ignore_index=True)[STRAGGLER_COLUMNS]
 
 
-def straggler_verdict(pod: pd.DataFrame, comparable: set[str] | None = None) -> pd.DataFrame:
-    """``stragglers`` straight from a pod view (no op split of the slow steps): the same
-    decision ``SessionAnalysis.stragglers`` makes, for a library user holding ``pod_view``."""
-    arr = arrivals(pod, comparable)
+def straggler_verdict(
+    pod: pd.DataFrame, comparable: set[str] | None = None, synchronous: bool | None = None
+) -> pd.DataFrame:
+    """``stragglers`` straight from a pod view (no op split of the slow steps), for a library
+    user holding ``pod_view``: the decision ``SessionAnalysis.stragglers`` makes when
+    ``synchronous`` is ``analyzers.pod.anchored(aligned)``, as it is there. Without it the job
+    is judged from step ends, which a straggler's late ends can flip on a loaded machine (a
+    3-worker all-reduce job with a 60 ms straggler read as asynchronous: no culprit)."""
+    arr = arrivals(pod, comparable, synchronous)
     return stragglers(arr, roles(arr, slow_steps(arr)))

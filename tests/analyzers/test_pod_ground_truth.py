@@ -7,7 +7,7 @@ import pytest
 
 from analyzers.attribution import straggler_verdict
 from analyzers.breakdown import step_breakdown
-from analyzers.pod import CATEGORY_NAMES, pod_view
+from analyzers.pod import CATEGORY_NAMES, anchored, pod_view
 from analyzers.steps import align_steps, find_steps, step_methods
 from trace_parsers import load
 
@@ -18,8 +18,10 @@ def analyse(session_dir) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:  # 
     frames = load(session_dir, cache=False)
     ev = frames.events
     found = find_steps(ev)
-    pod = pod_view(step_breakdown(ev, align_steps(found)[0], frames.stats))
-    return pod, straggler_verdict(pod), step_methods(ev, found)
+    aligned = align_steps(found)[0]
+    pod = pod_view(step_breakdown(ev, aligned, frames.stats))
+    verdict = straggler_verdict(pod, synchronous=anchored(aligned) or None)
+    return pod, verdict, step_methods(ev, found)
 
 
 def test_mwms_straggler_is_named(scenario_capture) -> None:  # type: ignore[no-untyped-def]

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from analyzers.attribution import straggler_verdict
 from analyzers.diagnostics import diagnose
+from analyzers.pod import anchored
 from analyzers.session import SessionAnalysis
 from trace_parsers import load
 
@@ -30,3 +32,7 @@ def test_the_kept_capture_gets_its_verdict(case: Path, tmp_path: Path) -> None:
     }
     named = sorted(tasks[w] for w in a.roles.loc[a.roles["role"] == "culprit", "worker"])
     assert named == expected["culprits"], a.roles
+    # The library path from a pod view makes the same decision when told what SessionAnalysis
+    # knows: whether collectives tie the steps.
+    verdict = straggler_verdict(a.pod, synchronous=anchored(a.aligned) or None)
+    assert sorted(tasks[w] for w in verdict.loc[verdict["straggler"], "worker"]) == named

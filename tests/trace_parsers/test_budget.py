@@ -129,18 +129,14 @@ def test_nested_atrace_streams_share_one_byte_cap(monkeypatch: pytest.MonkeyPatc
 
 
 def _seconds(fn: Callable[[], object]) -> float:
-    """The least of five runs (noise only ever adds time), with the cyclic GC off: its passes
-    grow with the objects alive, which is the collector's cost, not the parser's."""
+    """The least of five runs (noise only ever adds time), each after a full collection so that
+    one run's garbage is not collected during the next."""
     best = float("inf")
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(5):
-            t = time.perf_counter()
-            fn()
-            best = min(best, time.perf_counter() - t)
-    finally:
-        gc.enable()
+    for _ in range(5):
+        gc.collect()
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
     return best
 
 
@@ -209,6 +205,56 @@ def test_xplane_with_many_metadata_ids_is_linear() -> None:
             md = plane.event_metadata[mid]
             md.id, md.name = mid, f"e{i}"
             line.events.add(metadata_id=mid, offset_ps=i * 1000, duration_ps=500)
+        data = space.SerializeToString()
+        return lambda: parse_xplane(data, worker="w")
+
+    _linear(make, 20_000)
+
+
+def test_perfetto_is_linear() -> None:
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    from trace_parsers.perfetto import parse_perfetto
+
+    def make(n: int) -> Callable[[], object]:
+        event = [
+            pb.FtraceEvent(timestamp=1000 + i, pid=7, print=pb.PrintFtraceEvent(buf=m))
+            for i in range(n)
+            for m in (f"B|7|n{i}\n", "E|7\n")
+        ]
+        bundle = pb.FtraceEventBundle(cpu=0, event=event)
+        data = pb.Trace(packet=[pb.TracePacket(ftrace_events=bundle)]).SerializeToString()
+        return lambda: parse_perfetto(data, worker="w", source="p")
+
+    _linear(make, 5_000)
+
+
+@pytest.mark.parametrize("shape", ["deep", "long_names"])
+def test_ftrace_deep_nesting_and_huge_names_are_linear(shape: str) -> None:
+    def make(n: int) -> Callable[[], object]:
+        if shape == "deep":  # n sections open inside each other, closed at the end
+            marks = [f"B|2000|s{i}" for i in range(n)] + ["E|2000"] * n
+        else:  # few lines, each name n/4 characters
+            marks = [f"B|2000|{'x' * (n // 4)}{i}" if i % 2 == 0 else "E|2000" for i in range(8)]
+        text = "# tracer: nop\n" + "".join(
+            LINE.format(ts=i * 1e-5, mark=m) for i, m in enumerate(marks)
+        )
+        data = text.encode()
+        return lambda: parse_atrace(data, worker="w", source="t")
+
+    _linear(make, 20_000 if shape == "deep" else 400_000)
+
+
+def test_xplane_deep_nesting_is_linear() -> None:
+    def make(n: int) -> Callable[[], object]:
+        from trace_parsers.proto import xplane_pb2 as xp
+
+        space = xp.XSpace()
+        plane = space.planes.add(id=1, name="/host:CPU")
+        plane.event_metadata[1].id = 1
+        plane.event_metadata[1].name = "e"
+        line = plane.lines.add(id=1, name="l")
+        for i in range(n):  # each event inside the one before
+            line.events.add(metadata_id=1, offset_ps=i * 1000, duration_ps=(2 * n - 2 * i) * 1000)
         data = space.SerializeToString()
         return lambda: parse_xplane(data, worker="w")
 
