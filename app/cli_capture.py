@@ -74,7 +74,12 @@ def capture_command(
         typer.Option(help="An engine cluster manifest (cluster.json) instead of addresses."),
     ] = None,
     logdir: Annotated[
-        Path, typer.Option(help="Traces go to LOGDIR/plugins/profile/<session>/.")
+        Path,
+        typer.Option(
+            envvar="PODSCOPE_LOGDIR",
+            help="Traces go to LOGDIR/plugins/profile/<session>/ (default: $PODSCOPE_LOGDIR, "
+            "the folder the dashboard serves, else runs/captures).",
+        ),
     ] = Path("runs/captures"),
     duration_ms: Annotated[int, typer.Option(help="Trace window.")] = 2000,
     delay_ms: Annotated[
