@@ -174,6 +174,19 @@ margin-top:.2rem;box-sizing:border-box}}button{{padding:.5rem}}.err{{color:#ff87
 <button type="submit">Log in</button></form></body></html>"""
 
 
+def current_user(auth: AuthSettings) -> str | None:
+    """Who is logged in on this request (the trusted proxy's header, else the session), or None;
+    "local" when no credentials are configured (a loopback-only dashboard)."""
+    if not auth.enabled:
+        return "local"
+    if auth.proxy_header:
+        name = flask.request.headers.get(auth.proxy_header)
+        if name:
+            return name
+    name = flask.session.get("user")
+    return name if isinstance(name, str) else None
+
+
 def install(server: flask.Flask, auth: AuthSettings) -> None:
     """Guards every route of ``server`` (a Dash app's Flask server) with ``auth``; nothing is
     guarded when no credentials are configured (a loopback-only dashboard)."""
@@ -190,12 +203,7 @@ def install(server: flask.Flask, auth: AuthSettings) -> None:
     failures = _Failures()
 
     def user() -> str | None:
-        if auth.proxy_header:
-            name = flask.request.headers.get(auth.proxy_header)
-            if name:
-                return name
-        name = flask.session.get("user")
-        return name if isinstance(name, str) else None
+        return current_user(auth)
 
     @server.before_request
     def require_login() -> ResponseReturnValue | None:

@@ -19,6 +19,7 @@ from dash import ALL, Input, Output, State, dcc, html
 from flask import jsonify
 
 from app import ids
+from app.auth import current_user
 from app.auth import install as install_auth
 from app.context import AppContext, attach, current
 from app.pages._common import query_of
@@ -98,6 +99,8 @@ def create_app(config: AppSettings) -> dash.Dash:
 
     @app.server.route("/healthz")
     def healthz() -> object:
+        if current_user(config.auth) is None:  # health only: no paths or counts for strangers
+            return jsonify(status="ok")
         return jsonify(status="ok", logdir=str(config.logdir), sessions=len(context.store.names()))
 
     return app

@@ -35,7 +35,7 @@ def main(token: str) -> None:
             assert r.status == 200, (path, r.status)
             return bytes(r.read())
 
-    health = json.loads(get("/healthz"))
+    assert json.loads(get("/healthz")) == {"status": "ok"}  # strangers learn nothing more
     try:  # a stranger gets 401 from the API
         opener.open(BASE + "/_dash-layout", timeout=10)
         raise SystemExit("/_dash-layout answered without a login")
@@ -43,6 +43,7 @@ def main(token: str) -> None:
         assert e.code == 401, e.code
     form = urllib.parse.urlencode({"user": "", "secret": token, "next": "/"}).encode()
     opener.open(BASE + "/login", data=form, timeout=30).read()
+    health = json.loads(get("/healthz"))
     for path in [*PAGES, "/_dash-layout", "/_dash-dependencies"]:
         get(path)
     deps = json.loads(get("/_dash-dependencies"))

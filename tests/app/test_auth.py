@@ -42,7 +42,7 @@ def test_strangers_get_the_login_page_and_401s(
     assert c.get("/_dash-dependencies").status_code == 401
     for path in DASH_POST:
         assert c.post(path, json={}).status_code == 401
-    assert c.get("/healthz").status_code == 200
+    assert c.get("/healthz").json == {"status": "ok"}  # no paths or counts for strangers
     refusals = [r.getMessage() for r in caplog.records]
     assert len(refusals) == 5 and all("from 127.0.0.1: not logged in" in m for m in refusals)
 
@@ -54,6 +54,7 @@ def test_a_login_opens_every_route_until_logout(tmp_path: Path) -> None:
     cookie = r.headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Secure" not in cookie
     assert c.get("/_dash-layout").status_code == 200 and c.get("/pod").status_code == 200
+    assert c.get("/healthz").json["sessions"] == 0
     assert c.get("/logout").status_code == 302
     assert c.get("/_dash-layout").status_code == 401
 
