@@ -124,20 +124,9 @@ class Gate:
         peer, lim = peer_host(context.peer()), self.limits
         if sum(self._calls.values()) >= lim.max_calls:
             await refuse(context, method, grpc.StatusCode.RESOURCE_EXHAUSTED, "agent busy")
-        if self._calls[peer] >= lim.max_calls_per_peer:
-            await refuse(
-                context,
-                method,
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"{lim.max_calls_per_peer} calls from {peer} in progress",
-            )
-        self._calls[peer] += 1
-        try:
+        reason = f"{lim.max_calls_per_peer} calls from {peer} in progress"
+        async with self._slot(self._calls, peer, lim.max_calls_per_peer, context, method, reason):
             yield
-        finally:
-            self._calls[peer] -= 1
-            if not self._calls[peer]:  # peers come and go: keep no zero counts
-                del self._calls[peer]
 
     @asynccontextmanager
     async def stream(
@@ -146,20 +135,32 @@ class Gate:
         """Holds one transfer slot of the peer (taken once its request has arrived: a call
         that never sends one holds only a call slot, until the idle timeout)."""
         peer, lim = peer_host(context.peer()), self.limits
-        if self._streams[peer] >= lim.max_streams_per_peer:
-            await refuse(
-                context,
-                method,
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"{lim.max_streams_per_peer} transfers to {peer} in progress",
-            )
-        self._streams[peer] += 1
+        reason = f"{lim.max_streams_per_peer} transfers to {peer} in progress"
+        async with self._slot(
+            self._streams, peer, lim.max_streams_per_peer, context, method, reason
+        ):
+            yield
+
+    @asynccontextmanager
+    async def _slot(
+        self,
+        counts: Counter[str],
+        peer: str,
+        limit: int,
+        context: grpc.aio.ServicerContext[Any, Any],
+        method: str,
+        reason: str,
+    ) -> AsyncIterator[None]:
+        """One of ``peer``'s ``limit`` slots in ``counts`` for the ``with`` block, or a refusal."""
+        if counts[peer] >= limit:
+            await refuse(context, method, grpc.StatusCode.RESOURCE_EXHAUSTED, reason)
+        counts[peer] += 1
         try:
             yield
         finally:
-            self._streams[peer] -= 1
-            if not self._streams[peer]:
-                del self._streams[peer]
+            counts[peer] -= 1
+            if not counts[peer]:  # peers come and go: keep no zero counts
+                del counts[peer]
 
     async def read(self, context: grpc.aio.ServicerContext[Any, Any], method: str) -> Any:
         """The call's one request message, waited for at most the idle timeout."""
