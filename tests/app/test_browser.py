@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -23,7 +22,7 @@ from tests.analyzers.test_breakdown import worker_trace
 from tests.analyzers.test_ops import gpu_space
 from tests.analyzers.test_why_slow import sync_worker
 from tests.android.test_tflite import line, trace
-from tests.app.helpers import get_when_up
+from tests.app.helpers import free_port, get_when_up
 from tests.conftest import SHARED_TRACES
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -102,9 +101,7 @@ def serving(root: Path, cache: Path, env: dict[str, str] | None = None) -> Itera
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium is not installed (make test installs it)")
     pytest.importorskip("playwright")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     command = [sys.executable, "-m", "app", "serve", "--logdir", str(root), "--port", str(port)]
     proc = subprocess.Popen(
         [*command, "--max-upload-mb", "5"],

@@ -4,7 +4,6 @@ with progress in the page, a Cancel that sticks, and a corrupt worker listed, no
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import pytest
 
 from bench.synth import synth_xspace
 from tests.analyzers.test_breakdown import worker_trace
+from tests.app.helpers import free_port
 from tests.app.test_browser import ARTIFACTS, CHROME_ARGS, CHROMIUM, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.slow]
@@ -43,9 +43,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip("playwright")
     pytest.importorskip("distributed")
     root = make_logdir(tmp_path_factory.mktemp("logdir"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {
         **os.environ,
         "PODSCOPE_CACHE_DIR": str(tmp_path_factory.mktemp("cache")),

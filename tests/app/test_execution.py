@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from analyzers.session import SessionAnalysis
 from app.execution import RULE_FRAMES, ExecConfig, ExecutionError, run_session
 from bench.synth import synth_xspace
 from tests.analyzers.test_breakdown import worker_trace
+from tests.app.helpers import free_port
 from trace_parsers import load, resolve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -142,12 +142,6 @@ def test_config_reads_the_environment_and_flags_win() -> None:
     assert ExecConfig.from_env(env).processes == 3
     assert ExecConfig.from_env(env, scheduler="tcp://127.0.0.1:1").scheduler == "tcp://127.0.0.1:1"
     assert ExecConfig.from_env({}, scheduler=None).scheduler is None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Cluster:

@@ -7,7 +7,6 @@ import base64
 import gzip
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -17,29 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.helpers import get_when_up
+from tests.app.helpers import free_port, get_when_up, upload_body
 from tests.trace_parsers.test_budget import empty_events_xspace, ftrace
 
 pytestmark = pytest.mark.slow
-
-
-def upload_body(deps: list[dict[str, object]], name: str, data: bytes) -> bytes:
-    up = next(d for d in deps if any(i["id"] == "sessions-upload" for i in d["inputs"]))  # type: ignore[union-attr]
-    outputs = [o.split(".") for o in str(up["output"]).strip(".").split("...")]
-    body = {
-        "output": up["output"],
-        "outputs": [{"id": i, "property": p} for i, p in outputs],
-        "inputs": [
-            {
-                "id": "sessions-upload",
-                "property": "contents",
-                "value": ["data:x;base64," + base64.b64encode(data).decode()],
-            }
-        ],
-        "state": [{"id": "sessions-upload", "property": "filename", "value": [name]}],
-        "changedPropIds": ["sessions-upload.contents"],
-    }
-    return json.dumps(body).encode()
 
 
 def upload_while_polling(base: str, body: bytes) -> list[float]:
@@ -69,9 +49,7 @@ def upload_while_polling(base: str, body: bytes) -> list[float]:
 
 
 def test_healthz_answers_while_the_worst_uploads_parse(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "app", "serve", "--logdir", str(tmp_path), "--port", str(port)],
         env={**os.environ, "PODSCOPE_CACHE_DIR": str(tmp_path / "cache")},
@@ -88,7 +66,12 @@ def test_healthz_answers_while_the_worst_uploads_parse(tmp_path: Path) -> None:
             ("cr.systrace", ftrace(320_000).replace(b"\n", b"\r")),
         ]
         for name, data in uploads:
-            waits = upload_while_polling(base, upload_body(deps, name, data))
+            waits = upload_while_polling(
+                base,
+                json.dumps(
+                    upload_body(deps, ["data:x;base64," + base64.b64encode(data).decode()], [name])
+                ).encode(),
+            )
             assert waits and max(waits) < 1.0, (name, max(waits), len(waits))
     finally:
         proc.terminate()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,15 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.helpers import get_when_up
+from tests.app.helpers import free_port, get_when_up
 
 pytestmark = pytest.mark.slow
 
 
 def test_serve_is_quiet_and_not_flasks_development_server(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "app", "serve", "--logdir", str(tmp_path), "--port", str(port)],
         stdout=subprocess.PIPE,
@@ -50,9 +47,7 @@ def test_demo_captures_a_baseline_and_a_straggler_and_stops_their_jobs(tmp_path:
     """Two sessions (Compare has a baseline), one terse line per step, the jobs stopped
     before serving and so not offered on the Capture page."""
     pytest.importorskip("tensorflow")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     logdir = tmp_path / "demo"
     proc = subprocess.Popen(
         [sys.executable, "-m", "app", "demo", "--logdir", str(logdir), "--port", str(port)],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.helpers import get_when_up
+from tests.app.helpers import free_port, get_when_up
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -66,9 +65,7 @@ def test_wheel_ships_assets_protos_and_decoder_and_serves_them(tmp_path: Path) -
         timeout=300,
         capture_output=True,
     )
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(target)}
     code = (
         "import app, sys; assert app.__file__.startswith(sys.argv[1]), app.__file__; "

@@ -65,13 +65,12 @@ def test_nesting_depth_saturates_instead_of_wrapping() -> None:
 def test_uploads_with_long_names_or_odd_contents_get_messages(tmp_path: Path) -> None:
     from app.main import create_app
     from app.settings import AppSettings
+    from tests.app.helpers import upload_body
 
     app = create_app(AppSettings(logdir=tmp_path))
     c = app.server.test_client()
     assert c.get("/pod?session=" + "a" * 100_000).status_code == 200
     deps = c.get("/_dash-dependencies").json
-    up = next(d for d in deps if any(i["id"] == "sessions-upload" for i in d["inputs"]))
-    outputs = [o.split(".") for o in up["output"].strip(".").split("...")]
     good = "data:x;base64," + base64.b64encode(xspace(3)).decode()
     for contents, names, expect in (
         ([12345], ["w.xplane.pb"], "not a base64 data URL"),
@@ -79,14 +78,7 @@ def test_uploads_with_long_names_or_odd_contents_get_messages(tmp_path: Path) ->
         ("data:,", 7, "upload: unrecognised trace format"),
         ([good], ["a" * 100_000 + ".xplane.pb"], "1 worker(s)"),
     ):
-        body = {
-            "output": up["output"],
-            "outputs": [{"id": i, "property": p} for i, p in outputs],
-            "inputs": [{"id": "sessions-upload", "property": "contents", "value": contents}],
-            "state": [{"id": "sessions-upload", "property": "filename", "value": names}],
-            "changedPropIds": ["sessions-upload.contents"],
-        }
-        r = c.post("/_dash-update-component", json=body)
+        r = c.post("/_dash-update-component", json=upload_body(deps, contents, names))
         text = r.get_data(as_text=True)
         assert r.status_code == 200 and expect in text, text[-400:]
 
