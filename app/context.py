@@ -20,7 +20,6 @@ from app.store import SessionStore
 from app.targets import targets_from
 from collectors.capture import Target
 from collectors.errors import CaptureError
-from reference_engine.cluster import MANIFEST
 
 #: Key of the context in ``flask.Flask.extensions``.
 EXTENSION = "podscope"
@@ -73,6 +72,8 @@ class AppContext:
             collectors.errors.CaptureError: outside the allowed folders, not a regular file,
                 or over ``MAX_MANIFEST_BYTES``.
         """
+        from reference_engine.cluster import MANIFEST  # the engine only when a manifest is named
+
         path = Path(manifest).expanduser().resolve()
         if path.is_dir():
             path = path / MANIFEST

@@ -26,7 +26,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trace_parsers.compression import _too_big, inflate, inflate_zlib, max_bytes
+from trace_parsers.compression import inflate, inflate_zlib, max_bytes, too_big
 from trace_parsers.errors import TraceParseError
 
 #: Rows any file may make, whatever its size (a few KB of gzip can legitimately hold this many).
@@ -69,7 +69,7 @@ class Budget:
         """
         self.inflated += n
         if self.inflated > self.max_bytes:
-            raise _too_big(self.source, self.fmt, self.max_bytes)
+            raise too_big(self.source, self.fmt, self.max_bytes)
 
     def charge_rows(self, n: int) -> None:
         """Counts ``n`` rows (events, counters, stats).

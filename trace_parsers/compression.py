@@ -43,7 +43,7 @@ def max_bytes(compressed: int = 0, env: Mapping[str, str] | None = None) -> int:
     return min(cap, max(MIN_ALLOWANCE, MAX_RATIO * compressed))
 
 
-def _too_big(source: str, fmt: str, limit: int) -> TraceParseError:
+def too_big(source: str, fmt: str, limit: int) -> TraceParseError:
     return TraceParseError(
         source,
         fmt,
@@ -83,7 +83,7 @@ def inflate_zlib(
             chunk = d.decompress(pending, min(_CHUNK, limit + 1 - len(out)))
             out += chunk
             if len(out) > limit:
-                raise _too_big(source, fmt, limit)
+                raise too_big(source, fmt, limit)
             pending = d.unconsumed_tail
             if d.eof:
                 rest = d.unused_data
@@ -110,7 +110,7 @@ def _inflate_zstd(data: bytes, source: str, fmt: str, limit: int) -> bytes:
             while chunk := reader.read(min(_CHUNK, limit + 1 - len(out))):
                 out += chunk
                 if len(out) > limit:
-                    raise _too_big(source, fmt, limit)
+                    raise too_big(source, fmt, limit)
     except zstandard.ZstdError as e:
         raise TraceParseError(source, fmt, f"corrupt zstd stream ({e})") from e
     return bytes(out)
