@@ -102,6 +102,10 @@ def capture_command(
     session: Annotated[
         str | None, typer.Option(help="Session folder name (default: UTC time).")
     ] = None,
+    label: Annotated[
+        str, typer.Option(help="What this session is (e.g. baseline); shown on every page.")
+    ] = "",
+    note: Annotated[str, typer.Option(help="A free-text note kept with the session.")] = "",
     shared_storage: Annotated[
         bool, typer.Option("--shared-storage", help="Workers write into LOGDIR directly.")
     ] = False,
@@ -132,6 +136,8 @@ def capture_command(
             timeout_s=timeout_s,
             token=token,
             session=session,
+            label=label,
+            note=note,
             shared_storage=shared_storage,
             unsafe_full_trace=unsafe_full_trace,
         )

@@ -217,13 +217,18 @@ def _demo_job(logdir: Path, scenario: str, workers: int, duration_ms: int, keep:
         typer.echo(f"capturing every worker of the {scenario} job…")
         result = capture(
             [Target(t.agent_address) for t in m.tasks],
-            CaptureOptions(logdir=logdir, duration_ms=duration_ms),
+            CaptureOptions(
+                logdir=logdir,
+                duration_ms=duration_ms,
+                label=scenario,
+                note=f"PodScope demo: a {workers}-worker mwms-loop job, scenario {scenario}",
+            ),
         )
         for w in result.workers:
             typer.echo(f"  {w.label} [{w.role}:{w.index}] {w.status} {w.reason or w.plan_note}")
         frames = load(result.session_dir)
         typer.echo(
-            f"session {result.session_dir.name}: {len(frames.events):,} events from "
+            f"session {result.session_dir.name} ({scenario}): {len(frames.events):,} events from "
             f"{len(frames.workers)} workers"
         )
     except BaseException:

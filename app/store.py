@@ -1,8 +1,9 @@
 """The sessions of one logdir, for the dashboard: listing, import of uploads, and their analyses
 kept server-side (never sent to the browser).
 
-Sessions are named by their folder under ``<logdir>/plugins/profile`` (``trace_parsers.layout``);
-any name that would leave that folder (``..``, separators, absolute paths) is refused. Analyses
+Sessions are found in every run under the logdir, at any depth, as TensorBoard finds runs, and
+named by their run path and folder (``train/2026_…``; ``trace_parsers.layout.split_session``);
+any name that would leave the logdir (``..``, absolute paths, symlinks out) is refused. Analyses
 (``analyzers.session.SessionAnalysis``) are kept in a bounded LRU keyed by (session, files'
 sizes and mtimes, parser version), so a re-captured or replaced session is parsed again, and
 memory stays bounded.
@@ -19,8 +20,8 @@ from pathlib import Path
 
 from analyzers.session import SessionAnalysis
 from app.execution import ExecConfig, ExecutionError, run_session
-from trace_parsers import TraceParseError, layout, load, sessions
-from trace_parsers.loader import format_of, trace_files, worker_label
+from trace_parsers import TraceParseError, layout, load
+from trace_parsers.loader import format_of, session_folders, trace_files, worker_label
 from trace_parsers.schema import PARSER_VERSION
 
 #: Characters an uploaded file name may keep; others become ``_``.
@@ -36,13 +37,26 @@ class SessionSummary:
     """One session as the Sessions page lists it.
 
     Attributes:
-        name: the session folder.
+        name: the session id (``layout.split_session``: ``run/folder`` or ``folder``).
         workers: capture files in it.
         bytes: their total size.
         modified: the newest file's mtime (epoch seconds).
         manifest: its ``capture.json``, None when it has none (an upload).
         manifest_error: why ``capture.json`` could not be read, else "".
     """
+
+    @property
+    def run(self) -> str:
+        """The run path (``""``: the logdir itself)."""
+        return self.name.rpartition("/")[0]
+
+    @property
+    def label(self) -> str:
+        return self.manifest.label if self.manifest else ""
+
+    @property
+    def note(self) -> str:
+        return self.manifest.note if self.manifest else ""
 
     name: str
     workers: int
@@ -124,32 +138,32 @@ class SessionStore:
     _failures: dict[tuple[object, ...], tuple[str, ...]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    @property
-    def root(self) -> Path:
-        return layout.profile_root(self.logdir)
+    def _folders(self) -> dict[str, Path]:
+        return session_folders(self.logdir)
 
     def names(self) -> list[str]:
-        """Session names, newest first: by their newest trace file's modification time (a
-        name says nothing: ``upload_…`` sorts after every ``2026_…`` capture), then name."""
+        """Session ids of every run at any depth (``train/2026_…``; TensorBoard's runs), newest
+        first: by their newest trace file's modification time (a name says nothing:
+        ``upload_…`` sorts after every ``2026_…`` capture), then id."""
+        folders = self._folders()
 
         def newest(name: str) -> float:
-            files = trace_files(self.root / name)
-            return max((f.stat().st_mtime for f in files), default=0.0)
+            return max((f.stat().st_mtime for f in trace_files(folders[name])), default=0.0)
 
-        return sorted(sessions(self.logdir), key=lambda n: (newest(n), n), reverse=True)
+        return sorted(folders, key=lambda n: (newest(n), n), reverse=True)
 
     def path(self, session: str) -> Path:
         """The session's folder.
 
         Raises:
-            SessionError: the name leaves the logdir, or no such session.
+            SessionError: the id is not a session id, leaves the logdir, or no such session.
         """
         try:
-            layout.check_plain_name(session)
+            run, name = layout.split_session(session)
         except layout.LayoutError:
-            raise SessionError(f"not a session name: {session!r}") from None
+            raise SessionError(f"not a session name: {str(session)[:80]!r}") from None
         try:
-            path = layout.confined(self.root, session)
+            path = layout.confined(self.logdir, *run, *layout.PROFILE_SUBDIR.parts, name)
         except layout.LayoutError:  # a symlink that leads out
             raise SessionError(f"session {session!r} is outside the logdir") from None
         if not path.is_dir() or not trace_files(path):
@@ -159,8 +173,9 @@ class SessionStore:
     def summaries(self) -> list[SessionSummary]:
         """Every session, newest first, with its files and capture manifest."""
         out = []
+        folders = self._folders()
         for name in self.names():
-            folder = self.root / name
+            folder = folders[name]
             files = trace_files(folder)
             stats = [f.stat() for f in files]
             try:
@@ -178,6 +193,17 @@ class SessionStore:
                 )
             )
         return out
+
+    def describe(self, session: str, label: str, note: str) -> None:
+        """Sets the session's label and note (in its ``capture.json``).
+
+        Raises:
+            SessionError: unknown session, or the label/note/manifest is refused (says why).
+        """
+        try:
+            layout.describe_session(self.path(session), label, note)
+        except (layout.LayoutError, OSError) as e:
+            raise SessionError(f"session {session}: {e}") from None
 
     def get(self, session: str) -> SessionAnalysis:
         """The session's analysis (from memory, the disk cache, or parsed now).

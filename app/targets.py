@@ -42,26 +42,50 @@ LIMITS = {
 MAX_TARGETS = 1024
 
 
+#: The Capture page's label of each field (its errors name what the user sees).
+FIELD_LABELS = {
+    "duration_ms": "Duration (ms)",
+    "delay_ms": "Delay before the common start (ms)",
+    "host_tracer_level": "Host tracer level",
+    "python_tracer_level": "Python tracer level",
+    "retries": "Retries",
+}
+
+
 def capture_form(
     duration: Any, delay: Any, host_level: Any, py_level: Any, retries: Any
 ) -> tuple[dict[str, int], str | None]:
-    """The form's values as ``CaptureOptions`` fields, or the first one out of ``LIMITS``
-    (missing duration, delay and retries take their defaults)."""
+    """The form's values as ``CaptureOptions`` fields, or why the first bad one is refused,
+    named as the page labels it (an empty field is refused too: nothing is guessed)."""
     raw = {
-        "duration_ms": 2000 if duration in (None, "") else duration,
-        "delay_ms": 0 if delay in (None, "") else delay,
+        "duration_ms": duration,
+        "delay_ms": delay,
         "host_tracer_level": host_level,
         "python_tracer_level": py_level,
-        "retries": 0 if retries in (None, "") else retries,
+        "retries": retries,
     }
     fields: dict[str, int] = {}
     for name, value in raw.items():
         lo, hi = LIMITS[name]
-        try:
-            number = int(str(value))
-        except ValueError:
-            return {}, f"{name.replace('_', ' ')}: {value!r} is not a whole number"
+        label = FIELD_LABELS[name]
+        text = str(value).strip() if value is not None else ""
+        if not text.isascii() or not text.lstrip("-").isdigit():
+            shown = f"“{text[:20]}” is not" if text else "enter"
+            return {}, f"{label}: {shown} a whole number from {lo:,} to {hi:,}."
+        number = int(text)
         if not lo <= number <= hi:
-            return {}, f"{name.replace('_', ' ')}: {number} is outside {lo}–{hi}"
+            return {}, f"{label}: {number:,} is outside {lo:,}–{hi:,}."
         fields[name] = number
     return fields, None
+
+
+def page_targets_problem(addresses: str | None, manifest: str | None) -> str | None:
+    """What is wrong with the Capture page's two target fields, in the page's words."""
+    if not (addresses or "").strip() and not (manifest or "").strip():
+        return (
+            "Enter the workers' addresses (host:port, comma-separated) or the path of an engine "
+            "cluster manifest."
+        )
+    if (addresses or "").strip() and (manifest or "").strip():
+        return "Fill in either the worker addresses or the cluster manifest, not both."
+    return None

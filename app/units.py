@@ -28,6 +28,11 @@ def fmt_duration(ns: float) -> str:
     return f"{ns / 1e9:.3f} s"
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 worker``, ``3 workers``, ``1,200 steps``; ``many`` for irregular plurals."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
 def fmt_share(x: float) -> str:
     """``76.8 %``; ``0.04 %`` keeps two decimals below 1 %."""
     pct = 100 * x

@@ -77,6 +77,7 @@ class CaptureOptions:
         unsafe_full_trace: also host-trace non-chief MultiWorkerMirroredStrategy workers.
             TF 2.20/2.21 crash there (use-after-free in TraceMeRecorder::Consume); the default
             plan traces them with the Python tracer only.
+        label, note: what the session is, in the user's words (kept in ``capture.json``).
     """
 
     logdir: Path
@@ -91,6 +92,8 @@ class CaptureOptions:
     session: str | None = None
     shared_storage: bool = False
     unsafe_full_trace: bool = False
+    label: str = ""
+    note: str = ""
 
     def deadline_s(self) -> float:
         return (
@@ -140,7 +143,7 @@ class CaptureResult:
         opts = {
             k: (str(v) if isinstance(v, Path) else v)
             for k, v in asdict(self.options).items()
-            if k != "token"
+            if k not in ("token", "label", "note")
         }
         return layout.write_manifest(
             self.session_dir,
@@ -148,6 +151,8 @@ class CaptureResult:
             self.start_timestamp_ns,
             opts,
             [asdict(w) for w in self.workers],
+            label=self.options.label,
+            note=self.options.note,
         )
 
 
@@ -374,6 +379,13 @@ def capture(
         raise CaptureError("no workers to capture")
     if len(set(labels)) != len(labels):
         raise CaptureError(f"two workers share a label: {labels}")
+    try:
+        layout.check_label(opts.label, layout.MAX_LABEL)
+        layout.check_label(opts.note, layout.MAX_NOTE)
+        if opts.session:
+            layout.check_plain_name(opts.session)
+    except layout.LayoutError as e:
+        raise CaptureError(f"session label, note or name refused: {e}") from None
     if opts.session:
         session_dir = layout.session_dir(opts.logdir, opts.session)
         session_dir.mkdir(parents=True, exist_ok=True)

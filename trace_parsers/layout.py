@@ -60,13 +60,37 @@ def profile_root(logdir: Path) -> Path:
     return logdir / PROFILE_SUBDIR
 
 
-def session_dir(logdir: Path, session: str) -> Path:
-    """``<logdir>/plugins/profile/<session>``.
+def split_session(session: str) -> tuple[tuple[str, ...], str]:
+    """(run path parts, session folder) of a session id: ``"2026_…"`` is a session of the logdir
+    itself, ``"train/2026_…"`` one of the run ``train`` (``<logdir>/train/plugins/profile/…``),
+    as TensorBoard names runs by their path under the logdir.
 
     Raises:
-        LayoutError: ``session`` is not a plain name.
+        LayoutError: a part is not a plain name, or the id is longer than a path may be.
     """
-    return profile_root(logdir) / check_plain_name(session)
+    if not isinstance(session, str) or len(session) > 4096:
+        raise LayoutError(f"not a session id: {str(session)[:40]!r}")
+    *run, name = session.split("/")
+    for part in (*run, name):
+        check_plain_name(part)
+    if PROFILE_SUBDIR.parts[0] in run:  # "plugins/profile/x/…" is not a run path
+        raise LayoutError(f"not a session id: {session!r}")
+    return tuple(run), name
+
+
+def session_dir(logdir: Path, session: str) -> Path:
+    """``<logdir>/[<run>/]plugins/profile/<session>`` of a session id (``split_session``).
+
+    Raises:
+        LayoutError: ``session`` is not a session id.
+    """
+    run, name = split_session(session)
+    return profile_root(logdir.joinpath(*run)) / name
+
+
+def session_id(run: str, name: str) -> str:
+    """The id of session folder ``name`` of the run at path ``run`` ("" for the logdir)."""
+    return f"{run}/{name}" if run else name
 
 
 def confined(root: Path, *parts: str) -> Path:
@@ -155,6 +179,8 @@ class CaptureManifest:
     start_timestamp_ns: int
     options: Mapping[str, Any]
     workers: tuple[ManifestWorker, ...]
+    label: str = ""
+    note: str = ""
 
 
 def write_manifest(
@@ -163,6 +189,8 @@ def write_manifest(
     start_timestamp_ns: int,
     options: Mapping[str, Any],
     workers: Iterable[Mapping[str, Any]],
+    label: str = "",
+    note: str = "",
 ) -> Path:
     """Writes ``folder/capture.json`` (atomically: a reader never sees half a file).
 
@@ -171,17 +199,61 @@ def write_manifest(
         session, start_timestamp_ns: the capture's name and common start.
         options: the capture options (JSON-serializable; secrets left out by the caller).
         workers: one mapping per worker with at least ``label`` and ``status``.
+        label, note: what the session is, in the user's words (``check_label``).
     """
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / MANIFEST_NAME
     tmp = path.with_suffix(".json.part")
     payload = {
         "session": session,
+        "label": check_label(label, MAX_LABEL),
+        "note": check_label(note, MAX_NOTE),
         "start_timestamp_ns": start_timestamp_ns,
         "options": dict(options),
         "workers": [dict(w) for w in workers],
     }
     tmp.write_text(json.dumps(payload, indent=2, default=str))
+    tmp.replace(path)
+    return path
+
+
+#: Longest session label and note, in characters.
+MAX_LABEL, MAX_NOTE = 80, 2000
+
+
+def check_label(text: str, limit: int) -> str:
+    """``text`` stripped, when it has at most ``limit`` characters and no control characters
+    other than newlines (a note may have several lines; a label is one).
+
+    Raises:
+        LayoutError: it is too long or holds control characters.
+    """
+    text = (text or "").strip()
+    if len(text) > limit:
+        raise LayoutError(f"at most {limit} characters (this has {len(text)})")
+    allowed = "\n" if limit > MAX_LABEL else ""
+    if any(ord(c) < 32 and c not in allowed for c in text):
+        raise LayoutError("no control characters" + (" other than new lines" if allowed else ""))
+    return text
+
+
+def describe_session(folder: Path, label: str, note: str) -> Path:
+    """Sets a session's label and note in its ``capture.json`` (made for a session without
+    one, such as an upload, with no workers listed), keeping the rest as it was.
+
+    Raises:
+        LayoutError: the label or note is refused (``check_label``), or the manifest is
+            unreadable.
+    """
+    label, note = check_label(label, MAX_LABEL), check_label(note, MAX_NOTE)
+    path = folder / MANIFEST_NAME
+    old = read_manifest(folder)
+    if old is None:
+        return write_manifest(folder, folder.name, 0, {}, [], label, note)
+    raw = json.loads(path.read_text())  # read_manifest checked it is a bounded JSON object
+    raw.update(label=label, note=note)
+    tmp = path.with_suffix(".json.part")
+    tmp.write_text(json.dumps(raw, indent=2, default=str))
     tmp.replace(path)
     return path
 
@@ -229,6 +301,8 @@ def read_manifest(folder: Path) -> CaptureManifest | None:
             start_timestamp_ns=int(raw.get("start_timestamp_ns") or 0),
             options=dict(raw.get("options") or {}),
             workers=workers,
+            label=str(raw.get("label") or ""),
+            note=str(raw.get("note") or ""),
         )
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as e:
         raise LayoutError(f"{path}: unexpected capture manifest content ({e!r:.200})") from e

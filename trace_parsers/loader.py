@@ -5,7 +5,8 @@ Accepted inputs:
 * bytes of one capture;
 * one file (``<worker>.xplane.pb``, plain or gzip);
 * a run folder (``<logdir>/plugins/profile/<session>/``) with one file per worker;
-* a logdir holding ``plugins/profile/<session>/`` folders: the newest session, or ``session=``.
+* a logdir holding ``plugins/profile/<session>/`` folders, at any depth (TensorBoard's runs,
+  ``logdir/train/plugins/profile/…``): the newest session, or ``session=`` (``train/2026_…``).
 
 Workers are labelled by file name (``host_port``), so two workers on one host never collide.
 One bad worker file does not lose the others: they load, and the failure is listed in
@@ -159,6 +160,47 @@ def sessions(logdir: Path) -> list[str]:
     )
 
 
+#: How many folders deep runs are looked for under a logdir (TensorBoard walks every level; a
+#: bound keeps a logdir of ``/`` from walking the whole disk).
+MAX_RUN_DEPTH = 6
+
+
+def runs(logdir: Path) -> list[str]:
+    """Run paths under ``logdir`` that hold ``plugins/profile`` (TensorBoard's runs): ``""`` for
+    the logdir itself, ``"train"``, ``"runA/validation"``…, sorted. Hidden folders, the
+    ``plugins`` folders themselves and symlinks are not walked (a run must not lead out)."""
+    found: list[str] = []
+
+    def walk(folder: Path, parts: tuple[str, ...]) -> None:
+        if layout.profile_root(folder).is_dir():
+            found.append("/".join(parts))
+        if len(parts) >= MAX_RUN_DEPTH:
+            return
+        try:
+            children = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            return
+        for c in children:
+            if c.name.startswith(".") or c.name == layout.PROFILE_SUBDIR.parts[0]:
+                continue
+            if c.is_dir(follow_symlinks=False):
+                walk(Path(c.path), (*parts, c.name))
+
+    if logdir.is_dir():
+        walk(logdir, ())
+    return sorted(found)
+
+
+def session_folders(logdir: Path) -> dict[str, Path]:
+    """Every session of every run under ``logdir`` (``runs``): {session id: folder}, the ids
+    as ``layout.session_id`` writes them (``2026_…``, ``train/2026_…``)."""
+    return {
+        layout.session_id(run, name): layout.session_dir(logdir, layout.session_id(run, name))
+        for run in runs(logdir)
+        for name in sessions(logdir / run)
+    }
+
+
 def resolve(path: str | Path, session: str | None = None) -> list[Path]:
     """The capture files that ``path`` (file, run folder or logdir) designates.
 
@@ -171,19 +213,20 @@ def resolve(path: str | Path, session: str | None = None) -> list[Path]:
     if not p.is_dir():
         raise TraceParseError(p, "unknown", "no such file or folder")
     files = trace_files(p)
-    logdirs = _logdirs(p)
+    found = session_folders(p)
     # Loose files count unless the folder is a logdir and they are not XPlanes (a notes.json
     # beside plugins/ is not a capture).
     xplanes = files and files[0].name.endswith(PARSERS["xplane"].suffixes)
-    if files and session is None and (xplanes or not logdirs):
+    if files and session is None and (xplanes or not found):
         return files
-    found = {name: d for d in logdirs for name in sessions(d)}  # later runs win a tie
     if session is not None:
-        if session not in found:
+        # A bare session name finds it in whichever run holds it, when only one does.
+        named = [s for s in found if s == session or s.rsplit("/", 1)[-1] == session]
+        if session not in found and len(named) != 1:
             raise TraceParseError(
                 p, "unknown", f"no session {session!r}; known: {', '.join(sorted(found)) or 'none'}"
             )
-        return trace_files(layout.session_dir(found[session], session))
+        return trace_files(found[session if session in found else named[0]])
     if not found:
         links = len(links_out(p))
         raise TraceParseError(
@@ -192,16 +235,8 @@ def resolve(path: str | Path, session: str | None = None) -> list[Path]:
             "no capture files (*.xplane.pb) and no plugins/profile/<session> folder"
             + (f" ({links} links leading out of the folder were not read)" if links else ""),
         )
-    newest = max(found, key=lambda n: (_mtime(layout.session_dir(found[n], n)), n))
-    return trace_files(layout.session_dir(found[newest], newest))
-
-
-def _logdirs(folder: Path) -> list[Path]:
-    """``folder`` if it holds ``plugins/profile``, else its subfolders that do: the run
-    folders a Keras ``TensorBoard(profile_batch=…)`` callback writes (``logdir/train/…``)."""
-    if layout.profile_root(folder).is_dir():
-        return [folder]
-    return sorted(c for c in folder.iterdir() if c.is_dir() and layout.profile_root(c).is_dir())
+    newest = max(found, key=lambda n: (_mtime(found[n]), n))
+    return trace_files(found[newest])
 
 
 def _mtime(folder: Path) -> float:

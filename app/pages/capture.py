@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from typing import Any
+from urllib.parse import urlencode
 
 import dash
 import dash_bootstrap_components as dbc
@@ -13,10 +14,12 @@ from app import ids
 from app.background import manager
 from app.context import current
 from app.pages._common import card
-from app.targets import MAX_TARGETS, capture_form
+from app.targets import MAX_TARGETS, capture_form, page_targets_problem
+from app.units import plural
 from collectors.capture import CaptureOptions, WorkerResult, capture
 from collectors.errors import CaptureError
 from collectors.status import Status
+from trace_parsers import layout as capture_layout
 from trace_parsers.layout import profile_root
 
 dash.register_page(__name__, path="/capture", name="Capture", order=7)
@@ -62,15 +65,13 @@ def layout(**_: str) -> Any:
                     [
                         _field(
                             "Duration (ms)",
-                            dbc.Input(
-                                id=ids.CAP_DURATION, type="number", value=2000, min=100, max=60_000
-                            ),
+                            # Text, not type=number: a browser turns an out-of-range number
+                            # into no value at all, and the server could only guess.
+                            dbc.Input(id=ids.CAP_DURATION, value="2000", inputMode="numeric"),
                         ),
                         _field(
                             "Delay before the common start (ms)",
-                            dbc.Input(
-                                id=ids.CAP_DELAY, type="number", value=500, min=0, max=60_000
-                            ),
+                            dbc.Input(id=ids.CAP_DELAY, value="500", inputMode="numeric"),
                         ),
                         _field(
                             "Host tracer level",
@@ -89,8 +90,17 @@ def layout(**_: str) -> Any:
                     [
                         _field(
                             "Retries",
-                            dbc.Input(id=ids.CAP_RETRIES, type="number", value=2, min=0, max=5),
-                        )
+                            dbc.Input(id=ids.CAP_RETRIES, value="2", inputMode="numeric"),
+                        ),
+                        _field(
+                            "Label (e.g. baseline)",
+                            dbc.Input(id=ids.CAP_LABEL, maxLength=capture_layout.MAX_LABEL),
+                        ),
+                        _field(
+                            "Note",
+                            dbc.Input(id=ids.CAP_NOTE, maxLength=capture_layout.MAX_NOTE),
+                            6,
+                        ),
                     ],
                     className="mt-2",
                 ),
@@ -137,6 +147,8 @@ def status_table(workers: list[WorkerResult]) -> dbc.Table:
     State(ids.CAP_HOST_LEVEL, "value"),
     State(ids.CAP_PY_LEVEL, "value"),
     State(ids.CAP_RETRIES, "value"),
+    State(ids.CAP_LABEL, "value"),
+    State(ids.CAP_NOTE, "value"),
     background=True,
     manager=manager(),
     progress=[Output(ids.CAP_PROGRESS, "children")],
@@ -153,9 +165,20 @@ def run_capture(
     host_level: str,
     py_level: str,
     retries: int,
+    label: str | None,
+    note: str | None,
 ) -> Any:
     context = current()
     fields, problem = capture_form(duration, delay, host_level, py_level, retries)
+    problem = page_targets_problem(addresses, manifest) or problem
+    for name, text, limit in (
+        ("Label", label, capture_layout.MAX_LABEL),
+        ("Note", note, capture_layout.MAX_NOTE),
+    ):
+        try:
+            capture_layout.check_label(text or "", limit)
+        except capture_layout.LayoutError as e:
+            problem = problem or f"{name}: {e}."
     if problem:  # checked here, not only in the browser: a POST can say anything
         return dbc.Alert(problem, color="danger")
     try:
@@ -174,6 +197,8 @@ def run_capture(
         python_tracer_level=fields["python_tracer_level"],
         retries=fields["retries"],
         token=context.settings.agent_token,
+        label=label or "",
+        note=note or "",
     )
     shown = {t.worker_label: WorkerResult(t.worker_label, t.address) for t in targets}
     lock = threading.Lock()
@@ -185,12 +210,18 @@ def run_capture(
 
     result = capture(targets, opts, on_update=update)
     ok = sum(w.status == Status.OK for w in result.workers)
-    color = "success" if ok == len(result.workers) else "warning" if ok else "danger"
+    total = len(result.workers)
+    if not ok:  # nothing to open: the statuses above say why each worker failed
+        return dbc.Alert(
+            f"No worker was captured ({plural(total, 'worker')} failed; see the reasons above), "
+            "so there is no session to open.",
+            color="danger",
+        )
     return dbc.Alert(
         [
-            f"{ok}/{len(result.workers)} workers captured. Session ",
-            dcc.Link(result.session, href=f"/pod?session={result.session}"),
+            f"{ok} of {plural(total, 'worker')} captured. Session ",
+            dcc.Link(result.session, href=f"/pod?{urlencode({'session': result.session})}"),
             ".",
         ],
-        color=color,
+        color="success" if ok == total else "warning",
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import time
+from typing import Any
+from urllib.parse import urlencode
 
 import dash
 import dash_ag_grid as dag
@@ -13,28 +15,54 @@ from dash import Input, Output, State, dcc, html
 from app import ids
 from app.context import current
 from app.pages._common import card
+from app.store import SessionError, SessionSummary
+from app.units import fmt_bytes
+from trace_parsers import layout as capture_layout
 
 dash.register_page(__name__, path="/", name="Sessions", order=0)
+
+
+def plan_of(worker: capture_layout.ManifestWorker) -> str:
+    """What a worker's capture recorded: the full host trace, or Python calls only (the safe
+    plan for non-chief MultiWorkerMirroredStrategy workers: no TF ops, no kernels)."""
+    host, python = worker.extra.get("host_tracer_level"), worker.extra.get("python_tracer_level")
+    if host is None and python is None:
+        return ""
+    if host:
+        return "full host trace" + (" + Python" if python else "")
+    return "Python tracer only" if python else "device only"
+
+
+def _capture(summary: SessionSummary) -> str:
+    if summary.manifest_error:
+        return summary.manifest_error
+    if summary.manifest is None:
+        return ""
+    return "; ".join(
+        f"{w.label}: {w.status}" + (f" · {plan}" if (plan := plan_of(w)) else "")
+        for w in summary.manifest.workers
+    )
 
 
 def _rows() -> list[dict[str, object]]:
     rows = []
     for summary in current().store.summaries():
-        name = summary.name
-        if summary.manifest_error:
-            statuses = summary.manifest_error
-        elif summary.manifest is not None:
-            statuses = ", ".join(f"{w.label}: {w.status}" for w in summary.manifest.workers)
-        else:
-            statuses = ""
+        link = urlencode({"session": summary.name})
+        partial = summary.manifest is not None and any(
+            plan_of(w) == "Python tracer only" for w in summary.manifest.workers
+        )
         rows.append(
             {
-                "session": name,
+                "run": summary.run or ".",
+                "session": summary.name.rpartition("/")[2],
+                "label": summary.label,
+                "note": summary.note,
                 "workers": summary.workers,
-                "MB": round(summary.bytes / 1e6, 2),
+                "size": fmt_bytes(summary.bytes),
                 "modified": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(summary.modified)),
-                "capture": statuses,
-                "open": f"[Pod Viewer](/pod?session={name}) · [Timeline](/timeline?session={name})",
+                "capture": ("⚠ " if partial else "") + _capture(summary),
+                "open": f"[Pod Viewer](/pod?{link}) · [Timeline](/timeline?{link})",
+                "id": summary.name,
             }
         )
     return rows
@@ -43,12 +71,19 @@ def _rows() -> list[dict[str, object]]:
 def layout(**query: str) -> html.Div:
     settings = current().settings
     cols = [
+        {"field": "run", "pinned": "left"},
         {"field": "session", "pinned": "left"},
+        {"field": "label"},
         {"field": "workers"},
-        {"field": "MB"},
+        {"field": "size"},
         {"field": "modified"},
         {"field": "open", "cellRenderer": "markdown"},
-        {"field": "capture", "flex": 1},
+        {"field": "capture", "headerName": "capture (status · plan per worker)", "flex": 1},
+        {"field": "note", "flex": 1},
+    ]
+    sessions = [
+        {"label": s.name + (f" ({s.label})" if s.label else ""), "value": s.name}
+        for s in current().store.summaries()
     ]
     return html.Div(
         [
@@ -61,7 +96,35 @@ def layout(**query: str) -> html.Div:
                     columnSize="autoSize",
                     dashGridOptions={"domLayout": "autoHeight"},
                     csvExportParams={"fileName": "sessions.csv"},
+                    getRowId="params.data.id",
                 ),
+            ),
+            card(
+                html.H5("Label a session"),
+                dbc.Row(
+                    [
+                        dbc.Col(
+                            dcc.Dropdown(id=ids.SES_PICK, options=sessions, placeholder="session…"),
+                            md=4,
+                        ),
+                        dbc.Col(
+                            dbc.Input(
+                                id=ids.SES_LABEL,
+                                placeholder="label (e.g. baseline)",
+                                maxLength=capture_layout.MAX_LABEL,
+                            ),
+                            md=3,
+                        ),
+                        dbc.Col(dbc.Button("Save", id=ids.SES_SAVE, disabled=True), md=1),
+                    ]
+                ),
+                dbc.Textarea(
+                    id=ids.SES_NOTE,
+                    placeholder="note: what changed in this run, what to look at…",
+                    maxLength=capture_layout.MAX_NOTE,
+                    className="mt-2",
+                ),
+                html.Div(id=ids.SES_SAVED, className="mt-2"),
             ),
             card(
                 html.H5("Upload a trace"),
@@ -131,3 +194,36 @@ def upload(contents: object, names: object) -> tuple[object, object]:
             )
         )
     return alerts, _rows()
+
+
+@dash.callback(
+    Output(ids.SES_LABEL, "value"),
+    Output(ids.SES_NOTE, "value"),
+    Output(ids.SES_SAVE, "disabled"),
+    Input(ids.SES_PICK, "value"),
+    prevent_initial_call=True,
+)
+def pick(session: str | None) -> tuple[str, str, bool]:
+    """The chosen session's label and note, to edit."""
+    chosen = next((s for s in current().store.summaries() if s.name == session), None)
+    if chosen is None:
+        return "", "", True
+    return chosen.label, chosen.note, False
+
+
+@dash.callback(
+    Output(ids.SES_SAVED, "children"),
+    Output(ids.SESSIONS_TABLE, "rowData", allow_duplicate=True),
+    Input(ids.SES_SAVE, "n_clicks"),
+    State(ids.SES_PICK, "value"),
+    State(ids.SES_LABEL, "value"),
+    State(ids.SES_NOTE, "value"),
+    prevent_initial_call=True,
+)
+def save(_: int, session: str | None, label: str | None, note: str | None) -> tuple[Any, Any]:
+    """Writes the label and note into the session's capture.json."""
+    try:
+        current().store.describe(str(session), label or "", note or "")
+    except SessionError as e:
+        return dbc.Alert(f"Not saved: {e}", color="danger"), dash.no_update
+    return dbc.Alert(f"Saved the label and note of {session}.", color="success"), _rows()

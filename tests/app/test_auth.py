@@ -162,5 +162,5 @@ def test_capture_page_sends_the_agents_token(tmp_path: Path) -> None:
         fake_agent(tmp_path / "agent", token=TOKEN) as (address, traced),
         app.server.test_request_context(),
     ):
-        alert = run_capture(lambda _: None, 1, address, None, 200, 100, "2", "0", 0)
-    assert len(traced) == 1 and "1/1 workers captured" in str(alert)
+        alert = run_capture(lambda _: None, 1, address, None, 200, 100, "2", "0", 0, "x", "")
+    assert len(traced) == 1 and "1 of 1 worker captured" in str(alert)

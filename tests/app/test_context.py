@@ -75,12 +75,15 @@ def test_the_capture_form_is_checked_on_the_server() -> None:
 
     fields, problem = capture_form(2000, 500, "2", "0", 2)
     assert problem is None and fields["retries"] == 2 and fields["host_tracer_level"] == 2
-    assert capture_form(None, None, "2", "0", None)[0]["duration_ms"] == 2000
     for bad in (
+        capture_form(None, 500, "2", "0", 2),  # an emptied field is refused, not guessed
+        capture_form(5, 500, "2", "0", 2),  # 5 ms: refused with the range, not 2000
+        capture_form("²", 500, "2", "0", 2),
         capture_form(2000, 0, "2", "0", 100_000),  # six of these left six hung processes
         capture_form(10**9, 0, "2", "0", 0),
         capture_form(2000, -5, "2", "0", 0),
         capture_form(2000, 0, "7", "0", 0),
         capture_form("2e3", 0, "2", "0", 0),
     ):
-        assert bad[0] == {} and bad[1]
+        assert bad[0] == {} and bad[1] and bad[1].startswith(("Duration", "Delay", "Retries", "Host"))
+    assert "5 is outside 100–60,000" in str(capture_form(5, 500, "2", "0", 2)[1])

@@ -29,9 +29,69 @@ def test_make_and_parse_pair(tmp_path: Path) -> None:
 @pytest.mark.parametrize("bad", ["", ".", "..", "a/b", "a\\b", "a\x00b"])
 def test_names_that_leave_their_folder_are_refused(tmp_path: Path, bad: str) -> None:
     with pytest.raises(layout.LayoutError):
-        layout.session_dir(tmp_path, bad)
+        layout.check_plain_name(bad)
     with pytest.raises(layout.LayoutError):
         layout.confined(tmp_path, bad or "x", bad)
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "..", "a/../b", "/abs", "train/", "a//b", "plugins/profile/x", "a\x00/b", "x" * 5000]
+)
+def test_session_ids_that_leave_the_logdir_are_refused(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(layout.LayoutError):
+        layout.session_dir(tmp_path, bad)
+
+
+def test_runs_are_found_at_any_depth_as_tensorboard_finds_them(tmp_path: Path) -> None:
+    """The Keras TensorBoard callback writes logdir/train/plugins/profile/<run>/<host>.xplane.pb;
+    nested experiment folders hold more runs. Each session is named by its run path."""
+    from trace_parsers.loader import runs, session_folders
+
+    made = {}
+    for run in ("", "train", "runA/validation", "runA/b/c/d/e"):
+        sid = layout.session_id(run, "2026_12_01_10_00_00")
+        d = layout.session_dir(tmp_path, sid)
+        d.mkdir(parents=True)
+        (d / "h.xplane.pb").write_bytes(b"x")
+        made[sid] = d
+    (tmp_path / ".hidden" / "plugins" / "profile" / "s").mkdir(parents=True)
+    (tmp_path / ".hidden" / "plugins" / "profile" / "s" / "h.xplane.pb").write_bytes(b"x")
+    (tmp_path / "empty" / "plugins" / "profile" / "s").mkdir(parents=True)  # no capture file
+    (tmp_path / "link").symlink_to(tmp_path / "runA")  # a symlink is not walked (no loops)
+    assert runs(tmp_path) == ["", "empty", "runA/b/c/d/e", "runA/validation", "train"]
+    assert session_folders(tmp_path) == made
+    assert resolve(tmp_path, session="runA/validation/2026_12_01_10_00_00") == [
+        made["runA/validation/2026_12_01_10_00_00"] / "h.xplane.pb"
+    ]
+    with pytest.raises(Exception, match="known: 2026_12_01_10_00_00, runA/b"):
+        resolve(tmp_path, session="nope")
+
+
+def test_a_bare_session_name_finds_its_only_run(tmp_path: Path) -> None:
+    d = layout.session_dir(tmp_path, "train/s1")
+    d.mkdir(parents=True)
+    (d / "h.xplane.pb").write_bytes(b"x")
+    assert resolve(tmp_path, session="s1") == [d / "h.xplane.pb"]
+
+
+def test_label_and_note_round_trip_and_are_checked(tmp_path: Path) -> None:
+    d = layout.session_dir(tmp_path, "s1")
+    opts = CaptureOptions(logdir=tmp_path, label="baseline", note="before the fix\nbatch 64")
+    CaptureResult("s1", d, opts, [], start_timestamp_ns=1).save()
+    m = layout.read_manifest(d)
+    assert m is not None and (m.label, m.note) == ("baseline", "before the fix\nbatch 64")
+    assert "label" not in m.options
+    layout.describe_session(d, "  straggler ", "")
+    m = layout.read_manifest(d)
+    assert m is not None and (m.label, m.note, m.start_timestamp_ns) == ("straggler", "", 1)
+    upload = layout.session_dir(tmp_path, "upload_1")  # no manifest yet: one is made
+    upload.mkdir()
+    layout.describe_session(upload, "phone", "Pixel 7")
+    m = layout.read_manifest(upload)
+    assert m is not None and (m.label, m.note, m.workers) == ("phone", "Pixel 7", ())
+    for label, note in (("x" * 81, ""), ("a\nb", ""), ("", "bell\x07"), ("", "y" * 2001)):
+        with pytest.raises(layout.LayoutError):
+            layout.describe_session(d, label, note)
 
 
 def test_symlink_out_of_the_root_is_refused(tmp_path: Path) -> None:
