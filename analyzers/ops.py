@@ -495,6 +495,65 @@ def op_comparison(table: pd.DataFrame, top: int = 50) -> pd.DataFrame:
     return wide.join(stats).sort_values("spread_ps", ascending=False).head(top)
 
 
+def kernel_groups(kernels: pd.DataFrame) -> pd.DataFrame:
+    """GPU kernels grouped by name per worker and device: one row per kernel whatever ops
+    launched it (``op_stats(by="kernel")`` has one row per kernel × op).
+
+    Args:
+        kernels: ``op_stats(..., by="kernel")``.
+
+    Returns:
+        ``worker, device, kernel, ops`` (how many ops launched it), ``occurrences, total_ps,
+        self_ps, avg_ps, max_ps, self_share`` (of the worker's kernel time), ``tensor_core``,
+        most self time first.
+
+        ======  ==========  ========  ===  ===========  ========
+        worker  device      kernel    ops  occurrences  self_ps
+        ======  ==========  ========  ===  ===========  ========
+        w0      GPU:0       gemm_128  3    300          9e9
+        ======  ==========  ========  ===  ===========  ========
+    """
+    keys = ["worker", "device", "kernel"]
+    if kernels.empty:
+        return pd.DataFrame(
+            columns=[
+                *keys,
+                "ops",
+                "occurrences",
+                "total_ps",
+                "self_ps",
+                "avg_ps",
+                "max_ps",
+                "self_share",
+                "tensor_core",
+            ]
+        )
+    g = kernels.groupby(keys, observed=True, sort=False)
+    out = g.agg(
+        ops=("op_name", "nunique"),
+        occurrences=("occurrences", "sum"),
+        total_ps=("total_ps", "sum"),
+        self_ps=("self_ps", "sum"),
+        max_ps=("max_ps", "max"),
+        tensor_core=("tensor_core", "any"),
+    ).reset_index()
+    out["avg_ps"] = out["total_ps"] // out["occurrences"].clip(lower=1)
+    per_worker = out.groupby("worker", observed=True)["self_ps"].transform("sum")
+    out["self_share"] = out["self_ps"] / per_worker.where(per_worker > 0)
+    cols = [
+        *keys,
+        "ops",
+        "occurrences",
+        "total_ps",
+        "self_ps",
+        "avg_ps",
+        "max_ps",
+        "self_share",
+        "tensor_core",
+    ]
+    return out[cols].sort_values("self_ps", ascending=False, kind="stable").reset_index(drop=True)
+
+
 MEMORY_COLUMNS = [
     "worker",
     "allocator",

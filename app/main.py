@@ -106,6 +106,8 @@ def create_app(config: AppSettings) -> dash.Dash:
     return app
 
 
+#: What the navbar carries from page to page.
+KEPT_ACROSS_PAGES = ("session", "worker", "step", "device")
 #: Pages about every session (not one): their links do not carry the session.
 _NOT_PER_SESSION = {"/", "/capture"}
 
@@ -120,12 +122,12 @@ _NOT_PER_SESSION = {"/", "/capture"}
 def _nav_keeps_session(
     pathname: str | None, search: str | None, links: list[dict[str, str]]
 ) -> tuple[list[str], list[bool]]:
-    """Moving between pages keeps the session, worker and step the user is looking at; the
-    page shown is marked."""
+    """Moving between pages keeps the session, worker, step and device the user is looking at
+    (what each page's own view means stays with that page); the page shown is marked."""
     from urllib.parse import urlencode
 
     query = query_of(search)
-    kept = {k: query[k] for k in ("session", "worker", "step") if query.get(k)}
+    kept = {k: query[k] for k in KEPT_ACROSS_PAGES if query.get(k)}
     hrefs = [
         link["path"]
         if not kept or link["path"] in _NOT_PER_SESSION
@@ -140,14 +142,19 @@ def _nav_keeps_session(
     Output(ids.SESSION_PICKER, "value"),
     Input(ids.URL, "search"),
 )
-def _sync_picker(search: str | None) -> tuple[list[str], str | None]:
-    names = current().store.names()
+def _sync_picker(search: str | None) -> tuple[list[dict[str, str]], str | None]:
+    """Every session, labelled with its label when it has one (``train/2026_… · baseline``)."""
+    summaries = current().store.summaries()
+    names = [s.name for s in summaries]
+    options = [
+        {"label": s.name + (f" · {s.label}" if s.label else ""), "value": s.name} for s in summaries
+    ]
     wanted = query_of(search).get("session")
     if wanted is None:
-        return names, names[0] if names else None
+        return options, names[0] if names else None
     # A session that is not in the list stays unselected: the page explains why (never a
     # silent switch to another session).
-    return names, wanted if wanted in names else None
+    return options, wanted if wanted in names else None
 
 
 @dash.callback(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import re
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 import dash
 import dash_bootstrap_components as dbc
@@ -16,13 +16,41 @@ from analyzers.session import SessionAnalysis
 from app import ids
 from app.context import current
 from app.store import Job, SessionError, SessionPreparing
-from app.units import fmt_duration, fmt_share
+from app.units import fmt_duration, fmt_share, plural
 from trace_parsers import TraceParseError
 
 
 def query_of(search: str | None) -> dict[str, str]:
     """The URL's query (``dcc.Location.search``) as {key: first value}."""
     return {k: v[0] for k, v in parse_qs((search or "").lstrip("?")).items()}
+
+
+def page_drawn() -> bool:
+    """Whether the running callback was fired because its page was drawn, not by the user.
+    Dash fires a callback whose inputs a page holds when the page is drawn, whatever its
+    ``prevent_initial_call``, when its output (the shell's URL) is outside the page; it then
+    reports every input as changed, where a person changes one control at a time. A control
+    that writes the URL must ignore that call: writing would add a history entry that Back
+    returns to forever. (Writers with one control add the control's container as a second
+    input, so that the two cases differ.)"""
+    return len(dash.ctx.triggered_prop_ids) > 1
+
+
+def with_query(search: str | None, **changes: str | int | None) -> Any:
+    """The URL query ``search`` with ``changes`` applied (None or "" removes a key), or
+    ``no_update`` when that changes nothing: what a control writes into the URL, so that the
+    page is drawn from the URL alone (a copied link, back and forward show the same view).
+    Controls also report their values when a page is drawn; those change nothing."""
+    if page_drawn():
+        return dash.no_update
+    old = query_of(search)
+    query = dict(old)
+    for key, value in changes.items():
+        if value is None or value == "":
+            query.pop(key, None)
+        else:
+            query[key] = str(value)
+    return dash.no_update if query == old else "?" + urlencode(query)
 
 
 def index_of(value: str | None) -> int | None:
@@ -172,10 +200,11 @@ def chosen_worker(choice: str | None) -> str | None:
     return None if not choice or choice == ALL_WORKERS else choice
 
 
-def device_summary(analysis: SessionAnalysis) -> Any:
+def device_summary(analysis: SessionAnalysis, session: str | None = None) -> Any:
     """The session's GPUs/TPUs: the busy ones (any work event on the device) named with their
-    busy time and, where steps exist, compute per step; the idle ones (no work event at all)
-    collapsed under one line that says so. None when the session has no accelerator plane."""
+    busy time and, where steps exist, compute per step, each a link to the ops that ran on it
+    (when ``session`` is given); the idle ones (no work event at all) collapsed under one line
+    that says so. None when the session has no accelerator plane."""
     d = analysis.devices
     if d.empty:
         return None
@@ -193,13 +222,21 @@ def device_summary(analysis: SessionAnalysis) -> Any:
                 dbc.Badge(
                     f"{label(r)} · {fmt_duration(r.busy_ms * 1e6)} busy ({fmt_share(r.busy_share)})"
                     + (
-                        f" · {r.compute_ms_per_step:g} ms compute/step · "
-                        f"{r.steps_busy}/{r.steps} steps"
+                        f" · {fmt_duration(r.compute_ms_per_step * 1e6)} compute/step · "
+                        f"{r.steps_busy}/{plural(r.steps, 'step')}"
                         if r.steps
                         else ""
                     ),
                     color="primary",
-                    className="me-1",
+                    className="me-1 text-decoration-none",
+                    **(
+                        {
+                            "href": ops_href(session, str(r.worker), str(r.device)),
+                            "title": f"Which ops dominate on {label(r)}: open Ops for this device",
+                        }
+                        if session
+                        else {}
+                    ),
                 )
                 for r in busy.itertuples()
             ],
@@ -218,3 +255,8 @@ def device_summary(analysis: SessionAnalysis) -> Any:
         ],
         id=ids.DEVICES,
     )
+
+
+def ops_href(session: str, worker: str, device: str) -> str:
+    """The Ops page showing what ran on one device of one worker, most expensive first."""
+    return "/ops?" + urlencode({"session": session, "worker": worker, "device": device})

@@ -8,11 +8,20 @@ import dash
 import dash_ag_grid as dag
 from dash import Input, Output, State, dcc, html
 
+from analyzers.session import SessionAnalysis
 from analyzers.tflite import invokes, tflite_op_stats
 from app import ids
 from app.figures.tflite import cpu_figure, invoke_latency_figure, waterfall_figure
-from app.pages._common import card, download_frame, index_of, load_session, session_of, table_header
-from app.units import grid_columns
+from app.pages._common import (
+    card,
+    download_frame,
+    index_of,
+    load_session,
+    session_of,
+    table_header,
+    with_query,
+)
+from app.units import fmt_duration, grid_columns, plural
 
 dash.register_page(__name__, path="/android", name="TFLite", order=6)
 
@@ -45,8 +54,8 @@ def layout(session: str | None = None, invoke: str | None = None, **_: str) -> A
     view = view.drop(columns=["total_ns", "avg_ns", "p50_ns", "p95_ns"])
     summary = (
         (
-            f"{len(inv)} invokes · median {inv['dur_ns'].median() / 1e6:.3f} ms · p95 "
-            f"{inv['dur_ns'].quantile(0.95) / 1e6:.3f} ms"
+            f"{plural(len(inv), 'invoke')} · median {fmt_duration(inv['dur_ns'].median())} · "
+            f"p95 {fmt_duration(inv['dur_ns'].quantile(0.95))}"
         )
         if len(inv)
         else "no complete invoke in the trace"
@@ -75,23 +84,28 @@ def layout(session: str | None = None, invoke: str | None = None, **_: str) -> A
                 )
                 if len(inv)
                 else None,
-                dcc.Graph(id=ids.TFL_WATERFALL),
-                dcc.Graph(id=ids.TFL_CPU),
+                *invoke_figures(analysis, chosen if len(inv) else None),
             ),
         ]
     )
 
 
 @dash.callback(
-    Output(ids.TFL_WATERFALL, "figure"),
-    Output(ids.TFL_CPU, "figure"),
+    Output(ids.URL, "search", allow_duplicate=True),
     Input(ids.TFL_INVOKE, "value"),
+    Input(ids.TFL_WATERFALL, "id"),  # see page_drawn
     State(ids.URL, "search"),
+    prevent_initial_call=True,
 )
-def show_invoke(index: int | None, search: str | None) -> tuple[Any, Any]:
-    _, analysis, _ = load_session(session_of(search))
-    if analysis is None or index is None:
-        return dash.no_update, dash.no_update
+def choose(index: int | None, _: str, search: str | None) -> Any:
+    """The invoke goes into the URL; the page is drawn from it."""
+    return with_query(search, invoke=index or None)  # the first invoke is the default
+
+
+def invoke_figures(analysis: SessionAnalysis, index: int | None) -> list[Any]:
+    """The ops waterfall and CPU scheduling of one invoke (none without invokes)."""
+    if index is None:
+        return []
     ev = analysis.frames.events
     row = invokes(ev).iloc[int(index)]
     t0, t1 = int(row["start_ns"]), int(row["start_ns"] + row["dur_ns"])
@@ -101,10 +115,20 @@ def show_invoke(index: int | None, search: str | None) -> tuple[Any, Any]:
     ops = inside[inside["op_type"].notna()]
     tid = int(row["thread"].rsplit("(", 1)[-1].rstrip(")")) if row["thread"].endswith(")") else None
     pad = (t1 - t0) // 2
-    return (
-        waterfall_figure(ops, f"Invoke {index}: {len(ops)} ops, {row['dur_ns'] / 1e6:.3f} ms"),
-        cpu_figure(analysis.frames.sched, analysis.frames.counters, tid, t0 - pad, t1 + pad),
-    )
+    return [
+        dcc.Graph(
+            id=ids.TFL_WATERFALL,
+            figure=waterfall_figure(
+                ops, f"Invoke {index}: {plural(len(ops), 'op')}, {fmt_duration(row['dur_ns'])}"
+            ),
+        ),
+        dcc.Graph(
+            id=ids.TFL_CPU,
+            figure=cpu_figure(
+                analysis.frames.sched, analysis.frames.counters, tid, t0 - pad, t1 + pad
+            ),
+        ),
+    ]
 
 
 @dash.callback(

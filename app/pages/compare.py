@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import dash
 import dash_ag_grid as dag
@@ -15,7 +16,14 @@ from app import ids
 from app.context import current
 from app.figures.compare import compare_steps_figure
 from app.figures.pod import LABELS
-from app.pages._common import card, download_buttons, download_frame, load_session, session_of
+from app.pages._common import (
+    card,
+    download_buttons,
+    download_frame,
+    load_session,
+    session_of,
+    with_query,
+)
 from app.units import grid_columns
 
 dash.register_page(__name__, path="/compare", name="Compare", order=5)
@@ -31,9 +39,8 @@ def layout(session: str | None = None, baseline: str | None = None, **_: str) ->
         return dbc.Alert(
             "Comparing needs two sessions: capture or upload another one.", color="info"
         )
-    if baseline not in others:  # default: the session before this one, else the newest other
-        older = names[names.index(session) + 1 :] if session in names else []
-        baseline = older[0] if older else others[0]
+    if baseline not in others:
+        baseline = default_baseline(names, str(session))
     return html.Div(
         [
             card(
@@ -59,7 +66,7 @@ def layout(session: str | None = None, baseline: str | None = None, **_: str) ->
                 ),
                 dcc.Download(id=ids.CMP_DOWNLOAD),
             ),
-            dcc.Loading(html.Div(id=ids.CMP_BODY)),
+            html.Div(body(f"?{urlencode({'session': session})}", baseline), id=ids.CMP_BODY),
         ]
     )
 
@@ -98,12 +105,29 @@ def _percent(change: pd.Series) -> pd.Series:
     return change.map(lambda c: None if pd.isna(c) else f"{c:+.1%}")
 
 
+def default_baseline(names: list[str], session: str) -> str | None:
+    """The session before this one (names are newest first), else the newest other one."""
+    others = [n for n in names if n != session]
+    older = names[names.index(session) + 1 :] if session in names else []
+    return older[0] if older else others[0] if others else None
+
+
 @dash.callback(
-    Output(ids.CMP_BODY, "children"),
+    Output(ids.URL, "search", allow_duplicate=True),
     Input(ids.CMP_BASELINE, "value"),
+    Input(ids.CMP_BODY, "id"),  # see page_drawn
     State(ids.URL, "search"),
+    prevent_initial_call=True,
 )
-def show(baseline: str | None, search: str | None) -> Any:
+def choose(baseline: str | None, _body: str, search: str | None) -> Any:
+    """The baseline goes into the URL (unless it is the default); the page is drawn from it."""
+    names = current().store.names()
+    default = default_baseline(names, session_of(search) or (names[0] if names else ""))
+    return with_query(search, baseline=None if baseline == default else baseline)
+
+
+def body(search: str | None, baseline: str | None) -> Any:
+    """The comparison of the URL's session with ``baseline``: figure, step table, op grid."""
     session, steps, ops, note = _compare(search, baseline)
     if steps is None or ops is None:
         return note

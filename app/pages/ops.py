@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 import dash
@@ -12,20 +12,23 @@ import pandas as pd
 from dash import Input, Output, State, dcc, html
 
 from analyzers.compare import with_per_step
-from analyzers.ops import op_comparison
+from analyzers.ops import kernel_groups, op_comparison
+from analyzers.session import SessionAnalysis
 from app import ids
-from app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure
+from app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure, short_name
 from app.pages._common import (
+    ALL_WORKERS,
     card,
     chosen_worker,
     device_summary,
     download_buttons,
     download_frame,
     load_session,
-    session_of,
+    query_of,
+    with_query,
     worker_picker,
 )
-from app.units import grid_columns
+from app.units import grid_columns, plural
 
 dash.register_page(__name__, path="/ops", name="Ops", order=2)
 
@@ -47,7 +50,7 @@ def grid_rows(table: pd.DataFrame, session: str) -> list[dict[str, Any]]:
         for w, q in zip(view["worker"], name, strict=True)
     ]
     # What and what it costs first, where it ran after, most expensive first.
-    lead = [c for c in (*NAME_COLUMNS, *COST_COLUMNS, "worker", "device") if c in view]
+    lead = [c for c in (*NAME_COLUMNS, "ops", *COST_COLUMNS, "worker", "device") if c in view]
     view = view[lead + [c for c in view.columns if c not in lead]]
     view = view.sort_values("self_ms", ascending=False, kind="stable")
     return view.astype(object).where(view.notna(), None).to_dict("records")
@@ -71,12 +74,78 @@ def rows_name(rows: list[dict[str, Any]]) -> str | None:
     return next((c for c in NAME_COLUMNS if rows and c in rows[0]), None)
 
 
+#: The table's views: the ``by`` of ``analyzers.ops.op_stats``, as the URL and the page say them.
+VIEWS = {"op": "per op", "type": "per op type", "kernel": "per GPU kernel (grouped by name)"}
+ALL_DEVICES = "all"
+
+
+class View(NamedTuple):
+    """What the Ops page shows, from the URL: the op table of (worker, view), cut to a device,
+    and in the kernel view the kernels grouped by name with the chosen kernel's ops. (A named
+    tuple: Dash loads page modules outside ``sys.modules``, where a dataclass cannot resolve
+    its annotations.)"""
+
+    by: str
+    worker: str | None
+    device: str | None
+    devices: list[str]
+    table: pd.DataFrame  # the op_stats rows shown (kernel × op in the kernel view)
+    groups: pd.DataFrame | None  # kernel_groups of ``table`` in the kernel view
+    kernel: str | None
+    children: pd.DataFrame | None  # the ops that launched ``kernel``
+
+
+def view_of(
+    analysis: SessionAnalysis,
+    worker: str | None,
+    by: str | None,
+    device: str | None,
+    kernel: str | None,
+) -> View:
+    """The view a URL names; unknown values fall back to the defaults."""
+    by = by if by in VIEWS else "op"
+    chosen = chosen_worker(worker) if worker in analysis.worker_names else None
+    whole = with_per_step(analysis.op_table_for(by, chosen), analysis.pod)
+    devices = sorted({*whole["device"].astype(str), *_accelerators(analysis, chosen)})
+    device = device if device in devices else None
+    table = whole[whole["device"].astype(str) == device] if device else whole
+    if by != "kernel":
+        return View(by, chosen, device, devices, table, None, None, None)
+    groups = with_per_step(kernel_groups(table), analysis.pod)
+    kernel = kernel if kernel in set(groups["kernel"].astype(str)) else None
+    children = table[table["kernel"].astype(str) == kernel] if kernel else None
+    return View(by, chosen, device, devices, table, groups, kernel, children)
+
+
+def _accelerators(analysis: SessionAnalysis, worker: str | None) -> list[str]:
+    """Every GPU/TPU of the worker(s), idle ones included (they are asked about too)."""
+    d = analysis.devices
+    return (
+        []
+        if d.empty
+        else d[d["worker"] == worker]["device"].astype(str).tolist()
+        if worker
+        else d["device"].astype(str).tolist()
+    )
+
+
+def _device_label(device: str) -> str:
+    return device.removeprefix("/device:").removeprefix("/host:")
+
+
 def layout(
-    session: str | None = None, worker: str | None = None, by: str | None = None, **_: str
+    session: str | None = None,
+    worker: str | None = None,
+    by: str | None = None,
+    device: str | None = None,
+    kernel: str | None = None,
+    q: str | None = None,
+    **_: str,
 ) -> Any:
     session, analysis, alert = load_session(session)
-    if analysis is None:
+    if analysis is None or session is None:
         return alert
+    view = view_of(analysis, worker, by, device, kernel)
     mem = analysis.memory
     memory = (
         dcc.Graph(figure=memory_figure(mem))
@@ -87,113 +156,232 @@ def layout(
             className="podscope-muted",
         )
     )
+    shown = view.groups if view.groups is not None else view.table
+    rows = grid_rows(shown, session) if len(shown) else []
+    note = None if len(shown) else dbc.Alert(_why_empty(analysis, view), color="secondary")
+    comparison = (
+        op_comparison(view.table)
+        if view.by == "op" and view.table["worker"].nunique() > 1
+        else None
+    )
     return html.Div(
         [
             card(
                 dbc.Row(
                     [
                         dbc.Col(
-                            worker_picker(ids.OPS_WORKER, analysis, worker),
+                            [
+                                dbc.Label("Worker"),
+                                worker_picker(ids.OPS_WORKER, analysis, view.worker),
+                            ],
+                            md=3,
+                        ),
+                        dbc.Col(
+                            [
+                                dbc.Label("Device"),
+                                dcc.Dropdown(
+                                    id=ids.OPS_DEVICE,
+                                    options=[
+                                        {"label": "all devices", "value": ALL_DEVICES},
+                                        *[
+                                            {"label": _device_label(d), "value": d}
+                                            for d in view.devices
+                                        ],
+                                    ],
+                                    value=view.device or ALL_DEVICES,
+                                    clearable=False,
+                                ),
+                            ],
+                            md=2,
+                        ),
+                        dbc.Col(
+                            [
+                                dbc.Label("Table"),
+                                dbc.RadioItems(
+                                    id=ids.OPS_BY,
+                                    value=view.by,
+                                    inline=True,
+                                    options=[{"label": v, "value": k} for k, v in VIEWS.items()],
+                                ),
+                            ],
                             md=4,
                         ),
                         dbc.Col(
-                            dbc.RadioItems(
-                                id=ids.OPS_BY,
-                                value=by or "op",
-                                inline=True,
-                                options=[
-                                    {"label": "per op", "value": "op"},
-                                    {"label": "per op type", "value": "type"},
-                                    {"label": "per GPU kernel", "value": "kernel"},
-                                ],
-                            ),
-                            md=5,
+                            [
+                                dbc.Label("Filter rows"),
+                                dbc.Input(
+                                    id=ids.OPS_FILTER,
+                                    value=q or "",
+                                    placeholder="name contains…",
+                                    debounce=True,
+                                ),
+                            ],
+                            md=2,
                         ),
                         dbc.Col(
                             download_buttons(ids.OPS_CSV, ids.OPS_PARQUET),
-                            md=3,
+                            md=1,
                             className="text-end",
                         ),
                     ]
                 ),
-                device_summary(analysis),
+                device_summary(analysis, session),
                 dcc.Download(id=ids.OPS_DOWNLOAD),
             ),
             card(
-                html.Div(id=ids.OPS_NOTE),
+                html.Div(note, id=ids.OPS_NOTE),
+                html.H6(_title(view), className="mt-1"),
                 dag.AgGrid(
                     id=ids.OPS_TABLE,
+                    rowData=rows,
+                    columnDefs=grid_columns(
+                        rows[0] if rows else [], pinned=rows_name(rows), markdown=["timeline"]
+                    ),
                     defaultColDef={"sortable": True, "filter": True, "resizable": True},
-                    dashGridOptions={"pagination": True, "paginationPageSize": 25},
+                    dashGridOptions={
+                        "pagination": True,
+                        "paginationPageSize": 25,
+                        "paginationPageSizeSelector": [25, 100, 500],
+                        "quickFilterText": q or "",
+                        "rowSelection": {
+                            "mode": "singleRow",
+                            "checkboxes": False,
+                            "enableClickSelection": True,
+                        },
+                    },
                     style={"height": "560px"},
                 ),
+                _children(view, session),
             ),
             dbc.Row(
                 [
-                    dbc.Col(card(dcc.Graph(id=ids.OPS_TOP)), md=6),
-                    dbc.Col(card(dcc.Graph(id=ids.OPS_TREEMAP)), md=6),
+                    dbc.Col(
+                        card(dcc.Graph(id=ids.OPS_TOP, figure=ops_top_figure(view.table))), md=6
+                    ),
+                    dbc.Col(
+                        card(dcc.Graph(id=ids.OPS_TREEMAP, figure=ops_treemap_figure(view.table))),
+                        md=6,
+                    ),
                 ]
             ),
             card(
                 html.H5("Across workers (self time, ms): ops that differ most"),
-                html.Div(id=ids.OPS_COMPARE),
+                html.Div(
+                    dbc.Table.from_dataframe(
+                        (comparison / 1e9).round(3).reset_index().head(15), size="sm"
+                    )
+                    if comparison is not None
+                    else html.P(_no_comparison(view), className="podscope-muted"),
+                    id=ids.OPS_COMPARE,
+                ),
             ),
             card(html.H5("Memory"), memory),
         ]
     )
 
 
-def _table(search: str | None, worker: str, by: str) -> tuple[str | None, pd.DataFrame | None]:
-    session, analysis, _ = load_session(session_of(search))
-    if analysis is None:
-        return session, None
-    return session, with_per_step(analysis.op_table_for(by, chosen_worker(worker)), analysis.pod)
+def _title(view: View) -> str:
+    where = " · ".join(
+        x
+        for x in (view.worker or "all workers", _device_label(view.device or "") or "all devices")
+        if x
+    )
+    if view.groups is not None:
+        return (
+            f"{plural(len(view.groups), 'kernel')} by self time ({where}); click a kernel for "
+            "the ops that launched it"
+        )
+    return f"{plural(len(view.table), 'row')} by self time ({where})"
+
+
+def _no_comparison(view: View) -> str:
+    if view.by != "op":
+        return "Workers are compared per op: choose the per-op table."
+    return "One worker here: nothing to compare."
+
+
+def _children(view: View, session: str) -> Any:
+    """The ops that launched the chosen kernel (the group's children)."""
+    if view.children is None:
+        return html.Div(id=ids.OPS_CHILDREN)
+    rows = grid_rows(view.children.drop(columns=["kernel"]), session)
+    return html.Div(
+        [
+            html.H6(
+                f"{plural(len(rows), 'op')} launched {short_name(str(view.kernel))}",
+                className="mt-3",
+                title=str(view.kernel),
+            ),
+            dag.AgGrid(
+                rowData=rows,
+                columnDefs=grid_columns(
+                    rows[0] if rows else [], pinned=rows_name(rows), markdown=["timeline"]
+                ),
+                defaultColDef={"sortable": True, "filter": True, "resizable": True},
+                dashGridOptions={
+                    "domLayout": "autoHeight",
+                    "pagination": True,
+                    "paginationPageSize": 10,
+                },
+            ),
+        ],
+        id=ids.OPS_CHILDREN,
+    )
 
 
 @dash.callback(
-    Output(ids.OPS_TABLE, "rowData"),
-    Output(ids.OPS_TABLE, "columnDefs"),
-    Output(ids.OPS_TOP, "figure"),
-    Output(ids.OPS_TREEMAP, "figure"),
-    Output(ids.OPS_COMPARE, "children"),
-    Output(ids.OPS_NOTE, "children"),
+    Output(ids.URL, "search", allow_duplicate=True),
     Input(ids.OPS_WORKER, "value"),
+    Input(ids.OPS_DEVICE, "value"),
     Input(ids.OPS_BY, "value"),
+    Input(ids.OPS_FILTER, "value"),
+    Input(ids.OPS_TABLE, "selectedRows"),
     State(ids.URL, "search"),
+    prevent_initial_call=True,
 )
-def show(worker: str, by: str, search: str | None) -> tuple[Any, ...]:
-    session, table = _table(search, worker, by)
-    if table is None or session is None:
-        return (dash.no_update,) * 6
-    if table.empty:
-        note = dbc.Alert(_why_empty(search, worker, by), color="secondary", className="mb-2")
-        empty = ops_top_figure(table), ops_treemap_figure(table)
-        return [], [], *empty, None, note
-    rows = grid_rows(table, session)
-    cols = grid_columns(rows[0] if rows else [], pinned=rows_name(rows), markdown=["timeline"])
-    comparison = op_comparison(table) if by == "op" and table["worker"].nunique() > 1 else None
-    compare = (
-        dbc.Table.from_dataframe((comparison / 1e9).round(3).reset_index().head(15), size="sm")
-        if comparison is not None
-        else html.P("One worker: nothing to compare.", className="podscope-muted")
+def choose(
+    worker: str | None,
+    device: str | None,
+    by: str | None,
+    q: str | None,
+    selected: list[dict[str, Any]] | None,
+    search: str | None,
+) -> Any:
+    """The controls' values go into the URL; the page is drawn from it (``layout``)."""
+    trigger = dash.ctx.triggered_id
+    if trigger == ids.OPS_TABLE:
+        kernel = (selected or [{}])[0].get("kernel") if by == "kernel" else None
+        if not kernel or kernel == query_of(search).get("kernel"):
+            return dash.no_update
+        return with_query(search, kernel=kernel)
+    return with_query(
+        search,
+        worker=None if worker == ALL_WORKERS else worker,
+        device=None if device == ALL_DEVICES else device,
+        by=None if by == "op" else by,
+        q=q,
+        kernel=None,
     )
-    return rows, cols, ops_top_figure(table), ops_treemap_figure(table), compare, None
 
 
-def _why_empty(search: str | None, worker: str, by: str) -> str:
-    """Why the op table is empty, for this worker and view (shown above the table)."""
-    _, analysis, _ = load_session(session_of(search))
-    chosen = chosen_worker(worker)
-    if chosen and analysis is not None:
+def _why_empty(analysis: SessionAnalysis, view: View) -> str:
+    """Why the op table is empty, for this worker, device and view (shown above the table)."""
+    if view.worker:
         w = analysis.worker_events
-        w = w[w["worker"] == chosen]
+        w = w[w["worker"] == view.worker]
         if len(w) and int(w["traced"].iloc[0]) == 0:  # every event is a Python call
             return (
-                f"{chosen} was traced with the Python tracer only (the safe capture plan for "
+                f"{view.worker} was traced with the Python tracer only (the safe capture plan for "
                 "workers where the host tracer crashed): its trace has Python calls, no TF ops "
-                "or kernels. Pick another worker, or capture it again with host_tracer_level 2."
+                "or kernels. Pick another worker, or capture it again with host tracer level 2."
             )
-    if by == "kernel":
+    if view.device:
+        d = analysis.devices
+        idle = d[(d["device"] == view.device) & d["idle"]] if len(d) else d
+        if len(idle):
+            return f"{_device_label(view.device)} was idle: nothing ran on it in this capture."
+        return f"No {VIEWS[view.by].split(' (')[0].removeprefix('per ')} rows on {_device_label(view.device)}."
+    if view.by == "kernel":
         return "No GPU kernels here: kernels live on /device:GPU planes, and this capture has none."
     return (
         "No op events here: no TF ops on the host (name:Type or a tf_op stat), no device "
@@ -205,13 +393,16 @@ def _why_empty(search: str | None, worker: str, by: str) -> str:
     Output(ids.OPS_DOWNLOAD, "data"),
     Input(ids.OPS_CSV, "n_clicks"),
     Input(ids.OPS_PARQUET, "n_clicks"),
-    State(ids.OPS_WORKER, "value"),
-    State(ids.OPS_BY, "value"),
     State(ids.URL, "search"),
     prevent_initial_call=True,
 )
-def download(_csv: int | None, _pq: int | None, worker: str, by: str, search: str | None) -> Any:
-    session, table = _table(search, worker, by)
-    if table is None:
+def download(_csv: int | None, _pq: int | None, search: str | None) -> Any:
+    """The table shown (every row of the view, the filter box aside), as CSV or Parquet."""
+    query = query_of(search)
+    session, analysis, _ = load_session(query.get("session"))
+    if analysis is None or session is None:
         return dash.no_update
-    return download_frame(table, f"ops_{by}_{session}", ids.OPS_PARQUET)
+    view = view_of(analysis, query.get("worker"), query.get("by"), query.get("device"), None)
+    table = view.groups if view.groups is not None else view.table
+    name = "_".join(x for x in ("ops", view.by, session, _device_label(view.device or "")) if x)
+    return download_frame(table, name.replace("/", "_").replace(":", ""), ids.OPS_PARQUET)

@@ -26,8 +26,9 @@ from app.pages._common import (
     load_session,
     session_of,
     table_header,
+    with_query,
 )
-from app.units import fmt_duration, grid_columns
+from app.units import fmt_duration, grid_columns, plural
 
 dash.register_page(__name__, path="/pod", name="Pod Viewer", order=1)
 
@@ -36,7 +37,8 @@ def step_title(analysis: SessionAnalysis, step: int | None) -> str:
     """The bars' title: the step and its step_num, or the number of steps averaged."""
     b = analysis.breakdown
     if step is None:
-        return f"All {b['step'].nunique()} steps (mean)"
+        n = b["step"].nunique()
+        return "The only step" if n == 1 else f"All {n} steps (mean)"
     return f"Step {step} (step_num {b.loc[b['step'] == step, 'step_num'].iloc[0]})"
 
 
@@ -103,14 +105,15 @@ def layout(
                 html.Div(
                     [
                         html.Span(
-                            f"Session {session} · {b['worker'].nunique()} workers · {n_steps} steps"
-                            f" · mean step {fmt_duration(analysis.step_time_ns)}  "
+                            f"Session {session} · {plural(b['worker'].nunique(), 'worker')} · "
+                            f"{plural(n_steps, 'step')} · mean step "
+                            f"{fmt_duration(analysis.step_time_ns)}  "
                         ),
                         *badges,
                     ],
                     id=ids.POD_BADGES,
                 ),
-                device_summary(analysis),
+                device_summary(analysis, session),
                 html.Ul(notes, id=ids.POD_NOTES, className="podscope-muted mt-2")
                 if notes
                 else html.Div(id=ids.POD_NOTES),
@@ -178,25 +181,15 @@ def layout(
 
 
 @dash.callback(
-    Output(ids.POD_BARS, "figure"),
-    Output(ids.POD_LINES, "figure"),
+    Output(ids.URL, "search", allow_duplicate=True),
     Input(ids.POD_STEP, "value"),
     Input(ids.POD_MODE, "value"),
     State(ids.URL, "search"),
     prevent_initial_call=True,
 )
-def select_step(step: int, mode: str, search: str | None) -> tuple[Any, Any]:
-    _, analysis, _ = load_session(session_of(search))
-    if analysis is None:
-        return dash.no_update, dash.no_update
-    selected = int(step) if mode == "step" else None
-    rows, title = analysis.step_rows(selected), step_title(analysis, selected)
-    return breakdown_bars_figure(rows, title), step_time_lines_figure(analysis.pod, selected)
-
-
-@dash.callback(Output(ids.POD_STEP, "disabled"), Input(ids.POD_MODE, "value"))
-def slider_only_for_one_step(mode: str) -> bool:
-    return mode != "step"
+def select_step(step: int, mode: str, search: str | None) -> str:
+    """The step chosen goes into the URL; the page is drawn from it (``layout``)."""
+    return with_query(search, step=int(step or 0) if mode == "step" else None)
 
 
 @dash.callback(

@@ -1,8 +1,11 @@
 """Timeline: a flame chart per worker › plane › line; zoom, pan (W/A/S/D), search, steps.
 
-The window the user chose lives in a store (``TL_WINDOW``) and changes only on a real zoom,
-pan, step choice or reset (a double click): Plotly's own relayout events after a redraw
-(``autosize``) carry no range and are ignored, so a zoom stays where it was put. Level of
+Everything the user chose is in the URL (workers, search, step, hidden planes, the window), so a
+copied link, a reload, back and forward show the same view: the controls write the URL and the
+page is drawn from it. The window lives in a store (``TL_WINDOW``) and changes only on a real
+zoom, pan, step choice or reset (a double click): Plotly's own relayout events after a redraw
+(``autosize``) carry no range and are ignored, so a zoom stays where it was put. A zoom replaces
+the URL's ``t0``/``t1`` in place (no history entry per zoom, as Perfetto keeps none). Level of
 detail is decided on the server for every redraw (``app.figures.timeline``): the browser never
 gets more than ~20 k bars. Only the workers shown are loaded (a few at a time), so a session of
 hundreds of workers opens as fast as one of four.
@@ -21,7 +24,7 @@ from analyzers.session import WORKERS_KEPT, SessionAnalysis
 from analyzers.timeline import TimelineIndex
 from app import ids
 from app.figures.timeline import timeline_figure
-from app.pages._common import card, index_of, load_session, session_of
+from app.pages._common import card, index_of, load_session, session_of, with_query
 from app.units import fmt_duration
 
 dash.register_page(__name__, path="/timeline", name="Timeline", order=3)
@@ -33,10 +36,11 @@ HELP = (
 
 
 def _default_workers(analysis: SessionAnalysis, worker: str | None) -> list[str]:
-    """The worker in the URL, else the named straggler, else the first worker."""
+    """The workers in the URL (comma-separated), else the named straggler, else the first."""
     names = analysis.worker_names
-    if worker in names:
-        return [worker]
+    chosen = [w for w in (worker or "").split(",") if w in names]
+    if chosen:
+        return chosen
     s = analysis.stragglers if len(analysis.breakdown) else None
     if s is not None and len(s) and s["straggler"].any():
         return [str(s.loc[s["straggler"], "worker"].iloc[0])]
@@ -79,6 +83,9 @@ def layout(
     worker: str | None = None,
     q: str | None = None,
     step: str | None = None,
+    hide: str | None = None,
+    t0: str | None = None,
+    t1: str | None = None,
     **_: str,
 ) -> Any:
     session, analysis, alert = load_session(session)
@@ -89,7 +96,11 @@ def layout(
     steps = sorted(int(s) for s in analysis.aligned["step"].unique())
     chosen = index_of(step) if index_of(step) in steps else None
     workers = _default_workers(analysis, worker)
-    window = step_window(analysis, chosen, workers) if chosen is not None else None
+    window = _url_window(t0, t1) or (
+        step_window(analysis, chosen, workers) if chosen is not None else None
+    )
+    planes = _planes(analysis)
+    shown = [p for p in planes if p not in hide.split(",")] if hide else None  # "none": all shown
     return html.Div(
         [
             card(
@@ -131,8 +142,10 @@ def layout(
                             "Planes shown",
                             dcc.Checklist(
                                 id=ids.TL_PLANES,
-                                options=_planes(analysis),
-                                value=_planes_shown(analysis, workers),
+                                options=planes,
+                                value=shown
+                                if shown is not None
+                                else _planes_shown(analysis, workers),
                                 inline=True,
                                 inputClassName="me-1",
                                 labelClassName="me-3",
@@ -162,27 +175,83 @@ def layout(
     )
 
 
+def _url_window(t0: str | None, t1: str | None) -> dict[str, int] | None:
+    """The window the URL names (epoch ns), if it names a sane one."""
+    lo, hi = index_of_ns(t0), index_of_ns(t1)
+    return {"t0": lo, "t1": hi} if lo is not None and hi is not None and hi > lo else None
+
+
+def index_of_ns(value: str | None) -> int | None:
+    """A time in ns from a URL: ASCII digits only, at most 20 of them."""
+    return (
+        int(value) if value and value.isascii() and value.isdigit() and len(value) <= 20 else None
+    )
+
+
 @dash.callback(
-    Output(ids.TL_WINDOW, "data"),
-    Input(ids.TL_GRAPH, "relayoutData"),
+    Output(ids.URL, "search", allow_duplicate=True),
+    Input(ids.TL_WORKER, "value"),
+    Input(ids.TL_SEARCH, "value"),
     Input(ids.TL_STEP, "value"),
+    Input(ids.TL_PLANES, "value"),
     State(ids.TL_WINDOW, "data"),
-    State(ids.TL_GRAPH, "figure"),
-    State(ids.TL_WORKER, "value"),
     State(ids.URL, "search"),
     prevent_initial_call=True,
 )
-def choose_window(
-    relayout: dict[str, Any] | None,
-    step: int | None,
-    window: dict[str, int] | None,
-    figure: dict[str, Any] | None,
+def choose(
     workers: list[str] | None,
+    query: str | None,
+    step: int | None,
+    planes: list[str] | None,
+    window: dict[str, int] | None,
     search: str | None,
 ) -> Any:
-    """The window after a user's zoom, pan, reset or step choice; nothing else moves it."""
-    if dash.ctx.triggered_id == ids.TL_STEP:
-        return _step_window(search, step, workers or [])
+    """The controls' values go into the URL (a new history entry); the page is drawn from it.
+    A new step opens on that step's window; any other change keeps the window."""
+    _, analysis, _ = load_session(session_of(search))
+    if analysis is None:
+        return dash.no_update
+    # Defaults stay out of the URL: the values a page is drawn with are reported back when
+    # it is drawn, and writing them would add a history entry that Back returns to forever.
+    default = _default_workers(analysis, None)
+    shown = [p for p in _planes(analysis) if p in (planes or [])]
+    hidden = [p for p in _planes(analysis) if p not in shown]
+    default_shown = _planes_shown(analysis, workers or default)
+    keep = window if dash.ctx.triggered_id != ids.TL_STEP and window else {}
+    return with_query(
+        search,
+        worker=None if (workers or default) == default else ",".join(workers or []),
+        q=query,
+        step=step,
+        hide=None if shown == default_shown else ",".join(hidden) or "none",
+        t0=keep.get("t0"),
+        t1=keep.get("t1"),
+    )
+
+
+# A zoom or pan rewrites the URL's window in place (no history entry per zoom).
+dash.clientside_callback(
+    """function(w) {
+        const q = new URLSearchParams(window.location.search);
+        if (w) { q.set('t0', w.t0); q.set('t1', w.t1); } else { q.delete('t0'); q.delete('t1'); }
+        const url = window.location.pathname + '?' + q.toString();
+        if (url !== window.location.pathname + window.location.search) {
+            window.history.replaceState(window.history.state, '', url);
+        }
+    }""",
+    Input(ids.TL_WINDOW, "data"),
+    prevent_initial_call=True,
+)
+
+
+@dash.callback(
+    Output(ids.TL_WINDOW, "data"),
+    Input(ids.TL_GRAPH, "relayoutData"),
+    State(ids.TL_GRAPH, "figure"),
+    prevent_initial_call=True,
+)
+def choose_window(relayout: dict[str, Any] | None, figure: dict[str, Any] | None) -> Any:
+    """The window after a user's zoom, pan or reset; nothing else moves it."""
     relayout = relayout or {}
     if relayout.get("xaxis.autorange"):
         return None  # a double click: the whole capture
@@ -196,13 +265,6 @@ def choose_window(
     base = int(figure["layout"]["meta"]["base"])
     t0, t1 = (base + int(float(v) * 1e6) for v in rng)
     return {"t0": t0, "t1": max(t1, t0 + 1000)}
-
-
-def _step_window(search: str | None, step: int | None, workers: list[str]) -> Any:
-    _, analysis, _ = load_session(session_of(search))
-    if analysis is None or step is None:
-        return dash.no_update
-    return step_window(analysis, step, workers) or dash.no_update
 
 
 def step_window(analysis: SessionAnalysis, step: int, workers: list[str]) -> dict[str, int] | None:

@@ -330,13 +330,18 @@ def test_timeline_goes_to_a_step_and_marks_it(page, server) -> None:  # type: ig
     # a second worker: its own rows, its own step marks
     page.locator("#tl-worker").click()
     page.get_by_text("10.0.0.2_6000", exact=True).last.click()
-    page.wait_for_function(f"{GD}.layout.shapes.filter(s => s.type === 'rect').length === 2")
+    # the page is drawn again from the URL: wait for the new chart, not the old one
+    page.wait_for_function(f"{GD}?.layout?.shapes?.filter(s => s.type === 'rect').length === 2")
+    page.wait_for_function(
+        "[...document.querySelectorAll('#tl-graph .ytick text')].some(t => "
+        "t.textContent.startsWith('10.0.0.2_6000'))"
+    )
     ticks = page.locator("#tl-graph .ytick text").all_text_contents()
     assert {t.split(" › ")[0] for t in ticks} == {"10.0.0.1_6000", "10.0.0.2_6000"}
     assert x_range(page) == step7  # choosing workers keeps the window
     # collapse the CPU plane: no rows left
     page.get_by_label("CPU").uncheck()
-    page.wait_for_function(f"{GD}.layout.meta.rows === 0")
+    page.wait_for_function(f"{GD}?.layout?.meta?.rows === 0")
     page.wait_for_timeout(1000)
     assert page.evaluate(f"{GD}.layout.meta.rows") == 0
     assert page.errors == []
@@ -392,7 +397,7 @@ def test_gpu_pages_put_busy_gpus_first_and_collapse_idle_ones(page, server, path
     # busy by its own events, though in no step; five GPUs ran nothing
     assert text.startswith("3 busy"), text
     assert (
-        text.index("GPU:6 · 15.050 ms busy (1.6 %) · 14.865 ms compute/step · 1/1 steps")
+        text.index("GPU:6 · 15.050 ms busy (1.6 %) · 14.865 ms compute/step · 1/1 step")
         < text.index("GPU:4 · 14.984 ms busy")
         < text.index("GPU:1 · 34 µs busy")
     )
@@ -408,7 +413,7 @@ def test_gpu_pages_put_busy_gpus_first_and_collapse_idle_ones(page, server, path
         rows.first.wait_for()
         cells = page.locator("#pod-table .ag-center-cols-container [col-id=device]")
         assert cells.all_inner_texts() == ["/device:GPU:6", "/device:GPU:4"]  # no idle GPU row
-        assert "1 steps" in page.inner_text("#pod-badges")
+        assert "1 step ·" in page.inner_text("#pod-badges")  # not "1 steps"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"v100{path.replace('/', '_')}.png"), full_page=True)
     assert page.errors == []
@@ -468,15 +473,34 @@ def test_ops_grid_leads_with_the_name_and_its_cost_most_expensive_first(page, se
     headers = page.locator("#ops-table .ag-header-cell").evaluate_all(
         "els => els.map(e => e.getAttribute('col-id'))"
     )
-    assert headers[:4] == ["kernel", "op_name", "op_type", "self_ms"], headers
+    assert headers[:3] == ["kernel", "ops", "self_ms"], headers  # kernels grouped by name
+    assert "op_name" not in headers
     assert "worker" not in headers[:6] and "timeline" not in headers[:6]  # costs in view first
     cells = page.locator("#ops-table .ag-center-cols-container [col-id=self_ms]").all_inner_texts()
     selfs = [float(c.replace(",", "")) for c in cells]
     assert selfs == sorted(selfs, reverse=True) and len(selfs) >= 2  # by cost, not by device
     titles = page.locator("#ops-table .ag-header-cell-text").all_inner_texts()
-    assert titles[:4] == ["kernel", "op", "op type", "self time (ms)"], titles
+    assert titles[:3] == ["kernel", "ops", "self time (ms)"], titles
     shares = page.locator("#ops-table .ag-center-cols-container [col-id=self_share]")
     assert all(re.fullmatch(r"\d+\.\d%", t) for t in shares.all_inner_texts())
+    # a kernel's ops are its children: one click shows them, and the URL keeps the choice
+    first = page.locator("#ops-table .ag-pinned-left-cols-container [col-id=kernel]").first
+    kernel = first.inner_text()
+    first.click()
+    page.wait_for_url(re.compile(r"kernel="))
+    children = page.locator("#ops-children .ag-pinned-left-cols-container [col-id=op_name]")
+    children.first.wait_for()
+    assert kernel[:20] in page.inner_text("#ops-children h6") or "launched" in page.inner_text(
+        "#ops-children h6"
+    )
+    ops_listed = int(
+        page.locator("#ops-table .ag-center-cols-container [col-id=ops]").first.inner_text()
+    )
+    assert children.count() == ops_listed  # every op that launched it, nothing else
+    page.reload()
+    settle(page)
+    children.first.wait_for()
+    assert children.count() == ops_listed  # the link reopens it
     assert page.errors == []
 
 
@@ -509,18 +533,40 @@ def test_step_slider_is_off_while_all_steps_are_shown(page, server) -> None:  # 
     assert (title.text_content() or "").startswith("All 30 steps")
     assert handle.get_attribute("aria-disabled") == "true" or handle.is_disabled()
     page.get_by_label("One step").check()
+    page.wait_for_url(re.compile(r"step=0"))  # the page is drawn again from the URL
     page.wait_for_function(
-        "document.querySelector('#pod-step [role=slider]')?.getAttribute('aria-disabled') !== 'true'"
+        "(h => h && h.getAttribute('aria-disabled') !== 'true')"
+        "(document.querySelector('#pod-step [role=slider]'))"
     )
+    settle(page)
     handle.focus()
     page.keyboard.press("ArrowRight")
+    page.wait_for_url(re.compile(r"step=1"))
     page.wait_for_function(
         "document.querySelector('#pod-bars .gtitle')?.textContent.startsWith('Step 1')"
     )
     page.get_by_label("All steps (mean)").check()
+    page.wait_for_url(lambda url: "step=" not in url)
+    settle(page)
     page.wait_for_timeout(1000)
     assert handle.get_attribute("aria-disabled") == "true" or handle.is_disabled()
     assert (title.text_content() or "").startswith("All 30 steps")
+    # back and forward walk the steps chosen, each drawn from its URL
+    page.go_back()
+    page.wait_for_function(
+        "document.querySelector('#pod-bars .gtitle')?.textContent.startsWith('Step 1')"
+    )
+    page.go_back()
+    page.wait_for_function(
+        "document.querySelector('#pod-bars .gtitle')?.textContent.startsWith('Step 0')"
+    )
+    page.go_forward()
+    page.wait_for_function(
+        "document.querySelector('#pod-bars .gtitle')?.textContent.startsWith('Step 1')"
+    )
+    page.wait_for_timeout(1000)  # stays
+    assert page.url.endswith("step=1")
+    assert (title.text_content() or "").startswith("Step 1")
 
 
 def test_navbar_marks_the_page_and_the_tab_title_says_page_and_session(page, server) -> None:  # type: ignore[no-untyped-def]
