@@ -64,7 +64,7 @@ from analyzers.rule_inputs import (
     worker_events,
 )
 from analyzers.steps import align_steps, find_steps, step_methods
-from analyzers.timeline import TimelineIndex, event_details
+from analyzers.timeline import TimelineIndex, event_details, sched_details
 from trace_parsers.schema import TraceFrames
 
 if TYPE_CHECKING:
@@ -455,7 +455,12 @@ class SessionAnalysis:
             f = self.frames
             events = f.events[(f.events["worker"] == worker).to_numpy()]
             stats = f.stats[np.isin(f.stats["event_row"].to_numpy(), events.index.to_numpy())]
-            hit = TraceFrames(events=events, stats=stats)
+            hit = TraceFrames(
+                events=events,
+                stats=stats,
+                sched=f.sched[(f.sched["worker"] == worker).to_numpy()],
+                counters=f.counters[(f.counters["worker"] == worker).to_numpy()],
+            )
         with self._frames_lock:
             self._worker_frames[worker] = hit
             while len(self._worker_frames) > WORKERS_KEPT:
@@ -471,7 +476,8 @@ class SessionAnalysis:
         with self._frames_lock:
             hit = self._timelines.get(worker)
         if hit is None:
-            hit = TimelineIndex.build(self.worker_frames(worker).events, worker)
+            f = self.worker_frames(worker)
+            hit = TimelineIndex.build(f.events, worker, sched=f.sched, counters=f.counters)
             with self._frames_lock:
                 self._timelines[worker] = hit
                 while len(self._timelines) > WORKERS_KEPT:
@@ -485,6 +491,8 @@ class SessionAnalysis:
             KeyError: no such worker, or no event at ``row``.
         """
         f = self.worker_frames(worker)
+        if row < 0:  # a scheduling slice (``TimelineIndex.rows``)
+            return sched_details(f.sched, -1 - row)
         return event_details(f.events, f.stats, row)
 
     # ------------------------------------------------------------------ diagnostics

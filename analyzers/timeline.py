@@ -7,7 +7,11 @@ nested in a track are drawn at their ``depth`` (a flame chart). Every event has 
 its TF op type when it has one, else the head of its name (``MemcpyHtoD``, ``Iterator``,
 ``$python``), which sets its colour.
 
-    >>> index = TimelineIndex.build(worker_events, "w0")
+Android captures add Perfetto's tracks: one per CPU of scheduling slices (the thread that ran,
+under the ``sched`` plane) and one per counter (CPU frequency, idle state…, under ``counters``),
+so that a trace with no app sections still shows what the device did.
+
+    >>> index = TimelineIndex.build(worker_events, "w0", sched=frames.sched)
     >>> index.labels[:2]                      # per track: "w0 › CPU › tf_Compute"
     >>> rows = index.rows[index.matching("MatMul")]   # event rows whose name contains MatMul
 """
@@ -15,7 +19,7 @@ its TF op type when it has one, else the head of its name (``MemcpyHtoD``, ``Ite
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -67,9 +71,40 @@ def _unique(labels: list[str]) -> list[str]:
     return out
 
 
+#: Pseudo-planes of Android tracks: scheduling slices per CPU, and counters.
+SCHED_PLANE, COUNTER_PLANE = "sched", "counters"
+#: ``cpu_idle`` counts this when a CPU leaves idle (ftrace's (u32)-1); Perfetto shows it as -1.
+_IDLE_EXIT = 4294967295
+
+
+@dataclass(frozen=True)
+class Counters:
+    """One worker's counter tracks: samples sorted by (track, time)."""
+
+    labels: list[str]
+    track: np.ndarray
+    t: np.ndarray
+    value: np.ndarray
+
+    @classmethod
+    def build(cls, counters: pd.DataFrame | None, worker: str) -> Counters:
+        if counters is None or counters.empty:
+            return cls([], np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0))
+        codes, uniques = pd.factorize(counters["name"].astype(str), sort=True)
+        t = counters["ts_ns"].to_numpy(dtype=np.int64)
+        value = counters["value"].to_numpy(dtype=np.float64)
+        idle = np.asarray(uniques.str.startswith("cpu_idle"), dtype=bool)[codes]
+        value = np.where(idle & (value == _IDLE_EXIT), -1.0, value)
+        order = np.lexsort((t, codes))
+        labels = [f"{worker} › {COUNTER_PLANE} › {u}" for u in uniques]
+        return cls(labels, codes[order].astype(np.int32), t[order], value[order])
+
+
 @dataclass(frozen=True)
 class TimelineIndex:
-    """One worker's events as flat arrays, in start order per track."""
+    """One worker's events (and scheduling slices, as events of ``sched`` tracks) as flat
+    arrays; ``rows`` holds each event's row label of ``events``, or ``-1 - i`` for slice ``i``
+    of ``sched``."""
 
     worker: str
     start: np.ndarray
@@ -83,11 +118,25 @@ class TimelineIndex:
     category: np.ndarray
     categories: list[str]
     rows: np.ndarray
+    counters: Counters
 
     @classmethod
-    def build(cls, events: pd.DataFrame, worker: str) -> TimelineIndex:
+    def build(
+        cls,
+        events: pd.DataFrame,
+        worker: str,
+        sched: pd.DataFrame | None = None,
+        counters: pd.DataFrame | None = None,
+    ) -> TimelineIndex:
         """The index of ``events`` (one worker's rows; their index labels are kept in
-        ``rows`` for ``event_details``)."""
+        ``rows`` for ``event_details``), with the worker's scheduling slices and counters."""
+        ev = cls._of_events(events, worker)
+        if sched is None or sched.empty:
+            return replace(ev, counters=Counters.build(counters, worker))
+        return _with_sched(ev, sched, worker, Counters.build(counters, worker))
+
+    @classmethod
+    def _of_events(cls, events: pd.DataFrame, worker: str) -> TimelineIndex:
         plane = events["plane"].astype(str).to_numpy()
         line = events["line"].astype(str).to_numpy()
         pairs = pd.MultiIndex.from_arrays([plane, line])
@@ -119,6 +168,7 @@ class TimelineIndex:
             category=cat_codes.astype(np.int32),
             categories=[str(c) for c in cat_uniques],
             rows=events.index.to_numpy(),
+            counters=Counters.build(None, worker),
         )
 
     def matching(self, text: str) -> np.ndarray:
@@ -126,6 +176,80 @@ class TimelineIndex:
         distinct name)."""
         hit = self.names.str.contains(text, case=False, regex=False)
         return np.append(np.asarray(hit, dtype=bool), False)[self.name]
+
+
+def _with_sched(
+    ev: TimelineIndex, sched: pd.DataFrame, worker: str, counters: Counters
+) -> TimelineIndex:
+    """``ev`` with one track per CPU of scheduling slices named ``comm [tid]`` and coloured
+    by the thread's name head (``kworker``, ``surfaceflinger``). The idle task (tid 0,
+    ``swapper``) is left out, as Perfetto draws an idle CPU empty."""
+    busy = sched["tid"].to_numpy() != 0
+    sched = sched[busy]
+    cpu_codes, cpus = pd.factorize(sched["cpu"].to_numpy(), sort=True)
+    labels = _unique([*ev.labels, *(f"{worker} › {SCHED_PLANE} › CPU {c}" for c in cpus)])
+    slice_names = sched["comm"].astype(str) + " [" + sched["tid"].astype(str) + "]"
+    name_codes, slice_uniques = pd.factorize(slice_names)
+    names = ev.names.append(pd.Index(slice_uniques.astype(str)))
+    comms = sched["comm"].astype(str)
+    comm_codes, comm_uniques = pd.factorize(comms)
+    heads = np.array([category_of(c) for c in comm_uniques], dtype=object)
+    cat = np.concatenate([np.asarray(ev.categories, dtype=object)[ev.category], heads[comm_codes]])
+    cat_codes, cat_uniques = pd.factorize(cat)
+    start = sched["start_ns"].to_numpy(dtype=np.int64)
+    n_ev = len(ev.names)
+    return TimelineIndex(
+        worker=worker,
+        start=np.concatenate([ev.start, start]),
+        end=np.concatenate([ev.end, start + sched["dur_ns"].to_numpy(dtype=np.int64)]),
+        track=np.concatenate([ev.track, len(ev.labels) + cpu_codes]).astype(np.int32),
+        depth=np.concatenate([ev.depth, np.zeros(len(sched), dtype=np.int64)]),
+        labels=labels,
+        max_depth=np.concatenate([ev.max_depth, np.zeros(len(cpus), dtype=np.int64)]),
+        name=np.concatenate([ev.name, n_ev + name_codes]),
+        names=names,
+        category=cat_codes.astype(np.int32),
+        categories=[str(c) for c in cat_uniques],
+        rows=np.concatenate([ev.rows, -1 - np.flatnonzero(busy)]),
+        counters=counters,
+    )
+
+
+def sched_details(sched: pd.DataFrame, i: int) -> dict[str, object]:
+    """Scheduling slice ``i`` of ``sched`` as the timeline's details show it.
+
+    Raises:
+        KeyError: no such slice.
+    """
+    if not 0 <= i < len(sched):
+        raise KeyError(i)
+    r = sched.iloc[i]
+    return {
+        "thread": f"{r['comm']} [{r['tid']}]",
+        "CPU": int(r["cpu"]),
+        "start_ns": int(r["start_ns"]),
+        "dur_ps": int(r["dur_ns"]) * 1000,
+        "left the CPU": END_STATES.get(str(r["end_state"]), str(r["end_state"])),
+    }
+
+
+#: sched_switch prev_state values as Perfetto names them.
+END_STATES = {
+    "0": "runnable (preempted)",
+    "1": "sleeping (S)",
+    "2": "uninterruptible sleep (D)",
+    "4": "stopped (T)",
+    "8": "traced (t)",
+    "16": "exit dead (X)",
+    "32": "exit zombie (Z)",
+    "64": "task dead (x)",
+    "128": "wake kill (K)",
+    "256": "waking (W)",
+    "R": "runnable (preempted)",
+    "R+": "runnable (preempted)",
+    "S": "sleeping (S)",
+    "D": "uninterruptible sleep (D)",
+}
 
 
 #: Event columns shown for one event, in this order (when set).

@@ -5,7 +5,9 @@ depth, coloured by category (its op type, else the head of its name), with its n
 where it fits. Whatever the zoom, at most ``max_shapes`` bars reach the browser: search hits
 first (at least a pixel wide), then events at least a pixel wide, longest first; the rest of
 each row is summarised as density cells (the share of each pixel column that is busy). Step
-boundaries of each worker and the selected step are drawn over its rows.
+boundaries of each worker and the selected step are drawn over its rows. Counter tracks
+(Android: CPU frequency, idle state) are step lines, each scaled to its own range over the
+capture, so that zooming never rescales them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyzers.timeline import TimelineIndex
+from analyzers.timeline import COUNTER_PLANE, TimelineIndex
 from app.units import fmt_duration
 
 PIXELS = 1600
@@ -26,6 +28,8 @@ MAX_SHAPES = 20_000
 #: Step boundaries drawn per redraw at most (more would be a wall of lines).
 MAX_STEP_LINES = 400
 ROW_PX = 20
+#: Rows a counter track takes.
+COUNTER_ROWS = 2
 #: Colours by category (Tableau 20, darker half first: names stay readable in white).
 PALETTE = (
     "#1f77b4",
@@ -65,10 +69,11 @@ class Layout:
     ticks: list[int]
     labels: list[str]
     n_rows: int
+    counter_row: list[np.ndarray]
 
     @classmethod
     def of(cls, indexes: Sequence[TimelineIndex], hidden: set[str]) -> Layout:
-        first_rows, bands, ticks, labels, row = [], [], [], [], 0
+        first_rows, counter_rows, bands, ticks, labels, row = [], [], [], [], [], 0
         for index in indexes:
             first = np.full(len(index.labels), -1, dtype=np.int64)
             top = row
@@ -79,9 +84,17 @@ class Layout:
                 ticks.append(row)
                 labels.append(index.labels[t])
                 row += int(index.max_depth[t]) + 1
+            counter = np.full(len(index.counters.labels), -1, dtype=np.int64)
+            for t, label in enumerate(index.counters.labels):
+                if COUNTER_PLANE not in hidden:
+                    counter[t] = row
+                    ticks.append(row)
+                    labels.append(label)
+                    row += COUNTER_ROWS
             first_rows.append(first)
+            counter_rows.append(counter)
             bands.append((top, row - 1))
-        return cls(first_rows, bands, ticks, labels, row)
+        return cls(first_rows, bands, ticks, labels, row, counter_rows)
 
 
 def _plane_of(label: str) -> str:
@@ -163,6 +176,7 @@ def timeline_figure(
     if n_bars:
         fig.add_trace(_bars(indexes, c, drawn, base, pixel_ns, bool(highlight)))
     dense_rows = _density(fig, c, ~drawn, t0, t1, base, pixel_ns, max_shapes - n_bars)
+    _counters(fig, indexes, rows, t0, t1, base, pixel_ns)
     shapes = _step_marks(indexes, rows, steps, selected_step, t0, t1, base)
     fig.update_layout(
         barmode="overlay",
@@ -291,6 +305,68 @@ def _density(
         )
     )
     return n_rows
+
+
+def counter_text(name: str, value: float) -> str:
+    """A counter's value in its unit: ftrace's ``cpu_frequency`` is in kHz; ``cpu_idle`` -1
+    means the CPU is running."""
+    if name.startswith("cpu_frequency"):
+        return f"{value / 1e6:.2f} GHz" if value >= 1e6 else f"{value / 1e3:.0f} MHz"
+    if name.startswith("cpu_idle"):
+        return "running" if value < 0 else f"idle state {value:.0f}"
+    return f"{value:,.6g}"
+
+
+def _counters(
+    fig: go.Figure,
+    indexes: Sequence[TimelineIndex],
+    rows: Layout,
+    t0: int,
+    t1: int,
+    base: int,
+    pixel_ns: int,
+) -> None:
+    """Adds the counter tracks shown as one step-line trace: per track the samples in the
+    window (and the one before it, the value at t0), at most one per pixel."""
+    xs: list[np.ndarray] = []
+    ys: list[np.ndarray] = []
+    texts: list[np.ndarray] = []
+    for index, first in zip(indexes, rows.counter_row, strict=True):
+        c = index.counters
+        for t, row in enumerate(first):
+            if row < 0:
+                continue
+            lo, hi = np.searchsorted(c.track, [t, t + 1])
+            times, values = c.t[lo:hi], c.value[lo:hi]
+            a = max(0, int(np.searchsorted(times, t0)) - 1)
+            b = int(np.searchsorted(times, t1))
+            wt, wv = times[a:b], values[a:b]
+            if not len(wt):
+                continue
+            pixel = (wt - t0) // pixel_ns
+            keep = np.append(pixel[1:] != pixel[:-1], True)  # the last sample per pixel
+            wt, wv = np.append(wt[keep], t1), np.append(wv[keep], wv[keep][-1])
+            vmin, vmax = float(values.min()), float(values.max())
+            frac = (wv - vmin) / (vmax - vmin) if vmax > vmin else np.full(len(wv), 0.5)
+            ys.append(np.append(row + COUNTER_ROWS - 0.6 - frac * (COUNTER_ROWS - 0.8), np.nan))
+            xs.append(np.append((wt - base) / 1e6, np.nan))
+            name = c.labels[t].rsplit(" › ", 1)[-1]
+            texts.append(np.array([f"{name}: {counter_text(name, v)}" for v in wv] + [""]))
+    if not xs:
+        return
+    fig.add_trace(
+        go.Scatter(
+            name="counters",
+            x=np.concatenate(xs),
+            y=np.concatenate(ys),
+            mode="lines",
+            line={"shape": "hv", "width": 1.5, "color": "#3182bd"},
+            fill=None,
+            text=np.concatenate(texts),
+            hovertemplate="%{text}<extra></extra>",
+            connectgaps=False,
+        )
+    )
 
 
 def _step_marks(

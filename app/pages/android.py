@@ -125,7 +125,12 @@ def invoke_figures(analysis: SessionAnalysis, index: int | None) -> list[Any]:
         dcc.Graph(
             id=ids.TFL_CPU,
             figure=cpu_figure(
-                analysis.frames.sched, analysis.frames.counters, tid, t0 - pad, t1 + pad
+                analysis.frames.sched,
+                analysis.frames.counters,
+                tid,
+                t0 - pad,
+                t1 + pad,
+                invoke=(t0, t1),
             ),
         ),
     ]

@@ -21,7 +21,7 @@ import numpy as np
 from dash import Input, Output, State, dcc, html
 
 from analyzers.session import WORKERS_KEPT, SessionAnalysis
-from analyzers.timeline import TimelineIndex
+from analyzers.timeline import COUNTER_PLANE, SCHED_PLANE, TimelineIndex
 from app import ids
 from app.figures.timeline import timeline_figure
 from app.pages._common import card, index_of, load_session, session_of, with_query
@@ -48,10 +48,19 @@ def _default_workers(analysis: SessionAnalysis, worker: str | None) -> list[str]
 
 
 def _planes(analysis: SessionAnalysis) -> list[str]:
+    """The planes a user can collapse: every plane with events (``CPU``, ``GPU:0``), and the
+    Android tracks (``sched``, ``counters``) where the first workers have them."""
     planes = analysis.meta.planes
     planes = planes[planes["n_events"] > 0]["plane"].astype(str)
     short = planes.str.rsplit("/", n=1).str[-1].str.replace(r"^(host|device):", "", regex=True)
-    return sorted(short.unique())
+    android = set()
+    for worker in analysis.worker_names[:WORKERS_KEPT]:
+        index = analysis.timeline(worker)
+        if (index.rows < 0).any():
+            android.add(SCHED_PLANE)
+        if index.counters.labels:
+            android.add(COUNTER_PLANE)
+    return sorted({*short.unique(), *android})
 
 
 #: Above this many rows, a session with GPUs/TPUs opens with its host plane collapsed.
@@ -91,8 +100,11 @@ def layout(
     session, analysis, alert = load_session(session)
     if analysis is None:
         return alert
-    if not len(analysis.meta.planes) or int(analysis.meta.planes["n_events"].sum()) == 0:
-        return card(html.H5("This session has no timed events."))
+    if not any(
+        len(analysis.timeline(w).start) or analysis.timeline(w).counters.labels
+        for w in analysis.worker_names[:WORKERS_KEPT]
+    ):
+        return card(html.H5("This session has no timed events, scheduling slices or counters."))
     steps = sorted(int(s) for s in analysis.aligned["step"].unique())
     chosen = index_of(step) if index_of(step) in steps else None
     workers = _default_workers(analysis, worker)

@@ -1,6 +1,7 @@
 """A crawler that uses the dashboard as a person would, on every kind of session: a CPU
 MultiWorkerMirroredStrategy capture made by the engine, the public 8× V100 GPU capture, a ROCm
-(MI300X) capture, a TPU capture and an Android/TFLite trace. Every page is opened and every
+(MI300X) capture, a TPU capture, an Android/TFLite trace, a Perfetto capture and a Keras
+logdir (a run folder ``train/plugins/profile/…``). Every page is opened and every
 control operated (each radio value, the slider, each worker and baseline, a zoom held 2 s, W/S
 keys, a search, a click on an event, each download, each finding's details and link, a slow
 step's timeline link); any
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from urllib.parse import urlencode
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import pytest
 
 from tests.app.test_browser import ARTIFACTS, GD, serving, settle, x_range
 from tests.conftest import SHARED_TRACES
+from trace_parsers.loader import session_folders
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -29,6 +32,9 @@ SAMPLES = {
     "2026_02_04_tpu": XPLANE / "tpu_xprof" / "tpu_inference_2.xplane.pb",
 }
 ANDROID = SHARED_TRACES / "android" / "synthetic" / "synthetic_tflite_atrace.txt"
+PERFETTO = SHARED_TRACES / "android" / "ms_test_trace.perfetto-trace"
+#: A Keras TensorBoard callback's layout: the run folder ``train`` holds plugins/profile.
+KERAS = XPLANE / "rocm_jax_tracelens" / "traces__mi300__jax08_elementwise__tw003.xplane.pb"
 CPU = "2026_02_01_cpu_mwms"
 PAGES = ("/pod", "/ops", "/timeline", "/diagnostics", "/workers", "/compare", "/android")
 
@@ -51,6 +57,13 @@ def crawl_logdir(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtu
     if ANDROID.exists():
         (profile / "2026_02_05_android").mkdir(parents=True)
         shutil.copy(ANDROID, profile / "2026_02_05_android" / "phone.systrace")
+    if PERFETTO.exists():
+        (profile / "2026_02_06_perfetto").mkdir(parents=True)
+        shutil.copy(PERFETTO, profile / "2026_02_06_perfetto" / PERFETTO.name)
+    if KERAS.exists():
+        keras = root / "train" / "plugins" / "profile" / "2026_02_07_keras"
+        keras.mkdir(parents=True)
+        shutil.copy(KERAS, keras / "host.xplane.pb")
     if not profile.exists():
         pytest.skip("no session of any kind: no TensorFlow and no shared samples")
     return root
@@ -104,7 +117,7 @@ class Visit:
 
 
 def _sessions(root: Path) -> list[str]:
-    return sorted(p.name for p in (root / "plugins" / "profile").iterdir())
+    return sorted(session_folders(root))  # runs at any depth: "train/2026_02_07_keras"
 
 
 def _radios(v: Visit, group: str) -> None:
@@ -147,6 +160,11 @@ def crawl_pod(v: Visit) -> None:
 def crawl_ops(v: Visit) -> None:
     _radios(v, "ops-by")
     _dropdown(v, "ops-worker")
+    _dropdown(v, "ops-device")
+    first = v.page.locator("#ops-table .ag-pinned-left-cols-container .ag-row").first
+    if v.page.get_by_label("per GPU kernel (grouped by name)").is_checked() and first.count():
+        first.click()  # a kernel's ops, as children
+        settle(v.page)
     v.download("ops-csv")
     v.download("ops-parquet")
 
@@ -244,7 +262,9 @@ CRAWLERS: dict[str, Callable[[Visit], None]] = {
 }
 
 
-@pytest.mark.parametrize("kind", ["cpu_mwms", "v100", "rocm", "tpu", "android"])
+@pytest.mark.parametrize(
+    "kind", ["cpu_mwms", "v100", "rocm", "tpu", "android", "perfetto", "keras"]
+)
 def test_every_page_and_control_works_on_each_kind_of_session(
     browser: object, crawl_server: str, crawl_logdir: Path, kind: str
 ) -> None:
@@ -254,7 +274,7 @@ def test_every_page_and_control_works_on_each_kind_of_session(
     v = Visit(browser, crawl_server)
     try:
         for path in PAGES:
-            v.open(f"{path}?session={session}")
+            v.open(f"{path}?{urlencode({'session': session})}")
             assert "PodScope" in v.page.title()
             CRAWLERS[path](v)
             v.shot(f"{kind}{path}")  # after every control was operated
