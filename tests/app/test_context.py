@@ -85,5 +85,7 @@ def test_the_capture_form_is_checked_on_the_server() -> None:
         capture_form(2000, 0, "7", "0", 0),
         capture_form("2e3", 0, "2", "0", 0),
     ):
-        assert bad[0] == {} and bad[1] and bad[1].startswith(("Duration", "Delay", "Retries", "Host"))
+        assert (
+            bad[0] == {} and bad[1] and bad[1].startswith(("Duration", "Delay", "Retries", "Host"))
+        )
     assert "5 is outside 100–60,000" in str(capture_form(5, 500, "2", "0", 2)[1])

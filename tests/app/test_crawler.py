@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 import shutil
-from urllib.parse import urlencode
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 

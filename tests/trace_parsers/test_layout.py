@@ -35,7 +35,8 @@ def test_names_that_leave_their_folder_are_refused(tmp_path: Path, bad: str) -> 
 
 
 @pytest.mark.parametrize(
-    "bad", ["", "..", "a/../b", "/abs", "train/", "a//b", "plugins/profile/x", "a\x00/b", "x" * 5000]
+    "bad",
+    ["", "..", "a/../b", "/abs", "train/", "a//b", "plugins/profile/x", "a\x00/b", "x" * 5000],
 )
 def test_session_ids_that_leave_the_logdir_are_refused(tmp_path: Path, bad: str) -> None:
     with pytest.raises(layout.LayoutError):
