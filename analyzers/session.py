@@ -130,6 +130,31 @@ class SessionAnalysis:
         lines, workers), which a per-worker analysis already has."""
         return self._frames
 
+    @cached_property
+    def start_ns(self) -> int:
+        """The session's start (epoch ns): its workers' earliest capture start, else its
+        earliest step or event; what times on the pages count from."""
+        starts = pd.to_numeric(self.meta.workers.get("capture_start_ns"), errors="coerce")
+        starts = starts[starts > 0] if starts is not None else starts
+        if starts is not None and len(starts):
+            return int(starts.min())
+        ev = self.meta.events
+        return int(ev["start_ns"].min()) if len(ev) else 0
+
+    @cached_property
+    def trace_kind(self) -> str:
+        """What wrote the capture, for advice in its own terms: ``android`` (systrace,
+        Perfetto, Chrome JSON: no XPlane), ``jax`` (XLA programs named ``jit_…``, no TF op on
+        a host), ``tpu`` (a TensorFlow or other XPlane with TPU planes) or ``tensorflow``."""
+        planes = self.meta.planes["plane"].astype(str)
+        if not planes.str.startswith("/").any():
+            return "android"
+        modules = self.meta.hlo_ops["module"].astype(str)
+        tf_ops = self.worker_events["host_tf_ops"].sum()  # XLA launches (XlaModule) not counted
+        if modules.str.startswith(("jit_", "pjit_")).any() and not tf_ops:
+            return "jax"
+        return "tpu" if planes.str.startswith("/device:TPU").any() else "tensorflow"
+
     @property
     def worker_names(self) -> list[str]:
         """The session's workers, sorted."""

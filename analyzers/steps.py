@@ -250,8 +250,7 @@ def step_methods(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
                     w,
                     "none",
                     0,
-                    "No step marker observed and no repeated tf.function train call: add "
-                    "`with tf.profiler.experimental.Trace('train', step_num=step, _r=1):` around each step",
+                    "no step marker and no repeated tf.function train call",
                 )
             )
     return pd.DataFrame(rows, columns=["worker", "method", "steps", "note"])

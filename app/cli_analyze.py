@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 import pandas as pd
 import typer
 
+from app.cli_table import WideOpt, show_table
+
 if TYPE_CHECKING:
     from analyzers.session import SessionAnalysis
 
@@ -61,6 +63,7 @@ def steps_command(
     csv: Annotated[
         bool, typer.Option("--csv", help="CSV on stdout (one row per worker × device × step).")
     ] = False,
+    wide: WideOpt = False,
     session: SessionOpt = None,
     no_cache: NoCacheOpt = False,
     scheduler: SchedulerOpt = None,
@@ -82,7 +85,7 @@ def steps_command(
     if csv:
         table.to_csv(sys.stdout, index=False)
         return
-    render_summary(table)
+    render_summary(table, wide)
 
 
 SHORT = {
@@ -98,21 +101,32 @@ SHORT = {
 }
 
 
-def render_summary(table: pd.DataFrame) -> None:
+def render_summary(table: pd.DataFrame, wide: bool = False) -> None:
     """Per worker and device: steps, mean step time, and each category's share of it."""
-    from rich.console import Console
-    from rich.table import Table
-
-    g = table.groupby(["worker", "device"])
-    view = Table(title="mean step time and its breakdown (% of step); n/a: Python tracer only")
-    for col in ("worker", "device", "steps", "step ms", *SHORT.values()):
-        view.add_column(col, justify="left" if col in ("worker", "device") else "right")
-    for (worker, device), rows in g:
-        step = rows["step_time_us"].mean()
-        shares = [rows[c].mean() / step * 100 if rows[c].notna().any() else None for c in SHORT]
-        cells = ["n/a" if v is None else f"{v:.0f}" for v in shares]
-        view.add_row(str(worker), str(device), str(len(rows)), f"{step / 1000:.2f}", *cells)
-    Console().print(view)
+    rows = []
+    for (worker, device), g in table.groupby(["worker", "device"]):
+        step = g["step_time_us"].mean()
+        shares = {
+            name: f"{g[c].mean() / step * 100:.0f}" if g[c].notna().any() else "n/a"
+            for c, name in SHORT.items()
+        }
+        rows.append(
+            {
+                "worker": str(worker),
+                "device": str(device).removeprefix("/device:"),
+                "steps": len(g),
+                "step_ms": round(step / 1000, 2),
+                **shares,
+            }
+        )
+    frame = pd.DataFrame(rows)
+    zero = [c for c in SHORT.values() if not wide and frame[c].isin(["0", "n/a"]).all()]
+    show_table(
+        frame.drop(columns=zero),
+        "mean step time and its breakdown (% of step); n/a: Python tracer only"
+        + (f"; 0 everywhere, left out (--wide shows them): {', '.join(zero)}" if zero else ""),
+        wide=wide,
+    )
 
 
 def _analysis_or_exit(
@@ -192,6 +206,7 @@ def ops_table(table: pd.DataFrame) -> pd.DataFrame:
 def ops_command(
     path: PathArg,
     csv: Annotated[bool, typer.Option("--csv", help="CSV on stdout.")] = False,
+    wide: WideOpt = False,
     by: Annotated[str, typer.Option(help="op, type or kernel.")] = "op",
     worker: Annotated[str | None, typer.Option(help="Only this worker.")] = None,
     top: Annotated[int, typer.Option(help="Rows in the table view.")] = 20,
@@ -210,37 +225,20 @@ def ops_command(
     if csv:
         table.to_csv(sys.stdout, index=False)
         return
-    from rich.console import Console
-    from rich.table import Table
-
     name_col = {"op": "op_name", "type": "op_type", "kernel": "kernel"}[by]
-    view = Table(title=f"top {top} by self time, per worker and device")
-    for col in (
-        "worker",
-        "device",
-        name_col,
-        "occurrences",
-        "self_time_us",
-        "total_time_us",
-        "self_share",
-    ):
-        view.add_column(
-            col,
-            justify="left" if col in ("worker", "device", name_col) else "right",
-            overflow="fold",
+    cols = ["worker", "device", name_col, "occurrences", "self_time_us", "total_time_us"]
+    top_rows = table.sort_values("self_time_us", ascending=False).head(top)
+    shown = (
+        top_rows[cols]
+        .assign(
+            device=top_rows["device"].astype(str).str.replace(r"^/(device|host):", "", regex=True),
+            self_share=top_rows["self_share"],
         )
-    for row in table.sort_values("self_time_us", ascending=False).head(top).itertuples(index=False):
-        r = row._asdict()
-        view.add_row(
-            r["worker"],
-            r["device"],
-            str(r[name_col])[:80],
-            f"{r['occurrences']:,}",
-            f"{r['self_time_us']:,.1f}",
-            f"{r['total_time_us']:,.1f}",
-            f"{r['self_share'] * 100:.1f}%",
+        .rename(
+            columns={"occurrences": "calls", "self_time_us": "self_us", "total_time_us": "total_us"}
         )
-    Console().print(view)
+    )
+    show_table(shown, f"top {top} by self time, per worker and device", wide=wide, cut=name_col)
 
 
 def compare_command(

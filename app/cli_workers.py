@@ -17,34 +17,26 @@ from app.cli_analyze import (
     SessionOpt,
     _analysis_or_exit,
 )
+from app.cli_table import WideOpt, show_table
 from app.units import in_ms
 
 CsvOpt = Annotated[bool, typer.Option("--csv", help="CSV on stdout.")]
 TopOpt = Annotated[int, typer.Option(help="Rows in the table view.")]
 
 
-def _show(frame: pd.DataFrame, title: str, csv: bool, top: int = 30) -> None:
-    """The frame as CSV on stdout, or its first ``top`` rows as a table."""
+def _show(frame: pd.DataFrame, title: str, csv: bool, top: int = 30, wide: bool = False) -> None:
+    """The frame as CSV on stdout, or its first ``top`` rows as a table that fits the
+    terminal (``app.cli_table``)."""
     if csv:
         frame.to_csv(sys.stdout, index=False)
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    view = Table(title=title)
-    for col in frame.columns:
-        numeric = pd.api.types.is_numeric_dtype(frame[col])
-        view.add_column(col, justify="right" if numeric else "left", overflow="fold")
-    for row in frame.head(top).itertuples(index=False):
-        view.add_row(
-            *("" if pd.isna(v) else f"{v:,.3f}" if isinstance(v, float) else str(v) for v in row)
-        )
-    Console().print(view)
+    show_table(frame.head(top), title, wide=wide)
 
 
 def collectives_command(
     path: PathArg,
     csv: CsvOpt = False,
+    wide: WideOpt = False,
     instances: Annotated[
         bool, typer.Option("--instances", help="One row per collective instance.")
     ] = False,
@@ -59,12 +51,16 @@ def collectives_command(
     if a.collective_calls.empty:
         typer.echo("podscope: no collective ops or kernels in this capture.", err=True)
     if instances:
-        table = in_ms(a.collectives)
+        table = in_ms(a.collectives, a.start_ns)
         _show(
-            table, "collective instances (skew/last arriver need ≥ 2 traced participants)", csv, top
+            table,
+            "collective instances (skew/last arriver need ≥ 2 traced participants)",
+            csv,
+            top,
+            wide,
         )
         return
-    _show(a.collective_summary, "collectives per worker", csv, top)
+    _show(a.collective_summary, "collectives per worker", csv, top, wide)
     if not csv and len(a.collective_summary) and not (a.collective_summary["measured"] > 0).any():
         typer.echo(
             "Each collective has one traced participant (safe plan: the chief's ops only): waits "
@@ -75,6 +71,7 @@ def collectives_command(
 def stragglers_command(
     path: PathArg,
     csv: CsvOpt = False,
+    wide: WideOpt = False,
     steps: Annotated[
         bool, typer.Option("--steps", help="One row per slow worker-step instead of per worker.")
     ] = False,
@@ -88,18 +85,20 @@ def stragglers_command(
     a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
     if steps:
         _show(
-            in_ms(a.slow_steps),
+            in_ms(a.slow_steps, a.start_ns),
             "slow worker-steps (cause: one component ≥ 80 % of the excess)",
             csv,
             top,
+            wide,
         )
     else:
-        _show(a.roles, "culprits and victims", csv, top)
+        _show(a.roles, "culprits and victims", csv, top, wide)
 
 
 def input_command(
     path: PathArg,
     csv: CsvOpt = False,
+    wide: WideOpt = False,
     iterators: Annotated[
         bool, typer.Option("--iterators", help="One row per worker and iterator (the tree).")
     ] = False,
@@ -113,7 +112,11 @@ def input_command(
     a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
     if iterators:
         _show(
-            in_ms(a.iterators), "tf.data iterators (self time as XProf's input op table)", csv, top
+            in_ms(a.iterators, a.start_ns),
+            "tf.data iterators (self time as XProf's input op table)",
+            csv,
+            top,
+            wide,
         )
         return
     summary = a.input_pipeline
@@ -122,9 +125,10 @@ def input_command(
         return
     _show(
         summary.drop(columns=["slowest_call_start_ns", "bottleneck", "suggestion"]),
-        "input pipeline per worker (input: time the step waited; NaN: Python tracer only)",
+        "input pipeline per worker (input: time the step waited; empty: Python tracer only)",
         csv,
         top,
+        wide,
     )
     for r in summary[summary["bottleneck"] != ""].itertuples():
         typer.echo(f"{r.worker}: bottleneck {r.bottleneck} ({r.user_name}) → {r.suggestion}")
@@ -133,6 +137,7 @@ def input_command(
 def ps_command(
     path: PathArg,
     csv: CsvOpt = False,
+    wide: WideOpt = False,
     session: SessionOpt = None,
     no_cache: NoCacheOpt = False,
     scheduler: SchedulerOpt = None,
@@ -147,4 +152,6 @@ def ps_command(
             err=True,
         )
         return
-    _show(a.ps_balance, "parameter servers (bytes are not in TF's trace: load is time)", csv)
+    _show(
+        a.ps_balance, "parameter servers (bytes are not in TF's trace: load is time)", csv, 30, wide
+    )

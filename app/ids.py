@@ -29,6 +29,7 @@ POD_HEATMAP = "pod-heatmap"
 POD_BADGES = "pod-badges"
 POD_TABLE = "pod-table"
 POD_NOTES = "pod-notes"
+POD_HINT = "pod-hint"
 #: The busy / idle GPUs line (Pod Viewer, Ops and Diagnostics pages).
 DEVICES = "devices"
 POD_CSV = "pod-csv"

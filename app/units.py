@@ -114,10 +114,18 @@ _BYTES = {"function": _NULL + "d3.format('.3~s')(params.value) + 'B'"}
 _GBPS_VALUE = {"function": _NULL + "d3.format(',.1f')(params.value) + ' GB/s'"}
 
 
+#: Any other number: integers as they are (grouped), other floats to 4 significant digits.
+_ANY = {
+    "function": "typeof params.value !== 'number' ? params.value : "
+    "Number.isInteger(params.value) ? d3.format(',')(params.value) : "
+    "d3.format(',.4~r')(params.value)"
+}
+
+
 def _formatter(column: str) -> dict[str, str] | None:
     if column.endswith("_share") or column == "share":
         return _SHARE
-    if column.endswith(("_ms", "_us")):
+    if column.endswith(("_ms", "_us")) or "_ms_per_" in column:
         return _MS
     if column in (
         "occurrences",
@@ -156,7 +164,7 @@ def _formatter(column: str) -> dict[str, str] | None:
         "fragmentation_at_peak",
     ):
         return _NUMBER
-    return None
+    return _ANY
 
 
 def grid_columns(
@@ -167,9 +175,14 @@ def grid_columns(
     links = set(markdown)
     out = []
     for c in columns:
-        col: dict[str, Any] = {"field": c, "headerName": TITLES.get(c, c.replace("_", " "))}
+        title = TITLES.get(c, c.replace("_", " "))
+        if c.endswith("_at_ms") and c not in TITLES:
+            title = c.removesuffix("_at_ms").replace("_", " ") + " at (ms since the session start)"
+        col: dict[str, Any] = {"field": c, "headerName": title}
         fmt = _formatter(c)
-        if fmt is not None:
+        if fmt is _ANY:
+            col["valueFormatter"] = fmt  # text stays text, left-aligned
+        elif fmt is not None:
             col["valueFormatter"] = fmt
             col["type"] = "rightAligned"
         if c == pinned:
@@ -200,13 +213,22 @@ def fmt_evidence(key: str, value: Any) -> Any:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
 
 
-def in_ms(frame: pd.DataFrame) -> pd.DataFrame:
-    """``*_ns`` / ``*_ps`` duration columns → ``*_ms`` (3 decimals); instants (``start_ns``,
-    ``*_t_ns``) kept in ns."""
+def in_ms(frame: pd.DataFrame, origin: int | None = None) -> pd.DataFrame:
+    """``*_ns`` / ``*_ps`` duration columns → ``*_ms`` (3 decimals). Instants (``start_ns``,
+    ``*_start_ns``, ``*_t_ns``) become ``*_at_ms``, ms since ``origin`` (the session start),
+    when it is given; else they are kept in ns."""
     out = frame.copy()
     for col in list(out.columns):
         for suffix, scale in (("_ns", 1e6), ("_ps", 1e9)):
-            if col.endswith(suffix) and not col.startswith("start") and not col.endswith("t_ns"):
-                values = pd.to_numeric(out.pop(col), errors="coerce") / scale
-                out[col.removesuffix(suffix) + "_ms"] = values.round(3)
+            if not col.endswith(suffix):
+                continue
+            instant = col.startswith("start") or col.endswith(("t_ns", "start_ns"))
+            if instant and origin is None:
+                continue
+            values = pd.to_numeric(out.pop(col), errors="coerce")
+            if instant:
+                name = col.removesuffix("_ns").removesuffix("_t")
+                out[name + "_at_ms"] = ((values - origin) / 1e6).round(3)
+            else:
+                out[col.removesuffix(suffix) + "_ms"] = (values / scale).round(3)
     return out

@@ -159,7 +159,7 @@ def no_step_markers(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     missing = markers_missing(inp)
     none = missing[missing["method"] == "none"]
     severity = Severity.HIGH if len(none) else Severity.MODERATE if len(missing) else Severity.NONE
-    if _is_jax(inp):
+    if inp.trace_kind == "jax":
         advice = (
             "Wrap each training step in `with jax.profiler.StepTraceAnnotation('train', "
             "step_num=step):`. Without markers, neither PodScope nor XProf can tell the steps apart."
@@ -215,14 +215,6 @@ def markers_missing(inp: SessionAnalysis) -> pd.DataFrame:
     return m[
         ~m["method"].isin(["marker", "group_id"]) & ~(m["python_only"] & has_markers) & ~by_design
     ]
-
-
-def _is_jax(inp: SessionAnalysis) -> bool:
-    """A JAX capture: its XLA programs are ``jit_<function>`` modules (TF's are
-    ``a_inference_…``) and no host event is a TF op."""
-    modules = inp.meta.hlo_ops["module"].astype(str)
-    tf_ops = inp.worker_events["host_tf_ops"].sum()  # XLA launches (XlaModule) not counted
-    return bool(modules.str.startswith(("jit_", "pjit_")).any()) and not tf_ops
 
 
 @rule("straggler", "Straggler: one worker holds the others back", levels="straggler_score")

@@ -84,33 +84,55 @@ def ops_treemap_figure(table: pd.DataFrame, max_ops: int = 400) -> go.Figure:
     return fig
 
 
+#: Peaks labelled on the memory figure (the others are marked, their value in the hover): a
+#: TPU host has dozens of allocators, and their labels would be drawn over each other.
+LABELLED_PEAKS = 3
+
+
 def memory_figure(timeline: pd.DataFrame) -> go.Figure:
-    """Bytes in use over time per worker and allocator (MiB), each peak marked."""
+    """Bytes in use over time per worker and allocator (MiB, or GiB past 10 GiB), each peak
+    marked and the ``LABELLED_PEAKS`` highest labelled."""
     fig = go.Figure()
-    for (worker, allocator), g in timeline.dropna(subset=["bytes_in_use"]).groupby(
-        ["worker", "allocator"]
-    ):
-        t0 = timeline["t_ns"].min()
-        x, y = (g["t_ns"] - t0) / 1e6, g["bytes_in_use"].astype(float) / 2**20
-        fig.add_trace(
-            go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name=f"{worker} {allocator}")
-        )
+    data = timeline.dropna(subset=["bytes_in_use"])
+    giga = float(data["bytes_in_use"].max() or 0) >= 10 * 2**30 if len(data) else False
+    unit, scale = ("GiB", 2**30) if giga else ("MiB", 2**20)
+    t0 = timeline["t_ns"].min()
+    peaks = []
+    for (worker, allocator), g in data.groupby(["worker", "allocator"]):
+        x, y = (g["t_ns"] - t0) / 1e6, g["bytes_in_use"].astype(float) / scale
+        name = f"{worker} {allocator}"
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name=name))
         i = int(y.to_numpy().argmax())
-        fig.add_trace(
-            go.Scatter(
-                x=[x.iloc[i]],
-                y=[y.iloc[i]],
-                mode="markers+text",
-                text=[f"peak {y.iloc[i]:,.0f} MiB"],
-                textposition="top center",
-                marker={"size": 9, "color": "#d62728"},
-                showlegend=False,
-            )
+        peaks.append((float(y.iloc[i]), float(x.iloc[i]), name))
+    fmt = ",.2f" if giga else ",.0f"
+    # One label per distinct peak value (allocators of a TPU's cores peak together), the
+    # highest first: the label says how many share it.
+    shown = {f"{p[0]:{fmt}}" for p in peaks}
+    top = sorted(shown, key=lambda v: -float(v.replace(",", "")))[:LABELLED_PEAKS]
+    text, done = [], set()
+    for y, _, _ in peaks:
+        value = f"{y:{fmt}}"
+        same = sum(f"{q[0]:{fmt}}" == value for q in peaks)
+        label = f"peak {value} {unit}" + (f" ({same} allocators)" if same > 1 else "")
+        text.append(label if value in top and value not in done else "")
+        done.add(value)
+    fig.add_trace(
+        go.Scatter(
+            x=[p[1] for p in peaks],
+            y=[p[0] for p in peaks],
+            mode="markers+text",
+            text=text,
+            customdata=[p[2] for p in peaks],
+            hovertemplate="%{customdata}<br>peak %{y:" + fmt + "} " + unit + "<extra></extra>",
+            textposition="top center",
+            marker={"size": 9, "color": "#d62728"},
+            showlegend=False,
         )
+    )
     fig.update_layout(
         title="Memory in use",
         xaxis_title="ms since the first allocation",
-        yaxis_title="MiB",
+        yaxis_title=unit,
         height=380,
         margin={"l": 10, "r": 10, "t": 50, "b": 40},
     )

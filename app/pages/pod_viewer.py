@@ -33,6 +33,22 @@ from app.units import fmt_duration, grid_columns, plural
 dash.register_page(__name__, path="/pod", name="Pod Viewer", order=1)
 
 
+#: What to do about a session without steps, in the terms of what wrote it.
+NO_STEPS_HINT = {
+    "tensorflow": "PodScope found no training steps. Wrap each step in "
+    "`with tf.profiler.experimental.Trace('train', step_num=step, _r=1):` (Keras fit does it "
+    "for you); without markers, steps are found only from repeated tf.function calls.",
+    "jax": "A JAX capture without step annotations: wrap each step in "
+    "`with jax.profiler.StepTraceAnnotation('train', step_num=step):`; the Timeline and Ops "
+    "pages show the XLA programs and kernels meanwhile.",
+    "tpu": "A TPU capture without step markers (an inference or XLA-only run): mark steps with "
+    "`jax.profiler.StepTraceAnnotation` (JAX) or `tf.profiler.experimental.Trace('train', "
+    "step_num=…)` (TensorFlow); Ops and Timeline show the TPU programs meanwhile.",
+    "android": "An Android trace has no training steps: its unit of work is a TFLite invoke "
+    "(the TFLite page), and the Timeline shows CPU scheduling and app sections.",
+}
+
+
 def step_title(analysis: SessionAnalysis, step: int | None) -> str:
     """The bars' title: the step and its step_num, or the number of steps averaged."""
     b = analysis.breakdown
@@ -61,7 +77,7 @@ def layout(
     notes = [
         html.Li(f"{r.worker}: {r.note}")
         for r in analysis.methods.itertuples()
-        if r.method != "marker"
+        if r.method != "marker" and analysis.trace_kind != "android"  # no steps by nature
     ]
     notes += [
         html.Li(f"left out (could not be parsed): {failure}")
@@ -81,9 +97,7 @@ def layout(
                 card(
                     html.H5("No steps to show"),
                     html.Ul(notes) if notes else None,
-                    html.P(
-                        "PodScope found no training steps in this session; see the notes above."
-                    ),
+                    html.P(NO_STEPS_HINT[analysis.trace_kind], id=ids.POD_HINT),
                 )
             ]
         )

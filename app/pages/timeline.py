@@ -21,7 +21,7 @@ import numpy as np
 from dash import Input, Output, State, dcc, html
 
 from analyzers.session import WORKERS_KEPT, SessionAnalysis
-from analyzers.timeline import COUNTER_PLANE, SCHED_PLANE, TimelineIndex
+from analyzers.timeline import COUNTER_PLANE, SCHED_PLANE, TimelineIndex, short_line
 from app import ids
 from app.figures.timeline import timeline_figure
 from app.pages._common import card, index_of, load_session, session_of, with_query
@@ -316,8 +316,9 @@ def redraw(
         return dash.no_update, dash.no_update
     shown = [w for w in (workers or []) if w in analysis.worker_names][:WORKERS_KEPT]
     indexes = [analysis.timeline(w) for w in shown]
-    base, end = _span(indexes)
-    t0, t1 = (window["t0"], window["t1"]) if window else (base, end)
+    first, end = _span(indexes)
+    base = min(analysis.start_ns or first, first)  # the axis counts from the session start
+    t0, t1 = (window["t0"], window["t1"]) if window else (first, end)
     hidden = [p for p in _planes(analysis) if p not in (planes or [])]
     fig = timeline_figure(
         indexes,
@@ -348,42 +349,64 @@ def redraw(
 @dash.callback(
     Output(ids.TL_DETAILS, "children"),
     Input(ids.TL_GRAPH, "clickData"),
+    State(ids.TL_GRAPH, "figure"),
     State(ids.URL, "search"),
     prevent_initial_call=True,
 )
-def details(click: dict[str, Any] | None, search: str | None) -> Any:
-    if not click or not click.get("points") or "customdata" not in click["points"][0]:
+def details(click: dict[str, Any] | None, figure: dict[str, Any] | None, search: str | None) -> Any:
+    point = (click or {}).get("points", [{}])[0]
+    custom = point.get("customdata")
+    if not custom or index_of(str(custom[1]).lstrip("-")) is None:  # a counter, a density cell
         return dash.no_update
     _, analysis, _ = load_session(session_of(search))
     if analysis is None:
         return dash.no_update
-    worker, row = click["points"][0]["customdata"][:2]
+    worker, row = str(custom[0]), int(custom[1])
     try:
-        fields = analysis.event_details(str(worker), int(row))
+        fields = analysis.event_details(worker, row)
     except KeyError:
         return html.Div("That event is no longer loaded; click it again.")
-    shown = _readable(fields, analysis, str(worker))
+    base = int(((figure or {}).get("layout") or {}).get("meta", {}).get("base", 0))
     return html.Table(
-        [html.Tr([html.Td(k, className="pe-3"), html.Td(str(v))]) for k, v in shown.items()]
+        [
+            html.Tr([html.Td(k, className="pe-3"), html.Td(str(v))])
+            for k, v in readable(fields, base).items()
+        ]
     )
 
 
-def _readable(
-    fields: dict[str, object], analysis: SessionAnalysis, worker: str
-) -> dict[str, object]:
-    """Times with units: duration and self time in ns/µs/ms, the start relative to the
-    worker's first event (the epoch time kept below it)."""
+#: How event columns read on the page.
+FIELD_NAMES = {
+    "plane": "plane",
+    "name": "name",
+    "depth": "nesting depth",
+    "step_num": "step number",
+    "group_id": "step group (XProf)",
+    "tf_op": "TF op",
+    "op_type": "op type",
+    "is_eager": "eager",
+}
+
+
+def readable(fields: dict[str, object], base: int) -> dict[str, object]:
+    """An event's fields as a person reads them: durations with units, the start in ms on the
+    chart's axis (since ``base``, the session start shown), the thread without TSL's numeric
+    id (``tf_Compute/-1631…`` → ``tf_Compute``); stats whose names start with ``_`` are TF's
+    internals (``_r``, ``_ct``) and are left out."""
     out: dict[str, object] = {}
-    first = int(analysis.timeline(worker).start.min())
     for k, v in fields.items():
         if k == "dur_ps":
             out["duration"] = fmt_duration(int(str(v)) / 1000)
         elif k == "self_ps":
             out["self time"] = fmt_duration(int(str(v)) / 1000)
         elif k == "start_ns":
-            since = fmt_duration(int(str(v)) - first)
-            out["starts at"] = f"{since} after the worker's first event"
-            out["start (epoch ns)"] = v
+            out["starts at"] = f"{(int(str(v)) - base) / 1e6:,.3f} ms since the session start"
+        elif k == "line":
+            out["thread"] = short_line("", str(v))
+        elif k.startswith("_"):
+            continue
+        elif isinstance(v, float):
+            out[FIELD_NAMES.get(k, k)] = f"{v:,.4g}"
         else:
-            out[k] = v
+            out[FIELD_NAMES.get(k, k)] = v
     return out

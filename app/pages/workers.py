@@ -46,9 +46,11 @@ def grid(
     links: tuple[str, ...] = (),
     pinned: str | None = "worker",
     height: str | None = None,
+    origin: int | None = None,
 ) -> dag.AgGrid:
-    """A read-only grid of ``frame`` (durations in ms), auto height unless ``height``."""
-    view = in_ms(frame)
+    """A read-only grid of ``frame`` (durations in ms, instants in ms since ``origin``), auto
+    height unless ``height``."""
+    view = in_ms(frame, origin)
     lead = [c for c in (pinned, "step", *links) if c in view]  # links in view, not scrolled off
     view = view[lead + [c for c in view.columns if c not in lead]]
     rows = view.astype(object).where(view.notna(), None).to_dict("records")
@@ -132,13 +134,13 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
     return card(
         html.H5("Culprits and victims"),
         verdict,
-        grid(None, roles),
+        grid(None, roles, origin=a.start_ns),
         note,
         html.H6(
             "Slow worker-steps (cause: one component ≥ 80 % of the excess, else mixed)",
             className="mt-3",
         ),
-        grid(ids.WK_SLOW, view, links=("timeline",), height="420px")
+        grid(ids.WK_SLOW, view, links=("timeline",), height="420px", origin=a.start_ns)
         if len(view)
         else empty(
             "No slow worker-step: no worker is late against the others, no step is "
@@ -167,7 +169,7 @@ def collectives_section(a: SessionAnalysis, session: str) -> Any:
     )
     return card(
         html.H5("Collectives"),
-        grid(None, s),
+        grid(None, s, origin=a.start_ns),
         None
         if measured
         else empty(
@@ -176,7 +178,14 @@ def collectives_section(a: SessionAnalysis, session: str) -> Any:
             "them from step starts."
         ),
         html.H6("Instances", className="mt-3"),
-        grid(ids.WK_COLLECTIVES, view, links=("timeline",), pinned="key", height="360px"),
+        grid(
+            ids.WK_COLLECTIVES,
+            view,
+            links=("timeline",),
+            pinned="key",
+            height="360px",
+            origin=a.start_ns,
+        ),
     )
 
 
@@ -209,13 +218,24 @@ def input_section(a: SessionAnalysis, session: str) -> Any:
     return card(
         html.H5("Input pipeline"),
         html.Ul(advice),
-        grid(None, summary.drop(columns=["slowest_call_start_ns", "suggestion"])),
+        grid(
+            None,
+            summary.drop(columns=["slowest_call_start_ns", "suggestion"]),
+            origin=a.start_ns,
+        ),
         html.H6(
             "Iterators as a tree, consumer above its inputs (self time as XProf's input op "
             "table; an asynchronous stage's self time is waiting for its producer, not work)",
             className="mt-3",
         ),
-        grid(ids.WK_ITERATORS, view, links=("timeline",), pinned="tree", height="360px"),
+        grid(
+            ids.WK_ITERATORS,
+            view,
+            links=("timeline",),
+            pinned="tree",
+            height="360px",
+            origin=a.start_ns,
+        ),
     )
 
 
@@ -241,7 +261,9 @@ def memory_section(a: SessionAnalysis, session: str) -> Any:
         else None
     )
     return card(
-        html.H5("Memory"), verdict, grid(None, with_ops_links(report, session), links=("ops",))
+        html.H5("Memory"),
+        verdict,
+        grid(None, with_ops_links(report, session), links=("ops",), origin=a.start_ns),
     )
 
 
@@ -257,7 +279,7 @@ def ps_section(a: SessionAnalysis, session: str) -> Any:
     return card(
         html.H5("Parameter servers"),
         empty("TF's trace has no tensor sizes on _Send / ReadVariableOp: the load is time."),
-        grid(None, view, links=("ops",)),
+        grid(None, view, links=("ops",), origin=a.start_ns),
     )
 
 

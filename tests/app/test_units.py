@@ -36,6 +36,13 @@ def test_evidence_by_key() -> None:
 def test_grid_columns_titles_formats_and_pins() -> None:
     cols = grid_columns(["op_name", "self_ms", "self_share", "timeline"], "op_name", ["timeline"])
     assert [c["headerName"] for c in cols] == ["op", "self time (ms)", "self share", "timeline"]
-    assert cols[0]["pinned"] == "left" and "valueFormatter" not in cols[0]
+    assert cols[0]["pinned"] == "left" and "type" not in cols[0]  # text: left-aligned, as is
+    assert (
+        "typeof params.value !== 'number' ? params.value" in cols[0]["valueFormatter"]["function"]
+    )
+    other = grid_columns(["transfer_ms_per_step", "peak_at_ms", "anything"])
+    assert "',.3f'" in other[0]["valueFormatter"]["function"]  # 0.062918 → 0.063
+    assert other[1]["headerName"] == "peak at (ms since the session start)"
+    assert "',.4~r'" in other[2]["valueFormatter"]["function"]  # no float shown unrounded
     assert "d3.format('.1%')" in cols[2]["valueFormatter"]["function"]
     assert cols[1]["type"] == "rightAligned" and cols[3]["cellRenderer"] == "markdown"

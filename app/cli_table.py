@@ -1,0 +1,146 @@
+"""Tables on a terminal that a person can read at 80 columns: a command's table is printed
+whole when it fits; else worker labels are abbreviated (``w1``, ``w2``… with a legend
+below); else each row is printed as a block of ``column: value`` lines. ``--wide`` prints the
+whole table however wide it is (for a wide terminal or a file).
+
+    >>> show_table(frame, "culprits and victims")             # fits the terminal
+    >>> show_table(frame, "culprits and victims", wide=True)   # every column on one line
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import pandas as pd
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+WideOpt = Annotated[
+    bool,
+    typer.Option(
+        "--wide", help="Every column on one line, however wide (default: fit the terminal)."
+    ),
+]
+
+#: Worker labels longer than this are abbreviated when the table would not fit.
+SHORT_LABEL = 12
+
+
+def cell(column: str, value: object) -> str:
+    """A value as the table shows it: shares in %, other floats to 3 decimals, missing as
+    an empty cell."""
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return ""
+    if isinstance(value, float):
+        if column.endswith("share") or column == "share":
+            return f"{value * 100:.1f}%"
+        return f"{value:,.3f}"
+    if isinstance(value, bool):
+        return "yes" if value else ""
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+#: A name column cut to fit keeps at least this many characters.
+MIN_NAME = 20
+
+
+def _table(
+    frame: pd.DataFrame,
+    title: str,
+    stacked: bool = False,
+    cut: str | None = None,
+    cut_to: int | None = None,
+) -> Table:
+    """The table, its cells on one line each; with ``stacked``, the headers of number
+    columns one word per line (``self`` / ``time`` / ``us``); the ``cut`` column at most
+    ``cut_to`` characters, ended with "…"."""
+    # Rules under the header only, no outer frame, one space between columns' paddings.
+    view = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for col in frame.columns:
+        numeric = pd.api.types.is_numeric_dtype(frame[col]) and frame[col].dtype != bool
+        words = col.split("_")
+        view.add_column(
+            "\n".join(words) if stacked and numeric else " ".join(words),
+            justify="right" if numeric else "left",
+            no_wrap=True,
+            overflow="ellipsis",
+            max_width=cut_to if col == cut else None,
+        )
+    for row in frame.itertuples(index=False):
+        view.add_row(*(cell(c, v) for c, v in zip(frame.columns, row, strict=True)))
+    return view
+
+
+def _width(console: Console, table: Table) -> int:
+    """The table's natural width (a console measures within its own width otherwise)."""
+    return console.measure(table, options=console.options.update_width(100_000)).maximum
+
+
+def _abbreviated(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The frame with long worker labels as ``w1``, ``w2``… (in order of appearance), and
+    the legend."""
+    if "worker" not in frame or frame["worker"].astype(str).str.len().max() <= SHORT_LABEL:
+        return frame, {}
+    names = list(dict.fromkeys(frame["worker"].astype(str)))
+    short = {n: f"w{i + 1}" for i, n in enumerate(names)}
+    return frame.assign(worker=frame["worker"].astype(str).map(short)), short
+
+
+def show_table(
+    frame: pd.DataFrame,
+    title: str,
+    *,
+    wide: bool = False,
+    cut: str | None = None,
+    console: Console | None = None,
+) -> None:
+    """Prints ``frame`` under ``title``: whole when it fits the terminal (or ``wide``); else
+    the first of these that fits: number headers one word per line, then also worker labels
+    abbreviated (with their legend), then also the ``cut`` column (an op or kernel name)
+    ended with "…"; else one block of lines per row."""
+    console = console or Console()
+    whole = _table(frame, title)
+    if wide or _width(console, whole) <= console.width:
+        if wide:  # as wide as it needs: a wide terminal, or a file read with less -S
+            console = Console(width=max(console.width, _width(console, whole)), file=console.file)
+        console.print(whole)
+        return
+    short, legend = _abbreviated(frame)
+    empty: dict[str, str] = {}
+    tries = [(empty, _table(frame, title, stacked=True))]
+    if legend:
+        tries.append((legend, _table(short, title, stacked=True)))
+    if cut is not None:
+        narrow = _table(short, title, stacked=True, cut=cut, cut_to=MIN_NAME)
+        room = max(0, console.width - _width(console, narrow))
+        tries.append((legend, _table(short, title, True, cut, MIN_NAME + room)))
+    for names, table in tries:
+        if _width(console, table) <= console.width:
+            console.print(table)
+            for name, abbr in names.items():
+                console.print(f"  {abbr} = {name}", highlight=False, soft_wrap=True)
+            return
+    _blocks(frame, title, console)
+
+
+def _blocks(frame: pd.DataFrame, title: str, console: Console) -> None:
+    """One block per row: its first column as a heading, then ``column: value`` lines."""
+    console.print(title, style="italic", highlight=False)
+    if frame.empty:
+        return
+    keys = [c.replace("_", " ") for c in frame.columns]
+    pad = max(len(k) for k in keys[1:]) if len(keys) > 1 else 0
+    for row in frame.itertuples(index=False):
+        values = [cell(c, v) for c, v in zip(frame.columns, row, strict=True)]
+        console.print(f"── {keys[0]} {values[0]}", style="bold", highlight=False, soft_wrap=True)
+        for key, value in zip(keys[1:], values[1:], strict=True):
+            if value != "":
+                console.print(f"  {key:<{pad}}  {value}", highlight=False, soft_wrap=True)
