@@ -199,7 +199,9 @@ def timeline_figure(
         shapes=shapes,
         uniformtext={"minsize": 8, "mode": "hide"},
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        uirevision="timeline",
+        # the window is the server's to set: a new window wins over what Plotly kept (an
+        # autorange after a double click would range over the bars drawn, not the capture)
+        uirevision=f"{t0}:{t1}",
         dragmode="zoom",
         meta={
             "base": int(base),

@@ -174,7 +174,8 @@ def layout(
                 dcc.Loading(
                     dcc.Graph(
                         id=ids.TL_GRAPH,
-                        config={"scrollZoom": True, "displaylogo": False},
+                        # double click: assets/timeline_keys.js (the whole capture)
+                        config={"scrollZoom": True, "displaylogo": False, "doubleClick": False},
                     ),
                     delay_show=400,
                 )
@@ -249,6 +250,11 @@ dash.clientside_callback(
         const url = window.location.pathname + '?' + q.toString();
         if (url !== window.location.pathname + window.location.search) {
             window.history.replaceState(window.history.state, '', url);
+            // The shell's Location learns the URL (its next push starts from it); no event
+            // is sent, so the page is not drawn again.
+            window.dash_clientside.set_props('shell-url', {
+                search: window.location.search, href: window.location.href
+            });
         }
     }""",
     Input(ids.TL_WINDOW, "data"),

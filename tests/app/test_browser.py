@@ -331,6 +331,8 @@ def test_timeline_goes_to_a_step_and_marks_it(page, server) -> None:  # type: ig
     page.locator("#tl-worker").click()
     page.get_by_text("10.0.0.2_6000", exact=True).last.click()
     # the page is drawn again from the URL: wait for the new chart, not the old one
+    page.wait_for_url(re.compile(r"worker=10\.0\.0\.1_6000%2C10\.0\.0\.2_6000"))
+    settle(page)
     page.wait_for_function(f"{GD}?.layout?.shapes?.filter(s => s.type === 'rect').length === 2")
     page.wait_for_function(
         "[...document.querySelectorAll('#tl-graph .ytick text')].some(t => "
