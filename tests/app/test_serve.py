@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.app.helpers import free_port, get_when_up
+from trace_parsers import layout
 
 pytestmark = pytest.mark.slow
 
@@ -74,6 +75,11 @@ def test_demo_captures_a_baseline_and_a_straggler_and_stops_their_jobs(tmp_path:
         assert lines and lines[-1] == f"serving on http://127.0.0.1:{port}", lines
         sessions = sorted(p.name for p in (logdir / "plugins" / "profile").iterdir())
         assert len(sessions) == 2
+        labels = {
+            layout.read_manifest(logdir / "plugins" / "profile" / s).label  # type: ignore[union-attr]
+            for s in sessions
+        }
+        assert labels == {"baseline", "straggler"}  # told apart on every page
         health = get_when_up(f"http://127.0.0.1:{port}/healthz")  # printed as it starts listening
         assert b'"sessions":2' in health.replace(b" ", b"")
         # the jobs are stopped: nothing listens on their workers' agents any more
