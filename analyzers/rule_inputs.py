@@ -5,7 +5,7 @@ breakdown and memory timeline). Each is computed from one worker's events at a t
 workers' frames concatenate exactly (every function groups by worker first); the two that
 count per step are computed over a worker's *own* steps and then cut to the steps every worker
 has (``per_aligned_step``, ``first_starts_per_aligned_step``), so a session analysed per worker
-(``app.execution``) is diagnosed without its events ever reaching the driver, and equals the
+(``analyzers.execution``) is diagnosed without its events ever reaching the driver, and equals the
 whole-session analysis.
 
     >>> rule_events(frames.events)                    # eager, iterator, compile, copy, all-reduce

@@ -31,6 +31,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -161,6 +162,32 @@ class SessionAnalysis:
         return sorted(str(w) for w in self.meta.workers["worker"].unique())
 
     @classmethod
+    def from_path(
+        cls,
+        path: str | Path,
+        *,
+        session: str | None = None,
+        scheduler: str | None = None,
+        cache_dir: str | None = None,
+    ) -> SessionAnalysis:
+        """A capture (file, run folder or logdir, as ``trace_parsers.load`` reads it) analysed
+        one task per worker (``analyzers.execution``): in this process or on forked ones for a
+        few files, a ``LocalCluster`` for many, or the Dask cluster at ``scheduler``
+        (``tcp://HOST:8786``). Workers whose trace cannot be parsed are left out; the rest
+        equal a whole-session analysis.
+
+            >>> a = SessionAnalysis.from_path("logdir", scheduler="tcp://10.0.0.5:8786")
+            >>> a.breakdown, a.findings
+
+        Raises:
+            trace_parsers.TraceParseError: no capture there, or no file could be parsed.
+            analyzers.execution.ExecutionError: the scheduler is unreachable or lost.
+        """
+        from analyzers.execution import ExecConfig, analyze_path
+
+        return analyze_path(path, session, ExecConfig(scheduler=scheduler, cache_dir=cache_dir))
+
+    @classmethod
     def from_parts(
         cls,
         frames: TraceFrames,
@@ -169,7 +196,7 @@ class SessionAnalysis:
         load_worker: Callable[[str], TraceFrames] | None = None,
     ) -> SessionAnalysis:
         """An analysis whose derived frames were computed per worker elsewhere and merged
-        (``app.execution``): ``frames`` holds the small frames only (planes, workers…), and
+        (``analyzers.execution``): ``frames`` holds the small frames only (planes, workers…), and
         ``derived`` sets frames of ``PER_WORKER`` and the op tables ``ops:<by>``. Attributes
         that read events (a frame not in ``derived``) call ``load_events`` once, or see no
         events without it; the timeline and event details read one worker at a time with

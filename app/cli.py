@@ -80,12 +80,18 @@ def parse(
 ) -> None:
     """Parse a trace into typed frames; print a summary, optionally write the frames.
 
-    One task per worker file (``app.execution``; on Dask with ``--scheduler``): each writes its
+    One task per worker file (``analyzers.execution``; on Dask with ``--scheduler``): each writes its
     own frames to OUT/<frame>/<worker>.parquet (or .csv), so no process holds the session."""
     import os
 
+    from analyzers.execution import (
+        ExecConfig,
+        ExecutionError,
+        export_file,
+        merge_summaries,
+        run_tasks,
+    )
     from app.cli_analyze import EXIT_CLUSTER, task_progress
-    from app.execution import ExecConfig, ExecutionError, export_file, merge_summaries, run_tasks
     from trace_parsers import TraceParseError, resolve
 
     if fmt not in ("parquet", "csv"):
@@ -107,7 +113,7 @@ def parse(
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
-        from app.summary import render
+        from app.cli_table import render_parse_summary as render
 
         render(summary)
     for failure in summary["failures"]:

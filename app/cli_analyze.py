@@ -136,13 +136,13 @@ def _analysis_or_exit(
     parts: frozenset[str],
     scheduler: str | None = None,
 ) -> SessionAnalysis:
-    """The session's analysis, ``parts`` computed per worker by ``app.execution`` (in this
+    """The session's analysis, ``parts`` computed per worker by ``analyzers.execution`` (in this
     process for small sessions, else on Dask) with progress on a terminal; failed workers are
     listed and the others kept. A parse error becomes one line on stderr and exit code 2, a
     lost cluster exit code 4."""
     import os
 
-    from app.execution import ExecConfig, ExecutionError, run_session
+    from analyzers.execution import ExecConfig, ExecutionError, run_session
     from trace_parsers import TraceParseError, resolve
 
     try:

@@ -9,7 +9,7 @@ whole table however wide it is (for a wide terminal or a file).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import pandas as pd
 import typer
@@ -144,3 +144,18 @@ def _blocks(frame: pd.DataFrame, title: str, console: Console) -> None:
         for key, value in zip(keys[1:], values[1:], strict=True):
             if value != "":
                 console.print(f"  {key:<{pad}}  {value}", highlight=False, soft_wrap=True)
+
+
+def render_parse_summary(summary: dict[str, Any]) -> None:
+    """Prints the summary as a table (rich)."""
+    s = summary
+    table = Table(title=f"{s['events']:,} events · {s['planes']} planes · {s['lines']} lines")
+    cols = ("worker", "planes", "lines", "events", "span_ms", "steps")
+    for col in cols:
+        table.add_column(col, justify="left" if col == "worker" else "right")
+    for w in summary["workers"]:
+        table.add_row(*(f"{w[c]:,}" if isinstance(w[c], int) else str(w[c]) for c in cols))
+    console = Console()
+    console.print(table)
+    if summary.get("written"):
+        console.print(f"frames written to {summary['written']}")

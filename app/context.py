@@ -14,7 +14,7 @@ from pathlib import Path
 
 import flask
 
-from app.execution import ExecConfig
+from analyzers.execution import ExecConfig
 from app.settings import AppSettings
 from app.store import SessionStore
 from app.targets import targets_from

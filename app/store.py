@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from analyzers.execution import ExecConfig, ExecutionError, run_session
 from analyzers.session import SessionAnalysis
-from app.execution import ExecConfig, ExecutionError, run_session
 from trace_parsers import TraceParseError, layout, load
 from trace_parsers.loader import format_of, session_folders, trace_files, worker_label
 from trace_parsers.schema import PARSER_VERSION
@@ -81,7 +81,7 @@ class Cancelled(Exception):
 
 @dataclass
 class Job:
-    """One big session being analysed per worker in the background (``app.execution``).
+    """One big session being analysed per worker in the background (``analyzers.execution``).
 
     Attributes:
         session: the session.

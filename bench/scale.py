@@ -45,7 +45,7 @@ def _cluster_run(folder: str, processes: int) -> dict[str, Any]:
     of every worker, the merged result; wall time and peak RSS of the driver and workers."""
     from distributed import Client, LocalCluster
 
-    from app.execution import ExecConfig, run_session
+    from analyzers.execution import ExecConfig, run_session
     from trace_parsers import resolve
 
     files = resolve(folder)
@@ -77,7 +77,7 @@ def _cluster_run(folder: str, processes: int) -> dict[str, Any]:
 def _single_parse_peak(path: str) -> dict[str, Any]:
     """Peak RSS of a process that parses one worker and builds all its parts (the floor a
     Dask worker process cannot go under)."""
-    from app.execution import PARTS, analyze_file
+    from analyzers.execution import PARTS, analyze_file
 
     analyze_file(path, PARTS, False, None)
     return {"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

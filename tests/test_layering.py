@@ -27,6 +27,10 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "trace_parsers.tflite",
         "trace_parsers.tfop",
     ),
+    # The one place analyses meet files: the per-worker tasks parse their worker's trace
+    # (GUIDE: scale-out lives below app/, callable by a library user). Deviation from the
+    # GUIDE's "schema only", kept to this module.
+    "analyzers.execution": ("analyzers", "trace_parsers"),
     # The capture layout (stdlib only) is the one contract collectors and parsers share.
     "collectors": ("collectors", "trace_parsers.layout"),
     "reference_engine": ("reference_engine", "collectors.agent"),
@@ -105,7 +109,8 @@ def _within(module: str, allowed: tuple[str, ...]) -> bool:
 def test_module_imports_only_what_its_layer_may(package: str, path: Path) -> None:
     found = imports(path)
     ours = {m for m in found if m.split(".")[0] in OURS}
-    bad = sorted(m for m in ours if not _within(m, MAY_IMPORT[package]))
+    allowed = MAY_IMPORT.get(_module_of(path), MAY_IMPORT[package])
+    bad = sorted(m for m in ours if not _within(m, allowed))
     third = {m.split(".")[0] for m in found} & NEVER[package]
     if not (package == "collectors" and path.name == "agent.py") and package != "reference_engine":
         third |= {m.split(".")[0] for m in found} & {"tensorflow"}
@@ -114,7 +119,7 @@ def test_module_imports_only_what_its_layer_may(package: str, path: Path) -> Non
 
 
 #: Heavy optional dependencies, each behind one seam (GUIDE convention 10).
-SEAMS = {"dask": "app/execution.py", "distributed": "app/execution.py"}
+SEAMS = {"dask": "analyzers/execution.py", "distributed": "analyzers/execution.py"}
 
 
 def test_heavy_dependencies_stay_behind_their_seam() -> None:

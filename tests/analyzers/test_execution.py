@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analyzers.execution import RULE_FRAMES, ExecConfig, ExecutionError, run_session
 from analyzers.session import SessionAnalysis
-from app.execution import RULE_FRAMES, ExecConfig, ExecutionError, run_session
 from bench.synth import synth_xspace
 from tests.analyzers.test_breakdown import worker_trace
 from tests.app.helpers import free_port
@@ -68,6 +68,7 @@ def test_in_process_equals_the_whole_session_analysis(tmp_path: Path) -> None:
         run = run_session(resolve(folder), ExecConfig(cache=False, processes=processes))
         assert run.where == where and run.failures == ()
         assert_same(whole, run.analysis)
+    assert_same(whole, SessionAnalysis.from_path(folder, cache_dir=str(tmp_path / "c")))
 
 
 def test_a_second_run_reads_derived_shards_only(
@@ -84,7 +85,7 @@ def test_a_second_run_reads_derived_shards_only(
     def no_parse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a cached worker was loaded again")
 
-    monkeypatch.setattr("app.execution.load", no_parse)
+    monkeypatch.setattr("analyzers.execution.load", no_parse)
     second = run_session(resolve(folder), config)
     assert_same(first.analysis, second.analysis)
     assert_same(SessionAnalysis(load(folder, cache=False)), second.analysis)
@@ -203,6 +204,9 @@ def test_a_real_cluster_gives_the_same_frames(cluster: Cluster, tmp_path: Path) 
     assert_same(local.analysis, remote.analysis)
     again = run_session(resolve(folder), ExecConfig(scheduler=cluster.address, cache_dir=cache))
     assert_same(local.analysis, again.analysis)  # the second run reads the cached shards
+    # as a library user calls it, without the dashboard package
+    lib = SessionAnalysis.from_path(folder, scheduler=cluster.address, cache_dir=cache)
+    assert_same(local.analysis, lib)
 
 
 @pytest.mark.cluster
@@ -259,7 +263,9 @@ def test_a_scheduler_that_is_gone_is_one_clear_error(tmp_path: Path) -> None:
 
 @pytest.mark.cluster
 @pytest.mark.slow
-def test_a_scheduler_lost_mid_run_is_one_clear_error(cluster: Cluster, tmp_path: Path) -> None:
+def test_a_scheduler_lost_mid_run_is_one_clear_error(
+    cluster: Cluster, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "big"
     folder.mkdir()
     data = synth_xspace(400)
@@ -279,3 +285,5 @@ def test_a_scheduler_lost_mid_run_is_one_clear_error(cluster: Cluster, tmp_path:
             progress=kill_scheduler,
         )
     assert time.monotonic() - started < 60
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 1, err

@@ -1,10 +1,11 @@
-"""One-screen summary of parsed frames (for ``podscope parse``)."""
+"""One-screen summary of parsed frames (``podscope parse``; a per-worker export task returns
+it, ``analyzers.execution``): counts, span and step markers per worker, JSON-able."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from trace_parsers import TraceFrames
+from trace_parsers.schema import TraceFrames
 
 
 def summarize(frames: TraceFrames) -> dict[str, Any]:
@@ -36,21 +37,3 @@ def summarize(frames: TraceFrames) -> dict[str, Any]:
         "aggregates": len(frames.aggregates),
         "failures": [str(f) for f in frames.failures],
     }
-
-
-def render(summary: dict[str, Any]) -> None:
-    """Prints the summary as a table (rich)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    s = summary
-    table = Table(title=f"{s['events']:,} events · {s['planes']} planes · {s['lines']} lines")
-    cols = ("worker", "planes", "lines", "events", "span_ms", "steps")
-    for col in cols:
-        table.add_column(col, justify="left" if col == "worker" else "right")
-    for w in summary["workers"]:
-        table.add_row(*(f"{w[c]:,}" if isinstance(w[c], int) else str(w[c]) for c in cols))
-    console = Console()
-    console.print(table)
-    if summary.get("written"):
-        console.print(f"frames written to {summary['written']}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import logging
 import multiprocessing
 import os
 import warnings
@@ -39,10 +40,10 @@ from analyzers.breakdown import step_breakdown
 from analyzers.ops import BY
 from analyzers.session import RULE_FRAMES, SessionAnalysis
 from analyzers.steps import align_steps
-from app.summary import summarize
+from analyzers.summary import summarize
 from trace_parsers import TraceParseError, load
 from trace_parsers.cache import FrameCache
-from trace_parsers.loader import worker_label
+from trace_parsers.loader import resolve, worker_label
 from trace_parsers.schema import TraceFrames, empty_frame
 
 #: Derived frames a task can compute; ``ops:<by>`` for each op table; ``rules``: what the
@@ -340,7 +341,7 @@ EXPORT_FORMATS = {"parquet": ".parquet", "csv": ".csv"}
 
 @dataclass(frozen=True)
 class Exported:
-    """What an export task sends back: the worker's summary (``app.summary.summarize``)."""
+    """What an export task sends back: the worker's summary (``analyzers.summary.summarize``)."""
 
     worker: str
     file: str
@@ -405,6 +406,26 @@ def _local_processes(config: ExecConfig, n_files: int) -> int:
     return min(config.processes or len(os.sched_getaffinity(0)), n_files)
 
 
+#: Loggers that report a lost scheduler as dozens of lines of tracebacks (reconnection
+#: attempts, closed comms, futures of a dead event loop); ``ExecutionError`` says it in one.
+_DASK_LOGGERS = ("distributed", "tornado", "asyncio")
+
+
+@contextmanager
+def _quiet_dask() -> Iterator[None]:
+    """Dask's own logging off while a remote cluster is in use: its failure is reported once,
+    as an ``ExecutionError`` (the CLI prints one line, the page one alert)."""
+    loggers = [logging.getLogger(name) for name in _DASK_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
 @contextmanager
 def _client(config: ExecConfig, n_files: int) -> Iterator[tuple[Any, str]]:
     """Where tasks run: a Dask client (an existing cluster, or a ``LocalCluster`` for a big
@@ -422,12 +443,13 @@ def _client(config: ExecConfig, n_files: int) -> Iterator[tuple[Any, str]]:
     from distributed import Client, LocalCluster
 
     if config.scheduler is not None:
-        try:
-            client = Client(config.scheduler, timeout=f"{config.connect_timeout_s}s")
-        except (OSError, TimeoutError) as e:
-            raise ExecutionError(f"Dask scheduler {config.scheduler} unreachable: {e}") from e
-        with client:
-            yield client, config.scheduler
+        with _quiet_dask():
+            try:
+                client = Client(config.scheduler, timeout=f"{config.connect_timeout_s}s")
+            except (OSError, TimeoutError) as e:
+                raise ExecutionError(f"Dask scheduler {config.scheduler} unreachable: {e}") from e
+            with client:
+                yield client, config.scheduler
         return
     n = _local_processes(config, n_files)
     with (
@@ -568,3 +590,22 @@ def _on_cluster(
         client.cancel(list(futures))  # Ctrl-C or a lost cluster: leave nothing running
         raise
     return results
+
+
+def analyze_path(path: str | Path, session: str | None, config: ExecConfig) -> SessionAnalysis:
+    """``SessionAnalysis.from_path``: the capture at ``path`` (``trace_parsers.resolve``)
+    analysed per worker where ``config`` says; the events, if an analysis needs them, are
+    loaded on first use.
+
+    Raises:
+        TraceParseError: no capture there, or no file could be parsed.
+        ExecutionError: the scheduler is unreachable or lost mid-run.
+    """
+    files = resolve(path, session)
+    cache = config.cache_dir if config.cache else None
+    run = run_session(
+        files,
+        config,
+        load_events=lambda: load(path, session=session, cache=config.cache, cache_dir=cache),
+    )
+    return run.analysis
