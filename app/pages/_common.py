@@ -19,6 +19,21 @@ from app.store import Job, SessionError, SessionPreparing
 from app.units import fmt_duration, fmt_share, plural
 from trace_parsers import TraceParseError
 
+#: What to do about a session without steps, in the terms of what wrote it.
+NO_STEPS_HINT = {
+    "tensorflow": "PodScope found no training steps. Wrap each step in "
+    "`with tf.profiler.experimental.Trace('train', step_num=step, _r=1):` (Keras fit does it "
+    "for you); without markers, steps are found only from repeated tf.function calls.",
+    "jax": "A JAX capture without step annotations: wrap each step in "
+    "`with jax.profiler.StepTraceAnnotation('train', step_num=step):`; the Timeline and Ops "
+    "pages show the XLA programs and kernels meanwhile.",
+    "tpu": "A TPU capture without step markers (an inference or XLA-only run): mark steps with "
+    "`jax.profiler.StepTraceAnnotation` (JAX) or `tf.profiler.experimental.Trace('train', "
+    "step_num=…)` (TensorFlow); Ops and Timeline show the TPU programs meanwhile.",
+    "android": "An Android trace has no training steps: its unit of work is a TFLite invoke "
+    "(the TFLite page), and the Timeline shows CPU scheduling and app sections.",
+}
+
 
 def query_of(search: str | None) -> dict[str, str]:
     """The URL's query (``dcc.Location.search``) as {key: first value}."""

@@ -19,11 +19,13 @@ from app.figures.pod import (
     straggler_evidence,
 )
 from app.pages._common import (
+    NO_STEPS_HINT,
     card,
     device_summary,
     download_frame,
     index_of,
     load_session,
+    ops_href,
     session_of,
     table_header,
     with_query,
@@ -31,22 +33,6 @@ from app.pages._common import (
 from app.units import fmt_duration, grid_columns, plural
 
 dash.register_page(__name__, path="/pod", name="Pod Viewer", order=1)
-
-
-#: What to do about a session without steps, in the terms of what wrote it.
-NO_STEPS_HINT = {
-    "tensorflow": "PodScope found no training steps. Wrap each step in "
-    "`with tf.profiler.experimental.Trace('train', step_num=step, _r=1):` (Keras fit does it "
-    "for you); without markers, steps are found only from repeated tf.function calls.",
-    "jax": "A JAX capture without step annotations: wrap each step in "
-    "`with jax.profiler.StepTraceAnnotation('train', step_num=step):`; the Timeline and Ops "
-    "pages show the XLA programs and kernels meanwhile.",
-    "tpu": "A TPU capture without step markers (an inference or XLA-only run): mark steps with "
-    "`jax.profiler.StepTraceAnnotation` (JAX) or `tf.profiler.experimental.Trace('train', "
-    "step_num=…)` (TensorFlow); Ops and Timeline show the TPU programs meanwhile.",
-    "android": "An Android trace has no training steps: its unit of work is a TFLite invoke "
-    "(the TFLite page), and the Timeline shows CPU scheduling and app sections.",
-}
 
 
 def step_title(analysis: SessionAnalysis, step: int | None) -> str:
@@ -113,6 +99,12 @@ def layout(
             .sort_values("_sel", ascending=False)
             .drop(columns="_sel")
         )
+    if "device" in table and session:  # which ops dominate on this device: one click
+        links = [
+            f"[ops]({ops_href(session, str(w), str(d))})"
+            for w, d in zip(table["worker"], table["device"], strict=True)
+        ]
+        table = table.assign(ops=links)[["worker", "device", "ops", *table.columns[2:]]]
     return html.Div(
         [
             card(
@@ -184,7 +176,7 @@ def layout(
                 dag.AgGrid(
                     id=ids.POD_TABLE,
                     rowData=table.astype(object).where(table.notna(), None).to_dict("records"),
-                    columnDefs=grid_columns(table.columns, pinned="worker"),
+                    columnDefs=grid_columns(table.columns, pinned="worker", markdown=["ops"]),
                     defaultColDef={"sortable": True, "filter": True, "resizable": True},
                     dashGridOptions={"domLayout": "autoHeight"},
                 ),

@@ -165,7 +165,12 @@ def test_no_steps_found_explains_why() -> None:
     found = find_steps(ev)
     assert found.empty
     note = step_methods(ev, found).iloc[0]
-    assert note["method"] == "none" and "step_num=step" in note["note"]
+    # why, in the note; what to do depends on what wrote the trace (the Pod Viewer's hint)
+    assert note["method"] == "none" and "no step marker" in note["note"]
+    from app.pages._common import NO_STEPS_HINT
+
+    assert "step_num=step" in NO_STEPS_HINT["tensorflow"]
+    assert "StepTraceAnnotation" in NO_STEPS_HINT["jax"] and "TFLite" in NO_STEPS_HINT["android"]
 
 
 def test_function_steps_survive_a_call_cut_by_the_capture_start() -> None:

@@ -237,3 +237,17 @@ def test_the_capture_page_speaks_in_its_own_terms(pg) -> None:  # type: ignore[n
     )
     assert "5 is outside 100–60,000" in pg.inner_text("#cap-result")
     assert pg.errors == []
+
+
+def test_a_device_row_of_the_pod_viewer_opens_its_ops(pg) -> None:  # type: ignore[no-untyped-def]
+    if not V100.exists():
+        pytest.skip(f"public trace samples not present: {V100}")
+    pg.goto(pg.base + "/pod?session=2026_03_04_v100")
+    settle(pg)
+    row = pg.locator("#pod-table .ag-center-cols-container .ag-row", has_text="/device:GPU:6")
+    row.get_by_text("ops", exact=True).click()
+    pg.wait_for_url(re.compile(r"/ops\?.*device=%2Fdevice%3AGPU%3A6"))
+    settle(pg)
+    assert "· GPU:6)" in pg.inner_text("#_pages_content")
+    assert pg.locator("#ops-table .ag-row").count() > 0
+    assert pg.errors == []
