@@ -495,6 +495,21 @@ def op_comparison(table: pd.DataFrame, top: int = 50) -> pd.DataFrame:
     return wide.join(stats).sort_values("spread_ps", ascending=False).head(top)
 
 
+KERNEL_GROUP_COLUMNS = [
+    "worker",
+    "device",
+    "kernel",
+    "ops",
+    "occurrences",
+    "total_ps",
+    "self_ps",
+    "avg_ps",
+    "max_ps",
+    "self_share",
+    "tensor_core",
+]
+
+
 def kernel_groups(kernels: pd.DataFrame) -> pd.DataFrame:
     """GPU kernels grouped by name per worker and device: one row per kernel whatever ops
     launched it (``op_stats(by="kernel")`` has one row per kernel × op).
@@ -515,19 +530,7 @@ def kernel_groups(kernels: pd.DataFrame) -> pd.DataFrame:
     """
     keys = ["worker", "device", "kernel"]
     if kernels.empty:
-        return pd.DataFrame(
-            columns=[
-                *keys,
-                "ops",
-                "occurrences",
-                "total_ps",
-                "self_ps",
-                "avg_ps",
-                "max_ps",
-                "self_share",
-                "tensor_core",
-            ]
-        )
+        return pd.DataFrame(columns=KERNEL_GROUP_COLUMNS)
     g = kernels.groupby(keys, observed=True, sort=False)
     out = g.agg(
         ops=("op_name", "nunique"),
@@ -540,17 +543,7 @@ def kernel_groups(kernels: pd.DataFrame) -> pd.DataFrame:
     out["avg_ps"] = out["total_ps"] // out["occurrences"].clip(lower=1)
     per_worker = out.groupby("worker", observed=True)["self_ps"].transform("sum")
     out["self_share"] = out["self_ps"] / per_worker.where(per_worker > 0)
-    cols = [
-        *keys,
-        "ops",
-        "occurrences",
-        "total_ps",
-        "self_ps",
-        "avg_ps",
-        "max_ps",
-        "self_share",
-        "tensor_core",
-    ]
+    cols = KERNEL_GROUP_COLUMNS
     return out[cols].sort_values("self_ps", ascending=False, kind="stable").reset_index(drop=True)
 
 
