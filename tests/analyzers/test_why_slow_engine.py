@@ -144,7 +144,12 @@ def test_slow_allreduce_is_the_collective_not_a_worker(scenario_capture) -> None
     base = analyse(scenario_capture("mwms-loop", "baseline", **run).session_dir)
     for a in (slow, base):
         assert (a.collective_summary["measured"] > 0).all(), a.collective_summary
-        assert (a.collectives["participants"] == 2).all()
+        # each worker's trace stops on its own clock: the last step's all-reduce can fall
+        # after one worker's end (seen: 258 calls on one, 259 on the other); inside the
+        # window every instance has both participants
+        c = a.collectives
+        inner = c[c["step"].between(c["step"].min() + 1, c["step"].max() - 1)]
+        assert len(inner) > 10 and (inner["participants"] == 2).all(), c
     latency = {
         n: float(a.collectives["latency_ns"].median()) for n, a in (("slow", slow), ("base", base))
     }
