@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
@@ -141,14 +142,23 @@ def _nav_keeps_session(
     Output(ids.SESSION_PICKER, "options"),
     Output(ids.SESSION_PICKER, "value"),
     Input(ids.URL, "search"),
+    Input(ids.URL, "pathname"),
+    State(ids.SESSION_PICKER, "options"),
 )
-def _sync_picker(search: str | None) -> tuple[list[dict[str, str]], str | None]:
-    """Every session, labelled with its label when it has one (``train/2026_… · baseline``)."""
-    summaries = current().store.summaries()
-    names = [s.name for s in summaries]
-    options = [
-        {"label": s.name + (f" · {s.label}" if s.label else ""), "value": s.name} for s in summaries
-    ]
+def _sync_picker(
+    search: str | None, pathname: str | None, shown: list[dict[str, str]] | None
+) -> tuple[Any, str | None]:
+    """Every session, labelled with its label when it has one (``train/2026_… · baseline``).
+    The labels (one ``capture.json`` read per session) are read again only when the sessions
+    changed or on the Sessions page, where they are edited, not on every control's URL."""
+    names = current().store.names()
+    if shown and pathname != "/" and [o["value"] for o in shown] == names:
+        options: Any = dash.no_update
+    else:
+        labels = {s.name: s.label for s in current().store.summaries()}
+        options = [
+            {"label": n + (f" · {labels[n]}" if labels.get(n) else ""), "value": n} for n in names
+        ]
     wanted = query_of(search).get("session")
     if wanted is None:
         return options, names[0] if names else None

@@ -44,9 +44,9 @@ def _capture(summary: SessionSummary) -> str:
     )
 
 
-def _rows() -> list[dict[str, object]]:
+def _rows(summaries: list[SessionSummary] | None = None) -> list[dict[str, object]]:
     rows = []
-    for summary in current().store.summaries():
+    for summary in summaries if summaries is not None else current().store.summaries():
         link = urlencode({"session": summary.name})
         partial = summary.manifest is not None and any(
             plan_of(w) == "Python tracer only" for w in summary.manifest.workers
@@ -81,9 +81,9 @@ def layout(**query: str) -> html.Div:
         {"field": "capture", "headerName": "capture (status · plan per worker)", "flex": 1},
         {"field": "note", "flex": 1},
     ]
+    summaries = current().store.summaries()
     sessions = [
-        {"label": s.name + (f" ({s.label})" if s.label else ""), "value": s.name}
-        for s in current().store.summaries()
+        {"label": s.name + (f" ({s.label})" if s.label else ""), "value": s.name} for s in summaries
     ]
     return html.Div(
         [
@@ -91,7 +91,7 @@ def layout(**query: str) -> html.Div:
                 html.H5("Sessions in " + str(settings.logdir)),
                 dag.AgGrid(
                     id=ids.SESSIONS_TABLE,
-                    rowData=_rows(),
+                    rowData=_rows(summaries),
                     columnDefs=cols,
                     columnSize="autoSize",
                     dashGridOptions={"domLayout": "autoHeight"},
