@@ -100,14 +100,21 @@ def test_one_keras_step_marker_is_one_step_as_xprof_counts_it(
 def test_two_hosts_align_on_common_steps(
     loop_capture: Capture, xla_capture: Capture, tmp_path: Path
 ) -> None:
-    """Two captures with markers 0..N-1 as two hosts: XProf keeps the steps both have."""
+    """Two captures with markers 0..N-1 as two hosts: both keep the steps both have.
+
+    The two captures ran at different times, so no step of one overlaps one of the other.
+    XProf's StepIntersection then slides the hosts' step sequences by time since each one's
+    first step and keeps the slide that overlaps most. In a clean-clone run (6 and 8 steps),
+    that slide dropped the last common step, 0..4 against our 0..5, and XProf's own single-host
+    views have all six. So XProf's steps must be ours, with at most that one step fewer."""
     run = tmp_path / "run"
     run.mkdir()
     shutil.copy(loop_capture.files[0], run / "host_1.xplane.pb")
     shutil.copy(xla_capture.files[0], run / "host_2.xplane.pb")
     theirs = xprof_pod(sorted(run.glob("*.xplane.pb")))
     mine = ours(run)
-    assert sorted(set(theirs["step_num"])) == sorted(set(mine["step_num"].astype(int)))
+    common = set(mine["step_num"].astype(int))
+    assert set(theirs["step_num"]) <= common and len(common) - theirs["step_num"].nunique() <= 1
     for label in ("host_1", "host_2"):
         single = xprof_pod([run / f"{label}.xplane.pb"])
         assert_match(
