@@ -120,13 +120,10 @@ def view_of(
 def _accelerators(analysis: SessionAnalysis, worker: str | None) -> list[str]:
     """Every GPU/TPU of the worker(s), idle ones included (they are asked about too)."""
     d = analysis.devices
-    return (
-        []
-        if d.empty
-        else d[d["worker"] == worker]["device"].astype(str).tolist()
-        if worker
-        else d["device"].astype(str).tolist()
-    )
+    if d.empty:
+        return []
+    mine = d[d["worker"] == worker] if worker else d
+    return mine["device"].astype(str).tolist()
 
 
 def _device_label(device: str) -> str:
