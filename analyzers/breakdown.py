@@ -26,6 +26,12 @@ import pandas as pd
 
 from analyzers._match import isin, matches
 from analyzers.groups import DERIVED_LINES, device_spans, step_groups
+from analyzers.xla_programs import (
+    XLA_COLLECTIVE,
+    XLA_DEVICE_COPY,
+    device_steps,
+    program_executions,
+)
 
 # Event types, low → high priority (XProf generic model).
 PRIORITY = (
@@ -61,6 +67,8 @@ CATEGORIES = {
     "output": ("DEVICE_TO_HOST",),
     "compilation": ("HOST_COMPILE",),
     "all_others": ("UNKNOWN", "HOST_RUNTIME", "HOST_TO_HOST"),
+    # XLA program steps only (JAX): a device's time with no op of it running
+    "device_idle": (),
 }
 CATEGORY_COLUMNS = [f"{c}_ns" for c in CATEGORIES]
 _NOT_REAL_COMPUTE = r"(?:EagerExecute|EagerLocalExecute|EagerKernelExecute|FunctionRun)|(?:train|test|TraceContext)[^/]*$"
@@ -200,6 +208,87 @@ def _device_steps(dev: pd.DataFrame, st: pd.DataFrame) -> dict[str, pd.DataFrame
     return {str(p): g.drop(columns=["key", "plane"]) for p, g in both.groupby("plane", sort=True)}
 
 
+def _xla_types(ev: pd.DataFrame) -> np.ndarray:
+    """Event type per op of an XLA program step: collectives, copies by direction, else device
+    compute (16-bit where the name says so)."""
+    name = ev["name"]
+    out = np.full(len(ev), P["DEVICE_COMPUTE_32"], dtype=np.int8)
+    out[matches(name, _HALF)] = P["DEVICE_COMPUTE_16"]
+    memcpy = matches(name, "(?i)memcpy") | ev["memcpy_details"].notna().to_numpy()
+    out[memcpy | matches(name, XLA_DEVICE_COPY)] = P["DEVICE_TO_DEVICE"]
+    both = (name, ev["memcpy_details"])
+    out[memcpy & np.any([matches(c, r"(?i)HtoD|H2D|HostToDevice") for c in both], axis=0)] = P[
+        "HOST_TO_DEVICE"
+    ]
+    out[memcpy & np.any([matches(c, r"(?i)DtoH|D2H|DeviceToHost") for c in both], axis=0)] = P[
+        "DEVICE_TO_HOST"
+    ]
+    out[matches(name, XLA_COLLECTIVE, how="match")] = P["DEVICE_COLLECTIVES"]
+    return out
+
+
+def _device_ops(ev: pd.DataFrame, stats: pd.DataFrame, device: str) -> pd.DataFrame:
+    """The op events of ``device``: its stream lines (a TPU's ``XLA Ops`` and ``Async XLA Ops``,
+    which are its only op lines), or on the host, the XLA:CPU thunks (``hlo_module`` stat)."""
+    if device == "/host:CPU":
+        tagged = stats.loc[stats["key"] == "hlo_module", "event_row"].to_numpy()
+        host = ev[~matches(ev["plane"], "/device:", how="startswith")]
+        return host[host.index.isin(tagged)]
+    mine = ev[isin(ev["plane"], {device})]
+    if device.startswith("/device:TPU"):
+        return mine[isin(mine["line"], {"XLA Ops", "Async XLA Ops"})]
+    return mine[~isin(mine["line"], DERIVED_LINES)]
+
+
+def _xla_rows(
+    worker: str, events: pd.DataFrame, stats: pd.DataFrame, st: pd.DataFrame
+) -> list[pd.DataFrame]:
+    """Breakdown rows of one worker's XLA program steps (``analyzers.xla_programs``): per
+    device, its own step span (execution ``k`` to execution ``k + 1``) split into its ops'
+    categories; time with no op running is ``device_idle``."""
+    ev = events[isin(events["worker"], {worker})]
+    st_ = stats[stats["event_row"].isin(ev.index)]
+    dev = device_steps(program_executions(ev, st_), str(st["name"].iloc[0]))
+    first = dev.groupby("k")["start_ns"].min()  # the worker step's start, per execution k
+    step_of = pd.Series(st["step"].to_numpy(), index=st["start_ns"].to_numpy())
+    step_of = step_of[~step_of.index.duplicated()]
+    num_of = pd.Series(st["step_num"].to_numpy(), index=st["start_ns"].to_numpy())
+    num_of = num_of[~num_of.index.duplicated()]
+    dev = dev.assign(step_start=first.reindex(dev["k"]).to_numpy())
+    dev = dev[dev["step_start"].isin(step_of.index)]
+    out = []
+    for device, d in dev.groupby("device", sort=True):
+        d = d.sort_values("start_ns")
+        ops = _device_ops(ev, st_, str(device))
+        start = ops["start_ns"].to_numpy()
+        times = _sweep(
+            start,
+            start + ops["dur_ps"].to_numpy() // 1000,
+            _xla_types(ops),
+            d["start_ns"].to_numpy(),
+            d["end_ns"].to_numpy(),
+        )
+        frame = pd.DataFrame(
+            {
+                "worker": worker,
+                "device": device,
+                "step": step_of.reindex(d["step_start"]).to_numpy(),
+                "step_num": num_of.reindex(d["step_start"]).to_numpy(),
+                "start_ns": d["start_ns"].to_numpy(),
+                "step_time_ns": (d["end_ns"] - d["start_ns"]).to_numpy(),
+            }
+        )
+        for cat, members in CATEGORIES.items():
+            frame[f"{cat}_ns"] = times[:, [P[m] for m in members]].sum(axis=1)
+        frame["device_idle_ns"] = times[:, P["UNKNOWN"]]
+        frame["all_others_ns"] = 0
+        frame["device_compute_16_ns"] = times[:, P["DEVICE_COMPUTE_16"]]
+        frame["split"] = True
+        frame["method"] = "xla_program"
+        out.append(frame)
+    return out
+
+
 def step_breakdown(
     events: pd.DataFrame, steps: pd.DataFrame, stats: pd.DataFrame | None = None
 ) -> pd.DataFrame:
@@ -234,6 +323,9 @@ def step_breakdown(
     rows = []
     for worker, st in steps.groupby("worker", sort=True):
         st = st.sort_values("start_ns")
+        if (st["method"] == "xla_program").all() and stats is not None:
+            rows.extend(_xla_rows(str(worker), events, stats, st))
+            continue
         mask = isin(events["worker"], {worker}) & (etype >= 0)
         ev = events[mask]
         types = etype[mask]

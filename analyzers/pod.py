@@ -82,10 +82,12 @@ def is_synchronous(pod: pd.DataFrame, tolerance: float = 0.1) -> bool:
 def device_imbalance(breakdown: pd.DataFrame) -> pd.DataFrame:
     """Per worker with several devices: mean over steps of (max − min) / mean device busy time.
 
-    Busy time = step time − all_others (time some counted event ran on that device).
+    Busy time = step time − all_others − device_idle (time some counted event ran on that
+    device).
     """
     b = breakdown[breakdown["split"].astype(bool)]
-    busy = (b["step_time_ns"] - b["all_others_ns"].astype("float64")).rename("busy")
+    idle = b["all_others_ns"].astype("float64") + b["device_idle_ns"].astype("float64")
+    busy = (b["step_time_ns"] - idle).rename("busy")
     g = b.assign(busy=busy).groupby(["worker", "step"])["busy"]
     spread = (g.max() - g.min()) / g.mean().replace(0, np.nan)
     counts = b.groupby("worker")["device"].nunique()

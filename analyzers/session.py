@@ -224,7 +224,7 @@ class SessionAnalysis:
         worker  step_num  start_ns   end_ns     method
         w0      12        1.7e18     1.7e18+9e6 marker
         """
-        return find_steps(self.frames.events)
+        return find_steps(self.frames.events, self.frames.stats)
 
     @cached_property
     def _alignment(self) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -20,6 +20,8 @@ need at least two steps):
    markers, ParameterServerStrategy workers).
 4. ``python_call``: the Python tracer's ``polymorphic_function.py:<line> __call__`` events at
    depth ≤ 1 — what the collector's safe plan records on non-chief MWMS workers.
+5. ``xla_program``: JAX (and other XLA) captures with none of the above: each execution of the
+   dominant XLA program is a step (``analyzers.xla_programs``, which needs ``stats``).
 
 Each step also gets an anchor: the span (``anchor_start_ns``, ``anchor_end_ns``) of the last
 collective (all-reduce, …) that ends inside it. In a synchronous job every worker's step k
@@ -49,8 +51,9 @@ import pandas as pd
 from analyzers._match import isin, matches
 from analyzers.collectives import DEVICE_COLLECTIVE, HOST_COLLECTIVE
 from analyzers.groups import DERIVED_LINES, device_spans
+from analyzers.xla_programs import XLA_COLLECTIVE, xla_steps
 
-METHODS = ("marker", "group_id", "function", "python_call")
+METHODS = ("marker", "group_id", "function", "python_call", "xla_program")
 _FUNCTION = r"^EagerLocalExecute: __inference_\w*train\w*"
 _PY_CALL = r"polymorphic_function\.py:\d+ __call__$"
 STEP_COLUMNS = [
@@ -131,7 +134,7 @@ def _outermost(ev: pd.DataFrame) -> pd.DataFrame:
     return ev[ev["start_ns"].to_numpy() >= before]
 
 
-def _worker_steps(ev: pd.DataFrame) -> pd.DataFrame:
+def _worker_steps(ev: pd.DataFrame, stats: pd.DataFrame | None = None) -> pd.DataFrame:
     markers = ev[ev["step_num"].notna() & (ev["depth"] == 0)]
     if len(markers):
         names = markers["name"].astype(str)
@@ -158,6 +161,10 @@ def _worker_steps(ev: pd.DataFrame) -> pd.DataFrame:
     calls = ev[matches(ev["name"], _PY_CALL) & (ev["depth"] <= 1)]
     if len(calls) >= 2:
         return _rows(_outermost(calls), "python_call")
+    if stats is not None and len(ev):
+        xla = xla_steps(ev, stats[stats["event_row"].isin(ev.index)])
+        if len(xla):
+            return xla
     return pd.DataFrame(
         {
             c: pd.Series(dtype=t)
@@ -177,6 +184,7 @@ def _anchors(ev: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     coll = ev[
         (~on_device & matches(ev["op_type"], HOST_COLLECTIVE, how="match"))
         | (on_device & matches(ev["name"], DEVICE_COLLECTIVE, how="match"))
+        | matches(ev["name"], XLA_COLLECTIVE, how="match")
     ]
     start = pd.array([pd.NA] * len(steps), dtype="Int64")
     out = pd.DataFrame({"anchor_start_ns": start, "anchor_end_ns": start.copy()})
@@ -196,11 +204,12 @@ def _anchors(ev: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def find_steps(events: pd.DataFrame) -> pd.DataFrame:
+def find_steps(events: pd.DataFrame, stats: pd.DataFrame | None = None) -> pd.DataFrame:
     """Steps of every worker.
 
     Args:
         events: ``events`` frame (columns worker, name, start_ns, dur_ps, depth, step_num).
+        stats: the ``stats`` frame; without it, XLA program executions are not looked for.
 
     Returns:
         Columns ``worker, step_num (Int64, marker's own number), start_ns, end_ns, method,
@@ -211,7 +220,7 @@ def find_steps(events: pd.DataFrame) -> pd.DataFrame:
     """
     parts = []
     for _, g in events.groupby("worker", observed=True, sort=True):
-        st = _worker_steps(g)
+        st = _worker_steps(g, stats)
         if len(st):
             parts.append(pd.concat([st.reset_index(drop=True), _anchors(g, st)], axis=1))
     if not parts:
@@ -242,6 +251,7 @@ def step_methods(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
                 "group_id": "no step markers: steps from the trace's group_id stats (grouped by XProf)",
                 "function": "no step markers: one tf.function train call per step",
                 "python_call": "Python tracer only: one tf.function __call__ per step; TF ops not traced",
+                "xla_program": "no step markers: one execution of the XLA program the loop repeats per step",
             }[method]
             rows.append((w, method, n, note))
         else:
@@ -250,7 +260,8 @@ def step_methods(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
                     w,
                     "none",
                     0,
-                    "no step marker and no repeated tf.function train call",
+                    "no step marker, no repeated tf.function train call and no XLA program "
+                    "executed twice",
                 )
             )
     return pd.DataFrame(rows, columns=["worker", "method", "steps", "note"])

@@ -55,6 +55,8 @@ class Thresholds:
     all_others: tuple[float, float] = (0.03, 0.15)
     collectives: tuple[float, float] = (0.03, 0.15)
     step_gaps: tuple[float, float] = (0.05, 0.20)
+    #: an XLA program step's device time with no op running (JAX: the host between calls)
+    device_idle: tuple[float, float] = (0.10, 0.30)
     eager: tuple[float, float] = (0.10, 0.50)
     half_precision_share: float = 0.10
     iterator_get_next_us: float = 50.0
@@ -234,6 +236,9 @@ class Rule:
             limit = getattr(thresholds, self.levels)
             verdict["evidence"]["thresholds"] = list(limit) if isinstance(limit, tuple) else [limit]
         verdict["evidence"] = plain(verdict["evidence"])
+        if verdict["recommendation"] and self.rule_id in JAX_ADVICE and is_jax(analysis):
+            verdict["recommendation"] = JAX_ADVICE[self.rule_id]
+            verdict["doc"] = JAX_GUIDE
         if verdict["value"] is not None:
             verdict["value"] = float(verdict["value"])
         return Finding(self.rule_id, title, **verdict)
@@ -257,6 +262,41 @@ def plain(value: Any) -> Any:
     if isinstance(value, np.floating):
         return float(value)
     return value
+
+
+def is_jax(inp: SessionAnalysis) -> bool:
+    """Whether advice should be in JAX terms: a JAX capture, or steps found as XLA program
+    executions (``analyzers.xla_programs``)."""
+    return inp.trace_kind == "jax" or bool((inp.methods["method"] == "xla_program").any())
+
+
+#: JAX's guide to profiling and performance.
+JAX_GUIDE = "https://docs.jax.dev/en/latest/profiling.html"
+
+#: Advice in JAX terms for the rules whose own advice names TensorFlow APIs; a JAX capture's
+#: finding shows this instead (``is_jax``).
+JAX_ADVICE = {
+    "mixed_precision": "Compute in bfloat16 (or float16 on GPU) and keep float32 master weights: "
+    "cast inputs and parameters inside the jitted step (jmp policies, flax modules' "
+    "dtype=jnp.bfloat16 with param_dtype=jnp.float32).",
+    "tensor_cores": "Matrix units need 16-bit inputs and dimensions in multiples of 8 (TPU: 128): "
+    "compute in bfloat16 and pad feature sizes.",
+    "tf32": "Matmuls run in full float32: jax.config.update('jax_default_matmul_precision', "
+    "'tensorfloat32') (or precision= on the dot) lets them use TF32.",
+    "launch_skew": "The devices start the step's program at different times: one process "
+    "dispatches to its devices one after another. Use one jit over sharded arrays "
+    "(jax.sharding.NamedSharding) rather than a Python loop over devices, and keep the host "
+    "thread free (no blocking fetch) while it dispatches.",
+    "host_device_copies": "Arrays cross between host and device every step: keep the model state "
+    "on the device between steps, donate it (jax.jit(step, donate_argnums=0)), put batches on the "
+    "device ahead (jax.device_put), and fetch results every N steps, not every step.",
+    "allreduce_count": "Many small collectives per step: let XLA combine them (one jit around the "
+    "whole step; gradients of one pytree reduce together) or shard parameters so fewer are needed "
+    "(jax.sharding / shard_map).",
+    "memory": "Device memory is close to full: donate buffers that the step replaces "
+    "(donate_argnums), use jax.checkpoint (remat) on large activations, a smaller batch or "
+    "bfloat16.",
+}
 
 
 #: Rules by id, in the order they are reported.

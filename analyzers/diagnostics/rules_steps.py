@@ -7,10 +7,12 @@ import pandas as pd
 from analyzers.diagnostics.base import (
     DEVICE,
     GUIDE,
+    JAX_GUIDE,
     SPLIT,
     Severity,
     Thresholds,
     Verdict,
+    is_jax,
     page_at,
     rule,
     severity_of,
@@ -31,10 +33,19 @@ def _category(
     *,
     device_only: bool = False,
     anchor: str = "",
+    jax: str = "",
 ) -> None:
+    """A rule on one breakdown category's share of step time; ``jax``: the advice in JAX terms
+    (for captures whose steps are XLA program executions or whose programs are JAX's)."""
+
     @rule(rule_id, title, needs=(DEVICE, SPLIT) if device_only else (SPLIT,), levels=levels)
     def check(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         b = inp.split
+        in_jax = is_jax(inp)
+        if in_jax and not jax:
+            return skip("a TensorFlow-only check; this capture runs XLA programs (JAX)")
+        if not in_jax and not advice:
+            return skip("only XLA program steps (JAX) have device idle time")
         value = float(b[f"{cat}_ns"].astype(float).sum() / b["step_time_ns"].sum())
         per_worker = (
             b.groupby("worker")[f"{cat}_ns"].sum().astype(float)
@@ -49,8 +60,8 @@ def _category(
                 "steps": int(b["step"].nunique()),
                 "mean_ms_per_step": round(float(b[f"{cat}_ns"].astype(float).mean()) / 1e6, 3),
             },
-            recommendation=advice,
-            doc=f"{GUIDE}#{anchor}" if anchor else GUIDE,
+            recommendation=jax if in_jax else advice,
+            doc=JAX_GUIDE if in_jax else f"{GUIDE}#{anchor}" if anchor else GUIDE,
             at_stake_ns=value * inp.step_time_ns,
             page=page_at("/pod", *worst_step(b, f"{cat}_ns")),
         )
@@ -64,6 +75,9 @@ _category(
     "Make the tf.data pipeline faster: parallel map (num_parallel_calls=tf.data.AUTOTUNE), prefetch, cache; "
     "move preprocessing off the step; check the Ops page for slow Iterator::* ops.",
     anchor="debug_the_input_pipeline",
+    jax="Each step copies its input from the host: put the next batch on the device while the "
+    "current step runs (jax.device_put ahead of the call, a prefetching iterator such as "
+    "flax.jax_utils.prefetch_to_device or grain's), and keep the model state on the device.",
 )
 _category(
     "output_bound",
@@ -71,6 +85,8 @@ _category(
     "output",
     "output",
     "Avoid fetching tensors to the host every step (metrics, summaries, .numpy()); fetch less often.",
+    jax="Results are copied to the host every step: avoid float(loss), np.asarray(x) or "
+    "jax.device_get in the loop; accumulate metrics on the device and fetch them every N steps.",
 )
 _category(
     "kernel_launch",
@@ -96,6 +112,23 @@ _category(
     "collectives",
     "On fast workers this is mostly waiting for the slowest one (see the straggler finding); otherwise "
     "fewer, larger all-reduces (gradient packing), faster interconnect, or mixed precision to halve bytes.",
+    jax="On fast devices this is mostly waiting for the slowest one (see the straggler finding); "
+    "otherwise shard so less is communicated (jax.sharding / shard_map: replicate only what must be), "
+    "keep collectives in bfloat16, and let XLA overlap them with compute (one jit around the "
+    "whole step, not several).",
+)
+_category(
+    "device_idle",
+    "Devices idle between XLA executions (the host holds the loop back)",
+    "device_idle",
+    "device_idle",
+    "",
+    jax="The device waits for the host between steps: Python, input preparation or a blocking "
+    "fetch runs between two executions of the step's program. Do more per jit call (several "
+    "steps in one with jax.lax.scan or fori_loop), keep dispatch asynchronous (no "
+    ".block_until_ready() or float(loss) per step), prefetch batches to the device, donate the "
+    "state (jax.jit(step, donate_argnums=0)) so no copies are made, and move host callbacks "
+    "(jax.debug.print, pure_callback) out of the step.",
 )
 
 
@@ -159,7 +192,16 @@ def no_step_markers(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     missing = markers_missing(inp)
     none = missing[missing["method"] == "none"]
     severity = Severity.HIGH if len(none) else Severity.MODERATE if len(missing) else Severity.NONE
-    if inp.trace_kind == "jax":
+    xla = missing[missing["method"] == "xla_program"]
+    if len(xla) and len(xla) == len(missing):
+        severity = Severity.MODERATE
+        advice = (
+            "Steps here are the executions of the program the loop repeats "
+            f"({', '.join(sorted(set(inp.steps['name'].astype(str))))}); XProf finds none. Wrap "
+            "each step in `with jax.profiler.StepTraceAnnotation('train', step_num=step):` for "
+            "step numbers both tools read and steps that include the host's work."
+        )
+    elif is_jax(inp):
         advice = (
             "Wrap each training step in `with jax.profiler.StepTraceAnnotation('train', "
             "step_num=step):`. Without markers, neither PodScope nor XProf can tell the steps apart."
