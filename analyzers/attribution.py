@@ -74,8 +74,15 @@ SLOW_COLUMNS = [
 
 #: Step-finding methods whose steps span the same thing: a marker and the Python tracer's
 #: ``__call__`` both wrap the whole step call; a ``function`` step is the narrower
-#: ``EagerLocalExecute`` inside it; ``group_id`` steps are XProf's groups.
-SPAN_FAMILY = {"marker": "call", "python_call": "call", "function": "function", "group_id": "group"}
+#: ``EagerLocalExecute`` inside it; ``group_id`` steps are XProf's groups; ``xla_program`` steps
+#: run from one execution of the step's program to the next.
+SPAN_FAMILY = {
+    "marker": "call",
+    "python_call": "call",
+    "function": "function",
+    "group_id": "group",
+    "xla_program": "program",
+}
 
 
 def comparable_workers(methods: pd.DataFrame) -> set[str]:

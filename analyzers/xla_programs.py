@@ -14,7 +14,9 @@ device; XProf finds steps only from step markers (``StepTraceAnnotation``, ``tf.
      kernel's launch found by its ``correlation_id``; kernels whose launch is not in the trace
      form one execution per run of consecutive kernels of the same program.
 
-An execution spans its first op's start to its last op's end on that device.
+An execution spans its first op's start to its last op's end on that device. A program is a
+module name and its program id: a name compiled several times (``jit_matmul`` for two shapes)
+is several programs, named ``<module>(<program id>)``.
 
 **Steps** (``xla_steps``): the *dominant program* is the one with the most execution time
 among those executed at least twice on one device (a loop's body, not its one-off
@@ -240,6 +242,15 @@ def _from_ops(ev: pd.DataFrame, stats: pd.DataFrame, skip: set[str]) -> pd.DataF
     return out[EXECUTION_COLUMNS]
 
 
+def _id_text(value: object) -> str:
+    """A program id as the trace wrote it ("" when unknown; 15.0 read as a float is 15)."""
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def program_executions(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
     """Every XLA program execution in ``events``, per worker and device (rules above).
 
@@ -258,7 +269,16 @@ def program_executions(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFram
     out = pd.concat(parts, ignore_index=True)
     out["run_id"] = pd.array(pd.to_numeric(out["run_id"], errors="coerce"), dtype="Int64")
     # TPU program ids are unsigned 64-bit, the ops' stats signed: kept as written
-    out["program_id"] = out["program_id"].map(lambda v: "" if pd.isna(v) else str(v))
+    out["program_id"] = out["program_id"].map(_id_text)
+    # one name compiled several times (jit_matmul for two shapes) is several programs
+    ids = (
+        out["program_id"]
+        .replace("", None)
+        .groupby([out["worker"], out["program"]])
+        .transform("nunique")
+    )
+    several = (ids > 1).to_numpy() & (out["program_id"] != "").to_numpy()
+    out.loc[several, "program"] = out["program"] + "(" + out["program_id"] + ")"
     return out.sort_values(["worker", "device", "start_ns"], ignore_index=True)
 
 

@@ -53,6 +53,11 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         "victim's.",
         "host_compute": "its own ops take longer: compare its op table with the others' (Ops page).",
         "input": "it waits for its input: see its input pipeline below.",
+        "device_compute": "its device computes longer: compare its kernels / XLA ops with a "
+        "victim's (Ops page, per device), and check that device for throttling or other jobs.",
+        "device_idle": "its device waits for its host between steps (Python, input or a "
+        "blocking fetch before each call): look at its host threads before each step on the "
+        "Timeline.",
     }.get(cause, "no single component explains it: compare its timeline with a victim's.")
     # Synchronous: what it costs is the victims' wait (none waiting: nothing held back).
     # Asynchronous: its own extra time per step, as a share of the median step.

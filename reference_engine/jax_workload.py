@@ -1,0 +1,256 @@
+"""The engine's JAX workload: a jitted data-parallel training loop over several processes.
+
+Each process is one JAX CPU device; ``jax.distributed`` on loopback with gloo collectives ties
+them into one mesh, so the step's gradient mean is a real cross-process all-reduce, as on a pod.
+Every process captures itself with ``jax.profiler`` around the same steps (after warm-up and a
+barrier) and its trace lands in one session: ``<logdir>/plugins/profile/<session>/
+jax-worker-<i>.xplane.pb``, with a ``capture.json``. No step marker is written unless asked:
+the steps are the executions of the jitted step (``analyzers.xla_programs``).
+
+Injected bottlenecks (``JaxConfig.scenario``), each with the verdict PodScope must give:
+
+* ``baseline``: nothing; no straggler.
+* ``slow-host``: worker ``slow_task`` sleeps ``slow_ms`` in Python before each step. Its device
+  idles waiting for it, the others wait in the all-reduce: it is the straggler, by its device's
+  idle time.
+* ``slow-device``: worker ``slow_task``'s device computes ``slow_ms`` more per step inside the
+  jitted step (a loop whose trip count depends on the device's index, calibrated on the
+  machine). It is the straggler, by its device compute.
+
+    >>> from reference_engine.jax_workload import JaxConfig, run
+    >>> session = run(JaxConfig(workers=2, steps=12, scenario="slow-host"), logdir)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from reference_engine.config import EngineError
+
+SCENARIOS = ("baseline", "slow-host", "slow-device")
+PREFIX = "jax-worker-"
+
+
+@dataclass(frozen=True)
+class JaxConfig:
+    """One JAX run.
+
+    Attributes:
+        workers: processes (one CPU device each).
+        steps: steps captured (after ``warmup`` uncaptured ones).
+        scenario: one of ``SCENARIOS``.
+        slow_task: the worker the scenario slows down.
+        slow_ms: its extra time per step.
+        width: hidden size of the MLP (its cost per step).
+        batch: per-worker batch.
+        markers: wrap each step in ``jax.profiler.StepTraceAnnotation`` (off: steps must come
+            from the program's executions).
+        label: the session's label.
+    """
+
+    workers: int = 2
+    steps: int = 12
+    warmup: int = 3
+    scenario: str = "baseline"
+    slow_task: int = 1
+    slow_ms: float = 20.0
+    width: int = 256
+    batch: int = 64
+    markers: bool = False
+    label: str = ""
+    seed: int = 0
+
+    def check(self) -> None:
+        """Raises EngineError for an impossible run."""
+        if self.scenario not in SCENARIOS:
+            raise EngineError(f"unknown JAX scenario {self.scenario!r}; known: {SCENARIOS}")
+        if self.workers < 1 or self.steps < 2:
+            raise EngineError("a JAX run needs at least 1 worker and 2 steps")
+        if self.scenario != "baseline" and not 0 <= self.slow_task < self.workers:
+            raise EngineError(f"slow task {self.slow_task} is not a worker (0..{self.workers - 1})")
+
+
+def run(cfg: JaxConfig, logdir: Path, timeout_s: float = 600.0) -> Path:
+    """Runs ``cfg`` to completion and returns the captured session's folder.
+
+    Raises:
+        EngineError: a worker failed or the run timed out (with its last log lines).
+    """
+    from reference_engine.cluster import free_ports
+    from trace_parsers.layout import new_session_dir, write_manifest
+
+    cfg.check()
+    session = new_session_dir(logdir)
+    work = session.parent.parent.parent / ".jax-run" / session.name
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "jax.json").write_text(json.dumps(asdict(cfg)))
+    port = free_ports(1)[0]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.pop("XLA_FLAGS", None)  # one CPU device per process
+    procs = []
+    for i in range(cfg.workers):
+        log = (work / f"worker-{i}.log").open("wb")
+        cmd = [sys.executable, "-m", "reference_engine.jax_workload", str(work), str(i), str(port)]
+        procs.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+    deadline = time.monotonic() + timeout_s
+    failed = []
+    for i, (proc, log) in enumerate(procs):
+        try:
+            code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p, _ in procs:
+                p.kill()
+            code = -9
+        log.close()
+        if code != 0:
+            failed.append(i)
+    if failed:
+        tail = (work / f"worker-{failed[0]}.log").read_text(errors="replace")[-1500:]
+        raise EngineError(f"JAX worker(s) {failed} failed:\n{tail}")
+    workers = []
+    for i in range(cfg.workers):
+        found = sorted((work / f"trace-{i}").rglob("*.xplane.pb"))
+        if not found:
+            raise EngineError(f"JAX worker {i} wrote no trace under {work / f'trace-{i}'}")
+        target = session / f"{PREFIX}{i}.xplane.pb"
+        shutil.move(str(found[0]), target)
+        workers.append({"label": f"{PREFIX}{i}", "status": "ok", "file": target.name, "index": i})
+    write_manifest(
+        session,
+        session.name,
+        time.time_ns(),
+        {"engine": "jax", **asdict(cfg)},
+        workers,
+        label=cfg.label or f"jax {cfg.scenario}",
+    )
+    shutil.rmtree(work, ignore_errors=True)
+    return session
+
+
+def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (subprocess)
+    cfg = JaxConfig(**json.loads((work / "jax.json").read_text()))
+    import jax
+
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=f"127.0.0.1:{port}", num_processes=cfg.workers, process_id=index
+    )
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.experimental import multihost_utils
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = Mesh(np.array(jax.devices()), ("d",))
+    rep, shard = NamedSharding(mesh, P()), NamedSharding(mesh, P("d"))
+    slow_device = cfg.scenario == "slow-device"
+    burn_iters = _calibrate(cfg.width, cfg.batch, cfg.slow_ms) if slow_device else 0
+
+    def local_step(params: Any, x: Any, y: Any, iters: Any) -> Any:
+        def loss_fn(p: Any) -> Any:
+            h = jnp.tanh(x @ p["w1"])
+            return jnp.mean((h @ p["w2"] - y) ** 2)
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        # slow-device: this device's own trip count (0 elsewhere): a data-dependent loop
+        burn = jax.lax.fori_loop(0, iters[0], lambda _, v: jnp.tanh(v @ params["w1"]), x)
+        grads = jax.lax.pmean(grads, "d")  # the all-reduce every step waits for
+        loss = jax.lax.pmean(loss, "d") + 0.0 * burn.sum()
+        new = jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
+        return new, loss
+
+    step = jax.jit(
+        jax.shard_map(
+            local_step,
+            mesh=mesh,
+            in_specs=(P(), P("d"), P("d"), P("d")),
+            out_specs=(P(), P()),
+            check_vma=False,
+        ),
+        donate_argnums=0,
+    )
+    key1, key2 = jax.random.split(jax.random.key(cfg.seed))
+    init = jax.jit(
+        lambda: {
+            "w1": jax.random.normal(key1, (cfg.width, cfg.width)) * 0.05,
+            "w2": jax.random.normal(key2, (cfg.width, 8)) * 0.05,
+        },
+        out_shardings=rep,
+    )
+    params = init()
+
+    def batch(i: int) -> tuple[Any, Any]:
+        local = np.random.default_rng(1000 * i + index)
+        x = local.standard_normal((cfg.batch, cfg.width)).astype(np.float32)
+        y = local.standard_normal((cfg.batch, 8)).astype(np.float32)
+        return (
+            jax.make_array_from_process_local_data(shard, x),
+            jax.make_array_from_process_local_data(shard, y),
+        )
+
+    mine = burn_iters if index == cfg.slow_task else 0
+    iters = jax.make_array_from_process_local_data(shard, np.array([mine], np.int32))
+
+    def one(i: int) -> Any:
+        nonlocal params
+        if cfg.scenario == "slow-host" and index == cfg.slow_task:
+            time.sleep(cfg.slow_ms / 1000)  # host work before the step: its device waits
+        x, y = batch(i)
+        if cfg.markers:
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                params, loss = step(params, x, y, iters)
+        else:
+            params, loss = step(params, x, y, iters)
+        return loss
+
+    for i in range(cfg.warmup):
+        one(i).block_until_ready()
+    multihost_utils.sync_global_devices("podscope-capture-start")
+    jax.profiler.start_trace(str(work / f"trace-{index}"))
+    for i in range(cfg.warmup, cfg.warmup + cfg.steps):
+        loss = one(i)
+    loss.block_until_ready()
+    jax.profiler.stop_trace()
+    multihost_utils.sync_global_devices("podscope-capture-stop")
+    print(json.dumps({"event": "done", "loss": float(loss)}), flush=True)
+    jax.distributed.shutdown()
+
+
+def _calibrate(width: int, batch: int, ms: float) -> int:  # pragma: no cover (subprocess)
+    """Loop iterations of the slow device's extra work that take about ``ms`` here."""
+    import jax
+    import jax.numpy as jnp
+
+    w = jnp.ones((width, width), jnp.float32) * 0.01
+    f = jax.jit(lambda n, v: jax.lax.fori_loop(0, n, lambda _, a: jnp.tanh(a @ w), v))
+    v = jnp.ones((batch, width), jnp.float32)
+    f(2, v).block_until_ready()
+    n, spent = 8, 0.0
+    while spent < 0.02:
+        n *= 2
+        t = time.perf_counter()
+        f(n, v).block_until_ready()
+        spent = time.perf_counter() - t
+    return max(1, int(n * (ms / 1000) / spent))
+
+
+def main(argv: list[str] | None = None) -> None:  # pragma: no cover (subprocess)
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("work", type=Path)
+    ap.add_argument("index", type=int)
+    ap.add_argument("port", type=int)
+    a = ap.parse_args(argv)
+    _worker(a.work, a.index, a.port)
+
+
+if __name__ == "__main__":
+    main()
