@@ -244,7 +244,7 @@ def _xla_rows(
     worker: str, events: pd.DataFrame, stats: pd.DataFrame, st: pd.DataFrame
 ) -> list[pd.DataFrame]:
     """Breakdown rows of one worker's XLA program steps (``analyzers.xla_programs``): per
-    device, its own step span (execution ``k`` to execution ``k + 1``) split into its ops'
+    device, its own step span (end of execution ``k - 1`` to end of ``k``) split into its ops'
     categories; time with no op running is ``device_idle``."""
     ev = events[isin(events["worker"], {worker})]
     st_ = stats[stats["event_row"].isin(ev.index)]

@@ -23,11 +23,15 @@ among those executed at least twice on one device (a loop's body, not its one-of
 initialisation). Its executions on each device are numbered in time order; devices with as many
 executions as each other are matched by that order, others by time overlap with the device that
 has the most (TPU run ids differ between the cores of one host, so ids cannot match them). Step
-``k`` of a device lasts from the start of its execution ``k`` to the start of execution
-``k + 1`` (the gap is the host's: dispatch, input, Python), the last one to its execution's
-end; the worker's step ``k`` spans its devices' steps ``k``. Each step is tied to the host
-call that dispatched it (``PjitFunction(<fn>)``, the latest one for that program starting
-before the execution), which is the step's ``event_row``.
+``k`` of a device lasts from the end of its execution ``k - 1`` to the end of execution ``k``
+(the first one: its execution): the gap before an execution is the host's (Python, input, a
+blocking fetch, dispatch) and delays that execution, as a step marker's host part precedes
+its device part; every worker's step then ends where its step's collectives end. The worker's
+step ``k`` spans its devices' steps ``k``. Each step is tied to the host call that dispatched it
+(``PjitFunction(<fn>)``): the ``k``-th call when the capture holds one call per execution,
+else the latest call before the execution (dispatch runs ahead of the devices, so calls and
+executions are paired by order only when none is cut off); that call is the step's
+``event_row``.
 
 Where XProf differs: XProf's ``pod_viewer``/``overview_page`` report 0 steps on such captures
 (its step rules need step markers or TF step groups); with markers present, markers win here
@@ -319,7 +323,7 @@ def _match_to(ref: pd.DataFrame, other: pd.DataFrame) -> np.ndarray:
 
 def device_steps(executions: pd.DataFrame, program: str) -> pd.DataFrame:
     """One worker's executions of ``program``, each numbered as the worker's step ``k`` and
-    given the device's step span (to the next execution's start on that device).
+    given the device's step span (from the previous execution's end on that device).
 
     Returns:
         Columns ``device, k, start_ns, end_ns, exec_end_ns, first_row``.
@@ -334,8 +338,8 @@ def device_steps(executions: pd.DataFrame, program: str) -> pd.DataFrame:
     parts = []
     for device, g in by_device.items():
         k = np.arange(len(g)) if device == ref_dev or same_count else _match_to(ref, g)
-        start = g["start_ns"].to_numpy(np.int64)
-        end = np.r_[start[1:], g["end_ns"].to_numpy(np.int64)[-1:]]
+        end = g["end_ns"].to_numpy(np.int64)
+        start = np.r_[g["start_ns"].to_numpy(np.int64)[:1], end[:-1]]
         parts.append(
             pd.DataFrame(
                 {
@@ -353,14 +357,16 @@ def device_steps(executions: pd.DataFrame, program: str) -> pd.DataFrame:
 
 def _dispatch_rows(ev: pd.DataFrame, program: str, starts: np.ndarray) -> np.ndarray:
     """Per step start: the row of the host call that dispatched it (``PjitFunction(<fn>)``
-    for ``jit_<fn>``, the latest starting before it), -1 where none is traced."""
-    fn = re.sub(r"^p?jit_", "", program)
+    for ``jit_<fn>``), -1 where none is traced (rule in the module's docstring)."""
+    fn = re.sub(r"^p?jit_", "", program.split("(", 1)[0])
     calls = ev[matches(ev["name"], rf"^PjitFunction\({re.escape(fn)}\)$", how="match")]
     if calls.empty:
         return np.full(len(starts), -1, dtype=np.int64)
     calls = calls[calls["depth"] == calls["depth"].min()].sort_values("start_ns")
-    at = np.searchsorted(calls["start_ns"].to_numpy(), starts, side="right") - 1
     rows = calls.index.to_numpy(np.int64)
+    if len(calls) == len(starts) and (calls["start_ns"].to_numpy() <= starts).all():
+        return rows
+    at = np.searchsorted(calls["start_ns"].to_numpy(), starts, side="right") - 1
     return np.where(at >= 0, rows[np.clip(at, 0, None)], -1)
 
 

@@ -127,3 +127,46 @@ def cluster_down(
         f"stopped {len(manifest.tasks)} tasks"
         + (f" (SIGKILL: {', '.join(killed)})" if killed else "")
     )
+
+
+@cluster_cli.command("jax")
+def cluster_jax(
+    logdir: Annotated[
+        Path,
+        typer.Option(
+            envvar="PODSCOPE_LOGDIR",
+            help="The captured session goes to LOGDIR/plugins/profile/<session>/.",
+        ),
+    ],
+    workers: Annotated[int, typer.Option(help="JAX processes (one CPU device each).")] = 2,
+    steps: Annotated[int, typer.Option(help="Steps captured (after 3 warm-up steps).")] = 12,
+    scenario: Annotated[str, typer.Option(help="baseline, slow-host or slow-device.")] = "baseline",
+    slow_task: Annotated[int, typer.Option(help="The worker the scenario slows down.")] = 1,
+    slow_ms: Annotated[float, typer.Option(help="Its extra time per step (ms).")] = 20.0,
+    markers: Annotated[
+        bool, typer.Option("--markers", help="Wrap each step in StepTraceAnnotation.")
+    ] = False,
+    label: Annotated[str, typer.Option(help="The session's label.")] = "",
+    run_dir: Annotated[
+        Path, typer.Option(help="Where the processes run and write their traces first.")
+    ] = Path("runs/jax"),
+) -> None:
+    """Run the engine's JAX loop (jax.distributed on loopback), each process profiling itself
+    with jax.profiler, and bring the traces into one session."""
+    from collectors.local import collect_local
+    from reference_engine.jax_workload import JaxConfig, run
+
+    cfg = JaxConfig(
+        workers=workers,
+        steps=steps,
+        scenario=scenario,
+        slow_task=slow_task,
+        slow_ms=slow_ms,
+        markers=markers,
+    )
+    try:
+        files = run(cfg, run_dir)
+    except EngineError as e:
+        raise _fail(str(e)) from None
+    session = collect_local(files, logdir, asdict(cfg), label=label or f"jax {scenario}")
+    typer.echo(f"captured {len(files)} workers into {session}")

@@ -3,9 +3,9 @@
 Each process is one JAX CPU device; ``jax.distributed`` on loopback with gloo collectives ties
 them into one mesh, so the step's gradient mean is a real cross-process all-reduce, as on a pod.
 Every process captures itself with ``jax.profiler`` around the same steps (after warm-up and a
-barrier) and its trace lands in one session: ``<logdir>/plugins/profile/<session>/
-jax-worker-<i>.xplane.pb``, with a ``capture.json``. No step marker is written unless asked:
-the steps are the executions of the jitted step (``analyzers.xla_programs``).
+barrier); ``collectors.local.collect_local`` then brings the files into one session as
+``jax-worker-<i>.xplane.pb``. No step marker is written unless asked: the steps are the
+executions of the jitted step (``analyzers.xla_programs``).
 
 Injected bottlenecks (``JaxConfig.scenario``), each with the verdict PodScope must give:
 
@@ -17,8 +17,8 @@ Injected bottlenecks (``JaxConfig.scenario``), each with the verdict PodScope mu
   jitted step (a loop whose trip count depends on the device's index, calibrated on the
   machine). It is the straggler, by its device compute.
 
-    >>> from reference_engine.jax_workload import JaxConfig, run
-    >>> session = run(JaxConfig(workers=2, steps=12, scenario="slow-host"), logdir)
+    >>> files = run(JaxConfig(workers=2, steps=12, scenario="slow-host"), run_dir)
+    >>> session = collect_local(files, logdir, label="jax slow-host")
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -54,7 +53,6 @@ class JaxConfig:
         batch: per-worker batch.
         markers: wrap each step in ``jax.profiler.StepTraceAnnotation`` (off: steps must come
             from the program's executions).
-        label: the session's label.
     """
 
     workers: int = 2
@@ -66,7 +64,6 @@ class JaxConfig:
     width: int = 256
     batch: int = 64
     markers: bool = False
-    label: str = ""
     seed: int = 0
 
     def check(self) -> None:
@@ -79,27 +76,33 @@ class JaxConfig:
             raise EngineError(f"slow task {self.slow_task} is not a worker (0..{self.workers - 1})")
 
 
-def run(cfg: JaxConfig, logdir: Path, timeout_s: float = 600.0) -> Path:
-    """Runs ``cfg`` to completion and returns the captured session's folder.
+def run(cfg: JaxConfig, run_dir: Path, timeout_s: float = 600.0) -> dict[str, Path]:
+    """Runs ``cfg`` to completion in ``run_dir`` and returns each worker's trace file by its
+    label (``jax-worker-<i>``); ``collectors.local.collect_local`` makes them a session.
 
     Raises:
-        EngineError: a worker failed or the run timed out (with its last log lines).
+        EngineError: a worker failed, wrote no trace, or the run timed out (with the first
+            failed worker's last log lines).
     """
     from reference_engine.cluster import free_ports
-    from trace_parsers.layout import new_session_dir, write_manifest
 
     cfg.check()
-    session = new_session_dir(logdir)
-    work = session.parent.parent.parent / ".jax-run" / session.name
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "jax.json").write_text(json.dumps(asdict(cfg)))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "jax.json").write_text(json.dumps(asdict(cfg)))
     port = free_ports(1)[0]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
     env.pop("XLA_FLAGS", None)  # one CPU device per process
     procs = []
     for i in range(cfg.workers):
-        log = (work / f"worker-{i}.log").open("wb")
-        cmd = [sys.executable, "-m", "reference_engine.jax_workload", str(work), str(i), str(port)]
+        log = (run_dir / f"worker-{i}.log").open("wb")
+        cmd = [
+            sys.executable,
+            "-m",
+            "reference_engine.jax_workload",
+            str(run_dir),
+            str(i),
+            str(port),
+        ]
         procs.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log))
     deadline = time.monotonic() + timeout_s
     failed = []
@@ -114,26 +117,15 @@ def run(cfg: JaxConfig, logdir: Path, timeout_s: float = 600.0) -> Path:
         if code != 0:
             failed.append(i)
     if failed:
-        tail = (work / f"worker-{failed[0]}.log").read_text(errors="replace")[-1500:]
+        tail = (run_dir / f"worker-{failed[0]}.log").read_text(errors="replace")[-1500:]
         raise EngineError(f"JAX worker(s) {failed} failed:\n{tail}")
-    workers = []
+    files = {}
     for i in range(cfg.workers):
-        found = sorted((work / f"trace-{i}").rglob("*.xplane.pb"))
+        found = sorted((run_dir / f"trace-{i}").rglob("*.xplane.pb"))
         if not found:
-            raise EngineError(f"JAX worker {i} wrote no trace under {work / f'trace-{i}'}")
-        target = session / f"{PREFIX}{i}.xplane.pb"
-        shutil.move(str(found[0]), target)
-        workers.append({"label": f"{PREFIX}{i}", "status": "ok", "file": target.name, "index": i})
-    write_manifest(
-        session,
-        session.name,
-        time.time_ns(),
-        {"engine": "jax", **asdict(cfg)},
-        workers,
-        label=cfg.label or f"jax {cfg.scenario}",
-    )
-    shutil.rmtree(work, ignore_errors=True)
-    return session
+            raise EngineError(f"JAX worker {i} wrote no trace under {run_dir / f'trace-{i}'}")
+        files[f"{PREFIX}{i}"] = found[0]
+    return files
 
 
 def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (subprocess)
@@ -163,8 +155,11 @@ def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (sub
         loss, grads = jax.value_and_grad(loss_fn)(params)
         # slow-device: this device's own trip count (0 elsewhere): a data-dependent loop
         burn = jax.lax.fori_loop(0, iters[0], lambda _, v: jnp.tanh(v @ params["w1"]), x)
-        grads = jax.lax.pmean(grads, "d")  # the all-reduce every step waits for
-        loss = jax.lax.pmean(loss, "d") + 0.0 * burn.sum()
+        # the all-reduce every step waits for, after the extra work (XLA:CPU would otherwise
+        # run the independent loop beside it, hidden in the collective's wait)
+        zero = 0.0 * burn.sum()
+        grads = jax.lax.pmean(jax.tree_util.tree_map(lambda g: g + zero, grads), "d")
+        loss = jax.lax.pmean(loss, "d")
         new = jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
         return new, loss
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from analyzers.session import SessionAnalysis
+from collectors.local import collect_local
 from reference_engine.jax_workload import PREFIX, JaxConfig, run
 from tests.analyzers.test_xla_programs import check_breakdown_against_events
 
@@ -20,7 +21,8 @@ STEPS, SLOW_MS = 12, 20.0
 
 
 def analysed(cfg: JaxConfig, tmp_path: Path) -> SessionAnalysis:
-    return SessionAnalysis.from_path(run(cfg, tmp_path / "logdir"))
+    session = collect_local(run(cfg, tmp_path / "run"), tmp_path / "logdir", label=cfg.scenario)
+    return SessionAnalysis.from_path(session)
 
 
 def per_worker(a: SessionAnalysis, column: str) -> dict[str, float]:
@@ -68,4 +70,4 @@ def test_jax_loop_steps_breakdown_and_culprit(cfg: JaxConfig, tmp_path: Path) ->
     else:  # its device computes longer (calibrated extra work inside the jitted step)
         compute = per_worker(a, "device_compute_ns")
         assert cause == "device_compute"
-        assert all(compute[slow] > compute[w] + SLOW_MS / 4 for w in others), compute
+        assert all(compute[slow] > compute[w] + SLOW_MS / 3 for w in others), compute
