@@ -21,7 +21,10 @@ need at least two steps):
 4. ``python_call``: the Python tracer's ``polymorphic_function.py:<line> __call__`` events at
    depth ≤ 1 — what the collector's safe plan records on non-chief MWMS workers.
 5. ``xla_program``: JAX (and other XLA) captures with none of the above: each execution of the
-   dominant XLA program is a step (``analyzers.xla_programs``, which needs ``stats``).
+   dominant XLA program is a step (``analyzers.xla_programs``, which needs ``stats``). It comes
+   first when step markers hold at least half of the executions' dispatch calls: JAX's
+   ``StepTraceAnnotation`` spans only the asynchronous dispatch, so its markers number the
+   steps (``step_num``) while the executions are the steps.
 
 Each step also gets an anchor: the span (``anchor_start_ns``, ``anchor_end_ns``) of the last
 collective (all-reduce, …) that ends inside it. In a synchronous job every worker's step k
@@ -134,7 +137,43 @@ def _outermost(ev: pd.DataFrame) -> pd.DataFrame:
     return ev[ev["start_ns"].to_numpy() >= before]
 
 
+def _xla(ev: pd.DataFrame, stats: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The worker's XLA program steps, numbered by the step markers that hold their dispatch
+    calls (JAX's ``StepTraceAnnotation``: it spans only the asynchronous dispatch, so the
+    markers number the steps but the executions are the steps); None without a program
+    executed twice."""
+    if stats is None or not len(ev):
+        return None
+    if not (stats["key"] == "hlo_module").any() and not isin(ev["line"], {"XLA Modules"}).any():
+        return None  # no XLA program in the trace
+    xla = xla_steps(ev, stats[stats["event_row"].isin(ev.index)])
+    if xla.empty:
+        return None
+    marks = ev[ev["step_num"].notna()]
+    rows = xla["event_row"].to_numpy(np.int64)
+    known = np.isin(rows, ev.index.to_numpy())
+    if marks.empty or not known.any():
+        return xla
+    call = ev.loc[rows[known]]
+    nums = pd.array([pd.NA] * len(xla), dtype="Int64")
+    found = np.full(int(known.sum()), -1, dtype=np.int64)
+    for line, m in marks.groupby("line", observed=True):
+        m = m.sort_values("start_ns")
+        start = m["start_ns"].to_numpy()
+        end = start + m["dur_ps"].to_numpy() // 1000
+        here = (call["line"] == line).to_numpy()
+        t = call["start_ns"].to_numpy()[here]
+        i = np.searchsorted(start, t, side="right") - 1
+        ok = (i >= 0) & (t < end[np.clip(i, 0, None)])
+        found[np.flatnonzero(here)[ok]] = m["step_num"].to_numpy(np.int64)[i[ok]]
+    nums[np.flatnonzero(known)[found >= 0]] = found[found >= 0]
+    return xla.assign(step_num=nums)
+
+
 def _worker_steps(ev: pd.DataFrame, stats: pd.DataFrame | None = None) -> pd.DataFrame:
+    xla = _xla(ev, stats)
+    if xla is not None and 2 * int(xla["step_num"].notna().sum()) >= len(xla):
+        return xla  # JAX with markers: the executions, numbered by the markers
     markers = ev[ev["step_num"].notna() & (ev["depth"] == 0)]
     if len(markers):
         names = markers["name"].astype(str)
@@ -161,10 +200,8 @@ def _worker_steps(ev: pd.DataFrame, stats: pd.DataFrame | None = None) -> pd.Dat
     calls = ev[matches(ev["name"], _PY_CALL) & (ev["depth"] <= 1)]
     if len(calls) >= 2:
         return _rows(_outermost(calls), "python_call")
-    if stats is not None and len(ev):
-        xla = xla_steps(ev, stats[stats["event_row"].isin(ev.index)])
-        if len(xla):
-            return xla
+    if xla is not None:
+        return xla
     return pd.DataFrame(
         {
             c: pd.Series(dtype=t)

@@ -10,9 +10,11 @@ executions of the jitted step (``analyzers.xla_programs``).
 Injected bottlenecks (``JaxConfig.scenario``), each with the verdict PodScope must give:
 
 * ``baseline``: nothing; no straggler.
-* ``slow-host``: worker ``slow_task`` sleeps ``slow_ms`` in Python before each step. Its device
-  idles waiting for it, the others wait in the all-reduce: it is the straggler, by its device's
-  idle time.
+* ``slow-host``: worker ``slow_task`` sleeps ``slow_ms`` in Python before each step and fetches
+  each step's loss (``float(loss)``, which waits for the step), as a loop that logs every step
+  does; without the fetch, asynchronous dispatch would hide any sleep shorter than a step.
+  Its device idles waiting for it, the others wait in the all-reduce: it is the straggler, by
+  its device's idle time.
 * ``slow-device``: worker ``slow_task``'s device computes ``slow_ms`` more per step inside the
   jitted step (a loop whose trip count depends on the device's index, calibrated on the
   machine). It is the straggler, by its device compute.
@@ -205,6 +207,8 @@ def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (sub
                 params, loss = step(params, x, y, iters)
         else:
             params, loss = step(params, x, y, iters)
+        if cfg.scenario == "slow-host" and index == cfg.slow_task:
+            float(loss)  # logs every step's loss: the host waits for the device
         return loss
 
     for i in range(cfg.warmup):

@@ -201,6 +201,11 @@ def no_step_markers(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             "each step in `with jax.profiler.StepTraceAnnotation('train', step_num=step):` for "
             "step numbers both tools read and steps that include the host's work."
         )
+    elif is_jax(inp) and not len(missing) and (inp.methods["method"] == "xla_program").any():
+        advice = (
+            "Every worker's steps are known: the executions of the program the loop repeats, "
+            "numbered by the StepTraceAnnotation markers that dispatched them."
+        )
     elif is_jax(inp):
         advice = (
             "Wrap each training step in `with jax.profiler.StepTraceAnnotation('train', "
@@ -254,8 +259,15 @@ def markers_missing(inp: SessionAnalysis) -> pd.DataFrame:
     job whose traced workers show markers, not a ParameterServerStrategy task."""
     m, by_design = _marker_methods(inp)
     has_markers = bool((m["method"] == "marker").any())
+    # XLA program steps numbered by the JAX markers that dispatched them: marked
+    s = inp.steps
+    numbered = s["step_num"].notna().groupby(s["worker"]).mean() >= 0.5
+    marked = m["worker"].map(numbered).fillna(False).astype(bool)
     return m[
-        ~m["method"].isin(["marker", "group_id"]) & ~(m["python_only"] & has_markers) & ~by_design
+        ~m["method"].isin(["marker", "group_id"])
+        & ~(m["python_only"] & has_markers)
+        & ~by_design
+        & ~marked
     ]
 
 
