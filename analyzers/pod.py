@@ -34,7 +34,9 @@ def pod_view(breakdown: pd.DataFrame) -> pd.DataFrame:
     Returns:
         Columns ``worker, step, step_num, start_ns, end_ns, step_time_ns, lateness_ns,
         excess, bottleneck, split`` plus the category ``_ns`` columns; ``bottleneck`` is the
-        largest category (missing when the worker's categories are unknown).
+        largest category (missing when the worker's categories are unknown). ``lateness_ns``
+        is the start's lateness; for XLA program steps, which all start where the last
+        collective ended, the arrival's at the step's collectives (start + own work).
     """
     cols = [f"{c}_ns" for c in CATEGORY_NAMES]
     b = breakdown.sort_values("step_time_ns", ascending=False).drop_duplicates(["worker", "step"])
@@ -44,6 +46,12 @@ def pod_view(breakdown: pd.DataFrame) -> pd.DataFrame:
     first_start = out.groupby("step")["start_ns"].transform("min")
     median_time = out.groupby("step")["step_time_ns"].transform("median")
     out["lateness_ns"] = out["start_ns"] - first_start
+    if "method" in b and len(b) and (b["method"] == "xla_program").all():
+        # XLA program steps all start where the previous step's collectives ended: a worker is
+        # late by its arrival at the step's collectives (start + its own work), not its start
+        coll = out["device_collectives_ns"].astype("float64").fillna(0)
+        arrival = out["start_ns"] + (out["step_time_ns"] - coll)
+        out["lateness_ns"] = (arrival - arrival.groupby(out["step"]).transform("min")).round()
     out["excess"] = out["step_time_ns"] / median_time - 1.0
     values = out[cols].astype("float64").to_numpy()
     has = out["split"].to_numpy(dtype=bool) & ~np.isnan(values).any(axis=1)

@@ -56,3 +56,14 @@ def test_the_report_says_whether_each_target_is_met() -> None:
     assert "| straggler runs whose only culprit is the slowed task | ≥ 95% | 50% | NO |" in text
     assert "| baseline runs with no culprit | ≥ 100% | 100% | yes |" in text
     assert "(1 failed to run)" in text and "RunError: boom" in text
+
+
+def test_the_jax_draw_is_seeded_and_covers_every_scenario() -> None:
+    from verify.jax_matrix import SCENARIOS, draw_jax
+
+    runs = draw_jax(15, seed=7)
+    assert runs == draw_jax(15, seed=7) and runs != draw_jax(15, seed=8)
+    assert {r.scenario for r in runs} == set(SCENARIOS)
+    assert all(0 <= r.slow_task < r.workers and 2 <= r.workers <= 4 for r in runs)
+    assert any(r.markers for r in runs) and not all(r.markers for r in runs)
+    assert len({(r.workers, r.slow_ms, r.width) for r in runs}) > 5  # not one run repeated

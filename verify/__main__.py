@@ -2,6 +2,7 @@
 verdicts are right: the culprit named, and the injected cause as the top finding.
 
     python -m verify --runs 40 --seed 7 --report verify/REPORT.md --keep build/verify
+    python -m verify --jax-only --jax-runs 15          # the JAX matrix alone (verify/JAX_REPORT.md)
 
 Each run is judged by ``judge``; the report has the confusion matrices (expected vs top
 finding, expected vs named culprit), the accuracy per scenario, every run's row, and the
@@ -23,6 +24,7 @@ import pandas as pd
 from analyzers.diagnostics import diagnose
 from analyzers.session import SessionAnalysis
 from trace_parsers import load
+from verify.jax_matrix import draw_jax, run_jax
 from verify.matrix import EXPECTED, Run, draw
 from verify.run import capture_scenario
 
@@ -32,6 +34,11 @@ TARGETS = {
     "baseline runs with no culprit": 1.0,
     "runs (every scenario) whose top finding is the injected cause": 0.90,
     "the same, in the worst scenario": 0.90,
+}
+JAX_TARGETS = {
+    "JAX slow-host/slow-device runs whose only culprit is the slowed worker": 0.95,
+    "JAX baselines with no culprit": 1.0,
+    "JAX slow runs whose top finding is the straggler": 0.90,
 }
 #: What a baseline's top-finding column means (it has no injected cause).
 BASELINE_NOTE = (
@@ -225,6 +232,46 @@ def report(rows: pd.DataFrame, seed: int, rejudged: bool = False) -> str:
     return "\n".join(lines)
 
 
+def jax_report(rows: pd.DataFrame, seed: int) -> str:
+    """The JAX matrix's section: targets, accuracy per scenario, every run."""
+    ok = rows[rows["error"].fillna("") == ""]
+    slow = ok[ok["scenario"] != "baseline"]
+    base = ok[ok["scenario"] == "baseline"]
+    measured = dict(
+        zip(
+            JAX_TARGETS,
+            [
+                slow["culprit_ok"].astype(float).mean(),
+                base["culprit_ok"].astype(float).mean(),
+                slow["top_ok"].astype(float).mean(),
+            ],
+            strict=True,
+        )
+    )
+    lines = [
+        "",
+        "# make verify, JAX: verdicts over randomized runs of XLA program steps",
+        "",
+        f"Seed {seed}; {len(rows)} runs ({len(rows) - len(ok)} failed to run); "
+        f"{rows['seconds'].sum() / 60:.1f} min. Each run: the engine's JAX loop "
+        "(`reference_engine.jax_workload`, jax.distributed with gloo on loopback), every "
+        "process profiling itself with jax.profiler, analysed as `podscope diagnose` does.",
+        "",
+        "| target | wanted | measured | met |",
+        "|---|---|---|---|",
+    ]
+    for name, want in JAX_TARGETS.items():
+        got = measured[name]
+        lines.append(f"| {name} | ≥ {want:.0%} | {got:.0%} | {'yes' if got >= want else 'NO'} |")
+    acc = ok.groupby("scenario").agg(
+        runs=("culprit_ok", "size"),
+        culprit_right=("culprit_ok", lambda c: c.astype(float).mean()),
+        top_right=("top_ok", lambda c: c.dropna().astype(float).mean()),
+    )
+    lines += ["", markdown(acc), "", "## Every JAX run", "", markdown(rows, index=False), ""]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m verify", description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=40)
@@ -236,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--rejudge", action="store_true", help="with --from-csv: judge its kept captures again"
     )
+    p.add_argument("--jax-runs", type=int, default=15, help="runs of the JAX matrix (0: none)")
+    p.add_argument("--jax-report", type=Path, default=Path("verify/JAX_REPORT.md"))
+    p.add_argument("--jax-only", action="store_true", help="only the JAX matrix")
     args = p.parse_args(argv)
     if args.from_csv:
         rows = pd.read_csv(args.from_csv).fillna({"error": "", "session": ""})
@@ -249,20 +299,32 @@ def main(argv: list[str] | None = None) -> int:
                 ]
         args.report.write_text(report(rows, args.seed, rejudged=args.rejudge))
         return 0
-    runs = draw(args.runs, args.seed)
+    runs = [] if args.jax_only else draw(args.runs, args.seed)
     if args.only:
         runs = [r for r in runs if r.scenario in args.only.split(",")]
     shutil.rmtree(args.keep, ignore_errors=True)
+    args.keep.mkdir(parents=True, exist_ok=True)
     rows = []
     for i, run in enumerate(runs):
         row = _run_one(run, args.keep / f"run{i:02d}-{run.scenario}")
         rows.append(row)
         print(json.dumps(row), flush=True)
-    frame = pd.DataFrame(rows)
-    frame.to_csv(args.keep / "runs.csv", index=False)
-    args.report.parent.mkdir(parents=True, exist_ok=True)
-    args.report.write_text(report(frame, args.seed))
-    print(f"report: {args.report}")
+    jax_rows = []
+    for i, jr in enumerate(draw_jax(args.jax_runs, args.seed)):
+        jax_rows.append(run_jax(jr, args.keep / f"jax{i:02d}-{jr.scenario}"))
+        print(json.dumps(jax_rows[-1]), flush=True)
+    if rows:
+        frame = pd.DataFrame(rows)
+        frame.to_csv(args.keep / "runs.csv", index=False)
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(report(frame, args.seed))
+        print(f"report: {args.report}")
+    if jax_rows:
+        jax_frame = pd.DataFrame(jax_rows)
+        jax_frame.to_csv(args.keep / "jax_runs.csv", index=False)
+        args.jax_report.parent.mkdir(parents=True, exist_ok=True)
+        args.jax_report.write_text(jax_report(jax_frame, args.seed).lstrip())
+        print(f"report: {args.jax_report}")
     return 0
 
 

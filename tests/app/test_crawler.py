@@ -11,6 +11,7 @@ page are kept in build/artifacts/crawl/.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 from collections.abc import Callable, Iterator
@@ -64,6 +65,13 @@ def crawl_logdir(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtu
         keras = root / "train" / "plugins" / "profile" / "2026_02_07_keras"
         keras.mkdir(parents=True)
         shutil.copy(KERAS, keras / "host.xplane.pb")
+    if importlib.util.find_spec("jax"):  # a JAX job: XLA program steps, a culprit
+        from reference_engine.jax_workload import JaxConfig, run
+
+        jax_run = run(JaxConfig(workers=3, scenario="slow-host"), tmp_path_factory.mktemp("jax"))
+        (profile / "2026_02_08_jax").mkdir(parents=True)
+        for worker, path in jax_run.items():
+            shutil.copy(path, profile / "2026_02_08_jax" / f"{worker}.xplane.pb")
     if not profile.exists():
         pytest.skip("no session of any kind: no TensorFlow and no shared samples")
     return root
@@ -263,7 +271,7 @@ CRAWLERS: dict[str, Callable[[Visit], None]] = {
 
 
 @pytest.mark.parametrize(
-    "kind", ["cpu_mwms", "v100", "rocm", "tpu", "android", "perfetto", "keras"]
+    "kind", ["cpu_mwms", "v100", "rocm", "tpu", "android", "perfetto", "keras", "jax"]
 )
 def test_every_page_and_control_works_on_each_kind_of_session(
     browser: object, crawl_server: str, crawl_logdir: Path, kind: str
