@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -71,6 +72,8 @@ def _unique(labels: list[str]) -> list[str]:
     return out
 
 
+#: Highest duration level of the multi-resolution index (2**62 ns is 146 years).
+MAX_LEVEL = 62
 #: Pseudo-planes of Android tracks: scheduling slices per CPU, and counters.
 SCHED_PLANE, COUNTER_PLANE = "sched", "counters"
 #: ``cpu_idle`` counts this when a CPU leaves idle (ftrace's (u32)-1); Perfetto shows it as -1.
@@ -170,6 +173,39 @@ class TimelineIndex:
             rows=events.index.to_numpy(),
             counters=Counters.build(None, worker),
         )
+
+    @cached_property
+    def _levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The multi-resolution index: events grouped by duration level (``floor(log2(dur))``,
+        level 0 for ≤ 1 ns), each level sorted by start. Returns (order: event positions by
+        level then start; starts in that order; offsets: where each level begins, 64 + 1)."""
+        dur = np.maximum(self.end - self.start, 1)
+        level = np.floor(np.log2(dur)).astype(np.int64)
+        order = np.lexsort((self.start, level))
+        offsets = np.searchsorted(level[order], np.arange(MAX_LEVEL + 2))
+        return order, self.start[order], offsets
+
+    def window(self, t0: int, t1: int, min_dur: int = 0, below: bool = False) -> np.ndarray:
+        """Positions of the events that overlap [t0, t1) and last at least ``min_dur`` ns (or,
+        with ``below``, less than ``min_dur``): per duration level a binary search on start,
+        since an event of level ``L`` starts at most ``2**(L+1)`` ns before it overlaps — a
+        window of a million-event worker costs what it holds, not a scan of every event."""
+        order, starts, offsets = self._levels
+        cut = int(np.floor(np.log2(max(min_dur, 1))))
+        levels = range(0, cut + 1) if below else range(cut, MAX_LEVEL + 1)
+        parts = []
+        for lv in levels:
+            a, b = offsets[lv], offsets[lv + 1]
+            if a == b:
+                continue
+            lo = a + np.searchsorted(starts[a:b], t0 - (2 << lv), side="left")
+            hi = a + np.searchsorted(starts[a:b], t1, side="left")
+            if hi > lo:
+                parts.append(order[lo:hi])
+        at = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        dur = self.end[at] - self.start[at]
+        keep = (self.end[at] > t0) & ((dur < min_dur) if below else (dur >= min_dur))
+        return np.sort(at[keep])
 
     def matching(self, text: str) -> np.ndarray:
         """Row mask of events whose name contains ``text``, case-insensitive (tested per

@@ -45,6 +45,10 @@ TL_STATS = "tl-stats"
 TL_PLANES = "tl-planes"
 TL_STEP = "tl-step"
 TL_WINDOW = "tl-window"
+#: the window shown (the canvas zooms in the browser; the URL and the controls keep it)
+TL_VIEW = "tl-view"
+#: the bar clicked on the canvas (worker, event row)
+TL_CLICK = "tl-click"
 
 # Capture
 CAP_ADDRESSES = "cap-addresses"

@@ -23,17 +23,3 @@
     window.Plotly.relayout(gd, { "xaxis.range[0]": range[0], "xaxis.range[1]": range[1] });
   });
 })();
-
-// A double click shows the whole capture: the window is cleared and the server draws it all.
-// (Plotly's own double click would autorange over the bars drawn, which do not span the
-// capture, and could then be taken for a zoom; it is off, and Plotly still reports it.)
-(function () {
-  document.addEventListener("mousedown", function (e) {
-    const gd = document.querySelector("#tl-graph .js-plotly-plot");
-    if (!gd || !gd.contains(e.target) || gd._podscopeReset || !gd.on) return;
-    gd._podscopeReset = true; // once per chart (a page drawn again has a new one)
-    gd.on("plotly_doubleclick", function () {
-      window.dash_clientside.set_props("tl-window", { data: null });
-    });
-  }, true);
-})();

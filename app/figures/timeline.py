@@ -2,12 +2,15 @@
 
 Each worker shown has its tracks (plane › line); an event is drawn in its track at its nesting
 depth, coloured by category (its op type, else the head of its name), with its name on the bar
-where it fits. Whatever the zoom, at most ``max_shapes`` bars reach the browser: search hits
-first (at least a pixel wide), then events at least a pixel wide, longest first; the rest of
-each row is summarised as density cells (the share of each pixel column that is busy). Step
-boundaries of each worker and the selected step are drawn over its rows. Counter tracks
-(Android: CPU frequency, idle state) are step lines, each scaled to its own range over the
-capture, so that zooming never rescales them.
+where it fits. Whatever the zoom, at most ``max_shapes`` bars and density cells reach the
+browser: search hits first (at least a pixel wide), then events at least a pixel wide, longest
+first, from the index's multi-resolution window query (``TimelineIndex.window``); the rest of
+each row is summarised as density cells (the share of each cell that is busy). They are sent as
+columns of numbers and drawn on a canvas (``assets/timeline_canvas.js``), for the window and a
+window's width on each side: Plotly, which took 0.6-1.7 s to draw 16 k SVG bars, keeps only the
+axes, the selected step and the counters. Step boundaries of each worker are dotted on the
+canvas. Counter tracks (Android: CPU frequency, idle state) are step lines, each scaled to its
+own range over the capture, so that zooming never rescales them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analyzers.timeline import COUNTER_PLANE, TimelineIndex
-from app.units import fmt_duration
 
 PIXELS = 1600
 MAX_SHAPES = 20_000
@@ -103,15 +105,6 @@ def _plane_of(label: str) -> str:
     return parts[1] if len(parts) > 2 else ""
 
 
-def _name_text(names: np.ndarray, px: np.ndarray) -> list[str]:
-    """Each name cut to the bar's width (empty where not even a few characters fit)."""
-    out = []
-    for name, width in zip(names, px, strict=True):
-        fit = int((width - 6) / CHAR_PX)
-        out.append(name if len(name) <= fit else (name[: fit - 1] + "…") if fit >= 4 else "")
-    return out
-
-
 def timeline_figure(
     indexes: Sequence[TimelineIndex],
     t0: int,
@@ -124,7 +117,13 @@ def timeline_figure(
     hidden_planes: Sequence[str] = (),
     max_shapes: int = MAX_SHAPES,
 ) -> go.Figure:
-    """The flame chart of ``indexes`` (one per worker shown) in the window [t0, t1).
+    """The flame chart of ``indexes`` (one per worker shown) for the window [t0, t1).
+
+    Plotly draws the axes, the row labels, the selected step and the counters; the bars and
+    density cells go to the browser as numbers in ``layout.meta["tl"]`` and are drawn on a
+    canvas over the plot (``assets/timeline_canvas.js``), for the window and one window's
+    width on each side, so that zooming in up to ``REFINE`` times and panning within that
+    range are redrawn in the browser without asking the server.
 
     Args:
         indexes: the workers' indexes (``SessionAnalysis.timeline``), top to bottom.
@@ -136,56 +135,36 @@ def timeline_figure(
         steps: aligned steps (``worker, step, start_ns, end_ns``) to mark per worker.
         selected_step: this aligned step is shaded.
         hidden_planes: planes (``CPU``, ``GPU:0``) whose tracks are collapsed away.
-        max_shapes: upper bound on bars sent to the browser.
+        max_shapes: upper bound on bars and density cells sent to the browser.
     """
     rows = Layout.of(indexes, set(hidden_planes))
-    pixel_ns = max(1, (t1 - t0) // PIXELS)
-    cand: list[dict[str, np.ndarray]] = []
-    for i, index in enumerate(indexes):
-        first = rows.first_row[i]
-        sel = np.flatnonzero((index.start < t1) & (index.end > t0) & (first[index.track] >= 0))
-        hits = index.matching(highlight)[sel] if highlight else np.zeros(len(sel), dtype=bool)
-        cand.append(
-            {
-                "worker": np.full(len(sel), i),
-                "at": sel,
-                "y": first[index.track[sel]] + index.depth[sel],
-                "start": index.start[sel],
-                "dur": index.end[sel] - index.start[sel],
-                "hit": hits,
-            }
-        )
-    c = {k: np.concatenate([x[k] for x in cand]) for k in cand[0]} if cand else {}
-    n = len(c["at"]) if c else 0
+    span = max(1, t1 - t0)
+    f0, f1 = t0 - span, t1 + span  # what the browser can pan over without a request
+    pixel_ns = max(1, span // PIXELS)
+    bars, sub = _candidates(indexes, rows, f0, f1, pixel_ns, highlight)
+    n = len(bars["at"])
     # hits first, then the widest: a score that orders them so
-    score = (
-        np.where(c["hit"], np.iinfo(np.int64).max, np.where(c["dur"] >= pixel_ns, c["dur"], -1))
-        if n
-        else np.array([])
-    )
-    drawn = score >= 0 if n else np.zeros(0, dtype=bool)
-    # density cells of the sub-pixel rows get up to a quarter of the budget
-    dense_rows = len(np.unique(c["y"][~drawn])) if n else 0
-    bar_budget = max_shapes - min(max_shapes // 4, dense_rows * PIXELS)
-    if drawn.sum() > bar_budget:
-        keep = np.argpartition(-score, bar_budget)[:bar_budget]
-        drawn = np.zeros(n, dtype=bool)
-        drawn[keep] = True
+    score = np.where(bars["hit"], np.iinfo(np.int64).max, bars["dur"]) if n else np.zeros(0)
+    bar_budget = max_shapes - min(max_shapes // 4, _distinct(sub["y"]) * PIXELS)
+    drawn = np.ones(n, dtype=bool)
+    if n > bar_budget:
+        drawn[:] = False
+        drawn[np.argpartition(-score, bar_budget)[:bar_budget]] = True
+    rest = {k: np.concatenate([v[~drawn], sub[k]]) for k, v in bars.items() if k in sub}
+    tl = _payload(indexes, {k: v[drawn] for k, v in bars.items()}, base, bool(highlight))
+    dense = _density(rest, f0, f1, base, pixel_ns, max_shapes - int(drawn.sum()))
     fig = go.Figure()
-    n_bars = int(drawn.sum())
-    if n_bars:
-        fig.add_trace(_bars(indexes, c, drawn, base, pixel_ns, bool(highlight)))
-    dense_rows = _density(fig, c, ~drawn, t0, t1, base, pixel_ns, max_shapes - n_bars)
     _counters(fig, indexes, rows, t0, t1, base, pixel_ns)
-    shapes = _step_marks(indexes, rows, steps, selected_step, t0, t1, base)
+    shapes = _step_marks(indexes, rows, steps, selected_step, base)
     fig.update_layout(
-        barmode="overlay",
         height=90 + ROW_PX * max(4, rows.n_rows),
         showlegend=False,
         xaxis={
             "title": {"text": "ms since the session start", "standoff": 4},
             "range": [(t0 - base) / 1e6, (t1 - base) / 1e6],
             "side": "top",
+            "showgrid": True,
+            "zeroline": False,
         },
         yaxis={
             "tickvals": rows.ticks,
@@ -197,116 +176,149 @@ def timeline_figure(
             "automargin": True,
         },
         shapes=shapes,
-        uniformtext={"minsize": 8, "mode": "hide"},
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        plot_bgcolor="#f8f9fb",
         # the window is the server's to set: a new window wins over what Plotly kept (an
-        # autorange after a double click would range over the bars drawn, not the capture)
+        # autorange after a double click would range over what is drawn, not the capture)
         uirevision=f"{t0}:{t1}",
         dragmode="zoom",
         meta={
             "base": int(base),
-            "bars": n_bars,
-            "dense_tracks": dense_rows,
-            "hits": int(c["hit"].sum()) if n else 0,
+            "base_ns": str(int(base)),  # exact in the browser (a double is not, past 2**53)
+            "bars": int(drawn.sum()),
+            "dense_tracks": dense["tracks"],
+            "hits": int(bars["hit"].sum()),
             "rows": rows.n_rows,
+            "tl": {
+                **tl,
+                "dense": dense,
+                "steps": _step_lines(indexes, rows, steps, f0, f1, base),
+                "fetched": [(f0 - base) / 1e6, (f1 - base) / 1e6],
+                "pixel_ms": pixel_ns / 1e6,
+                "searching": bool(highlight),
+            },
         },
     )
     return fig
 
 
-def _bars(
+def _distinct(rows: np.ndarray) -> int:
+    """How many distinct (small, non-negative) row numbers ``rows`` holds."""
+    return int(np.count_nonzero(np.bincount(rows.astype(np.int64)))) if len(rows) else 0
+
+
+#: Zooming in more than this many times past what the server sent asks it for finer bars.
+REFINE = 4
+
+
+def _candidates(
     indexes: Sequence[TimelineIndex],
-    c: dict[str, np.ndarray],
-    drawn: np.ndarray,
-    base: int,
+    rows: Layout,
+    f0: int,
+    f1: int,
     pixel_ns: int,
-    searching: bool,
-) -> go.Bar:
-    sel = {k: v[drawn] for k, v in c.items()}
-    start = sel["start"]
-    name = np.empty(len(start), dtype=object)
-    category = np.empty(len(start), dtype=object)
-    row = np.empty(len(start), dtype=np.int64)
-    worker = np.empty(len(start), dtype=object)
+    highlight: str,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The events in [f0, f1) on rows shown: those at least a pixel wide (and every search
+    hit) as bar candidates, the narrower ones for the density cells, from each index's
+    multi-resolution window query."""
+    bars: list[dict[str, np.ndarray]] = []
+    sub: list[dict[str, np.ndarray]] = []
+    for i, index in enumerate(indexes):
+        first = rows.first_row[i]
+        wide = index.window(f0, f1, pixel_ns)
+        narrow = index.window(f0, f1, pixel_ns, below=True)
+        hit_wide = index.matching(highlight)[wide] if highlight else np.zeros(len(wide), bool)
+        if highlight:  # a hit narrower than a pixel is still drawn as a bar
+            hit_narrow = index.matching(highlight)[narrow]
+            wide = np.concatenate([wide, narrow[hit_narrow]])
+            hit_wide = np.concatenate([hit_wide, np.ones(int(hit_narrow.sum()), bool)])
+            narrow = narrow[~hit_narrow]
+        for at, out, hit in ((wide, bars, hit_wide), (narrow, sub, None)):
+            at = at[first[index.track[at]] >= 0]
+            hit = hit[first[index.track[wide]] >= 0] if hit is not None else None
+            out.append(
+                {
+                    "worker": np.full(len(at), i),
+                    "at": at,
+                    "y": first[index.track[at]] + index.depth[at],
+                    "start": index.start[at],
+                    "dur": index.end[at] - index.start[at],
+                    **({"hit": hit} if hit is not None else {}),
+                }
+            )
+    empty = {k: np.zeros(0, np.int64) for k in ("worker", "at", "y", "start", "dur")}
+    b = {k: np.concatenate([x[k] for x in bars]) for k in bars[0]} if bars else {**empty}
+    b.setdefault("hit", np.zeros(0, bool))
+    u = {k: np.concatenate([x[k] for x in sub]) for k in sub[0]} if sub else {**empty}
+    return b, u
+
+
+def _payload(
+    indexes: Sequence[TimelineIndex], sel: dict[str, np.ndarray], base: int, searching: bool
+) -> dict[str, object]:
+    """The bars as columns of numbers (times in ms since ``base``), names and categories as
+    codes into per-figure tables, colours as codes into ``colors``."""
+    names: list[str] = []
+    cats: list[str] = []
+    name_code = np.zeros(len(sel["at"]), np.int64)
+    cat_code = np.zeros(len(sel["at"]), np.int64)
+    rows = np.zeros(len(sel["at"]), np.int64)
     for i, index in enumerate(indexes):
         mine = sel["worker"] == i
         at = sel["at"][mine]
-        name[mine] = index.names.to_numpy(dtype=object)[index.name[at]]
-        category[mine] = np.asarray(index.categories, dtype=object)[index.category[at]]
-        row[mine] = index.rows[at]
-        worker[mine] = index.worker
-    dur = sel["dur"]
-    shown = np.maximum(dur, pixel_ns)  # a hit narrower than a pixel still shows
-    hot = sel["hit"]
-    colours = np.where(hot, HIT, [colour_of(str(k)) for k in category])
-    custom = np.stack(
-        [
-            worker,
-            row,
-            name,
-            category,
-            [fmt_duration(float(d)) for d in dur],
-            [fmt_duration(float(s - base)) for s in start],
-        ],
-        axis=1,
-    )
-    return go.Bar(
-        name="events",
-        orientation="h",
-        y=sel["y"],
-        base=(start - base) / 1e6,
-        x=shown / 1e6,
-        width=0.9,
-        marker={
-            "color": colours,
-            "opacity": np.where(hot | (not searching), 1.0, 0.35),
-            "line": {"width": np.where(hot, 1.0, 0.0), "color": "#000"},
-        },
-        text=_name_text(name, shown / pixel_ns),
-        textposition="inside",
-        insidetextanchor="start",
-        textfont={"size": 10, "color": np.where(hot, "#000", "#fff")},
-        cliponaxis=True,
-        customdata=custom,
-        hovertemplate="<b>%{customdata[2]}</b><br>%{customdata[3]} · %{customdata[4]}"
-        "<br>starts at %{customdata[5]} · %{customdata[0]}<extra></extra>",
-    )
+        n_codes, n_uniq = pd.factorize(index.name[at])
+        name_code[mine] = len(names) + n_codes
+        names += [str(index.names[c]) if c < len(index.names) else "?" for c in n_uniq]
+        c_codes, c_uniq = pd.factorize(index.category[at])
+        cat_code[mine] = len(cats) + c_codes
+        cats += [index.categories[c] for c in c_uniq]
+        rows[mine] = index.rows[at]
+    colours = sorted(set(PALETTE))
+    colour = np.array([colours.index(colour_of(c)) for c in cats] + [0], np.int64)[cat_code]
+    return {
+        "x0": np.round((sel["start"] - base) / 1e6, 6).tolist(),
+        "dx": np.round(sel["dur"] / 1e6, 6).tolist(),
+        "y": sel["y"].tolist(),
+        "c": colour.tolist(),
+        "hit": sel["hit"].astype(int).tolist(),
+        "n": name_code.tolist(),
+        "k": cat_code.tolist(),
+        "w": sel["worker"].tolist(),
+        "row": rows.tolist(),
+        "names": names,
+        "cats": cats,
+        "colors": colours,
+        "hit_color": HIT,
+        "workers": [i.worker for i in indexes],
+        "dim": searching,
+    }
 
 
 def _density(
-    fig: go.Figure,
-    c: dict[str, np.ndarray],
-    rest: np.ndarray,
-    t0: int,
-    t1: int,
-    base: int,
-    pixel_ns: int,
-    budget: int,
-) -> int:
-    """Adds density cells for the events not drawn; returns the rows that have some."""
-    if not len(rest) or not rest.any() or budget <= 0:
-        return 0
-    y, starts, dur = c["y"][rest], c["start"][rest], c["dur"][rest]
-    n_rows = len(np.unique(y))
-    columns = int(max(1, min(PIXELS, budget // max(1, n_rows))))
-    cell_ns = max(pixel_ns, (t1 - t0) // columns + 1)
-    col = ((starts - t0) // cell_ns).clip(0, columns - 1)
-    key = y.astype(np.int64) * columns + col
-    cells, inverse = np.unique(key, return_inverse=True)
-    busy = np.bincount(inverse, weights=np.minimum(dur, cell_ns).astype(float))
-    fig.add_trace(
-        go.Bar(
-            name="dense (sub-pixel events)",
-            orientation="h",
-            y=cells // columns,
-            base=(t0 + (cells % columns) * cell_ns - base) / 1e6,
-            x=np.full(len(cells), cell_ns / 1e6),
-            width=0.9,
-            marker={"color": DENSE, "opacity": np.clip(busy / cell_ns, 0.15, 1.0)},
-            hovertemplate="many short events (zoom in)<extra></extra>",
-        )
-    )
-    return n_rows
+    c: dict[str, np.ndarray], f0: int, f1: int, base: int, pixel_ns: int, budget: int
+) -> dict[str, object]:
+    """Density cells of the events not drawn as bars: per row, the share of each cell that
+    is busy (at most ``budget`` cells, at least a pixel wide)."""
+    if not len(c["y"]) or budget <= 0:
+        return {"y": [], "x0": [], "a": [], "dx": 0.0, "tracks": 0}
+    y, starts, dur = c["y"].astype(np.int64), c["start"], c["dur"]
+    n_rows = _distinct(y)
+    columns = int(max(1, min(3 * PIXELS, budget // max(1, n_rows))))
+    cell_ns = max(pixel_ns, (f1 - f0) // columns + 1)
+    col = ((starts - f0) // cell_ns).clip(0, columns - 1)
+    key = y * columns + col  # rows × columns is small: counted, not sorted
+    per_key = np.bincount(key, weights=np.minimum(dur, cell_ns).astype(float))
+    cells = np.flatnonzero(np.bincount(key))
+    busy = per_key[cells]
+    return {
+        "y": (cells // columns).tolist(),
+        "x0": np.round((f0 + (cells % columns) * cell_ns - base) / 1e6, 6).tolist(),
+        "a": np.round(np.clip(busy / cell_ns, 0.15, 1.0), 3).tolist(),
+        "dx": cell_ns / 1e6,
+        "color": DENSE,
+        "tracks": n_rows,
+    }
 
 
 def counter_text(name: str, value: float) -> str:
@@ -376,43 +388,32 @@ def _step_marks(
     rows: Layout,
     steps: pd.DataFrame | None,
     selected: int | None,
-    t0: int,
-    t1: int,
     base: int,
 ) -> list[dict[str, object]]:
-    """Per worker shown: a dotted line at each step start in the window, and the selected
-    step shaded over the worker's rows."""
-    if steps is None or steps.empty:
-        return []
+    """Plotly shapes: the selected step shaded over each worker's rows, and a rule between
+    workers (step starts are drawn on the canvas: ``_step_lines``)."""
     shapes: list[dict[str, object]] = []
     for index, (top, bottom) in zip(indexes, rows.bands, strict=True):
         if bottom < top:
             continue
-        mine = steps[steps["worker"].astype(str) == index.worker]
-        band = {"yref": "y", "y0": top - 0.5, "y1": bottom + 0.5, "xref": "x"}
-        for r in mine[mine["step"] == selected].itertuples():
-            shapes.append(
+        if steps is not None and len(steps) and selected is not None:
+            mine = steps[
+                (steps["worker"].astype(str) == index.worker) & (steps["step"] == selected)
+            ]
+            shapes += [
                 {
                     "type": "rect",
-                    **band,
+                    "yref": "y",
+                    "y0": top - 0.5,
+                    "y1": bottom + 0.5,
+                    "xref": "x",
                     "x0": (r.start_ns - base) / 1e6,
                     "x1": (r.end_ns - base) / 1e6,
                     "fillcolor": "rgba(255, 170, 0, 0.15)",
                     "line": {"color": "rgba(255, 140, 0, 0.9)", "width": 1},
                     "layer": "below",
                 }
-            )
-        inside = mine[(mine["start_ns"] >= t0) & (mine["start_ns"] <= t1)]
-        if len(inside) <= MAX_STEP_LINES:
-            shapes += [
-                {
-                    "type": "line",
-                    **band,
-                    "x0": (s - base) / 1e6,
-                    "x1": (s - base) / 1e6,
-                    "line": {"color": "rgba(80, 80, 80, 0.6)", "width": 1, "dash": "dot"},
-                }
-                for s in inside["start_ns"].to_numpy()
+                for r in mine.itertuples()
             ]
         if top > 0:  # a rule between workers
             shapes.append(
@@ -428,3 +429,25 @@ def _step_marks(
                 }
             )
     return shapes
+
+
+def _step_lines(
+    indexes: Sequence[TimelineIndex],
+    rows: Layout,
+    steps: pd.DataFrame | None,
+    f0: int,
+    f1: int,
+    base: int,
+) -> list[dict[str, object]]:
+    """Per worker shown: its rows and the step starts in [f0, f1] (ms), drawn dotted on the
+    canvas; none where there would be more than ``MAX_STEP_LINES`` (a wall of lines)."""
+    if steps is None or steps.empty:
+        return []
+    out: list[dict[str, object]] = []
+    for index, (top, bottom) in zip(indexes, rows.bands, strict=True):
+        mine = steps[steps["worker"].astype(str) == index.worker]
+        inside = mine[(mine["start_ns"] >= f0) & (mine["start_ns"] <= f1)]
+        if bottom >= top and 0 < len(inside) <= MAX_STEP_LINES:
+            x = np.round((inside["start_ns"].to_numpy() - base) / 1e6, 6)
+            out.append({"y0": top - 0.5, "y1": bottom + 0.5, "x": x.tolist()})
+    return out

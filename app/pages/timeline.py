@@ -2,13 +2,16 @@
 
 Everything the user chose is in the URL (workers, search, step, hidden planes, the window), so a
 copied link, a reload, back and forward show the same view: the controls write the URL and the
-page is drawn from it. The window lives in a store (``TL_WINDOW``) and changes only on a real
-zoom, pan, step choice or reset (a double click): Plotly's own relayout events after a redraw
-(``autosize``) carry no range and are ignored, so a zoom stays where it was put. A zoom replaces
-the URL's ``t0``/``t1`` in place (no history entry per zoom, as Perfetto keeps none). Level of
-detail is decided on the server for every redraw (``app.figures.timeline``): the browser never
-gets more than ~20 k bars. Only the workers shown are loaded (a few at a time), so a session of
-hundreds of workers opens as fast as one of four.
+page is drawn from it. The bars are drawn on a canvas in the browser
+(``assets/timeline_canvas.js``) from numbers the server sends for the window and a window's
+width on each side: a zoom or pan inside that is redrawn there, with no request; the browser
+asks for finer bars (``TL_WINDOW``) only past that range or ``REFINE`` times deeper. Plotly's own
+relayout events after a redraw (``autosize``) carry no range and are ignored, so a zoom stays
+where it was put. A zoom replaces the URL's ``t0``/``t1`` in place (no history entry per zoom,
+as Perfetto keeps none) and ``TL_VIEW``, which the controls keep. Level of detail is decided on
+the server (``app.figures.timeline``): the browser never gets more than ~20 k bars and cells.
+Only the workers shown are loaded (a few at a time), so a session of hundreds of workers opens
+as fast as one of four.
 """
 
 from __future__ import annotations
@@ -169,12 +172,15 @@ def layout(
                 html.Div(HELP, className="podscope-muted mt-2"),
                 html.Div(id=ids.TL_STATS, className="podscope-muted"),
             ),
-            dcc.Store(id=ids.TL_WINDOW, data=window),  # a linked step opens zoomed on it
+            # epoch ns as text: the browser's numbers are doubles, exact only to 2**53
+            dcc.Store(id=ids.TL_WINDOW, data=_as_text(window)),  # a linked step opens on it
+            dcc.Store(id=ids.TL_VIEW, data=_as_text(window)),
+            dcc.Store(id=ids.TL_CLICK),
             card(
                 dcc.Loading(
                     dcc.Graph(
                         id=ids.TL_GRAPH,
-                        # double click: assets/timeline_keys.js (the whole capture)
+                        # double click: assets/timeline_canvas.js (the whole capture)
                         config={"scrollZoom": True, "displaylogo": False, "doubleClick": False},
                     ),
                     delay_show=400,
@@ -186,6 +192,10 @@ def layout(
             ),
         ]
     )
+
+
+def _as_text(window: dict[str, int] | None) -> dict[str, str] | None:
+    return {k: str(v) for k, v in window.items()} if window else None
 
 
 def _url_window(t0: str | None, t1: str | None) -> dict[str, int] | None:
@@ -207,7 +217,7 @@ def index_of_ns(value: str | None) -> int | None:
     Input(ids.TL_SEARCH, "value"),
     Input(ids.TL_STEP, "value"),
     Input(ids.TL_PLANES, "value"),
-    State(ids.TL_WINDOW, "data"),
+    State(ids.TL_VIEW, "data"),
     State(ids.URL, "search"),
     prevent_initial_call=True,
 )
@@ -216,7 +226,7 @@ def choose(
     query: str | None,
     step: int | None,
     planes: list[str] | None,
-    window: dict[str, int] | None,
+    window: dict[str, Any] | None,
     search: str | None,
 ) -> Any:
     """The controls' values go into the URL (a new history entry); the page is drawn from it.
@@ -230,7 +240,8 @@ def choose(
     shown = [p for p in _planes(analysis) if p in (planes or [])]
     hidden = [p for p in _planes(analysis) if p not in shown]
     default_shown = _planes_shown(analysis, workers or default)
-    keep = window if dash.ctx.triggered_id != ids.TL_STEP and window else {}
+    view = _url_window(str(window.get("t0")), str(window.get("t1"))) if window else None
+    keep = view if dash.ctx.triggered_id != ids.TL_STEP and view else {}
     return with_query(
         search,
         worker=None if (workers or default) == default else ",".join(workers or []),
@@ -240,49 +251,6 @@ def choose(
         t0=keep.get("t0"),
         t1=keep.get("t1"),
     )
-
-
-# A zoom or pan rewrites the URL's window in place (no history entry per zoom).
-dash.clientside_callback(
-    """function(w) {
-        const q = new URLSearchParams(window.location.search);
-        if (w) { q.set('t0', w.t0); q.set('t1', w.t1); } else { q.delete('t0'); q.delete('t1'); }
-        const url = window.location.pathname + '?' + q.toString();
-        if (url !== window.location.pathname + window.location.search) {
-            window.history.replaceState(window.history.state, '', url);
-            // The shell's Location learns the URL (its next push starts from it); no event
-            // is sent, so the page is not drawn again.
-            window.dash_clientside.set_props('shell-url', {
-                search: window.location.search, href: window.location.href
-            });
-        }
-    }""",
-    Input(ids.TL_WINDOW, "data"),
-    prevent_initial_call=True,
-)
-
-
-@dash.callback(
-    Output(ids.TL_WINDOW, "data"),
-    Input(ids.TL_GRAPH, "relayoutData"),
-    State(ids.TL_GRAPH, "figure"),
-    prevent_initial_call=True,
-)
-def choose_window(relayout: dict[str, Any] | None, figure: dict[str, Any] | None) -> Any:
-    """The window after a user's zoom, pan or reset; nothing else moves it."""
-    relayout = relayout or {}
-    if relayout.get("xaxis.autorange"):
-        return None  # a double click: the whole capture
-    rng = relayout.get("xaxis.range") or (
-        [relayout["xaxis.range[0]"], relayout["xaxis.range[1]"]]
-        if "xaxis.range[0]" in relayout
-        else None
-    )
-    if rng is None or not figure:
-        return dash.no_update  # autosize and the like: not the user's doing
-    base = int(figure["layout"]["meta"]["base"])
-    t0, t1 = (base + int(float(v) * 1e6) for v in rng)
-    return {"t0": t0, "t1": max(t1, t0 + 1000)}
 
 
 def step_window(analysis: SessionAnalysis, step: int, workers: list[str]) -> dict[str, int] | None:
@@ -310,7 +278,7 @@ def step_window(analysis: SessionAnalysis, step: int, workers: list[str]) -> dic
     State(ids.URL, "search"),
 )
 def redraw(
-    window: dict[str, int] | None,
+    window: dict[str, Any] | None,
     workers: list[str] | None,
     query: str | None,
     planes: list[str] | None,
@@ -324,7 +292,9 @@ def redraw(
     indexes = [analysis.timeline(w) for w in shown]
     first, end = _span(indexes)
     base = min(analysis.start_ns or first, first)  # the axis counts from the session start
-    t0, t1 = (window["t0"], window["t1"]) if window else (first, end)
+    # the browser sends epoch ns as text (exact past 2**53); anything else: the whole capture
+    sane = _url_window(str(window.get("t0")), str(window.get("t1"))) if window else None
+    t0, t1 = (sane["t0"], sane["t1"]) if sane else (first, end)
     hidden = [p for p in _planes(analysis) if p not in (planes or [])]
     fig = timeline_figure(
         indexes,
@@ -354,20 +324,20 @@ def redraw(
 
 @dash.callback(
     Output(ids.TL_DETAILS, "children"),
-    Input(ids.TL_GRAPH, "clickData"),
+    Input(ids.TL_CLICK, "data"),
     State(ids.TL_GRAPH, "figure"),
     State(ids.URL, "search"),
     prevent_initial_call=True,
 )
 def details(click: dict[str, Any] | None, figure: dict[str, Any] | None, search: str | None) -> Any:
-    point = (click or {}).get("points", [{}])[0]
-    custom = point.get("customdata")
-    if not custom or index_of(str(custom[1]).lstrip("-")) is None:  # a counter, a density cell
+    """The clicked bar's event (``assets/timeline_canvas.js`` sends its worker and row)."""
+    click = click if isinstance(click, dict) else {}
+    if index_of(str(click.get("row", "")).lstrip("-")) is None:
         return dash.no_update
     _, analysis, _ = load_session(session_of(search))
     if analysis is None:
         return dash.no_update
-    worker, row = str(custom[0]), int(custom[1])
+    worker, row = str(click.get("worker", "")), int(str(click["row"]))
     try:
         fields = analysis.event_details(worker, row)
     except KeyError:

@@ -239,8 +239,20 @@ def test_csv_download(page, server) -> None:  # type: ignore[no-untyped-def]
 GD = "document.querySelector('#tl-graph .js-plotly-plot')"
 
 
+#: The Timeline's bars are on its canvas (assets/timeline_canvas.js): drawn at least once.
+TL_DRAWN = f"{GD}?._podscopeDraws > 0"
+
+
 def x_range(page) -> list[float]:  # type: ignore[no-untyped-def]
     return [float(v) for v in page.evaluate(f"{GD}.layout.xaxis.range")]
+
+
+def bar_on_page(page, hit: bool = False) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Where the widest bar drawn on the Timeline's canvas is (its centre, page pixels), of the
+    search hits with ``hit``; the test clicks there, as a person clicks what they see."""
+    bar = page.evaluate("h => window.podscopeTimeline.barOnPage(b => !h || b.hit)", hit)
+    assert bar, "no bar drawn"
+    return dict(bar)
 
 
 def wait_range(page, before: list[float]) -> list[float]:  # type: ignore[no-untyped-def]
@@ -259,7 +271,7 @@ def wait_range(page, before: list[float]) -> list[float]:  # type: ignore[no-unt
 def test_timeline_zoom_and_keys_stay_where_the_user_put_them(page, server) -> None:  # type: ignore[no-untyped-def]
     page.goto(server + "/timeline?session=2026_01_01_00_00_00")
     settle(page)
-    page.wait_for_function(f"{GD}?.data?.length > 0")
+    page.wait_for_function(TL_DRAWN)
     full = x_range(page)
     assert full[1] - full[0] > 25  # a 30-step session of about 1 ms steps
     # short track labels: worker › thread, no plane paths or long ids
@@ -277,14 +289,18 @@ def test_timeline_zoom_and_keys_stay_where_the_user_put_them(page, server) -> No
     width = zoomed[1] - zoomed[0]
     assert width < 0.05 * (full[1] - full[0])
     assert "window" in page.inner_text("#tl-stats")
-    assert page.locator("#tl-graph .bartext").count() > 0  # names drawn on the bars that fit
+    page.wait_for_function(f"{GD}._podscopeLabels > 0")  # names drawn on the bars that fit
     page.screenshot(path=str(ARTIFACTS / "timeline_zoomed.png"), full_page=True)
     # W zooms in around the middle, D pans right, S zooms out, A pans left; each stays
     page.locator("body").click(position={"x": 5, "y": 5})
+    sent = page.evaluate(f"{GD}.layout.uirevision")  # the window the server drew bars for
     page.keyboard.press("w")
     w = wait_range(page, zoomed)
     assert abs((w[1] - w[0]) - 0.6 * width) < 0.01 * width
     assert abs((w[0] + w[1]) - (zoomed[0] + zoomed[1])) < 0.01 * width
+    # redrawn in the browser from the bars it had: the server was not asked
+    assert page.evaluate(f"{GD}.layout.uirevision") == sent
+    assert re.search(r"t0=\d+&t1=\d+", page.url)  # the URL has the window shown
     page.keyboard.press("d")
     d = wait_range(page, w)
     assert d[0] > w[0] and abs((d[1] - d[0]) - (w[1] - w[0])) < 0.01 * width
@@ -299,12 +315,19 @@ def test_timeline_zoom_and_keys_stay_where_the_user_put_them(page, server) -> No
     page.keyboard.press("Enter")
     page.wait_for_function("document.querySelector('#tl-stats')?.innerText.includes('match')")
     settle(page)
-    colours = page.evaluate(f"{GD}.data[0].marker.color")
-    assert "#ffd400" in colours and any(c != "#ffd400" for c in colours)
-    assert x_range(page) == a
+    hits = page.evaluate(f"{GD}.layout.meta.tl.hit")
+    assert 1 in hits and 0 in hits  # hits in yellow, the others dimmed
+    assert all(abs(p - q) < 1e-6 for p, q in zip(x_range(page), a, strict=True)), (
+        x_range(page),
+        a,
+        page.url,
+    )
     # a click on an event: its details with units
-    hit = page.locator("#tl-graph .bars .point path[style*='rgb(255, 212, 0)']").first
-    hit.click(force=True)  # a real click on a yellow bar
+    bar = bar_on_page(page, hit=True)
+    page.mouse.move(bar["x"], bar["y"])  # its card on hover
+    page.wait_for_function("document.querySelector('.podscope-tl-tip')?.style.display === 'block'")
+    assert "MatMul" in page.inner_text(".podscope-tl-tip")
+    page.mouse.click(bar["x"], bar["y"])  # a real click on a yellow bar
     page.wait_for_function("document.querySelector('#tl-details')?.innerText.includes('duration')")
     details = page.inner_text("#tl-details")
     assert re.search(r"duration\s+[\d.]+ (ns|µs|ms)", details), details

@@ -199,14 +199,14 @@ def crawl_timeline(v: Visit) -> None:
     for key in "wsad":
         before = x_range(page)
         page.keyboard.press(key)
-        page.wait_for_function(  # the server's redraw with the new window
+        page.wait_for_function(  # the new window, drawn in the browser or by the server
             f"b => {GD}.layout.xaxis.range[0] !== b[0] || {GD}.layout.xaxis.range[1] !== b[1]",
             arg=before,
         )
     settle(page)
-    bars = page.locator("#tl-graph .bars .point path")
-    if bars.count():
-        bars.first.click(force=True)
+    bar = page.evaluate("window.podscopeTimeline.barOnPage(null)")
+    if bar:  # a click on the widest bar drawn: its details
+        page.mouse.click(bar["x"], bar["y"])
         settle(page)
     page.fill("#tl-search", "a")
     page.keyboard.press("Enter")

@@ -80,17 +80,53 @@ def test_timeline_never_sends_more_than_the_shape_budget() -> None:
     )
     index = TimelineIndex.build(ev, "w")
     fig = timeline_figure([index], 0, 10**9, 0, max_shapes=MAX_SHAPES)
-    shapes = sum(len(t.x) for t in fig.data)
-    assert shapes <= MAX_SHAPES  # bars and density cells together
-    assert fig.layout.meta["bars"] <= MAX_SHAPES and fig.layout.meta["dense_tracks"] == 3
+    tl = fig.layout.meta["tl"]
+    assert len(tl["x0"]) + len(tl["dense"]["y"]) <= MAX_SHAPES  # bars and density cells
+    assert fig.layout.meta["bars"] == len(tl["x0"]) and fig.layout.meta["dense_tracks"] == 3
+    assert not fig.data  # Plotly draws no bar: the canvas does (assets/timeline_canvas.js)
     # a search hit is drawn whatever its width, in the hit colour, the rest dimmed
     hits = timeline_figure([index], 0, 10**9, 0, highlight="X", max_shapes=MAX_SHAPES)
     assert hits.layout.meta["hits"] == int((ev["name"] == "x").sum())
-    bars = hits.data[0]
+    bars = hits.layout.meta["tl"]
     # more hits than the budget: every bar drawn is a hit (hits go first)
-    assert (np.asarray(bars.marker.color) == HIT).sum() == hits.layout.meta["bars"] == len(bars.x)
+    assert sum(bars["hit"]) == hits.layout.meta["bars"] == len(bars["x0"])
+    assert bars["hit_color"] == HIT and bars["dim"]
     zoomed = timeline_figure([index], 0, 2_000_000, 0, highlight="x")
     assert list(zoomed.layout.xaxis.range) == [0, 2.0]
+    # bars cover a window's width on each side: a pan that far is drawn in the browser
+    near = zoomed.layout.meta["tl"]
+    assert near["fetched"] == [-2.0, 4.0] and near["x0"]
+    assert all(-2.0 - d <= x <= 4.0 for x, d in zip(near["x0"], near["dx"], strict=True))
+
+
+def test_the_window_query_returns_what_a_scan_returns() -> None:
+    """The multi-resolution index (per duration level, sorted by start) against a full scan,
+    on random windows and minimum durations."""
+    rng = np.random.default_rng(3)
+    n = 50_000
+    start = np.sort(rng.integers(0, 10**9, n))
+    ev = pd.DataFrame(
+        {
+            "worker": pd.Categorical(["w"] * n),
+            "plane": pd.Categorical(["/host:CPU"] * n),
+            "line": pd.Categorical(rng.choice(["a", "b"], n)),
+            "name": pd.Categorical(rng.choice(["x", "y"], n)),
+            "start_ns": start,
+            "dur_ps": (rng.pareto(1.2, n) * 1e4).astype(np.int64) * 1000,
+            "depth": np.zeros(n, dtype=np.int16),
+            "op_type": pd.Categorical([None] * n),
+        }
+    )
+    index = TimelineIndex.build(ev, "w")
+    for _ in range(300):
+        t0 = int(rng.integers(-(10**6), 10**9))
+        t1 = t0 + int(rng.integers(1, 10**9))
+        least = int(rng.choice([0, 1, 7, 1000, int(rng.integers(1, 10**8))]))
+        over = (index.start < t1) & (index.end > t0)
+        wide = over & (index.end - index.start >= least)
+        assert np.array_equal(index.window(t0, t1, least), np.flatnonzero(wide))
+        narrow = over & (index.end - index.start < least)
+        assert np.array_equal(index.window(t0, t1, least, below=True), np.flatnonzero(narrow))
 
 
 def test_timeline_is_a_flame_chart_with_short_labels_names_and_colours() -> None:
@@ -110,16 +146,20 @@ def test_timeline_is_a_flame_chart_with_short_labels_names_and_colours() -> None
     assert index.labels == ["w0 › CPU › tf_Compute"]
     assert [index.categories[c] for c in index.category] == ["train_step", "MatMul", "Iterator"]
     fig = timeline_figure([index], 0, 1_000_000, 0)
-    bars = fig.data[0]
-    assert list(bars.y) == [0, 1, 1]  # the children one row below their parent
+    bars = fig.layout.meta["tl"]
+    order = np.argsort(bars["x0"])
+    assert [bars["y"][i] for i in order] == [0, 1, 1]  # children one row below their parent
     assert list(fig.layout.yaxis.ticktext) == ["w0 › CPU › tf_Compute"]
-    assert bars.text[0] == "train_step" and bars.text[1] == "dense/MatMul"
-    assert bars.marker.color[1] == colour_of("MatMul") != bars.marker.color[2]
-    assert bars.customdata[1][4] == "400 µs"  # the duration, not the end time
+    names = [bars["names"][bars["n"][i]] for i in order]
+    assert names == ["train_step", "dense/MatMul", "Iterator::Map"]
+    colours = [bars["colors"][bars["c"][i]] for i in order]
+    assert colours[1] == colour_of("MatMul") != colours[2]
+    assert bars["dx"][order[1]] == 0.4  # the duration (ms), not the end time
+    assert [bars["cats"][bars["k"][i]] for i in order] == ["train_step", "MatMul", "Iterator"]
     steps = pd.DataFrame({"worker": ["w0"], "step": [0], "start_ns": [0], "end_ns": [900_000]})
     marked = timeline_figure([index], 0, 1_000_000, 0, steps=steps, selected_step=0)
-    kinds = [sh.type for sh in marked.layout.shapes]
-    assert kinds.count("rect") == 1 and kinds.count("line") == 1
+    assert [sh.type for sh in marked.layout.shapes] == ["rect"]  # the selected step, shaded
+    assert marked.layout.meta["tl"]["steps"] == [{"y0": -0.5, "y1": 1.5, "x": [0.0]}]  # dotted
     hidden = timeline_figure([index], 0, 1_000_000, 0, hidden_planes=["CPU"])
     assert hidden.layout.meta["rows"] == 0 and len(hidden.data) == 0
 
