@@ -56,6 +56,10 @@ def category_of(name: str) -> str:
     return head.split("_", 1)[0] if head.startswith("nccl") else head or name[:16]
 
 
+def _categorical(col: pd.Series) -> pd.Series:
+    return col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
+
+
 def _unique(labels: list[str]) -> list[str]:
     """Labels that shortening made equal (threads ``tf_Compute/-14…`` and ``tf_Compute/-92…``)
     numbered apart: ``tf_Compute #1``, ``tf_Compute #2``."""
@@ -140,23 +144,31 @@ class TimelineIndex:
 
     @classmethod
     def _of_events(cls, events: pd.DataFrame, worker: str) -> TimelineIndex:
-        plane = events["plane"].astype(str).to_numpy()
-        line = events["line"].astype(str).to_numpy()
-        pairs = pd.MultiIndex.from_arrays([plane, line])
-        codes, uniques = pd.factorize(pairs, sort=True)
-        labels = _unique([f"{worker} › {short_line(p, ln)}" for p, ln in uniques])
+        """On the categorical codes (a string per row cost 1.5 s on 1.2 M events)."""
+        plane, line = _categorical(events["plane"]), _categorical(events["line"])
+        pair = plane.cat.codes.to_numpy(np.int64) * (len(line.cat.categories) + 1)
+        pair = pair + line.cat.codes.to_numpy(np.int64)
+        codes, uniques = pd.factorize(pair, sort=True)
+        p_names = np.asarray(plane.cat.categories.astype(str), dtype=object)
+        l_names = np.asarray(line.cat.categories.astype(str), dtype=object)
+        pairs = [
+            (p_names[u // (len(l_names) + 1)], l_names[u % (len(l_names) + 1)]) for u in uniques
+        ]
+        labels = _unique([f"{worker} › {short_line(p, ln)}" for p, ln in pairs])
         depth = events["depth"].to_numpy(dtype=np.int64, na_value=0).clip(0, None)
         max_depth = np.zeros(len(uniques), dtype=np.int64)
         np.maximum.at(max_depth, codes, depth)
-        names = events["name"].cat.categories
-        heads = np.array([category_of(str(n)) for n in names] + ["?"], dtype=object)
-        op_type = events["op_type"]
-        cat = np.where(
-            op_type.notna().to_numpy(),
-            op_type.astype(object).to_numpy(),
-            heads[events["name"].cat.codes.to_numpy()],
-        )
-        cat_codes, cat_uniques = pd.factorize(cat)
+        name = _categorical(events["name"])
+        names = name.cat.categories
+        heads = [category_of(str(n)) for n in names] + ["?"]
+        op_type = _categorical(events["op_type"])
+        ops = [str(o) for o in op_type.cat.categories]
+        # a category per (op type, name head): op type where set, else the name's head
+        cat_names, cat_of_op = pd.factorize(pd.Index([*ops, *heads]))
+        head_code = cat_names[len(ops) :][name.cat.codes.to_numpy()]
+        op_code = op_type.cat.codes.to_numpy()
+        category = np.where(op_code >= 0, cat_names[: len(ops)][op_code], head_code)
+        used, category = np.unique(category, return_inverse=True)
         start = events["start_ns"].to_numpy()
         return cls(
             worker=worker,
@@ -166,10 +178,10 @@ class TimelineIndex:
             depth=depth,
             labels=labels,
             max_depth=max_depth,
-            name=events["name"].cat.codes.to_numpy(),
+            name=name.cat.codes.to_numpy(),
             names=names,
-            category=cat_codes.astype(np.int32),
-            categories=[str(c) for c in cat_uniques],
+            category=category.astype(np.int32),
+            categories=[str(c) for c in np.asarray(cat_of_op, dtype=object)[used]],
             rows=events.index.to_numpy(),
             counters=Counters.build(None, worker),
         )

@@ -166,7 +166,17 @@ def main() -> None:
     ap.add_argument(
         "--transfer-mb", type=int, default=200, help="size of the transferred trace; 0 skips"
     )
+    ap.add_argument(
+        "--only-app", action="store_true", help="only the dashboard in Chromium (app_latency)"
+    )
     args = ap.parse_args()
+    if args.only_app:
+        tf_path = ensure_tf_capture(OUT, args.tf_steps)
+        if tf_path is None:
+            sys.exit("TensorFlow not installed: no capture for the dashboard benchmark")
+        n_events = int(run_measure("podscope_parse", tf_path)["events"])
+        app_latency.report(app_latency.bench_browser(tf_path), n_events)
+        return
     inputs = []
     tf_path = ensure_tf_capture(OUT, args.tf_steps)
     if tf_path is None:
@@ -183,7 +193,8 @@ def main() -> None:
         report(title, n_events, path.stat().st_size / 1e6, results)
     pod.report(pod.bench_pod(repeat=args.repeat))
     if tf_path is not None:
-        app_latency.report(app_latency.bench_app(tf_path))
+        n_events = int(bench_parse(tf_path, 1)["podscope parse (cold, no cache)"]["events"])
+        app_latency.report(app_latency.bench_browser(tf_path), n_events)
     android.report(android.bench_android(OUT, args.android_mb, args.repeat))
     if args.transfer_mb:
         transfer.report(transfer.bench_transfer(args.transfer_mb, args.repeat), args.transfer_mb)
