@@ -167,7 +167,8 @@ class TimelineIndex:
         cat_names, cat_of_op = pd.factorize(pd.Index([*ops, *heads]))
         head_code = cat_names[len(ops) :][name.cat.codes.to_numpy()]
         op_code = op_type.cat.codes.to_numpy()
-        category = np.where(op_code >= 0, cat_names[: len(ops)][op_code], head_code)
+        op_table = np.append(cat_names[: len(ops)], -1)  # code -1: no op type
+        category = np.where(op_code >= 0, op_table[op_code], head_code)
         used, category = np.unique(category, return_inverse=True)
         start = events["start_ns"].to_numpy()
         return cls(
