@@ -198,6 +198,12 @@ def _as_text(window: dict[str, int] | None) -> dict[str, str] | None:
     return {k: str(v) for k, v in window.items()} if window else None
 
 
+def _stored_window(window: dict[str, Any] | None) -> dict[str, int] | None:
+    """A window the browser sent (``TL_WINDOW``, ``TL_VIEW``: epoch ns as text, exact past
+    2**53), if it is a sane one."""
+    return _url_window(str(window.get("t0")), str(window.get("t1"))) if window else None
+
+
 def _url_window(t0: str | None, t1: str | None) -> dict[str, int] | None:
     """The window the URL names (epoch ns), if it names a sane one."""
     lo, hi = index_of_ns(t0), index_of_ns(t1)
@@ -240,7 +246,7 @@ def choose(
     shown = [p for p in _planes(analysis) if p in (planes or [])]
     hidden = [p for p in _planes(analysis) if p not in shown]
     default_shown = _planes_shown(analysis, workers or default)
-    view = _url_window(str(window.get("t0")), str(window.get("t1"))) if window else None
+    view = _stored_window(window)
     keep = view if dash.ctx.triggered_id != ids.TL_STEP and view else {}
     return with_query(
         search,
@@ -292,8 +298,7 @@ def redraw(
     indexes = [analysis.timeline(w) for w in shown]
     first, end = _span(indexes)
     base = min(analysis.start_ns or first, first)  # the axis counts from the session start
-    # the browser sends epoch ns as text (exact past 2**53); anything else: the whole capture
-    sane = _url_window(str(window.get("t0")), str(window.get("t1"))) if window else None
+    sane = _stored_window(window)  # anything else: the whole capture
     t0, t1 = (sane["t0"], sane["t1"]) if sane else (first, end)
     hidden = [p for p in _planes(analysis) if p not in (planes or [])]
     fig = timeline_figure(
