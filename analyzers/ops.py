@@ -351,6 +351,52 @@ def parse_kernel_details(details: pd.Series) -> pd.DataFrame:
     )
 
 
+def _aggregate(frame: pd.DataFrame, gid: np.ndarray, groups: int) -> pd.DataFrame:
+    """Per group id (0..groups-1): occurrences, total, self, min, max, eager share, flops,
+    bytes and the p50/p95 of ``dur_ps`` (linear interpolation, as pandas' ``quantile``).
+
+    Sums are ``reduceat`` over the rows ordered by group (a radix sort of small group ids),
+    exact for integers; durations are sorted within groups as one int64 key, (group, duration),
+    where they fit in it. pandas' ``groupby.agg`` of the same columns and its ``quantile`` took
+    0.1 s per table on a 1.2 M-event worker, most of it re-indexing."""
+    dur = frame["dur_ps"].to_numpy(dtype=np.int64)
+    small = groups < 1 << 15
+    order = np.argsort(gid.astype(np.int16 if small else np.int64), kind="stable")
+    shift = 62 - max(groups.bit_length(), 1)
+    if small and (not len(dur) or (dur.min() >= 0 and dur.max() < 1 << shift)):
+        d = np.sort((gid.astype(np.int64) << shift) | dur) & ((1 << shift) - 1)
+    else:
+        d = dur[np.lexsort((dur, gid))]
+    count = np.bincount(gid, minlength=groups)
+    first = np.cumsum(count) - count
+    last = first + count - 1
+
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(values[order], first) if len(values) else values[:0]
+
+    out = pd.DataFrame(
+        {
+            "occurrences": count.astype(np.int64),
+            "total_ps": total(dur),
+            "self_ps": total(frame["op_self_ps"].to_numpy(dtype=np.int64)),
+            "min_ps": d[first],
+            "max_ps": d[last],
+            "eager_share": total(frame["eager"].to_numpy(dtype=np.int64)) / count,
+            "flops": total(frame["flops_f"].to_numpy()),
+            "bytes_accessed": total(frame["bytes_f"].to_numpy()),
+        }
+    )
+    for q, col in ((0.5, "p50_ps"), (0.95, "p95_ps")):
+        at = q * (count - 1)
+        lo = at.astype(np.int64)
+        frac = at % 1
+        low = d[first + lo].astype(np.float64)
+        high = d[np.minimum(first + lo + 1, last)].astype(np.float64)
+        value = np.where(frac == 0, low, low + (high - low) * frac)
+        out[col] = np.round(value).astype(np.int64)
+    return out
+
+
 def op_stats(
     events: pd.DataFrame,
     *,
@@ -358,6 +404,7 @@ def op_stats(
     worker: str | None = None,
     stats: pd.DataFrame | None = None,
     hlo_ops: pd.DataFrame | None = None,
+    ops: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per worker × device × op (``by``: op name+type, op type, or kernel name).
 
@@ -369,6 +416,8 @@ def op_stats(
         stats: the ``stats`` frame, for TPU ops' device durations and XLA kernels' HLO
             instructions (see ``op_events``).
         hlo_ops: the ``hlo_ops`` frame, for XLA kernels' framework ops.
+        ops: ``op_events`` of the same arguments when the caller has them (computed once for
+            every table instead of once per table).
 
     Returns:
         Columns ``worker, device, op_type, op_name`` (``kernel`` for by=kernel), ``occurrences,
@@ -382,7 +431,8 @@ def op_stats(
     """
     if by not in BY:
         raise ValueError(f"by must be one of {BY}, not {by!r}")
-    ops = op_events(events, _OP_STATS_COLUMNS, stats, hlo_ops)
+    if ops is None:
+        ops = op_events(events, _OP_STATS_COLUMNS, stats, hlo_ops)
     if worker is not None:
         ops = ops[ops["worker"] == worker]
     if by == "kernel":  # GPU kernels: launched with dimensions (not copies, not TPU ops)
@@ -414,24 +464,12 @@ def op_stats(
     if missing.any():  # as groupby(dropna=True): rows without a key are in no group
         frame = frame[~missing]
     gid, first_rows = _group_ids(frame, keys)
-    g = frame.groupby(gid, sort=False)
-    out = g.agg(
-        occurrences=("dur_ps", "size"),
-        total_ps=("dur_ps", "sum"),
-        self_ps=("op_self_ps", "sum"),
-        min_ps=("dur_ps", "min"),
-        max_ps=("dur_ps", "max"),
-        eager_share=("eager", "mean"),
-        flops=("flops_f", "sum"),
-        bytes_accessed=("bytes_f", "sum"),
-    )
-    q = g["dur_ps"].quantile([0.5, 0.95]).unstack().reindex(columns=[0.5, 0.95])
+    out = _aggregate(frame, gid, len(first_rows))
     if by == "op" and "device_op" in frame:
         # XProf's rule: an op runs as often as the device op of it that ran most often (one
         # execution of an op launches each of its kernels once).
         sub = frame["device_op"].cat.codes.to_numpy()
         out["occurrences"] = pd.Series(gid).groupby([gid, sub]).size().groupby(level=0).max()
-    out["p50_ps"], out["p95_ps"] = q[0.5].round().astype("int64"), q[0.95].round().astype("int64")
     out["avg_ps"] = (out["total_ps"] / out["occurrences"]).round().astype("int64")
     names = frame[keys].iloc[first_rows].reset_index(drop=True).astype(str)
     out = pd.concat([names, out.reset_index(drop=True)], axis=1)

@@ -331,7 +331,14 @@ class SessionAnalysis:
             hit = whole[whole["worker"] == worker].reset_index(drop=True)
         else:
             f = self.frames
-            hit = op_stats(f.events, by=by, worker=worker, stats=f.stats, hlo_ops=f.hlo_ops)
+            hit = op_stats(
+                f.events,
+                by=by,
+                worker=worker,
+                stats=f.stats,
+                hlo_ops=f.hlo_ops,
+                ops=self.__dict__.get("ops"),  # the op events, where the rules made them
+            )
         with self._op_tables_lock:
             return self._op_tables.setdefault(key, hit)
 

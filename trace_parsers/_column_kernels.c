@@ -1,7 +1,8 @@
 /* Column kernels shared by every parser (XPlane, ftrace/atrace text, Chrome JSON, Perfetto):
  * the nesting pass (depth, parent, self time of events on one timeline) and a hash join of
- * (plane, id) keys against a small table. Both take numpy buffers and release the GIL for their
- * main loop; the Python wrappers are trace_parsers.nesting and trace_parsers.xplane._lookup.
+ * (plane, id) keys against a small table; and the step breakdown's sweep. All take numpy
+ * buffers and release the GIL for their main loop; the Python wrappers are
+ * trace_parsers.nesting, trace_parsers.xplane._lookup and analyzers.breakdown._sweep.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -159,15 +160,79 @@ done:
     return res;
 }
 
+/* sweep(starts, ends, step_start, step_end, step_end_sorted, bits, out)
+ *
+ * The step breakdown's sweep (analyzers.breakdown): per step and event type, the ns during which
+ * that type is the highest-priority one active. starts and ends are the events' start and end
+ * times relative to a common origin, shifted left by `bits` with the event's priority in the low
+ * bits, each sorted ascending (so they are in time order); step_start is sorted, step_end gives
+ * each step's end, step_end_sorted the same ends sorted. An event is active on [start, end);
+ * time where none is active goes to priority 0. A step owns [step_start[k], step_end[k]) up to
+ * the next step's start (steps do not overlap). out is int64, steps x (1 << bits), zeroed by the
+ * caller. One merge over the four sorted inputs; counts per priority are the only state.
+ */
+static PyObject *sweep(PyObject *self, PyObject *args) {
+    Py_buffer sb, eb, ssb, seb, sesb, ob;
+    int bits;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*iw*", &sb, &eb, &ssb, &seb, &sesb, &bits, &ob))
+        return NULL;
+    PyObject *res = NULL;
+    Py_ssize_t n = sb.len / 8, m = ssb.len / 8, ncat = (Py_ssize_t)1 << (bits > 0 ? bits : 0);
+    if (bits < 1 || bits > 8 || eb.len != n * 8 || seb.len != m * 8 || sesb.len != m * 8 ||
+        ob.len != m * ncat * 8) {
+        PyErr_SetString(PyExc_ValueError, "sweep: bad column lengths or bits");
+        goto done;
+    }
+    const int64_t *S = sb.buf, *E = eb.buf, *SS = ssb.buf, *SE = seb.buf, *SES = sesb.buf;
+    int64_t *out = ob.buf;
+    const int64_t mask = ncat - 1;
+    int64_t count[256] = {0};
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t i = 0, j = 0, a = 0, b = 0, k = -1;
+    int have_prev = 0;
+    int64_t prev = 0;
+    for (;;) {
+        int64_t t = INT64_MAX;
+        int any = 0;
+        if (i < n && (S[i] >> bits) <= t) { t = S[i] >> bits; any = 1; }
+        if (j < n && (E[j] >> bits) <= t) { t = E[j] >> bits; any = 1; }
+        if (a < m && SS[a] <= t) { t = SS[a]; any = 1; }
+        if (b < m && SES[b] <= t) { t = SES[b]; any = 1; }
+        if (!any) break;
+        if (have_prev && t > prev) {
+            while (k + 1 < m && SS[k + 1] <= prev) k++;
+            if (k >= 0 && prev < SE[k]) {
+                Py_ssize_t top = mask;
+                while (top > 0 && count[top] <= 0) top--;
+                out[k * ncat + top] += t - prev;
+            }
+        }
+        while (i < n && (S[i] >> bits) == t) count[S[i++] & mask]++;
+        while (j < n && (E[j] >> bits) == t) count[E[j++] & mask]--;
+        while (a < m && SS[a] == t) a++;
+        while (b < m && SES[b] == t) b++;
+        prev = t;
+        have_prev = 1;
+    }
+    Py_END_ALLOW_THREADS
+    res = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&sb); PyBuffer_Release(&eb); PyBuffer_Release(&ssb);
+    PyBuffer_Release(&seb); PyBuffer_Release(&sesb); PyBuffer_Release(&ob);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"nest", nest, METH_VARARGS,
      "nest(group, start, end, depth_out, parent_out, self_out): nesting within sorted groups."},
     {"lookup", lookup, METH_VARARGS,
      "lookup(plane_of, ids, table_plane, table_ids, owner, out): rows of (plane, id) keys."},
+    {"sweep", sweep, METH_VARARGS,
+     "sweep(starts, ends, step_start, step_end, step_end_sorted, bits, out): breakdown sweep."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_column_kernels",
-                                    "Nesting and key-lookup kernels over numpy columns.", -1,
+                                    "Nesting, key-lookup and breakdown-sweep kernels over numpy columns.", -1,
                                     methods};
 
 PyMODINIT_FUNC PyInit__column_kernels(void) {

@@ -224,3 +224,34 @@ def test_breakdown_scales_to_eight_workers_thousand_steps() -> None:
     assert np.array_equal(
         b[CATEGORY_COLUMNS].astype("int64").sum(axis=1).to_numpy(), b["step_time_ns"].to_numpy()
     )
+
+
+def _sweep_by_instant(start, end, prio, step_start, step_end):  # type: ignore[no-untyped-def]
+    """The breakdown's definition, one nanosecond at a time: the top type active at each."""
+    from analyzers.breakdown import PRIORITY
+
+    out = np.zeros((len(step_start), len(PRIORITY)), dtype=np.int64)
+    for k, (lo, hi) in enumerate(zip(step_start, step_end, strict=True)):
+        for t in range(int(lo), int(hi)):
+            active = prio[(start <= t) & (t < end)]
+            out[k, active.max() if len(active) else 0] += 1
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_sweep_gives_each_instant_to_the_top_active_type(seed: int) -> None:
+    """The C sweep against the per-instant definition: random events (zero-length, nested,
+    tied bounds, outside every step) and non-overlapping steps with gaps between them."""
+    from analyzers.breakdown import _sweep
+
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(0, 60)), int(rng.integers(1, 6))
+    start = rng.integers(1_000, 1_200, n).astype(np.int64)
+    end = start + rng.integers(0, 40, n)
+    prio = rng.integers(0, 18, n).astype(np.int8)
+    bounds = np.sort(rng.choice(np.arange(980, 1_260), 2 * m, replace=False)).astype(np.int64)
+    step_start, step_end = bounds[0::2], bounds[1::2]
+    want = _sweep_by_instant(start, end, prio, step_start, step_end)
+    epoch = 1_700_000_000_000_000_000  # epoch ns, as captures have them
+    got = _sweep(start + epoch, end + epoch, prio, step_start + epoch, step_end + epoch)
+    np.testing.assert_array_equal(got, want)

@@ -304,3 +304,38 @@ def test_tiny_ops_dominate_and_are_counted_per_step(scenario_capture) -> None:  
     assert extra >= 0.9 * 300
     by_count = op_stats(ev, by="type").sort_values("occurrences", ascending=False)
     assert {"Sin", "Cos", "Mul"} <= set(by_count["op_type"].head(4))  # level 3 also shows _Arg
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_aggregate_equals_pandas_groupby(seed: int) -> None:
+    """The op table's reduction against pandas' groupby on the same columns: sums, extremes,
+    shares and linearly interpolated percentiles, including groups of one row."""
+    from analyzers.ops import _aggregate
+
+    rng = np.random.default_rng(seed)
+    n, groups = int(rng.integers(1, 3_000)), int(rng.integers(1, 50))
+    gid = np.concatenate([np.arange(groups), rng.integers(0, groups, n)])
+    frame = pd.DataFrame(
+        {
+            "dur_ps": rng.integers(0, 10**12, len(gid)),
+            "op_self_ps": rng.integers(0, 10**12, len(gid)),
+            "eager": rng.random(len(gid)) < 0.3,
+            "flops_f": rng.integers(0, 10**6, len(gid)).astype(np.float64),
+            "bytes_f": rng.integers(0, 10**6, len(gid)).astype(np.float64),
+        }
+    )
+    got = _aggregate(frame, gid, groups)
+    g = frame.groupby(gid)
+    assert got["occurrences"].tolist() == g.size().tolist()
+    for col, src, how in [
+        ("total_ps", "dur_ps", "sum"),
+        ("self_ps", "op_self_ps", "sum"),
+        ("min_ps", "dur_ps", "min"),
+        ("max_ps", "dur_ps", "max"),
+        ("flops", "flops_f", "sum"),
+        ("bytes_accessed", "bytes_f", "sum"),
+    ]:
+        assert got[col].tolist() == g[src].agg(how).tolist(), col
+    np.testing.assert_allclose(got["eager_share"], g["eager"].mean(), rtol=1e-12)
+    for q, col in ((0.5, "p50_ps"), (0.95, "p95_ps")):
+        assert got[col].tolist() == g["dur_ps"].quantile(q).round().astype("int64").tolist()
