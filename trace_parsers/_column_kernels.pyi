@@ -4,3 +4,13 @@ def nest(group: Any, start: Any, end: Any, depth: Any, parent: Any, self_t: Any,
 def lookup(
     plane_of: Any, ids: Any, table_plane: Any, table_ids: Any, owner: Any, out: Any, /
 ) -> None: ...
+def sweep(
+    starts: Any,
+    ends: Any,
+    step_start: Any,
+    step_end: Any,
+    step_end_sorted: Any,
+    bits: int,
+    out: Any,
+    /,
+) -> None: ...
