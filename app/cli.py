@@ -7,6 +7,7 @@ $ podscope parse 10.0.0.1_6009.xplane.pb --json
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -121,5 +122,25 @@ def parse(
 
 
 def main() -> None:
-    """Entry point of the ``podscope`` console script."""
-    cli()
+    """Entry point of the ``podscope`` console script.
+
+    A command that finished (any exit code) leaves without the interpreter's teardown: once
+    the output is flushed and the exit handlers (Dask's, logging's) have run, unloading
+    pandas, pyarrow and the rest only costs time, 0.15-0.2 s on every run here. An exception
+    that escapes the command still takes the normal path, traceback included."""
+    import atexit
+    import os
+
+    try:
+        cli()
+    except SystemExit as e:
+        code = e.code
+    else:
+        code = 0
+    if isinstance(code, str):  # sys.exit("message"), as the interpreter would print it
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(code or 0))

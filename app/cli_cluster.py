@@ -9,7 +9,6 @@ from typing import Annotated
 
 import typer
 
-from reference_engine import cluster as local
 from reference_engine.config import EngineConfig, EngineError
 
 cluster_cli = typer.Typer(
@@ -54,6 +53,8 @@ def cluster_up(
     ] = 1800.0,
 ) -> None:
     """Start a local cluster; returns when every task is ready (or, with --wait, when done)."""
+    from reference_engine import cluster as local  # TF's launcher: only for these commands
+
     if tf32 not in ("on", "off"):
         raise _fail("--tf32 must be on or off")
     cfg = EngineConfig(
@@ -98,6 +99,8 @@ def cluster_status(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show each task: alive, last event, steps, last loss."""
+    from reference_engine import cluster as local  # TF's launcher: only for these commands
+
     try:
         rows = local.status(local.Manifest.load(run_dir))
     except EngineError as e:
@@ -118,6 +121,8 @@ def cluster_down(
     grace_s: Annotated[float, typer.Option(help="Seconds between SIGINT and SIGKILL.")] = 5.0,
 ) -> None:
     """Stop every process the cluster started (no orphans)."""
+    from reference_engine import cluster as local  # TF's launcher: only for these commands
+
     try:
         manifest = local.Manifest.load(run_dir)
     except EngineError as e:

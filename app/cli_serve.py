@@ -7,12 +7,12 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from app.auth import AuthError
-from app.settings import AppSettings
+if TYPE_CHECKING:  # the dashboard's modules (Flask and Dash) load only for its commands
+    from app.settings import AppSettings
 
 HOST_HELP = "Interface to bind (default $PODSCOPE_HOST or 127.0.0.1: this machine only)."
 PORT_HELP = "Port (default $PODSCOPE_PORT or 8050)."
@@ -65,6 +65,9 @@ def serve_command(
 
 def settings_from_env() -> AppSettings:
     """``AppSettings`` from ``PODSCOPE_*``, read once here; a bad value is one error line."""
+    from app.auth import AuthError
+    from app.settings import AppSettings
+
     try:
         return AppSettings.from_env(os.environ)
     except (AuthError, ValueError) as e:

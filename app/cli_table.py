@@ -9,13 +9,14 @@ whole table however wide it is (for a wide terminal or a file).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import pandas as pd
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
+
+if TYPE_CHECKING:  # rich loads when a table is printed, not for CSV on stdout
+    from rich.console import Console
+    from rich.table import Table
 
 WideOpt = Annotated[
     bool,
@@ -56,6 +57,9 @@ def _table(
     """The table, its cells on one line each; with ``stacked``, the headers of number
     columns one word per line (``self`` / ``time`` / ``us``); the ``cut`` column at most
     ``cut_to`` characters, ended with "…"."""
+    from rich import box
+    from rich.table import Table
+
     # Rules under the header only, no outer frame, one space between columns' paddings.
     view = Table(
         title=title,
@@ -106,6 +110,8 @@ def show_table(
     the first of these that fits: number headers one word per line, then also worker labels
     abbreviated (with their legend), then also the ``cut`` column (an op or kernel name)
     ended with "…"; else one block of lines per row."""
+    from rich.console import Console
+
     console = console or Console()
     whole = _table(frame, title)
     if wide or _width(console, whole) <= console.width:
@@ -148,6 +154,9 @@ def _blocks(frame: pd.DataFrame, title: str, console: Console) -> None:
 
 def render_parse_summary(summary: dict[str, Any]) -> None:
     """Prints the summary as a table (rich)."""
+    from rich.console import Console
+    from rich.table import Table
+
     s = summary
     table = Table(title=f"{s['events']:,} events · {s['planes']} planes · {s['lines']} lines")
     cols = ("worker", "planes", "lines", "events", "span_ms", "steps")

@@ -19,6 +19,7 @@ parse --out``) stay Parquet/CSV; the cache is an internal format.
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import hashlib
 import json
@@ -154,7 +155,13 @@ class FrameCache:
                 data = (tmp / f"{name}.arrow").read_bytes()
                 digests[f"{name}.arrow"] = [len(data), xxhash.xxh3_128_hexdigest(data)]
             (tmp / DIGESTS).write_text(json.dumps(digests))
-            os.replace(tmp, self.root / key)
+            try:
+                os.replace(tmp, self.root / key)
+            except OSError as e:
+                # Another process stored the same key first (the same file, parsed by two
+                # workers of one session that hard-link it): its entry stands.
+                if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
         except OSError as e:
             warnings.warn(f"podscope: parse cache not written under {self.root}: {e}", stacklevel=2)
         finally:

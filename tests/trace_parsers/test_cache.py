@@ -37,6 +37,25 @@ def test_warm_load_equals_cold_parse(tmp_path: Path, cache_dir: Path) -> None:
         pd.testing.assert_frame_equal(a, b, obj=name)  # empty frames included
 
 
+def test_a_second_writer_of_the_same_entry_is_not_an_error(tmp_path: Path, cache_dir: Path) -> None:
+    """Workers of one session that hard-link one file parse it at once and both store it:
+    the second store finds the entry in place, which is no reason to warn."""
+    import warnings
+
+    from trace_parsers.cache import FrameCache
+
+    path = tmp_path / "h_1.xplane.pb"
+    path.write_bytes(capture(20))
+    frames = load(path, cache=False)
+    store = FrameCache(cache_dir)
+    key = store.key(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store.put(key, frames)
+        store.put(key, frames)
+    pd.testing.assert_frame_equal(load(path, cache_dir=cache_dir).events, frames.events)
+
+
 def test_warm_load_equals_cold_parse_on_real_captures(tmp_path: Path, cache_dir: Path) -> None:
     """Every frame, value for value, on the real GPU/ROCm/TPU samples (the warm path builds
     columns straight on the memory-mapped Arrow buffers)."""
