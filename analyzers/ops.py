@@ -19,7 +19,7 @@ import pandas as pd
 from analyzers._match import isin, matches
 from analyzers.groups import DERIVED_LINES
 from analyzers.rule_inputs import op_counts, per_aligned_step
-from trace_parsers.nesting import nest_events
+from trace_parsers.nesting import self_times
 from trace_parsers.tfop import parse_tf_op
 
 BY = ("op", "type", "kernel")
@@ -99,7 +99,7 @@ def op_events(
     ops = (events if columns is None else events[columns])[is_op]
     if xla_ops.any() and stats is not None:
         ops = ops.assign(dur_ps=_device_durations(events, stats, xla_ops)[is_op])
-    self_ps = nest_events(ops)["self_ps"].to_numpy()
+    self_ps = self_times(ops)
     if xla_ops.any():  # XLA ops run one after another: overlaps are clock artifacts, not nesting
         self_ps = np.where(xla_ops[is_op], ops["dur_ps"].to_numpy(), self_ps)
     ops = ops.assign(op_self_ps=self_ps, device=ops["plane"])

@@ -7,8 +7,27 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #include "_hash.h"
+
+/* Asks for transparent huge pages on a large buffer's whole pages (as numpy does for its arrays
+ * of 4 MiB and more): a 2 MiB page is one fault where 4 KiB pages are 512, and faults, not
+ * decoding, were a third of a parse's time on a virtual machine. Advice only: ignored where
+ * the kernel has no THP or it is off. */
+static void advise_huge(char *data, size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (bytes < ((size_t)4 << 20)) return;
+    uintptr_t page = 4096, start = ((uintptr_t)data + page - 1) & ~(page - 1);
+    uintptr_t end = ((uintptr_t)data + bytes) & ~(page - 1);
+    if (end > start) (void)madvise((void *)start, end - start, MADV_HUGEPAGE);
+#else
+    (void)data;
+    (void)bytes;
+#endif
+}
 
 typedef struct {
     PyObject *buf; /* bytearray that holds the column: grown in place, handed to Python as is */
@@ -27,6 +46,7 @@ static int col_reserve(Col *c, size_t need) {
     if (PyByteArray_Resize(c->buf, (Py_ssize_t)(cap * c->width)) < 0) return -1;
     c->data = PyByteArray_AS_STRING(c->buf);
     c->cap = cap;
+    advise_huge(c->data, cap * c->width);
     return 0;
 }
 

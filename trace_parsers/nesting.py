@@ -104,6 +104,18 @@ def nest_events(events: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=events.index)
 
 
+def self_times(events: pd.DataFrame) -> np.ndarray:
+    """``nest_events(events)["self_ps"]`` without the depth and parent labels, for callers
+    that read only self time (the op tables)."""
+    group = _line_runs(events)
+    if group is not None and len(events):
+        start_ps = (events["start_ns"].to_numpy() - events["start_ns"].min()) * 1000
+        nested = nest_if_sorted(group, start_ps, start_ps + events["dur_ps"].to_numpy())
+        if nested is not None:
+            return nested[2]
+    return nest_events(events)["self_ps"].to_numpy()
+
+
 def _line_runs(events: pd.DataFrame) -> np.ndarray | None:
     """Timeline id per row when the rows of each (worker, plane, line_id) are contiguous (as
     in a parsed frame), else None. Found from row-to-row changes: no hashing of the rows."""
@@ -123,7 +135,9 @@ def _line_runs(events: pd.DataFrame) -> np.ndarray | None:
     first = np.flatnonzero(change)
     if pd.DataFrame({i: k[first] for i, k in enumerate(keys)}).duplicated().any():
         return None  # a timeline comes back after another one: not contiguous
-    return np.cumsum(change, dtype=np.int64) - 1
+    runs = np.cumsum(change, dtype=np.int32)  # int32: a frame holds < 2**31 rows (schema)
+    runs -= 1
+    return runs
 
 
 def depth_column(depth: np.ndarray) -> np.ndarray:
