@@ -154,8 +154,10 @@ def _sweep(
     if t1 - t0 >= 1 << (62 - _TYPE_BITS):  # 2^57 ns: four years, never in a real capture
         raise ValueError(f"step breakdown: a time span of {t1 - t0} ns is not a capture's")
     types = prio.astype(np.int64)
-    starts = np.sort(((start - t0) << _TYPE_BITS) | types)
-    ends = np.sort(((end - t0) << _TYPE_BITS) | types)
+    # Timsort ("stable"): events come in runs sorted by start (one per line), which it merges
+    # (4-8 ms on 1.2 M events where quicksort took 66 ms).
+    starts = np.sort(((start - t0) << _TYPE_BITS) | types, kind="stable")
+    ends = np.sort(((end - t0) << _TYPE_BITS) | types, kind="stable")
     out = np.zeros((len(step_start), 1 << _TYPE_BITS), dtype=np.int64)
     _column_kernels.sweep(
         starts,
@@ -293,6 +295,10 @@ def _xla_rows(
     return out
 
 
+#: Event columns the per-device sweep reads (``_device_steps`` included).
+_SWEPT_COLUMNS = ["plane", "line", "start_ns", "dur_ps", "group_id"]
+
+
 def step_breakdown(
     events: pd.DataFrame, steps: pd.DataFrame, stats: pd.DataFrame | None = None
 ) -> pd.DataFrame:
@@ -331,7 +337,7 @@ def step_breakdown(
             rows.extend(_xla_rows(str(worker), events, stats, st))
             continue
         mask = isin(events["worker"], {worker}) & (etype >= 0)
-        ev = events[mask]
+        ev = events[_SWEPT_COLUMNS][mask]  # the columns read below: a copy of every one cost 0.1 s
         types = etype[mask]
         start = ev["start_ns"].to_numpy()
         end = start + ev["dur_ps"].to_numpy() // 1000

@@ -54,22 +54,29 @@ def device_spans(device: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _first_values(stats: pd.DataFrame, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """Event rows that have integer stat ``key`` (sorted) and each one's first value."""
+    value = stats["int_value"]
+    sel = isin(stats["key"], {key}) & value.notna().to_numpy()
+    rows = stats["event_row"].to_numpy()[sel]
+    values = value.to_numpy(dtype=np.int64, na_value=0)[sel]
+    order = np.argsort(rows, kind="stable")  # a row's first value stays first
+    rows, values = rows[order], values[order]
+    first = np.ones(len(rows), dtype=bool)
+    first[1:] = rows[1:] != rows[:-1]
+    return rows[first], values[first]
+
+
 def _context(stats: pd.DataFrame, type_key: str, id_key: str) -> pd.DataFrame:
-    """Per event row: (context type, context id) from two long-format stats."""
-    sel = stats[isin(stats["key"], {type_key, id_key})]
-    wide = sel.pivot_table(
-        index="event_row", columns="key", values="int_value", aggfunc="first", observed=True
+    """Per event row with both stats: (context type, context id), sorted by row. Two sorted
+    columns joined with numpy: a ``pivot_table`` of the long stats took 0.1 s per call on a
+    1.2 M-event worker."""
+    type_rows, ctype = _first_values(stats, type_key)
+    id_rows, cid = _first_values(stats, id_key)
+    rows, at_type, at_id = np.intersect1d(
+        type_rows, id_rows, assume_unique=True, return_indices=True
     )
-    if type_key not in wide or id_key not in wide:
-        return pd.DataFrame(columns=["event_row", "ctype", "cid"])
-    wide = wide.dropna(subset=[type_key, id_key])
-    return pd.DataFrame(
-        {
-            "event_row": wide.index.to_numpy(),
-            "ctype": wide[type_key].to_numpy(dtype=np.int64),
-            "cid": wide[id_key].to_numpy(dtype=np.int64),
-        }
-    )
+    return pd.DataFrame({"event_row": rows, "ctype": ctype[at_type], "cid": cid[at_id]})
 
 
 def _spread_down(
@@ -104,9 +111,9 @@ def step_groups(events: pd.DataFrame, stats: pd.DataFrame, roots: np.ndarray) ->
         return group
     group[roots] = roots
     parent = events["parent"].to_numpy(dtype=np.int64)
-    depth = events["depth"].to_numpy(dtype=np.int64)
+    depth = events["depth"].to_numpy()  # int16: a stable argsort of it is a radix sort
     order = np.argsort(depth, kind="stable")
-    starts = np.searchsorted(depth[order], np.arange(depth.max() + 2 if n else 1))
+    starts = np.searchsorted(depth[order], np.arange(int(depth.max()) + 2 if n else 1))
     # Context ids link a producer to its consumers within one process (XProf groups each
     # host's XSpace alone): workers reuse ids (a collective's instance key on every
     # participant), so a link across workers would put one worker's events in another's step.

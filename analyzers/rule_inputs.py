@@ -161,9 +161,9 @@ def op_counts(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     Returns:
         Columns ``worker, step_start_ns, op_type, count, self_ps``.
     """
-    ops = ops[
+    ops = ops[["worker", "op_type", "start_ns", "op_self_ps"]][
         ~isin(ops["op_type"], {"Dataset"}) & ~matches(ops["line"], "tf_data", how="startswith")
-    ]
+    ]  # the columns read below: a copy of every op column cost 60 ms on 1.2 M events
     worker = ops["worker"].astype("category")
     labels = np.append(worker.cat.categories.astype(str).to_numpy(dtype=object), "")
     type_col = ops["op_type"].astype("category")
@@ -176,16 +176,21 @@ def op_counts(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         t = ops["start_ns"].to_numpy()[mine]
         k = _step_of(starts, t)
         inside = (k >= 0) & (t < ends[np.clip(k, 0, None)])
-        code = type_col.cat.codes.to_numpy()[mine][inside]
+        code = type_col.cat.codes.to_numpy().astype(np.int64)[mine][inside]
         self_ps = ops["op_self_ps"].to_numpy(dtype=np.float64)[mine][inside]
-        c = (
-            pd.DataFrame({"step_start_ns": starts[k[inside]], "code": code, "self_ps": self_ps})
-            .groupby(["step_start_ns", "code"], sort=True)["self_ps"]
-            .agg(["size", "sum"])
-        )
-        if len(c):  # an empty part would turn the concatenated columns to object
-            c = c.rename(columns={"size": "count", "sum": "self_ps"}).reset_index()
-            c["op_type"] = types[c.pop("code").to_numpy()]
+        # (step, op type) as one small integer, counted: rows in (step, type) order
+        key = k[inside] * len(types) + code + 1
+        count = np.bincount(key)
+        cells = np.flatnonzero(count)
+        if len(cells):
+            c = pd.DataFrame(
+                {
+                    "step_start_ns": starts[cells // len(types)],
+                    "count": count[cells],
+                    "self_ps": np.bincount(key, weights=self_ps)[cells],
+                    "op_type": types[cells % len(types) - 1],
+                }
+            )
             parts.append(c.assign(worker=w))
     cols = ["worker", "step_start_ns", "op_type", "count", "self_ps"]
     if not parts:

@@ -193,8 +193,11 @@ class TimelineIndex:
         level 0 for ≤ 1 ns), each level sorted by start. Returns (order: event positions by
         level then start; starts in that order; offsets: where each level begins, 64 + 1)."""
         dur = np.maximum(self.end - self.start, 1)
-        level = np.floor(np.log2(dur)).astype(np.int64)
-        order = np.lexsort((self.start, level))
+        level = np.floor(np.log2(dur)).astype(np.int8)
+        # Two stable sorts instead of a lexsort (0.3 s on 1.2 M events): by start, a timsort
+        # that merges the lines' already sorted runs, then by level, a radix sort of int8.
+        by_start = np.argsort(self.start, kind="stable")
+        order = by_start[np.argsort(level[by_start], kind="stable")]
         offsets = np.searchsorted(level[order], np.arange(MAX_LEVEL + 2))
         return order, self.start[order], offsets
 
@@ -203,6 +206,11 @@ class TimelineIndex:
         with ``below``, less than ``min_dur``): per duration level a binary search on start,
         since an event of level ``L`` starts at most ``2**(L+1)`` ns before it overlaps — a
         window of a million-event worker costs what it holds, not a scan of every event."""
+        if len(self.start) and t0 < self._span[0] and t1 > self._span[1]:
+            # every event overlaps (the whole capture, as a page first shows it): a mask
+            # gives them in row order, where the index's parts would have to be sorted
+            dur = self.end - self.start
+            return np.flatnonzero((dur < min_dur) if below else (dur >= min_dur))
         order, starts, offsets = self._levels
         cut = int(np.floor(np.log2(max(min_dur, 1))))
         levels = range(0, cut + 1) if below else range(cut, MAX_LEVEL + 1)
@@ -218,7 +226,12 @@ class TimelineIndex:
         at = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         dur = self.end[at] - self.start[at]
         keep = (self.end[at] > t0) & ((dur < min_dur) if below else (dur >= min_dur))
-        return np.sort(at[keep])
+        return np.sort(at[keep], kind="stable")  # runs sorted within each level: merged
+
+    @cached_property
+    def _span(self) -> tuple[int, int]:
+        """The first start and the last end."""
+        return int(self.start.min()), int(self.end.max())
 
     def matching(self, text: str) -> np.ndarray:
         """Row mask of events whose name contains ``text``, case-insensitive (tested per
