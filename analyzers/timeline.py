@@ -169,7 +169,12 @@ class TimelineIndex:
         op_code = op_type.cat.codes.to_numpy()
         op_table = np.append(cat_names[: len(ops)], -1)  # code -1: no op type
         category = np.where(op_code >= 0, op_table[op_code], head_code)
-        used, category = np.unique(category, return_inverse=True)
+        # the categories in use, renumbered in order: counted, not sorted (np.unique's sort
+        # of 1.2 M codes took 0.4 s of a Timeline's first load)
+        used = np.flatnonzero(np.bincount(category)) if len(category) else category[:0]
+        renumber = np.zeros(int(used.max()) + 1 if len(used) else 0, dtype=np.int64)
+        renumber[used] = np.arange(len(used))
+        category = renumber[category]
         start = events["start_ns"].to_numpy()
         return cls(
             worker=worker,

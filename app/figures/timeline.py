@@ -248,10 +248,17 @@ def _candidates(
                 }
             )
     empty = {k: np.zeros(0, np.int64) for k in ("worker", "at", "y", "start", "dur")}
-    b = {k: np.concatenate([x[k] for x in bars]) for k in bars[0]} if bars else {**empty}
+    b = _joined(bars) if bars else {**empty}
     b.setdefault("hit", np.zeros(0, bool))
-    u = {k: np.concatenate([x[k] for x in sub]) for k in sub[0]} if sub else {**empty}
-    return b, u
+    return b, _joined(sub) if sub else {**empty}
+
+
+def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The workers' columns one after another (one worker's as they are: a copy of a million
+    events' columns cost 30 ms)."""
+    if len(parts) == 1:
+        return parts[0]
+    return {k: np.concatenate([x[k] for x in parts]) for k in parts[0]}
 
 
 def _payload(

@@ -44,6 +44,8 @@ def _default_workers(analysis: SessionAnalysis, worker: str | None) -> list[str]
     chosen = [w for w in (worker or "").split(",") if w in names]
     if chosen:
         return chosen
+    if len(names) < 2:  # no straggler among one worker: not worth its analysis
+        return names[:1]
     s = analysis.stragglers if len(analysis.breakdown) else None
     if s is not None and len(s) and s["straggler"].any():
         return [str(s.loc[s["straggler"], "worker"].iloc[0])]

@@ -77,9 +77,9 @@ def test_a_second_run_reads_derived_shards_only(
     folder = mixed_session(tmp_path / "s")
     config = ExecConfig(cache_dir=str(tmp_path / "cache"), processes=1)
     first = run_session(resolve(folder), config)
-    shards = sorted((tmp_path / "cache" / "derived").glob("*/*.parquet"))
+    shards = sorted((tmp_path / "cache" / "derived").glob("*/*.arrow"))
     assert len({p.parent for p in shards}) == 4 and any(
-        p.name == "ops-kernel.parquet" for p in shards
+        p.name == "ops-kernel.arrow" for p in shards
     )
 
     def no_parse(*args: object, **kwargs: object) -> None:
@@ -96,7 +96,7 @@ def test_a_second_run_reads_derived_shards_only(
     assert (third.analysis.steps["worker"] == "10.0.0.3_6000").sum() == 5
     # an unreadable shard is a miss too
     for p in shards:
-        p.write_bytes(b"PAR1 not parquet")
+        p.write_bytes(b"ARROW1 not arrow")
     assert_same(third.analysis, run_session(resolve(folder), config).analysis)
 
 
