@@ -444,9 +444,9 @@ def align_steps(steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     common = counts[counts == len(workers)].index
     aligned = ordered[ordered["key"].isin(common)].copy()
     order = aligned.groupby("key")["start_ns"].min().sort_values()
-    aligned["step"] = (
-        aligned["key"].map(pd.Series(np.arange(len(order)), index=order.index)).astype("int64")
-    )
+    # a step's number: its key's place in ``order`` (Series.map took 0.25 s here on a first
+    # call, building an Index of strings from its mapper)
+    aligned["step"] = order.index.get_indexer(aligned["key"].to_numpy()).astype("int64")
     present = (
         ordered.groupby(["key", "worker"])
         .size()

@@ -95,8 +95,11 @@ def _loaded(page: Any, path: str) -> None:
     _settled(page)
 
 
-def bench_browser(capture: Path, keys: str = "wwwwaaddsssdawsadwswdsa") -> dict[str, Any]:
-    """First loads, Timeline opening and keys on ``capture`` (one worker's XPlane file)."""
+def bench_browser(
+    capture: Path, keys: str = "wwwwaaddsssdawsadwswdsa", restarts: int = 3
+) -> dict[str, Any]:
+    """First loads (each page as the first after a restart, ``restarts`` times), Timeline
+    opening and keys on ``capture`` (one worker's XPlane file)."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="podscope-bench-app-") as tmp:
@@ -115,13 +118,18 @@ def bench_browser(capture: Path, keys: str = "wwwwaaddsssdawsadwswdsa") -> dict[
                 page.goto(server.base + path + session)
                 _loaded(page, path)
             server.stop()
-            server = _Server(logdir, cache)  # a restart: the first loads read the cache
-            try:
+            for _ in range(restarts):  # each page the first one a restarted server shows
                 for path in PAGES:
-                    t = time.perf_counter()
-                    page.goto(server.base + path + session)
-                    _loaded(page, path)
-                    out["first load"][path] = time.perf_counter() - t
+                    server = _Server(logdir, cache)  # the first load reads the disk cache
+                    try:
+                        t = time.perf_counter()
+                        page.goto(server.base + path + session)
+                        _loaded(page, path)
+                        out["first load"].setdefault(path, []).append(time.perf_counter() - t)
+                    finally:
+                        server.stop()
+            server = _Server(logdir, cache)
+            try:
                 url = server.base + "/timeline" + session
                 opens = []
                 for _ in range(5):
@@ -163,6 +171,9 @@ def report(r: dict[str, Any], n_events: int) -> None:
             f"{key:26} {statistics.median(s):7.3f} {_p95(s):7.3f}   {was}"
             f"   {'≤ ' + str(target) if target else ''}{ratio}"
         )
-    print("first load after a restart (disk cache warm), target ≤ 1.5 s:")
+    print("first load, each page the first after a restart (disk cache warm), target ≤ 1.5 s:")
+    print(f"  {'':14} {'median':>7} {'max':>6}")
     for path, s in r["first load"].items():
-        print(f"  {path:14} {s:6.2f} s {'ok' if s <= TARGETS['first load'] else 'OVER'}")
+        mid = statistics.median(s)
+        ok = "ok" if mid <= TARGETS["first load"] else "OVER"
+        print(f"  {path:14} {mid:6.2f}s {max(s):5.2f}s {ok}")

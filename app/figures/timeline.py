@@ -150,7 +150,11 @@ def timeline_figure(
     if n > bar_budget:
         drawn[:] = False
         drawn[np.argpartition(-score, bar_budget)[:bar_budget]] = True
-    rest = {k: np.concatenate([v[~drawn], sub[k]]) for k, v in bars.items() if k in sub}
+    rest = (  # the narrow events, and the bars over budget (a copy only when there are some)
+        sub
+        if drawn.all()
+        else {k: np.concatenate([v[~drawn], sub[k]]) for k, v in bars.items() if k in sub}
+    )
     tl = _payload(indexes, {k: v[drawn] for k, v in bars.items()}, base, bool(highlight))
     dense = _density(rest, f0, f1, base, pixel_ns, max_shapes - int(drawn.sum()))
     fig = go.Figure()
