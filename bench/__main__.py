@@ -93,6 +93,9 @@ def bench_parse(path: Path, repeat: int) -> dict[str, dict[str, Any]]:
     results["podscope op table (parse included)"] = median_of(
         [run_measure("podscope_op_table", path) for _ in range(repeat)]
     )
+    results["podscope full analysis (one core)"] = median_of(
+        [run_measure("podscope_analyze", path) for _ in range(repeat)]
+    )
     try:
         results["xprof framework_op_stats"] = median_of(
             [run_measure("xprof_framework_op_stats", path) for _ in range(repeat)]
@@ -126,6 +129,12 @@ def report(title: str, n_events: int, size_mb: float, results: dict[str, dict[st
             f"process, {cold['seconds'] / rewarm['seconds']:.1f}x in one that has loaded before "
             "(pandas' one-time first-use costs already paid)"
         )
+    full = results["podscope full analysis (one core)"]
+    print(
+        f"full per-worker analysis on one core: {n_events / full['seconds'] / 1e6:.2f} M events/s "
+        f"(target >= 1), {n_events / full['first_seconds'] / 1e6:.2f} M events/s in its first "
+        "run in a fresh process"
+    )
     ours = results["podscope op table (parse included)"]
     for peer in ("xprof framework_op_stats", "xprof-rs get_overview (whole process)"):
         if peer in results:

@@ -52,6 +52,21 @@ def _podscope_op_table(path: str, cache_dir: str | None) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - t, "ops": len(table)}
 
 
+def _podscope_analyze(path: str, cache_dir: str | None) -> dict[str, Any]:
+    """The full per-worker analysis (``analyzers.execution.analyze_file``, every part: parse,
+    steps, breakdown, op tables, memory and what the rules read), no cache, on one core: the
+    second run in this process (a Dask worker's state after its first task). ``first_seconds``
+    is the first run, first-use costs included."""
+    from analyzers.execution import PARTS, analyze_file
+
+    t = time.perf_counter()
+    analyze_file(path, PARTS, False, None)
+    first = time.perf_counter() - t
+    t = time.perf_counter()
+    part = analyze_file(path, PARTS, False, None)
+    return {"seconds": time.perf_counter() - t, "first_seconds": first, "events": part.n_events}
+
+
 def _xprof_framework_op_stats(path: str, cache_dir: str | None) -> dict[str, Any]:
     from xprof.convert import raw_to_tool_data
 
@@ -66,6 +81,7 @@ TOOLS: dict[str, Callable[[str, str | None], dict[str, Any]]] = {
     "podscope_parse": _podscope_parse,
     "podscope_reload": _podscope_reload,
     "podscope_op_table": _podscope_op_table,
+    "podscope_analyze": _podscope_analyze,
     "xprof_framework_op_stats": _xprof_framework_op_stats,
 }
 
