@@ -32,7 +32,7 @@ from analyzers.xla_programs import (
     device_steps,
     program_executions,
 )
-from trace_parsers import _column_kernels
+from trace_parsers.nesting import top_type_times
 
 # Event types, low → high priority (XProf generic model).
 PRIORITY = (
@@ -129,10 +129,6 @@ def classify(events: pd.DataFrame, grouped: np.ndarray | None = None) -> np.ndar
     return out
 
 
-#: Low bits of a sweep key that hold the event type (``PRIORITY`` fits in them).
-_TYPE_BITS = int(len(PRIORITY) - 1).bit_length()
-
-
 def _sweep(
     start: np.ndarray,
     end: np.ndarray,
@@ -140,35 +136,9 @@ def _sweep(
     step_start: np.ndarray,
     step_end: np.ndarray,
 ) -> np.ndarray:
-    """ns per (step, event type): the top event type active at each instant of each step.
-
-    Events' starts and ends are sorted once as ``(time << bits) | type`` keys and merged in C
-    (``_column_kernels.sweep``) with the step bounds: two sorts of the events and one pass,
-    where a ``searchsorted`` per type over every bound took 0.4 s on a 1.2 M-event worker.
-    """
-    ncat = len(PRIORITY)
-    if not len(step_start):
-        return np.zeros((0, ncat), dtype=np.int64)
-    t0 = min(int(step_start.min()), int(start.min()) if len(start) else int(step_start.min()))
-    t1 = max(int(step_end.max()), int(end.max()) if len(end) else int(step_end.max()))
-    if t1 - t0 >= 1 << (62 - _TYPE_BITS):  # 2^57 ns: four years, never in a real capture
-        raise ValueError(f"step breakdown: a time span of {t1 - t0} ns is not a capture's")
-    types = prio.astype(np.int64)
-    # Timsort ("stable"): events come in runs sorted by start (one per line), which it merges
-    # (4-8 ms on 1.2 M events where quicksort took 66 ms).
-    starts = np.sort(((start - t0) << _TYPE_BITS) | types, kind="stable")
-    ends = np.sort(((end - t0) << _TYPE_BITS) | types, kind="stable")
-    out = np.zeros((len(step_start), 1 << _TYPE_BITS), dtype=np.int64)
-    _column_kernels.sweep(
-        starts,
-        ends,
-        np.ascontiguousarray(step_start - t0, dtype=np.int64),
-        np.ascontiguousarray(step_end - t0, dtype=np.int64),
-        np.sort(step_end - t0).astype(np.int64),
-        _TYPE_BITS,
-        out,
-    )
-    return out[:, :ncat]
+    """ns per (step, event type): the top event type active at each instant of each step
+    (``trace_parsers.nesting.top_type_times``, a merge in C)."""
+    return top_type_times(start, end, prio, len(PRIORITY), step_start, step_end)
 
 
 def _own_step_windows(group: np.ndarray, steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

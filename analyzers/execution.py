@@ -374,7 +374,7 @@ def export_file(
             if fmt == "csv":
                 frame.to_csv(partial, index=False)
             else:
-                feather.write_feather(frame.reset_index(drop=True), partial, compression="lz4")
+                frame.to_parquet(partial, index=False)
             partial.replace(target)
     return Exported(label, file, summarize(frames))
 

@@ -2,7 +2,7 @@
  * the nesting pass (depth, parent, self time of events on one timeline) and a hash join of
  * (plane, id) keys against a small table; and the step breakdown's sweep. All take numpy
  * buffers and release the GIL for their main loop; the Python wrappers are
- * trace_parsers.nesting, trace_parsers.xplane._lookup and analyzers.breakdown._sweep.
+ * trace_parsers.nesting (nest, top_type_times) and trace_parsers.xplane._lookup.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
