@@ -6,6 +6,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef __linux__
 #include <sys/mman.h>
@@ -16,10 +17,16 @@
 /* Asks for transparent huge pages on a large buffer's whole pages (as numpy does for its arrays
  * of 4 MiB and more): a 2 MiB page is one fault where 4 KiB pages are 512, and faults, not
  * decoding, were a third of a parse's time on a virtual machine. Advice only: ignored where
- * the kernel has no THP or it is off. */
+ * the kernel has no THP or it is off, and not given when NUMPY_MADVISE_HUGEPAGE=0 (the switch
+ * numpy reads, for steady times where the kernel compacts memory to find huge pages). */
 static void advise_huge(char *data, size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (bytes < ((size_t)4 << 20)) return;
+    static int off = -1;
+    if (off < 0) {
+        const char *v = getenv("NUMPY_MADVISE_HUGEPAGE");
+        off = v != NULL && v[0] == '0';
+    }
+    if (off || bytes < ((size_t)4 << 20)) return;
     uintptr_t page = 4096, start = ((uintptr_t)data + page - 1) & ~(page - 1);
     uintptr_t end = ((uintptr_t)data + bytes) & ~(page - 1);
     if (end > start) (void)madvise((void *)start, end - start, MADV_HUGEPAGE);
