@@ -71,14 +71,29 @@ def nest_events(events: pd.DataFrame) -> pd.DataFrame:
         A frame on the same index with ``depth``, ``parent`` (an index label of ``events``, or
         -1) and ``self_ps`` computed as if only these events existed.
     """
+    return _nested(events, _in_order(events))
+
+
+_InOrder = tuple[np.ndarray | None, np.ndarray, np.ndarray, tuple[np.ndarray, ...] | None]
+
+
+def _in_order(events: pd.DataFrame) -> _InOrder:
+    """Timeline ids (None if the rows of a line are not contiguous), start and end in ps from
+    the first start, and the nesting when the rows are already in timeline order (as a parsed
+    frame's rows, and subsets of them, usually are), else None."""
     group = _line_runs(events)
     start_ps = (
         events["start_ns"].to_numpy() - (events["start_ns"].min() if len(events) else 0)
     ) * 1000
     end_ps = start_ps + events["dur_ps"].to_numpy()
-    labels = events.index.to_numpy()
-    # Rows of a parsed frame (and subsets of them) are usually in timeline order already.
     nested = None if group is None else nest_if_sorted(group, start_ps, end_ps)
+    return group, start_ps, end_ps, nested
+
+
+def _nested(events: pd.DataFrame, pre: _InOrder) -> pd.DataFrame:
+    """``nest_events`` from ``_in_order(events)``: sorted into timeline order only if needed."""
+    group, start_ps, end_ps, nested = pre
+    labels = events.index.to_numpy()
     if nested is not None:
         depth, parent, self_t = nested
         parent_label = np.where(parent >= 0, labels[np.maximum(parent, 0)], -1)
@@ -108,13 +123,9 @@ def nest_events(events: pd.DataFrame) -> pd.DataFrame:
 def self_times(events: pd.DataFrame) -> np.ndarray:
     """``nest_events(events)["self_ps"]`` without the depth and parent labels, for callers
     that read only self time (the op tables)."""
-    group = _line_runs(events)
-    if group is not None and len(events):
-        start_ps = (events["start_ns"].to_numpy() - events["start_ns"].min()) * 1000
-        nested = nest_if_sorted(group, start_ps, start_ps + events["dur_ps"].to_numpy())
-        if nested is not None:
-            return nested[2]
-    return nest_events(events)["self_ps"].to_numpy()
+    pre = _in_order(events)
+    nested = pre[3]
+    return nested[2] if nested is not None else _nested(events, pre)["self_ps"].to_numpy()
 
 
 def _line_runs(events: pd.DataFrame) -> np.ndarray | None:
