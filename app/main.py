@@ -5,11 +5,14 @@
     >>> create_app(AppSettings(logdir=Path("runs"))).run(host="127.0.0.1", port=8050)
 
 Pages live in ``app/pages`` (one per file, ``dash.register_page``). Everything is served from
-this process (Dash, Plotly and Bootstrap CSS): the app works offline.
+this process (Dash, Plotly and Bootstrap CSS): the app works offline. Its plotly.js is a build of
+the traces the pages draw (``assets/plotly-podscope.min.js``, ``make plotly-bundle``): a
+quarter of Dash's full bundle, whose evaluation was the largest part of every first page load.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from importlib import resources
 from pathlib import Path
@@ -30,6 +33,19 @@ from app.settings import AppSettings
 from trace_parsers.schema import SCHEMA, empty_frame
 
 PAGES_DIR = Path(__file__).parent / "pages"
+#: The dashboard's plotly.js (``make plotly-bundle``); its first line names its version.
+PLOTLY_BUNDLE = "plotly-podscope.min.js"
+
+
+def plotly_bundle_fits() -> bool:
+    """Whether the bundled plotly.js has the major version of the one the installed plotly
+    package ships, which its figures are written for. If not, the bundle is left out and Dash
+    loads the package's full plotly.js, as it would without it."""
+    from plotly.offline import get_plotlyjs_version
+
+    with resources.files("assets").joinpath(PLOTLY_BUNDLE).open(encoding="utf-8") as f:
+        ours = re.search(r"plotly\.js v(\d+)\.", f.readline())
+    return ours is not None and ours.group(1) == get_plotlyjs_version().split(".")[0]
 
 
 def _navbar(login: bool) -> dbc.Navbar:
@@ -82,6 +98,8 @@ def create_app(config: AppSettings) -> dash.Dash:
         use_pages=True,
         pages_folder=str(PAGES_DIR),
         assets_folder=str(resources.files("assets")),
+        # window.Plotly from the bundle: dcc.Graph then loads no plotly.js of its own
+        assets_ignore="" if plotly_bundle_fits() else re.escape(PLOTLY_BUNDLE),
         serve_locally=True,
         suppress_callback_exceptions=True,
         background_callback_manager=manager(),

@@ -86,12 +86,21 @@ def _settled(page: Any) -> None:
         page.wait_for_timeout(50)
 
 
+#: Every graph on the page plotted: plotly.js and the graph's code load when a graph first
+#: mounts, after its callbacks have answered, so "nothing in flight" can come before it.
+GRAPHS_DRAWN = """[...document.querySelectorAll('.dash-graph')].every(
+  g => { const p = g.querySelector('.js-plotly-plot'); return p && p._fullLayout; })"""
+
+
 def _loaded(page: Any, path: str) -> None:
     """A page is loaded when what it shows is there: the Timeline's bars drawn on its canvas
     (its figure comes from a callback that starts after the layout is rendered, which a quiet
-    moment between the two would otherwise pass for the end), then nothing in flight."""
+    moment between the two would otherwise pass for the end), nothing in flight, and every
+    graph plotted."""
     if path.startswith("/timeline"):
         page.wait_for_function(f"{GD}?._podscopeDraws > 0", timeout=120_000)
+    _settled(page)
+    page.wait_for_function(GRAPHS_DRAWN, timeout=120_000)
     _settled(page)
 
 

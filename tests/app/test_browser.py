@@ -14,10 +14,13 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pandas as pd
 import pytest
+from plotly.offline import get_plotlyjs_version
 
+from app.main import plotly_bundle_fits
 from tests.analyzers.test_breakdown import worker_trace
 from tests.analyzers.test_ops import gpu_space
 from tests.analyzers.test_why_slow import sync_worker
@@ -132,6 +135,8 @@ def page(browser, server):  # type: ignore[no-untyped-def]
     pg.errors = []
     pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
     pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    pg.requests = []
+    pg.on("request", lambda r: pg.requests.append(r.url))
     yield pg
     context.close()
 
@@ -169,6 +174,16 @@ def settle(pg) -> None:  # type: ignore[no-untyped-def]
 def test_every_page_loads_without_console_errors(page, server, path: str) -> None:  # type: ignore[no-untyped-def]
     page.goto(server + path)
     settle(page)
+    # every graph plotted, by the dashboard's own plotly.js build: Dash's full one (4.8 MB,
+    # half a second of every first load) is never fetched
+    page.wait_for_function(
+        "[...document.querySelectorAll('.dash-graph')].every("
+        "g => { const p = g.querySelector('.js-plotly-plot'); return p && p._fullLayout; })"
+    )
+    full = [u for u in page.requests if urlparse(u).path.endswith("/plotly.min.js")]
+    assert not full or not plotly_bundle_fits()
+    major = page.evaluate("window.Plotly.version").split(".")[0]
+    assert major == get_plotlyjs_version().split(".")[0]
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", path) or "_"
     page.screenshot(path=str(ARTIFACTS / f"page{name}.png"), full_page=True)

@@ -265,3 +265,13 @@ def test_breakdown_legend_sits_above_the_bars_not_on_the_axis_title() -> None:
     fig = breakdown_bars_figure(rows, "All steps")
     assert fig.layout.xaxis.title.text == "ms"
     assert fig.layout.legend.y >= 1 and fig.layout.legend.yanchor == "bottom"
+
+
+def test_the_plotly_bundle_is_used_only_for_figures_of_its_major_version(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import plotly.offline
+
+    from app.main import plotly_bundle_fits
+
+    assert plotly_bundle_fits()  # the committed bundle matches the plotly installed
+    monkeypatch.setattr(plotly.offline, "get_plotlyjs_version", lambda: "99.0.0")
+    assert not plotly_bundle_fits()  # a newer plotly's figures: Dash's own plotly.js
