@@ -139,16 +139,19 @@ def _others_median(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
     no other worker has a value)."""
     ref = np.full((len(frame), len(cols)), np.nan)
     values_all = frame[cols].to_numpy(dtype=np.float64)
-    for _, rows in pd.Series(np.arange(len(frame))).groupby(frame["step"].to_numpy()):
-        idx = rows.to_numpy()
-        n = len(idx)
-        if n < 2:
-            continue
-        values = values_all[idx]
-        others = np.broadcast_to(values, (n, n, len(cols)))[~np.eye(n, dtype=bool)]
+    # the steps' rows side by side, steps of one size at a time: a loop over a thousand steps
+    # was a tenth of a second of the Pod Viewer's first load
+    codes = pd.factorize(frame["step"].to_numpy())[0]
+    order = np.argsort(codes, kind="stable")
+    sizes = np.bincount(codes)
+    firsts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    for n in np.unique(sizes[sizes >= 2]):
+        idx = order[firsts[sizes == n][:, None] + np.arange(n)]  # (steps, n) rows
+        values = values_all[idx]  # (steps, n, cols)
+        others = values[:, np.nonzero(~np.eye(n, dtype=bool))[1].reshape(n, n - 1)]
         with warnings.catch_warnings():  # a column no other worker has: NaN, said above
             warnings.simplefilter("ignore", RuntimeWarning)
-            ref[idx] = np.nanmedian(others.reshape(n, n - 1, len(cols)), axis=1)
+            ref[idx] = np.nanmedian(others, axis=2)
     return pd.DataFrame(ref, index=frame.index, columns=cols)
 
 
@@ -224,9 +227,11 @@ def slow_steps(
     min_excess: float = 0.1,
     history_sigma: float = 3.0,
     cause_share: float = 0.8,
+    outliers: bool = True,
 ) -> pd.DataFrame:
     """Every slow worker-step, against the other workers in that step and against the
-    worker's own history, with the excess split and a cause.
+    worker's own history (unless not ``outliers``: ``roles`` reads only the late steps),
+    with the excess split and a cause.
 
     Args:
         arr: ``arrivals`` output.
@@ -261,23 +266,30 @@ def slow_steps(
     ref = _others_median(frame, [*OWN_WORK, LATE, LINK])
     rows: list[tuple[object, ...]] = []
     excess = lateness(arr)
-    ops_by_step = {int(k): g for k, g in op_steps.groupby("step")}
-    for i in np.flatnonzero((excess >= min_excess * median_step).to_numpy()):
+    slow = np.flatnonzero((excess >= min_excess * median_step).to_numpy())
+    # what the slow steps' rows read, grouped once (a filter per row cost more than the rest)
+    slow_steps_ = arr["step"].iloc[slow]
+    ops_by_step = {
+        int(k): g for k, g in op_steps[op_steps["step"].isin(slow_steps_)].groupby("step")
+    }
+    arr_by_step = {int(k): g for k, g in arr[arr["step"].isin(slow_steps_)].groupby("step")}
+    parts = [*OWN_WORK, LATE, LINK] if sync else OWN_WORK
+    deltas = (frame[parts].astype(float) - ref[parts]).fillna(0.0).to_numpy()
+    for i in slow:
         r = arr.iloc[i]
-        idx = arr.index[i]
-        parts = [*OWN_WORK, LATE, LINK] if sync else OWN_WORK
-        delta = (frame.loc[idx, parts].astype(float) - ref.loc[idx, parts]).fillna(0.0)
-        delta[UNATTRIBUTED] = float(excess.loc[idx]) - float(delta.clip(lower=0).sum())
-        cause, share, text = _split(delta, float(excess.loc[idx]), cause_share)
+        late = float(excess.iloc[i])
+        d = deltas[i]
+        delta = pd.Series([*d, late - float(np.clip(d, 0, None).sum())], [*parts, UNATTRIBUTED])
+        cause, share, text = _split(delta, late, cause_share)
         in_step = ops_by_step.get(int(r["step"]), op_steps.iloc[:0])
-        others = in_step[in_step["worker"] != r["worker"]]
+        others = in_step[in_step["worker"] != r["worker"]] if len(in_step) else in_step
         op_ref = (
             others.groupby(["op_type", "worker"])["self_ps"].sum().groupby("op_type").median()
             if len(others)
             else pd.Series(dtype=float)
         )
-        same = arr[(arr["step"] == r["step"]) & (arr["worker"] != r["worker"])]
-        late = float(excess.loc[idx])
+        same = arr_by_step[int(r["step"])]
+        same = same[same["worker"] != r["worker"]]
         victims = same[same["wait_ns"] >= 0.5 * late] if sync else same.iloc[:0]
         rows.append(
             (
@@ -290,14 +302,15 @@ def slow_steps(
                 cause,
                 share,
                 text,
-                _op_text(in_step, str(r["worker"]), int(r["step"]), op_ref),
+                _op_text(in_step, str(r["worker"]), int(r["step"]), op_ref) if len(in_step) else "",
                 ", ".join(
                     f"{w} {v / 1e6:.1f} ms"
                     for w, v in zip(victims["worker"], victims["wait_ns"], strict=True)
                 ),
             )
         )
-    rows += _outliers(arr, op_steps, history_sigma, cause_share)
+    if outliers:
+        rows += _outliers(arr, op_steps, history_sigma, cause_share)
     out = pd.DataFrame(rows, columns=SLOW_COLUMNS)
     return out.sort_values("excess_ns", ascending=False, ignore_index=True)
 
@@ -337,7 +350,7 @@ def _outliers(
                     cause,
                     share,
                     text,
-                    _op_text(op_steps, w, step, op_med),
+                    _op_text(mine, w, step, op_med),
                     "",
                 )
             )

@@ -438,7 +438,7 @@ class SessionAnalysis:
         """Per worker: culprit, victim or neither, with its mean wait. Decided from the slow
         steps without their op split, which never changes a role: the Pod Viewer's straggler
         badge needs no op table (a per-worker session would load every event for one)."""
-        return roles(self.arrivals, slow_steps(self.arrivals))
+        return roles(self.arrivals, slow_steps(self.arrivals, outliers=False))
 
     @cached_property
     def iterators(self) -> pd.DataFrame:

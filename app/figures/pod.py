@@ -97,15 +97,21 @@ def breakdown_bars_figure(rows: pd.DataFrame, title: str) -> go.Figure:
     return fig
 
 
+#: Up to this many steps per worker, each step is a marker on its line: plotly.js draws a
+#: marker as an SVG path of its own (1000 steps took 0.2 s to draw), a line as one path.
+MARKED_STEPS = 200
+
+
 def step_time_lines_figure(pod: pd.DataFrame, selected_step: int | None = None) -> go.Figure:
-    """Step time (ms) over steps, one line per worker; the selected step marked."""
+    """Step time (ms) over steps, one line per worker (with a marker per step, up to
+    ``MARKED_STEPS`` steps); the selected step marked."""
     fig = go.Figure()
     for worker, g in pod.sort_values("step").groupby("worker"):
         fig.add_trace(
             go.Scatter(
                 x=g["step"],
                 y=g["step_time_ns"] / 1e6,
-                mode="lines+markers",
+                mode="lines+markers" if len(g) <= MARKED_STEPS else "lines",
                 name=str(worker),
                 marker={"size": 4},
                 hovertemplate=f"{worker}<br>step %{{x}}: %{{y:.3f}} ms<extra></extra>",
