@@ -64,6 +64,10 @@ _OP_STATS_COLUMNS = [
     "op_type",
 ]
 _KERNEL_FIELDS = ("regs", "shm", "static_shared", "dynamic_shared", "occ_pct")
+#: The stats the op tables read from the ``stats`` frame: TPU ops' device time, and the HLO
+#: instruction (and its program) of XLA kernels. ``podscope ops`` parses only these.
+DEVICE_DURATION, XLA_KERNEL_STATS = "device_duration_ps", ("hlo_op", "program_id")
+OP_STATS_KEYS = frozenset({DEVICE_DURATION, *XLA_KERNEL_STATS})
 
 
 def op_events(
@@ -126,7 +130,7 @@ def _xla_op_rows(events: pd.DataFrame, device_rows: np.ndarray) -> np.ndarray:
 def _device_durations(events: pd.DataFrame, stats: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """``dur_ps`` with the ``device_duration_ps`` stat of ``rows`` where they have one."""
     dur = events["dur_ps"].to_numpy().copy()
-    st = stats[isin(stats["key"], {"device_duration_ps"}) & stats["int_value"].notna().to_numpy()]
+    st = stats[isin(stats["key"], {DEVICE_DURATION}) & stats["int_value"].notna().to_numpy()]
     pos = st["event_row"].to_numpy()
     if not isinstance(events.index, pd.RangeIndex) or events.index.start != 0:
         pos = events.index.get_indexer(pos)  # a filtered frame: rows by label
@@ -195,9 +199,9 @@ def _xla_kernels(
     # Kernel names by code (host rows -1): no per-row strings for the common case.
     codes = np.where(on_device, name.cat.codes.to_numpy(), -1)
     plain = pd.Categorical.from_codes(codes, categories=name.cat.categories)
-    if "hlo_op" not in stats["key"].cat.categories:
+    if XLA_KERNEL_STATS[0] not in stats["key"].cat.categories:
         return ops.assign(device_op=plain)
-    got = _row_stats(ops, stats, {"hlo_op", "program_id"})
+    got = _row_stats(ops, stats, set(XLA_KERNEL_STATS))
     rows = np.flatnonzero(on_device & pd.notna(got["hlo_op"]))
     if not len(rows):
         return ops.assign(device_op=plain)

@@ -494,7 +494,7 @@ static inline int double_to_i64(double d, int64_t *out) {
 }
 
 /* long_stats(promoted, kind, key_row, ival, sid, owner, key_code, str_code, keep_all,
- *            key_width, str_width, imask, dval, dmask, targets, written) -> rows kept
+ *            key_width, str_width, imask, dval, dmask, targets, written, keep_key) -> rows kept
  *
  * The columns of a long stats frame in one pass over a stat table, compacted in place: the
  * rows whose promoted key index is < 0 (every row with keep_all) move to the front of owner
@@ -510,17 +510,22 @@ static inline int double_to_i64(double d, int64_t *out) {
  * instead: a string key's int32 codes get the row's sid; a number key's int64 values get an
  * integer as is, a double truncated (NaN: missing), any other kind missing, and its mask says
  * so. written[p] (int64) counts the rows each key received. Inputs: promoted and kind int8;
- * key_row, sid, owner and the code tables int32; ival int64. */
+ * key_row, sid, owner and the code tables int32; ival int64.
+ *
+ * keep_key (uint8 per key code; empty: every key) keeps only the rows of the keys it marks, for
+ * a caller that reads a few stats (the op tables): the outputs are then at least the kept
+ * length, and only the first (returned) rows are written. */
 static PyObject *long_stats(PyObject *self, PyObject *args) {
-    Py_buffer pr, kd, kr, iv, sd, ow, kc, sc, oim, od, odm, wr;
+    Py_buffer pr, kd, kr, iv, sd, ow, kc, sc, oim, od, odm, wr, kk;
     int keep_all, kw, sw;
     PyObject *tuple;
-    if (!PyArg_ParseTuple(args, "y*w*w*w*w*w*y*y*piiw*w*w*O!w*", &pr, &kd, &kr, &iv, &sd, &ow,
+    if (!PyArg_ParseTuple(args, "y*w*w*w*w*w*y*y*piiw*w*w*O!w*y*", &pr, &kd, &kr, &iv, &sd, &ow,
                           &kc, &sc, &keep_all, &kw, &sw, &oim, &od, &odm, &PyTuple_Type, &tuple,
-                          &wr))
+                          &wr, &kk))
         return NULL;
     PyObject *res = NULL;
-    Py_ssize_t n = kd.len, n_kc = kc.len / 4, n_sc = sc.len / 4, m = oim.len;
+    Py_ssize_t n = kd.len, n_kc = kc.len / 4, n_sc = sc.len / 4, m = oim.len, n_kk = kk.len;
+    const uint8_t *keep_key = kk.buf;
     Py_ssize_t n_targets = PyTuple_GET_SIZE(tuple);
     Target *targets = PyMem_Calloc((size_t)(n_targets ? n_targets : 1), sizeof(Target));
     if (!targets) { PyErr_NoMemory(); goto done; }
@@ -565,8 +570,10 @@ static PyObject *long_stats(PyObject *self, PyObject *args) {
             written[p]++;
             continue;
         }
-        if (k == m) { k++; break; } /* more kept rows than the caller counted: reported below */
         int32_t r = key_row[i], s = sid[i];
+        int32_t code = key_code[r >= 0 && r < n_kc - 1 ? r : n_kc - 1];
+        if (n_kk && (code < 0 || code >= n_kk || !keep_key[code])) continue; /* not asked for */
+        if (k == m) { k++; break; } /* more kept rows than the caller counted: reported below */
         int is_int = kn == 2 || kn == 3 || kn == 5, is_double = kn == 1;
         if (is_double) memcpy(&dval[k], &v, 8);
         owner[k] = o;
@@ -574,11 +581,11 @@ static PyObject *long_stats(PyObject *self, PyObject *args) {
         ival[k] = is_int ? v : 0;
         imask[k] = !is_int;
         dmask[k] = !is_double;
-        put_code((char *)key_row, kw, k, key_code[r >= 0 && r < n_kc - 1 ? r : n_kc - 1]);
+        put_code((char *)key_row, kw, k, code);
         put_code((char *)sid, sw, k, s >= 0 && s < n_sc ? str_code[s] : -1);
         k++;
     }
-    if (k != m) {
+    if (n_kk ? k > m : k != m) {
         PyErr_SetString(PyExc_ValueError, "long_stats: kept rows differ from the outputs' length");
         goto done;
     }
@@ -589,6 +596,7 @@ done:
     PyBuffer_Release(&pr); PyBuffer_Release(&kd); PyBuffer_Release(&kr); PyBuffer_Release(&iv);
     PyBuffer_Release(&sd); PyBuffer_Release(&ow); PyBuffer_Release(&kc); PyBuffer_Release(&sc);
     PyBuffer_Release(&oim); PyBuffer_Release(&od); PyBuffer_Release(&odm); PyBuffer_Release(&wr);
+    PyBuffer_Release(&kk);
     return res;
 }
 
@@ -598,7 +606,7 @@ static PyMethodDef methods[] = {
      "if malformed or over max_rows events and stats."},
     {"long_stats", long_stats, METH_VARARGS,
      "long_stats(promoted, kind, key_row, ival, sid, owner, key_code, str_code, keep_all, key_width, "
-     "str_width, imask, dval, dmask, targets, written) -> kept rows (compacted in place)."},
+     "str_width, imask, dval, dmask, targets, written, keep_key) -> kept rows (compacted in place)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_xplane_fast",

@@ -29,5 +29,6 @@ def long_stats(
     dmask: Any,
     targets: tuple[Any, ...],
     written: Any,
+    keep_key: Any,
     /,
 ) -> int: ...

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -270,6 +270,7 @@ def load(
     cache: bool = True,
     cache_dir: str | Path | None = None,
     on_file: Callable[[Path], None] | None = None,
+    stats_keys: Collection[str] | None = None,
 ) -> TraceFrames:
     """Parses a capture (see the module docstring for what ``path`` may be).
 
@@ -280,6 +281,12 @@ def load(
         cache_dir: cache location (default: ``FrameCache.default_dir``, read from the
             environment here, the library's edge).
         on_file: called before each file is parsed (progress display).
+        stats_keys: XPlane files' ``stats`` frames keep only these keys' rows (``parse_xplane``),
+            for a caller that reads a few stats; only with ``cache`` off, as such frames are
+            partial.
+
+    Raises:
+        ValueError: ``stats_keys`` with ``cache`` on.
 
     Returns:
         Merged, validated frames of every worker that parsed.
@@ -292,6 +299,8 @@ def load(
         return format_of(Path("<bytes>"), data[:65536]).parse(
             data, worker="worker0", source="<bytes>"
         )
+    if stats_keys is not None and cache:
+        raise ValueError("stats_keys gives partial frames: load them with cache=False")
     files = resolve(path, session)
     store = (
         FrameCache(Path(cache_dir) if cache_dir else FrameCache.default_dir(os.environ))
@@ -309,7 +318,7 @@ def load(
         if on_file:
             on_file(f)
         try:
-            parts.append(_load_file(f, store))
+            parts.append(_load_file(f, store, stats_keys))
         except TraceParseError as e:
             failures.append(e)
     if not parts:
@@ -323,7 +332,9 @@ def load(
     return merged
 
 
-def _load_file(path: Path, store: FrameCache | None) -> TraceFrames:
+def _load_file(
+    path: Path, store: FrameCache | None, stats_keys: Collection[str] | None = None
+) -> TraceFrames:
     label = worker_label(path)
     try:
         key = store.key(path) if store else None
@@ -338,7 +349,10 @@ def _load_file(path: Path, store: FrameCache | None) -> TraceFrames:
     fmt = format_of(path, _read(path, 65536))
     # The bytes are handed over with no reference kept here, so a parser can free them once
     # decoded (the XPlane builder's memory peaks after its decode).
-    frames = fmt.parse(_read(path), worker=label, source=str(path))
+    some = (
+        {"stats_keys": stats_keys} if stats_keys is not None and fmt.parse is parse_xplane else {}
+    )
+    frames = fmt.parse(_read(path), worker=label, source=str(path), **some)
     if store and key:
         store.put(key, frames)
     return frames

@@ -11,7 +11,7 @@ events in Python.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from enum import IntEnum
 from typing import Any, NamedTuple
@@ -128,6 +128,7 @@ def parse_xplane(
     worker: str,
     source: str = "<bytes>",
     decoder: Decoder = _xplane_fast.decode_xspace,
+    stats_keys: Collection[str] | None = None,
 ) -> TraceFrames:
     """Parses one serialized XSpace (one worker's capture).
 
@@ -137,6 +138,9 @@ def parse_xplane(
         worker: label for this capture (``host_port``), written to every frame's ``worker``.
         source: file name for error messages and the ``workers`` frame.
         decoder: the wire decoder (the C extension's ``decode_xspace``).
+        stats_keys: keep only these keys' rows in the ``stats`` frame (the event columns are
+            whole): for a reader of a few stats, such as the op tables
+            (``analyzers.ops.OP_STATS_KEYS``). Frames parsed so are not for the cache.
 
     Returns:
         Validated ``TraceFrames``.
@@ -163,7 +167,7 @@ def parse_xplane(
         else None
     )
     del data  # decoded: strings were copied out (freed here unless the caller keeps a reference)
-    frames = _Builder(raw, worker, source).build()
+    frames = _Builder(raw, worker, source, stats_keys).build()
     return validate(frames if hlo is None else replace(frames, hlo_ops=hlo), source)
 
 
@@ -197,10 +201,17 @@ def _lookup(
 class _Builder:
     """Turns the decoder's raw dict into frames (one instance per file, used once)."""
 
-    def __init__(self, raw: dict[str, Any], worker: str, source: str) -> None:
+    def __init__(
+        self,
+        raw: dict[str, Any],
+        worker: str,
+        source: str,
+        stats_keys: Collection[str] | None = None,
+    ) -> None:
         self.raw = raw
         self.worker = worker
         self.source = source
+        self.stats_keys = stats_keys
         planes: PlaneTable = raw["planes"]
         self.plane_names = [name or "" for name in planes.name]
         self.plane_ids = np.array(planes.id, dtype=np.int64)
@@ -377,6 +388,7 @@ class _Builder:
             lambda owner: {"event_row": _rows(owner, inverse)},
             tuple(targets.get(key) for key in PROMOTED_STATS),
             written,
+            self.stats_keys,
         )
         for k, (key, dtype) in enumerate(PROMOTED_STATS.items()):
             if key not in targets or not (written[k] or key in from_meta):
@@ -472,11 +484,13 @@ class _Builder:
         lead: Callable[[np.ndarray], dict[str, Any]],
         targets: tuple[tuple[np.ndarray, ...] | None, ...] = (),
         written: np.ndarray | None = None,
+        keys: Collection[str] | None = None,
     ) -> pd.DataFrame:
         """A long stats frame (``stats``, ``plane_stats``, ``metadata_stats``): the rows of
-        stat table ``t`` not promoted to event columns (all rows with ``keep_all``), built in
-        one C pass; ``lead`` gives the leading columns from the kept rows' owners. Consumes
-        ``t``, so its full-length arrays are gone before the frame is assembled.
+        stat table ``t`` not promoted to event columns (all rows with ``keep_all``; only those
+        of ``keys``, when given), built in one C pass; ``lead`` gives the leading columns from
+        the kept rows' owners. Consumes ``t``, so its full-length arrays are gone before the
+        frame is assembled.
 
         In the same pass, the promoted rows go to ``targets`` (per key of ``PROMOTED_STATS``,
         its column from ``_promote_targets`` or None) at their events; ``written`` (int64,
@@ -493,7 +507,12 @@ class _Builder:
             t.pop(c) for c in ("owner", "kind", "key_row", "ival", "sid")
         )
         t.clear()
-        _xplane_fast.long_stats(
+        keep_key = (  # per key code: whether its rows are kept (empty: every key's)
+            np.zeros(0, dtype=np.uint8)
+            if keys is None
+            else np.asarray(key_cats.isin(list(keys)), dtype=np.uint8)
+        )
+        kept = _xplane_fast.long_stats(
             promoted,
             kind,
             key,
@@ -510,8 +529,16 @@ class _Builder:
             dmask,
             targets,
             np.zeros(0, dtype=np.int64) if written is None else written,
+            keep_key,
         )
         del promoted
+        if kept < m:  # some keys' rows left out: the outputs are longer than what was kept
+            m, imask, dval, dmask = (
+                kept,
+                imask[:kept].copy(),
+                dval[:kept].copy(),
+                dmask[:kept].copy(),
+            )
 
         # The kept rows now lead the table's own columns (compacted in place). Columns that are
         # much shorter than their buffer (codes narrower than int32, or most rows promoted to

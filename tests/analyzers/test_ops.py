@@ -11,9 +11,16 @@ import pandas as pd
 import pytest
 
 from analyzers.memory import memory_summary
-from analyzers.ops import memory_timeline, op_comparison, op_stats, ops_per_step
+from analyzers.ops import (
+    BY,
+    OP_STATS_KEYS,
+    memory_timeline,
+    op_comparison,
+    op_stats,
+    ops_per_step,
+)
 from analyzers.steps import find_steps
-from tests.conftest import Capture, shared_trace
+from tests.conftest import Capture, real_xplanes, shared_trace
 from tests.xspace_builder import SpaceBuilder
 from trace_parsers import load
 from trace_parsers.xplane import parse_xplane
@@ -156,6 +163,20 @@ def test_real_gpu_capture_kernels() -> None:
     mem = memory_timeline(f.events, f.stats)
     peak = memory_summary(mem, pd.DataFrame(columns=["worker"])).set_index("allocator")
     assert peak.loc["GPU_4_bfc", "peak_bytes"] > 5 * 2**30
+
+
+@pytest.mark.parametrize("path", real_xplanes(), ids=lambda p: p.name[:40])
+def test_op_tables_read_only_the_stats_they_name(path: Path) -> None:
+    """``podscope ops`` parses only ``OP_STATS_KEYS`` of the stats frame: every table is the
+    same as from the whole parse, on real GPU, ROCm and TPU captures."""
+    full = load(path, cache=False)
+    some = load(path, cache=False, stats_keys=OP_STATS_KEYS)
+    assert set(some.stats["key"].astype(str)) <= OP_STATS_KEYS
+    for by in BY:
+        pd.testing.assert_frame_equal(
+            op_stats(full.events, by=by, stats=full.stats, hlo_ops=full.hlo_ops),
+            op_stats(some.events, by=by, stats=some.stats, hlo_ops=some.hlo_ops),
+        )
 
 
 def tpu_table(tmp_path: Path) -> tuple[Path, pd.DataFrame]:

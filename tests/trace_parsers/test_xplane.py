@@ -170,6 +170,26 @@ def test_stats_kinds_promoted_columns_and_metadata_stats() -> None:
     assert f.metadata_stats["key"].tolist() == ["flops"]
 
 
+def test_stats_keys_keep_only_those_stats_and_every_event_column(tmp_path: Path) -> None:
+    b = SpaceBuilder()
+    p = b.plane("/device:GPU:0")
+    line = p.line(1, "Stream #1")
+    for i in range(50):
+        stats = {"hlo_op": f"fusion.{i % 3}", "shape": f"({i},)", "program_id": i % 2}
+        p.event(line, "fusion", i * 10, 5, correlation_id=i, **stats)  # type: ignore[arg-type]
+    full = parse_xplane(b.bytes(), worker="w")
+    some = parse_xplane(b.bytes(), worker="w", stats_keys={"hlo_op", "program_id", "absent"})
+    pd.testing.assert_frame_equal(full.events, some.events)
+    want = full.stats[full.stats["key"].isin(["hlo_op", "program_id"])]
+    pd.testing.assert_frame_equal(want.reset_index(drop=True), some.stats.reset_index(drop=True))
+    assert len(want) == 100 and len(full.stats) == 150
+    assert parse_xplane(b.bytes(), worker="w", stats_keys=()).stats.empty
+    path = tmp_path / "w.xplane.pb"
+    path.write_bytes(b.bytes())
+    with pytest.raises(ValueError, match="cache=False"):  # partial frames are never cached
+        load(path, stats_keys={"hlo_op"})
+
+
 def test_promoted_numbers_of_any_stat_kind() -> None:
     """Integers exactly (above 2**53 too), doubles truncated, NaN and non-numeric kinds
     missing, from event stats and from event-metadata stats alike; an event stat overrides
