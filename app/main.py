@@ -13,6 +13,7 @@ quarter of Dash's full bundle, whose evaluation was the largest part of every fi
 from __future__ import annotations
 
 import gc
+import logging
 import re
 import threading
 from importlib import resources
@@ -23,7 +24,7 @@ import dash
 import dash_bootstrap_components as dbc
 import plotly.graph_objects as go
 from dash import ALL, Input, Output, State, dcc, html
-from flask import jsonify
+from flask import Flask, jsonify, request
 
 from app import ids
 from app.auth import current_user
@@ -124,6 +125,7 @@ def create_app(config: AppSettings) -> dash.Dash:
     # reads its property schema (a large JSON) for the first figure (0.13 s), the frames'
     # empty templates are built once (0.12 s).
     threading.Thread(target=_warm_up, name="podscope-warm-up", daemon=True).start()
+    _prefetch_pages(app.server)  # after the login check: only for who may see the page
 
     @app.server.route("/healthz")
     def healthz() -> object:
@@ -132,6 +134,42 @@ def create_app(config: AppSettings) -> dash.Dash:
         return jsonify(status="ok", logdir=str(config.logdir), sessions=len(context.store.names()))
 
     return app
+
+
+def _prefetch_pages(server: Flask) -> None:
+    """When the browser asks for a page itself, computes what the page shows in a thread:
+    the browser loads and runs the scripts for 0.3-0.6 s before the page's layout callback
+    comes, and that callback then finds the session loaded and the page's analyses done
+    (``SessionStore.get`` and the analyses' cached properties wait for one another rather
+    than compute twice). GET of a page path only, one at a time per URL; a failure is left
+    for the page's own request to report."""
+    running: set[str] = set()
+    lock = threading.Lock()
+
+    @server.before_request
+    def prefetch() -> None:
+        if request.method != "GET":
+            return
+        page = next((p for p in dash.page_registry.values() if p["path"] == request.path), None)
+        if page is None or not callable(page["layout"]):
+            return
+        url, args = request.full_path, request.args.to_dict()
+        with lock:
+            if url in running:
+                return
+            running.add(url)
+
+        def run() -> None:
+            try:
+                with server.test_request_context(url):
+                    page["layout"](**args)
+            except Exception:  # the page's own request says what is wrong
+                logging.getLogger(__name__).debug("prefetch of %s failed", url, exc_info=True)
+            finally:
+                with lock:
+                    running.discard(url)
+
+        threading.Thread(target=run, name="podscope-prefetch", daemon=True).start()
 
 
 def _warm_up() -> None:

@@ -15,6 +15,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -137,6 +138,9 @@ class SessionStore:
     _jobs: dict[tuple[object, ...], Job] = field(default_factory=dict)
     _failures: dict[tuple[object, ...], tuple[str, ...]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Sessions being loaded in the request threads: a second request (or a page's prefetch,
+    #: ``app.main``) for one waits for the first instead of loading it again.
+    _loading: dict[tuple[object, ...], Future[SessionAnalysis]] = field(default_factory=dict)
 
     def _folders(self) -> dict[str, Path]:
         return session_folders(self.logdir)
@@ -223,11 +227,28 @@ class SessionStore:
             if hit is not None:
                 self._items.move_to_end(key)
                 return hit
-        files = trace_files(path)
-        if self.execution.scheduler is None and len(files) < self.execution.in_process_below:
-            self._keep(key, self._in_process(key, path, files))
-            return self._items[key]
-        raise SessionPreparing(self._job(key, session, path, files))
+            loading = self._loading.get(key)
+            if loading is None:
+                mine = self._loading[key] = Future()
+        if loading is not None:
+            return loading.result()  # the same analysis, or the same error
+        try:
+            files = trace_files(path)
+            if (
+                self.execution.scheduler is not None
+                or len(files) >= self.execution.in_process_below
+            ):
+                raise SessionPreparing(self._job(key, session, path, files))
+            analysis = self._in_process(key, path, files)
+            self._keep(key, analysis)
+            mine.set_result(analysis)
+            return analysis
+        except BaseException as e:
+            mine.set_exception(e)
+            raise
+        finally:
+            with self._lock:
+                del self._loading[key]
 
     def _in_process(
         self, key: tuple[object, ...], path: Path, files: list[Path]

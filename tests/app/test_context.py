@@ -89,3 +89,51 @@ def test_the_capture_form_is_checked_on_the_server() -> None:
             bad[0] == {} and bad[1] and bad[1].startswith(("Duration", "Delay", "Retries", "Host"))
         )
     assert "5 is outside 100–60,000" in str(capture_form(5, 500, "2", "0", 2)[1])
+
+
+def test_a_session_asked_for_twice_at_once_is_loaded_once(tmp_path: Path) -> None:
+    import threading
+
+    from app.store import SessionStore
+    from tests.analyzers.test_breakdown import worker_trace
+
+    (tmp_path / "plugins" / "profile" / "s").mkdir(parents=True)
+    (tmp_path / "plugins" / "profile" / "s" / "h_1.xplane.pb").write_bytes(worker_trace("h_1", 3))
+    store = SessionStore(tmp_path, cache_dir=tmp_path / "cache")
+    loads, entered, release = [], threading.Event(), threading.Event()
+    real = store._in_process
+
+    def held(*args):  # type: ignore[no-untyped-def]
+        loads.append(args)
+        entered.set()
+        release.wait(30)
+        return real(*args)
+
+    store._in_process = held  # type: ignore[method-assign]
+    got: list[object] = []
+    first = threading.Thread(target=lambda: got.append(store.get("s")))
+    first.start()
+    assert entered.wait(30)
+    second = threading.Thread(target=lambda: got.append(store.get("s")))
+    second.start()
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert len(loads) == 1 and len(got) == 2 and got[0] is got[1]
+
+
+def test_a_page_request_prepares_its_session_before_the_layout_callback(tmp_path: Path) -> None:
+    import time
+
+    from tests.analyzers.test_breakdown import worker_trace
+
+    (tmp_path / "plugins" / "profile" / "s").mkdir(parents=True)
+    (tmp_path / "plugins" / "profile" / "s" / "h_1.xplane.pb").write_bytes(worker_trace("h_1", 3))
+    app = create_app(AppSettings(logdir=tmp_path, cache_dir=tmp_path / "cache"))
+    with app.server.test_request_context("/"):
+        store = current().store
+    assert app.server.test_client().get("/pod?session=s").status_code == 200
+    deadline = time.monotonic() + 60  # the state, not a time: the session is loaded
+    while not store._items and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [key[0] for key in store._items] == ["s"]  # no callback asked for it
