@@ -110,48 +110,78 @@ def _loaded(page: Any, path: str) -> None:
     _settled(page)
 
 
+def _first_load(
+    browser: Any, page: Any, logdir: Path, cache: Path, port: int, url: str, visitor: str
+) -> float:
+    """Seconds until ``url`` is loaded (``_loaded``) as the first page of a restarted server
+    (its disk cache warm), in ``page`` (a returning browser) or a new browser context."""
+    server = _Server(logdir, cache, port)
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    tab = context.new_page() if visitor.startswith("new") else page
+    if tab is not page:
+        tab.add_init_script(HOOK)
+    try:
+        t = time.perf_counter()
+        tab.goto(server.base + url)
+        _loaded(tab, url.split("?")[0])
+        return time.perf_counter() - t
+    finally:
+        context.close()
+        server.stop()
+
+
+#: The shared samples (../shared/traces/xplane, when present), each a session of its own.
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces" / "xplane"
+SAMPLES = {
+    "V100 ×8 TF": "gpu_tf_multiworker_v100/34.83.195.179_6003.xplane.pb",
+    "TPU": "tpu_xprof/tpu_inference_2.xplane.pb",
+    "ROCm JAX": "rocm_jax_tracelens/traces__mi300__jax08_attention__tw003.xplane.pb",
+}
+MAIN = "bench capture"
+
+
 def bench_browser(
     capture: Path, keys: str = "wwwwaaddsssdawsadwswdsa", restarts: int = 3
 ) -> dict[str, Any]:
-    """First loads (each page as the first after a restart, ``restarts`` times), Timeline
-    opening and keys on ``capture`` (one worker's XPlane file)."""
+    """First loads (each page as the first after a restart: ``restarts`` times on
+    ``capture``, once on each shared sample), Timeline opening and keys on ``capture`` (one
+    worker's XPlane file)."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="podscope-bench-app-") as tmp:
         logdir, cache = Path(tmp) / "logdir", Path(tmp) / "cache"
-        for s in ("2026_01_01_00_00_00", "2026_01_01_00_00_01"):
-            (logdir / "plugins" / "profile" / s).mkdir(parents=True)
-            shutil.copy(capture, logdir / "plugins" / "profile" / s / "localhost_6000.xplane.pb")
+        sources = {s: capture for s in ("2026_01_01_00_00_00", "2026_01_01_00_00_01")}
+        sources |= {f"2026_01_02_00_00_0{i}": SHARED / f for i, f in enumerate(SAMPLES.values())}
+        for s, source in sources.items():
+            if source.exists():
+                (logdir / "plugins" / "profile" / s).mkdir(parents=True)
+                shutil.copy(source, logdir / "plugins" / "profile" / s / source.name)
         session = "?session=2026_01_01_00_00_01&baseline=2026_01_01_00_00_00"
-        out: dict[str, Any] = {"first load": {k: {} for k in VISITORS}}
+        queries = {MAIN: (session, restarts)} | {
+            name: (f"?session=2026_01_02_00_00_0{i}", 1)
+            for i, (name, f) in enumerate(SAMPLES.items())
+            if (SHARED / f).exists()
+        }
+        out: dict[str, Any] = {"first load": {q: {k: {} for k in VISITORS} for q in queries}}
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True)
             server = _Server(logdir, cache)
             port = server.port  # one origin throughout: a returning browser's cache holds
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
             page.add_init_script(HOOK)
-            for path in PAGES:  # fills the on-disk cache (and the returning browser's)
-                page.goto(server.base + path + session)
-                _loaded(page, path)
-            server.stop()
-            for _ in range(restarts):  # each page the first one a restarted server shows
+            for query, _ in queries.values():  # fills the disk cache (and the browser's)
                 for path in PAGES:
-                    for visitor in VISITORS:
-                        server = _Server(logdir, cache, port)  # reads the disk cache
-                        new = visitor.startswith("new")
-                        context = browser.new_context(viewport={"width": 1600, "height": 1000})
-                        tab = context.new_page() if new else page
-                        if new:
-                            tab.add_init_script(HOOK)
-                        try:
-                            t = time.perf_counter()
-                            tab.goto(server.base + path + session)
-                            _loaded(tab, path)
-                            took = time.perf_counter() - t
-                            out["first load"][visitor].setdefault(path, []).append(took)
-                        finally:
-                            context.close()
-                            server.stop()
+                    page.goto(server.base + path + query)
+                    _loaded(page, path)
+            server.stop()
+            for name, (query, times) in queries.items():
+                for _ in range(times):  # each page the first one a restarted server shows
+                    for path in PAGES:
+                        for visitor in VISITORS:
+                            took = _first_load(
+                                browser, page, logdir, cache, port, path + query, visitor
+                            )
+                            out["first load"][name][visitor].setdefault(path, []).append(took)
             server = _Server(logdir, cache)
             try:
                 url = server.base + "/timeline" + session
@@ -196,12 +226,13 @@ def report(r: dict[str, Any], n_events: int) -> None:
             f"   {'≤ ' + str(target) if target else ''}{ratio}"
         )
     print("first load, each page the first after a restart (disk cache warm), target ≤ 1.5 s:")
-    print(f"  {'':14} " + "".join(f"{v + ' median/max':>32}" for v in VISITORS))
-    for path in PAGES:
-        cells = []
-        for visitor in VISITORS:
-            s = r["first load"][visitor][path]
-            mid = statistics.median(s)
-            ok = "ok" if mid <= TARGETS["first load"] else "OVER"
-            cells.append(f"{mid:6.2f}s {max(s):5.2f}s {ok:>4}")
-        print(f"  {path:14} " + "".join(f"{c:>32}" for c in cells))
+    for name, loads in r["first load"].items():
+        print(f"  {name:14} " + "".join(f"{v + ' median/max':>32}" for v in VISITORS))
+        for path in PAGES:
+            cells = []
+            for visitor in VISITORS:
+                s = loads[visitor][path]
+                mid = statistics.median(s)
+                ok = "ok" if mid <= TARGETS["first load"] else "OVER"
+                cells.append(f"{mid:6.2f}s {max(s):5.2f}s {ok:>4}")
+            print(f"    {path:12} " + "".join(f"{c:>32}" for c in cells))
