@@ -116,9 +116,10 @@ def _first_load(
     """Seconds until ``url`` is loaded (``_loaded``) as the first page of a restarted server
     (its disk cache warm), in ``page`` (a returning browser) or a new browser context."""
     server = _Server(logdir, cache, port)
-    context = browser.new_context(viewport={"width": 1600, "height": 1000})
-    tab = context.new_page() if visitor.startswith("new") else page
-    if tab is not page:
+    new = visitor.startswith("new")
+    context = browser.new_context(viewport={"width": 1600, "height": 1000}) if new else None
+    tab = context.new_page() if context else page
+    if context:
         tab.add_init_script(HOOK)
     try:
         t = time.perf_counter()
@@ -126,7 +127,8 @@ def _first_load(
         _loaded(tab, url.split("?")[0])
         return time.perf_counter() - t
     finally:
-        context.close()
+        if context:
+            context.close()
         server.stop()
 
 
