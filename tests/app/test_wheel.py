@@ -40,6 +40,8 @@ def test_wheel_ships_assets_protos_and_decoder_and_serves_them(tmp_path: Path) -
     for expected in (
         "assets/bootstrap.min.css",
         "assets/podscope.css",
+        "assets/plotly-podscope.min.js",  # without it the pages load Dash's full plotly.js
+        "assets/PLOTLY_LICENSE",
         "collectors/proto/trace_export_pb2.py",
         "trace_parsers/proto/xplane_pb2.py",
         "app/pages/pod_viewer.py",
