@@ -45,8 +45,11 @@ def plotly_bundle_fits() -> bool:
     loads the package's full plotly.js, as it would without it."""
     from plotly.offline import get_plotlyjs_version
 
-    with resources.files("assets").joinpath(PLOTLY_BUNDLE).open(encoding="utf-8") as f:
-        ours = re.search(r"plotly\.js v(\d+)\.", f.readline())
+    try:
+        with resources.files("assets").joinpath(PLOTLY_BUNDLE).open(encoding="utf-8") as f:
+            ours = re.search(r"plotly\.js v(\d+)\.", f.readline())
+    except OSError:  # not installed with the package: Dash's own is there
+        return False
     return ours is not None and ours.group(1) == get_plotlyjs_version().split(".")[0]
 
 
