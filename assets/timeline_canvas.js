@@ -39,6 +39,13 @@
     return rows;
   }
 
+  // The bars the server sent, or null while the graph still shows the empty figure it is
+  // first drawn with (a key, drag or hover then has nothing to act on yet).
+  function dataOf(gd) {
+    const fl = gd._fullLayout;
+    return (fl && fl.meta && fl.meta.tl) || null;
+  }
+
   function canvasOf(gd) {
     let cv = gd.querySelector("canvas.podscope-tl");
     if (!cv) {
@@ -55,7 +62,7 @@
 
   function draw(gd) {
     const fl = gd._fullLayout;
-    const tl = fl && fl.meta && fl.meta.tl;
+    const tl = dataOf(gd);
     if (!tl || !fl.xaxis || !fl.yaxis) return;
     const size = fl._size;
     const xa = fl.xaxis;
@@ -133,7 +140,8 @@
   // The bar under a point of the plot area (px from its top left), or -1.
   function barAt(gd, px, py) {
     const fl = gd._fullLayout;
-    const tl = fl.meta.tl;
+    const tl = dataOf(gd);
+    if (!tl) return -1;
     const row = Math.round(fl.yaxis.p2l(py));
     const list = rowIndex(tl).get(row);
     if (!list) return -1;
@@ -167,12 +175,12 @@
   function hover(gd, e) {
     const tip = tipOf(gd);
     const [px, py] = plotPoint(gd, e);
-    const i = gd._fullLayout && gd._fullLayout.meta ? barAt(gd, px, py) : -1;
+    const i = barAt(gd, px, py);
     if (i < 0) {
       tip.style.display = "none";
       return;
     }
-    const tl = gd._fullLayout.meta.tl;
+    const tl = dataOf(gd);
     tip.textContent = "";
     const name = document.createElement("b");
     name.textContent = tl.names[tl.n[i]];
@@ -227,7 +235,8 @@
       "xaxis.range[0]" in ev ? [ev["xaxis.range[0]"], ev["xaxis.range[1]"]] : null
     );
     if (!range) return; // autosize and the like: not the user's doing
-    const tl = gd._fullLayout.meta.tl;
+    const tl = dataOf(gd);
+    if (!tl) return; // the empty figure before the first bars: the server's window will come
     const a = Number(range[0]);
     const b = Number(range[1]);
     remember(gd, [a, b]);
@@ -257,7 +266,7 @@
       const [px, py] = plotPoint(gd, e);
       const i = barAt(gd, px, py);
       if (i < 0) return;
-      const tl = gd._fullLayout.meta.tl;
+      const tl = dataOf(gd);
       window.dash_clientside.set_props("tl-click", {
         data: { worker: tl.workers[tl.w[i]], row: tl.row[i], at: Date.now() },
       });
@@ -274,13 +283,14 @@
       const gd = document.querySelector(GD);
       const [px, py] = plotPoint(gd, { clientX: x, clientY: y });
       const i = barAt(gd, px, py);
-      const tl = gd._fullLayout.meta.tl;
+      const tl = dataOf(gd);
       return i < 0 ? null : { name: tl.names[tl.n[i]], worker: tl.workers[tl.w[i]], row: tl.row[i] };
     },
     barOnPage: function (pred) {
       const gd = document.querySelector(GD);
       const fl = gd._fullLayout;
-      const tl = fl.meta.tl;
+      const tl = dataOf(gd);
+      if (!tl) return null;
       const size = fl._size;
       const box = gd.getBoundingClientRect();
       let best = null;

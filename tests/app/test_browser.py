@@ -283,6 +283,43 @@ def wait_range(page, before: list[float]) -> list[float]:  # type: ignore[no-unt
     return x_range(page)
 
 
+def test_keys_drags_and_clicks_before_the_first_bars_come_are_harmless(page, server) -> None:  # type: ignore[no-untyped-def]
+    """The graph is first drawn empty, before its figure's callback answers (slowly on a busy
+    machine): W/A/S/D, a drag, a hover and a click on it then raise nothing, and the bars come
+    and answer keys as usual."""
+    held: list[object] = []
+
+    def hold_figure(route) -> None:  # type: ignore[no-untyped-def]
+        body = route.request.post_data or ""
+        (held.append(route) if "tl-graph.figure" in body else route.continue_())
+
+    callbacks = re.compile(r"/_dash-update-component")
+    page.route(callbacks, hold_figure)
+    page.goto(server + "/timeline?session=2026_01_01_00_00_00")
+    page.wait_for_function(f"{GD} && {GD}._podscopeCanvas")  # the empty graph, bars held
+    assert held and page.evaluate(f"!{GD}._podscopeDraws")
+    box = page.locator("#tl-graph .nsewdrag").first.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.2, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.4, y, steps=5)
+    page.mouse.up()
+    page.locator("body").click(position={"x": 5, "y": 5})
+    for key in "wasd":
+        page.keyboard.press(key)
+    page.mouse.click(box["x"] + box["width"] * 0.3, y)
+    for route in held:
+        route.continue_()  # type: ignore[attr-defined]
+    page.unroute(callbacks)
+    page.wait_for_function(TL_DRAWN)
+    settle(page)
+    before = x_range(page)
+    page.locator("body").click(position={"x": 5, "y": 5})
+    page.keyboard.press("w")
+    page.wait_for_function(f"b => {GD}.layout.xaxis.range[0] !== b[0]", arg=before)
+    assert page.errors == []
+
+
 def test_timeline_zoom_and_keys_stay_where_the_user_put_them(page, server) -> None:  # type: ignore[no-untyped-def]
     page.goto(server + "/timeline?session=2026_01_01_00_00_00")
     settle(page)

@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.app.test_browser import ARTIFACTS, GD, serving, settle, x_range
+from tests.app.test_browser import ARTIFACTS, GD, TL_DRAWN, serving, settle, x_range
 from tests.conftest import SHARED_TRACES
 from trace_parsers.loader import session_folders
 
@@ -181,7 +181,7 @@ def crawl_timeline(v: Visit) -> None:
     page = v.page
     if not page.locator("#tl-graph").count():
         return
-    page.wait_for_function(f"{GD}?.layout?.xaxis?.range !== undefined")
+    page.wait_for_function(TL_DRAWN)  # the bars, not the empty graph drawn before them
     full = x_range(page)
     drag = page.locator("#tl-graph .nsewdrag").first
     drag.scroll_into_view_if_needed()
