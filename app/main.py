@@ -144,8 +144,10 @@ def _prefetch_pages(server: Flask) -> None:
     the browser loads and runs the scripts for 0.3-0.6 s before the page's layout callback
     comes, and that callback then finds the session loaded and the page's analyses done
     (``SessionStore.get`` and the analyses' cached properties wait for one another rather
-    than compute twice). GET of a page path only, one at a time per URL; a failure is left
-    for the page's own request to report."""
+    than compute twice). GET of a page path only, one at a time per URL, and only sessions
+    loaded in the request (``SessionStore.loads_here``): a big session's job is the page's to
+    start, and how it ended is the page's to say. A failure is left for the page's own request
+    to report."""
     running: set[str] = set()
     lock = threading.Lock()
 
@@ -165,7 +167,11 @@ def _prefetch_pages(server: Flask) -> None:
         def run() -> None:
             try:
                 with server.test_request_context(url):
-                    page["layout"](**args)
+                    store = current().store
+                    names = store.names()
+                    session = args.get("session") or (names[0] if names else "")
+                    if session and store.loads_here(session):  # no job started or reported
+                        page["layout"](**args)
             except Exception:  # the page's own request says what is wrong
                 logging.getLogger(__name__).debug("prefetch of %s failed", url, exc_info=True)
             finally:

@@ -209,6 +209,26 @@ class SessionStore:
         except (layout.LayoutError, OSError) as e:
             raise SessionError(f"session {session}: {e}") from None
 
+    def _key(self, session: str) -> tuple[Path, tuple[object, ...]]:
+        """The session's folder, and the key of its analysis: its files as they are now."""
+        path = self.path(session)
+        files = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in trace_files(path))
+        return path, (session, PARSER_VERSION, files)
+
+    def loads_here(self, session: str) -> bool:
+        """Whether ``get`` answers from memory or loads the session in the calling thread,
+        rather than starting a background job or reporting how the last one ended (once, to
+        whoever asks next): what a page's prefetch (``app.main``) may do ahead of the page."""
+        try:
+            path, key = self._key(session)
+        except (SessionError, OSError):
+            return False
+        with self._lock:
+            if key in self._items:
+                return True
+        in_process = len(trace_files(path)) < self.execution.in_process_below
+        return self.execution.scheduler is None and in_process
+
     def get(self, session: str) -> SessionAnalysis:
         """The session's analysis (from memory, the disk cache, or parsed now).
 
@@ -216,12 +236,7 @@ class SessionStore:
             SessionError: bad or unknown session name.
             TraceParseError: no file of the session could be parsed.
         """
-        path = self.path(session)
-        key = (
-            session,
-            PARSER_VERSION,
-            tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in trace_files(path)),
-        )
+        path, key = self._key(session)
         with self._lock:
             hit = self._items.get(key)
             if hit is not None:

@@ -137,3 +137,21 @@ def test_a_page_request_prepares_its_session_before_the_layout_callback(tmp_path
     while not store._items and time.monotonic() < deadline:
         time.sleep(0.05)
     assert [key[0] for key in store._items] == ["s"]  # no callback asked for it
+
+
+def test_a_prefetch_loads_only_what_the_request_would_load_itself(tmp_path: Path) -> None:
+    """A big session's job (and how the last one ended, said once) is the page's own."""
+    from dataclasses import replace
+
+    from app.store import SessionStore
+    from tests.analyzers.test_breakdown import worker_trace
+
+    for name, workers in (("small", 1), ("big", 3)):
+        (tmp_path / "plugins" / "profile" / name).mkdir(parents=True)
+        for w in range(workers):
+            trace = worker_trace(f"h_{w}", 3)
+            (tmp_path / "plugins" / "profile" / name / f"h_{w}.xplane.pb").write_bytes(trace)
+    store = SessionStore(tmp_path, cache_dir=tmp_path / "cache")
+    store.execution = replace(store.execution, in_process_below=2)
+    assert store.loads_here("small") and not store.loads_here("big")
+    assert not store.loads_here("../outside") and not store.loads_here("absent")
