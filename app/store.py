@@ -226,8 +226,11 @@ class SessionStore:
         with self._lock:
             if key in self._items:
                 return True
-        in_process = len(trace_files(path)) < self.execution.in_process_below
-        return self.execution.scheduler is None and in_process
+        return self._in_request(trace_files(path))
+
+    def _in_request(self, files: Sequence[Path]) -> bool:
+        """Whether a session of ``files`` is loaded in the request, not by a background job."""
+        return self.execution.scheduler is None and len(files) < self.execution.in_process_below
 
     def get(self, session: str) -> SessionAnalysis:
         """The session's analysis (from memory, the disk cache, or parsed now).
@@ -249,10 +252,7 @@ class SessionStore:
             return loading.result()  # the same analysis, or the same error
         try:
             files = trace_files(path)
-            if (
-                self.execution.scheduler is not None
-                or len(files) >= self.execution.in_process_below
-            ):
+            if not self._in_request(files):
                 raise SessionPreparing(self._job(key, session, path, files))
             analysis = self._in_process(key, path, files)
             self._keep(key, analysis)
