@@ -258,6 +258,18 @@ GD = "document.querySelector('#tl-graph .js-plotly-plot')"
 TL_DRAWN = f"{GD}?._podscopeDraws > 0"
 
 
+def drag_across(page, a: float, b: float) -> tuple[dict[str, float], float]:  # type: ignore[no-untyped-def]
+    """Drags across the Timeline's plot at mid-height from ``a`` to ``b`` (shares of its
+    width), as a person zooms with the mouse; the plot's box and the height dragged at."""
+    box = page.locator("#tl-graph .nsewdrag").first.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * a, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * b, y, steps=5)
+    page.mouse.up()
+    return box, y
+
+
 def x_range(page) -> list[float]:  # type: ignore[no-untyped-def]
     return [float(v) for v in page.evaluate(f"{GD}.layout.xaxis.range")]
 
@@ -298,12 +310,7 @@ def test_keys_drags_and_clicks_before_the_first_bars_come_are_harmless(page, ser
     page.goto(server + "/timeline?session=2026_01_01_00_00_00")
     page.wait_for_function(f"{GD} && {GD}._podscopeCanvas")  # the empty graph, bars held
     assert held and page.evaluate(f"!{GD}._podscopeDraws")
-    box = page.locator("#tl-graph .nsewdrag").first.bounding_box()
-    y = box["y"] + box["height"] / 2
-    page.mouse.move(box["x"] + box["width"] * 0.2, y)
-    page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] * 0.4, y, steps=5)
-    page.mouse.up()
+    box, y = drag_across(page, 0.2, 0.4)
     page.locator("body").click(position={"x": 5, "y": 5})
     for key in "wasd":
         page.keyboard.press(key)
@@ -331,12 +338,7 @@ def test_timeline_zoom_and_keys_stay_where_the_user_put_them(page, server) -> No
     assert ticks and all(t.startswith("10.0.0.1_6000 › ") for t in ticks), ticks
     assert not any("/" in t.split(" › ", 1)[1] for t in ticks)
     # drag a zoom over 2 % of the width: it stays 2 s later
-    box = page.locator("#tl-graph .nsewdrag").first.bounding_box()
-    y = box["y"] + box["height"] / 2
-    page.mouse.move(box["x"] + box["width"] * 0.10, y)
-    page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] * 0.12, y, steps=5)
-    page.mouse.up()
+    box, y = drag_across(page, 0.10, 0.12)
     zoomed = wait_range(page, full)
     width = zoomed[1] - zoomed[0]
     assert width < 0.05 * (full[1] - full[0])
