@@ -66,8 +66,8 @@ _OP_STATS_COLUMNS = [
 _KERNEL_FIELDS = ("regs", "shm", "static_shared", "dynamic_shared", "occ_pct")
 #: The stats the op tables read from the ``stats`` frame: TPU ops' device time, and the HLO
 #: instruction (and its program) of XLA kernels. ``podscope ops`` parses only these.
-DEVICE_DURATION, XLA_KERNEL_STATS = "device_duration_ps", ("hlo_op", "program_id")
-OP_STATS_KEYS = frozenset({DEVICE_DURATION, *XLA_KERNEL_STATS})
+DEVICE_DURATION, HLO_OP, PROGRAM_ID = "device_duration_ps", "hlo_op", "program_id"
+OP_STATS_KEYS = frozenset({DEVICE_DURATION, HLO_OP, PROGRAM_ID})
 
 
 def op_events(
@@ -199,9 +199,9 @@ def _xla_kernels(
     # Kernel names by code (host rows -1): no per-row strings for the common case.
     codes = np.where(on_device, name.cat.codes.to_numpy(), -1)
     plain = pd.Categorical.from_codes(codes, categories=name.cat.categories)
-    if XLA_KERNEL_STATS[0] not in stats["key"].cat.categories:
+    if HLO_OP not in stats["key"].cat.categories:
         return ops.assign(device_op=plain)
-    got = _row_stats(ops, stats, set(XLA_KERNEL_STATS))
+    got = _row_stats(ops, stats, {HLO_OP, PROGRAM_ID})
     rows = np.flatnonzero(on_device & pd.notna(got["hlo_op"]))
     if not len(rows):
         return ops.assign(device_op=plain)
