@@ -2,6 +2,7 @@
 
     >>> from app.main import create_app
     >>> from app.settings import AppSettings
+from app.store import SessionStore
     >>> create_app(AppSettings(logdir=Path("runs"))).run(host="127.0.0.1", port=8050)
 
 Pages live in ``app/pages`` (one per file, ``dash.register_page``). Everything is served from
@@ -19,19 +20,20 @@ import threading
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import dash
 import dash_bootstrap_components as dbc
 import plotly.graph_objects as go
-from dash import ALL, Input, Output, State, dcc, html
-from flask import Flask, jsonify, request
+from dash import ALL, ClientsideFunction, Input, Output, State, dcc, html
+from flask import Flask, has_request_context, jsonify, request
 
 from app import ids
 from app.auth import current_user
 from app.auth import install as install_auth
 from app.context import AppContext, attach, current
-from app.pages._common import query_of
 from app.settings import AppSettings
+from app.store import SessionStore
 from trace_parsers.schema import SCHEMA, empty_frame
 
 PAGES_DIR = Path(__file__).parent / "pages"
@@ -53,7 +55,21 @@ def plotly_bundle_fits() -> bool:
     return ours is not None and ours.group(1) == get_plotlyjs_version().split(".")[0]
 
 
-def _navbar(login: bool) -> dbc.Navbar:
+def _page_url() -> dict[str, str]:
+    """The shell's Location as the page's URL, when the browser said it (the Referer of
+    Dash's layout request, same origin): a Location that holds its URL reports nothing when
+    it mounts, so no callback on the URL waits for the page's own and then costs a round trip
+    and a render. Without a Referer the Location reports the URL itself, as it would anyway."""
+    if not has_request_context():  # Dash may check the layout at start-up
+        return {}
+    page = urlsplit(request.referrer or "")
+    if page.netloc != request.host or not page.path:
+        return {}
+    search = f"?{page.query}" if page.query else ""
+    return {"pathname": page.path, "search": search, "hash": "", "href": request.referrer}
+
+
+def _navbar(login: bool, sessions: list[dict[str, str]]) -> dbc.Navbar:
     links = [
         dbc.NavItem(
             dbc.NavLink(
@@ -72,6 +88,7 @@ def _navbar(login: bool) -> dbc.Navbar:
                 html.Div(
                     dcc.Dropdown(
                         id=ids.SESSION_PICKER,
+                        options=sessions,
                         placeholder="session…",
                         clearable=False,
                         style={"minWidth": "280px"},
@@ -116,13 +133,18 @@ def create_app(config: AppSettings) -> dash.Dash:
     app.server.config["MAX_CONTENT_LENGTH"] = (
         config.max_upload_mb * 2**20 * 4 // 3 + 2**20
     )  # base64 overhead
-    app.layout = html.Div(
-        [
-            dcc.Location(id=ids.URL, refresh="callback-nav"),
-            _navbar(login=config.auth.enabled),
-            dbc.Container([html.Div(id=ids.SESSION_ALERT), dash.page_container], fluid=True),
-        ]
-    )
+
+    def shell() -> html.Div:
+        """Read for each browser's first request (the session list as it is now)."""
+        return html.Div(
+            [
+                dcc.Location(id=ids.URL, refresh="callback-nav", **_page_url()),
+                _navbar(config.auth.enabled, session_options(context.store)),
+                dbc.Container([html.Div(id=ids.SESSION_ALERT), dash.page_container], fluid=True),
+            ]
+        )
+
+    app.layout = shell
 
     # One-time costs of the first page a user opens, paid here off the request path: Plotly
     # reads its property schema (a large JSON) for the first figure (0.13 s), the frames'
@@ -191,77 +213,52 @@ def _warm_up() -> None:
     gc.freeze()
 
 
-#: What the navbar carries from page to page.
-KEPT_ACROSS_PAGES = ("session", "worker", "step", "device")
-#: Pages about every session (not one): their links do not carry the session.
-_NOT_PER_SESSION = {"/", "/capture"}
+def session_options(store: SessionStore) -> list[dict[str, str]]:
+    """The session picker's options: every session, newest first, labelled with its label
+    when it has one (``train/2026_… · baseline``; one ``capture.json`` read per session)."""
+    labels = {s.name: s.label for s in store.summaries()}
+    return [{"label": n + (f" · {labels[n]}" if labels.get(n) else ""), "value": n} for n in labels]
 
 
-@dash.callback(
+# The navbar's links and the picker's value follow the URL in the browser (assets/shell.js):
+# no request of theirs after a page's own.
+dash.clientside_callback(
+    ClientsideFunction("podscopeShell", "nav"),
     Output({"type": ids.NAV_LINK, "path": ALL}, "href"),
     Output({"type": ids.NAV_LINK, "path": ALL}, "active"),
     Input(ids.URL, "pathname"),
     Input(ids.URL, "search"),
     State({"type": ids.NAV_LINK, "path": ALL}, "id"),
 )
-def _nav_keeps_session(
-    pathname: str | None, search: str | None, links: list[dict[str, str]]
-) -> tuple[list[str], list[bool]]:
-    """Moving between pages keeps the session, worker, step and device the user is looking at
-    (what each page's own view means stays with that page); the page shown is marked."""
-    from urllib.parse import urlencode
-
-    query = query_of(search)
-    kept = {k: query[k] for k in KEPT_ACROSS_PAGES if query.get(k)}
-    hrefs = [
-        link["path"]
-        if not kept or link["path"] in _NOT_PER_SESSION
-        else f"{link['path']}?{urlencode(kept)}"
-        for link in links
-    ]
-    return hrefs, [link["path"] == (pathname or "/") for link in links]
-
-
-@dash.callback(
-    Output(ids.SESSION_PICKER, "options"),
+dash.clientside_callback(
+    ClientsideFunction("podscopeShell", "session"),
     Output(ids.SESSION_PICKER, "value"),
     Input(ids.URL, "search"),
-    Input(ids.URL, "pathname"),
-    State(ids.SESSION_PICKER, "options"),
+    Input(ids.SESSION_PICKER, "options"),
 )
-def _sync_picker(
-    search: str | None, pathname: str | None, shown: list[dict[str, str]] | None
-) -> tuple[Any, str | None]:
-    """Every session, labelled with its label when it has one (``train/2026_… · baseline``).
-    The labels (one ``capture.json`` read per session) are read again only when the sessions
-    changed or on the Sessions page, where they are edited, not on every control's URL."""
-    names = current().store.names()
-    if shown and pathname != "/" and [o["value"] for o in shown] == names:
-        options: Any = dash.no_update
-    else:
-        labels = {s.name: s.label for s in current().store.summaries()}
-        options = [
-            {"label": n + (f" · {labels[n]}" if labels.get(n) else ""), "value": n} for n in names
-        ]
-    wanted = query_of(search).get("session")
-    if wanted is None:
-        return options, names[0] if names else None
-    # A session that is not in the list stays unselected: the page explains why (never a
-    # silent switch to another session).
-    return options, wanted if wanted in names else None
-
-
-@dash.callback(
+dash.clientside_callback(
+    ClientsideFunction("podscopeShell", "pickerToUrl"),
     Output(ids.URL, "search"),
     Input(ids.SESSION_PICKER, "value"),
     State(ids.URL, "search"),
     prevent_initial_call=True,
 )
-def _picker_to_url(session: str | None, search: str | None) -> object:
-    from urllib.parse import urlencode
 
-    query = query_of(search)
-    if not session or query.get("session") == session:
+
+@dash.callback(
+    Output(ids.SESSION_PICKER, "options"),
+    Input(ids.URL, "search"),
+    Input(ids.URL, "pathname"),
+    State(ids.SESSION_PICKER, "options"),
+    prevent_initial_call=True,  # the layout brings them
+)
+def _refresh_sessions(
+    _search: str | None, pathname: str | None, shown: list[dict[str, str]] | None
+) -> Any:
+    """Sessions added or removed since the layout came: the list is read again when the URL
+    moves, the labels only when the sessions changed or on the Sessions page (where they are
+    edited)."""
+    store = current().store
+    if shown and pathname != "/" and [o["value"] for o in shown] == store.names():
         return dash.no_update
-    query = {"session": session}  # a new session: step/worker of the old one do not apply
-    return "?" + urlencode(query)
+    return session_options(store)

@@ -3,14 +3,14 @@
 (function () {
   function pageName() {
     for (const a of document.querySelectorAll(".podscope-nav .nav-link")) {
-      if (new URL(a.href, location.href).pathname === location.pathname) return a.innerText.trim();
+      if (new URL(a.href, location.href).pathname === location.pathname) return a.textContent.trim();
     }
     return "";
   }
   function name() {
     if (document.title.includes(" · ")) return;
     const session = new URLSearchParams(location.search).get("session")
-      || (document.querySelector("#shell-session .Select-value-label") || {}).innerText;
+      || (document.querySelector("#shell-session .Select-value-label") || {}).textContent;
     const parts = [pageName(), location.pathname === "/" || location.pathname === "/capture" ? "" : session, "PodScope"];
     const title = parts.filter(Boolean).join(" · ");
     if (title !== document.title) document.title = title; // an equal write would loop the observer

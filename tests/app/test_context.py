@@ -155,3 +155,54 @@ def test_a_prefetch_loads_only_what_the_request_would_load_itself(tmp_path: Path
     store.execution = replace(store.execution, in_process_below=2)
     assert store.loads_here("small") and not store.loads_here("big")
     assert not store.loads_here("../outside") and not store.loads_here("absent")
+
+
+def test_the_layout_holds_the_pages_url_and_the_sessions_so_nothing_fires_on_load(
+    tmp_path: Path,
+) -> None:
+    """Dash's layout request brings the page's URL (its Referer) into the shell's Location and
+    the session list into the picker: the Location has nothing to report when it mounts, so no
+    request of the shell's follows the page's own. Another origin's, or none, leaves the
+    Location to report the URL itself."""
+    import json
+
+    from tests.analyzers.test_breakdown import worker_trace
+
+    for name in ("2026_01_01_00_00_00", "2026_01_02_00_00_00"):
+        (tmp_path / "plugins" / "profile" / name).mkdir(parents=True)
+        trace = worker_trace("h_1", 3)
+        (tmp_path / "plugins" / "profile" / name / "h_1.xplane.pb").write_bytes(trace)
+    client = create_app(AppSettings(logdir=tmp_path, cache_dir=tmp_path / "cache")).server
+    client = client.test_client()
+
+    def shell(referrer: str | None) -> dict[str, dict]:
+        headers = {"Referer": referrer} if referrer else {}
+        layout = json.loads(client.get("/_dash-layout", headers=headers).data)
+        found: dict[str, dict] = {}
+
+        def walk(node: object) -> None:
+            if isinstance(node, dict):
+                if isinstance(node.get("props"), dict) and "id" in node["props"]:
+                    found[str(node["props"]["id"])] = node["props"]
+                for v in node.values():
+                    walk(v)
+            elif isinstance(node, list):
+                for v in node:
+                    walk(v)
+
+        walk(layout)
+        return found
+
+    page = "http://localhost/ops?session=2026_01_01_00_00_00&by=type"
+    props = shell(page)
+    assert {k: props["shell-url"].get(k) for k in ("pathname", "search", "href", "hash")} == {
+        "pathname": "/ops",
+        "search": "?session=2026_01_01_00_00_00&by=type",
+        "href": page,
+        "hash": "",
+    }
+    options = props["shell-session"]["options"]
+    assert [o["value"] for o in options] == ["2026_01_02_00_00_00", "2026_01_01_00_00_00"]
+    assert shell("http://localhost/")["shell-url"]["search"] == ""
+    for elsewhere in ("http://evil.example/ops?session=x", None):
+        assert "pathname" not in shell(elsewhere)["shell-url"]
