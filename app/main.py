@@ -37,6 +37,33 @@ from app.store import SessionStore
 from trace_parsers.schema import SCHEMA, empty_frame
 
 PAGES_DIR = Path(__file__).parent / "pages"
+#: Code Dash fetches only when a page first mounts a dropdown (every page's session picker), a
+#: graph or a grid. Named in the page's head, it is fetched with the page's scripts rather
+#: than after the layout has come and rendered.
+ASYNC_CHUNKS = (
+    "dash/dcc/async-dropdown.js",
+    "dash/dcc/async-graph.js",
+    "dash_ag_grid/async-community.js",
+)
+#: Dash's page, with the async chunks preloaded.
+INDEX = """<!DOCTYPE html>
+<html>
+    <head>
+        {%metas%}
+        <title>{%title%}</title>
+        {%favicon%}
+        {%css%}
+        PRELOADS
+    </head>
+    <body>
+        {%app_entry%}
+        <footer>
+            {%config%}
+            {%scripts%}
+            {%renderer%}
+        </footer>
+    </body>
+</html>"""
 #: The dashboard's plotly.js (``make plotly-bundle``); its first line names its version.
 PLOTLY_BUNDLE = "plotly-podscope.min.js"
 
@@ -127,6 +154,14 @@ def create_app(config: AppSettings) -> dash.Dash:
         background_callback_manager=manager(),
         title="PodScope",
         update_title="",  # assets/title.js names the page and session in the tab
+    )
+    app.index_string = INDEX.replace(
+        "PRELOADS",
+        "".join(
+            f'<link rel="preload" as="script" '
+            f'href="{app.config.requests_pathname_prefix}_dash-component-suites/{chunk}">'
+            for chunk in ASYNC_CHUNKS
+        ),
     )
     attach(app.server, context)
     install_auth(app.server, config.auth)
