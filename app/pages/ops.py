@@ -16,6 +16,7 @@ from analyzers.ops import kernel_groups, op_comparison
 from analyzers.session import SessionAnalysis
 from app import ids
 from app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure, short_name
+from app.grid_source import block, column_filters
 from app.pages._common import (
     ALL_WORKERS,
     card,
@@ -33,27 +34,39 @@ from app.units import grid_columns, plural
 dash.register_page(__name__, path="/ops", name="Ops", order=2)
 
 
-def grid_rows(table: pd.DataFrame, session: str) -> list[dict[str, Any]]:
-    """Table rows in ms, with a link that opens the timeline searching for the op."""
+def grid_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as the grid shows it: durations in ms, what and what it costs first, where it
+    ran after, most expensive first."""
     view = table.copy()
     for col in [c for c in view.columns if c.endswith("_ps")]:
         view[col.removesuffix("_ps") + "_ms"] = (view[col] / 1e9).round(4)
     view = view.drop(columns=[c for c in view.columns if c.endswith("_ps")])
+    lead = [c for c in (*NAME_COLUMNS, "ops", *COST_COLUMNS, "worker", "device") if c in view]
+    view = view[lead + [c for c in view.columns if c not in lead]]
+    return view.sort_values("self_ms", ascending=False, kind="stable")
+
+
+def records(view: pd.DataFrame, session: str) -> list[dict[str, Any]]:
+    """Grid rows of ``view`` (a ``grid_frame``), each with a link that opens the timeline
+    searching for the op (per op type: for the type)."""
     if "kernel" in view:
         name = view["kernel"]
     elif "op_name" in view:
         name = view["op_name"].where(view["op_name"] != "", view["op_type"])
-    else:  # per op type: the timeline searches for the type
+    else:
         name = view["op_type"]
-    view["timeline"] = [
-        f"[open](/timeline?{urlencode({'session': session, 'worker': w, 'q': q})})"
-        for w, q in zip(view["worker"], name, strict=True)
-    ]
-    # What and what it costs first, where it ran after, most expensive first.
-    lead = [c for c in (*NAME_COLUMNS, "ops", *COST_COLUMNS, "worker", "device") if c in view]
-    view = view[lead + [c for c in view.columns if c not in lead]]
-    view = view.sort_values("self_ms", ascending=False, kind="stable")
+    view = view.assign(
+        timeline=[
+            f"[open](/timeline?{urlencode({'session': session, 'worker': w, 'q': q})})"
+            for w, q in zip(view["worker"], name, strict=True)
+        ]
+    )
     return view.astype(object).where(view.notna(), None).to_dict("records")
+
+
+def grid_rows(table: pd.DataFrame, session: str) -> list[dict[str, Any]]:
+    """Every row of ``table`` for a grid that holds them all (a kernel's ops)."""
+    return records(grid_frame(table), session)
 
 
 #: The op's name columns (per GPU kernel: the kernel, then its op).
@@ -69,9 +82,9 @@ COST_COLUMNS = (
 )
 
 
-def rows_name(rows: list[dict[str, Any]]) -> str | None:
-    """The first name column of the grid's rows (pinned on the left)."""
-    return next((c for c in NAME_COLUMNS if rows and c in rows[0]), None)
+def rows_name(columns: Any) -> str | None:
+    """The first name column of the grid's columns (pinned on the left)."""
+    return next((c for c in NAME_COLUMNS if c in columns), None)
 
 
 #: The table's views: the ``by`` of ``analyzers.ops.op_stats``, as the URL and the page say them.
@@ -154,7 +167,7 @@ def layout(
         )
     )
     shown = view.groups if view.groups is not None else view.table
-    rows = grid_rows(shown, session) if len(shown) else []
+    columns = [*grid_frame(shown.head(1)).columns, "timeline"] if len(shown) else []
     note = None if len(shown) else dbc.Alert(_why_empty(analysis, view), color="secondary")
     comparison = (
         op_comparison(view.table)
@@ -228,18 +241,21 @@ def layout(
             card(
                 html.Div(note, id=ids.OPS_NOTE),
                 html.H6(_title(view), className="mt-1"),
+                # A block of rows at a time (``rows``): the whole table of a multi-GPU
+                # worker is megabytes, of which a page shows 25 rows.
                 dag.AgGrid(
                     id=ids.OPS_TABLE,
-                    rowData=rows,
-                    columnDefs=grid_columns(
-                        rows[0] if rows else [], pinned=rows_name(rows), markdown=["timeline"]
+                    rowModelType="infinite",
+                    columnDefs=column_filters(
+                        grid_columns(columns, pinned=rows_name(columns), markdown=["timeline"]),
+                        grid_frame(shown.head(1)),
                     ),
-                    defaultColDef={"sortable": True, "filter": True, "resizable": True},
+                    defaultColDef={"sortable": True, "resizable": True},
                     dashGridOptions={
                         "pagination": True,
                         "paginationPageSize": 25,
                         "paginationPageSizeSelector": [25, 100, 500],
-                        "quickFilterText": q or "",
+                        "cacheBlockSize": 100,
                         "rowSelection": {
                             "mode": "singleRow",
                             "checkboxes": False,
@@ -302,6 +318,7 @@ def _children(view: View, session: str) -> Any:
     if view.children is None:
         return html.Div(id=ids.OPS_CHILDREN)
     rows = grid_rows(view.children.drop(columns=["kernel"]), session)
+    names = rows[0] if rows else []
     return html.Div(
         [
             html.H6(
@@ -311,9 +328,7 @@ def _children(view: View, session: str) -> Any:
             ),
             dag.AgGrid(
                 rowData=rows,
-                columnDefs=grid_columns(
-                    rows[0] if rows else [], pinned=rows_name(rows), markdown=["timeline"]
-                ),
+                columnDefs=grid_columns(names, pinned=rows_name(names), markdown=["timeline"]),
                 defaultColDef={"sortable": True, "filter": True, "resizable": True},
                 dashGridOptions={
                     "domLayout": "autoHeight",
@@ -324,6 +339,27 @@ def _children(view: View, session: str) -> Any:
         ],
         id=ids.OPS_CHILDREN,
     )
+
+
+@dash.callback(
+    Output(ids.OPS_TABLE, "getRowsResponse"),
+    Input(ids.OPS_TABLE, "getRowsRequest"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def table_rows(request: dict[str, Any] | None, search: str | None) -> Any:
+    """The block of rows the table asks for: the URL's view, cut by the filter box (``q``)
+    and the grid's column filters, in the grid's sort order."""
+    query = query_of(search)
+    session, analysis, _ = load_session(query.get("session"))
+    if request is None or analysis is None or session is None:
+        return dash.no_update
+    view = view_of(
+        analysis, query.get("worker"), query.get("by"), query.get("device"), query.get("kernel")
+    )
+    shown = view.groups if view.groups is not None else view.table
+    part, count = block(grid_frame(shown), request, query.get("q"))
+    return {"rowData": records(part, session), "rowCount": count}
 
 
 @dash.callback(

@@ -27,6 +27,7 @@ from tests.analyzers.test_why_slow import sync_worker
 from tests.android.test_tflite import line, trace
 from tests.app.helpers import free_port, get_when_up
 from tests.conftest import SHARED_TRACES
+from tests.xspace_builder import SpaceBuilder
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -46,6 +47,27 @@ CHROME_ARGS = [
 V100 = SHARED_TRACES / "xplane" / "gpu_tf_multiworker_v100" / "34.83.195.179_6003.xplane.pb"
 V100_SESSION = "2025_12_31_v100"
 CULPRIT_SESSION = "2025_12_30_culprit"
+MANY_OPS_SESSION = "2025_12_29_many_ops"
+#: The many-ops session's ops: more than the op table's blocks of 100 rows.
+MANY_OPS = 260
+
+
+def many_ops_trace() -> bytes:
+    """One worker, 3 steps, ``MANY_OPS`` ops each of its own cost (op i: 1 + i µs per step)."""
+    b = SpaceBuilder()
+    host = b.plane("/host:CPU")
+    py, ops = host.line(1, "python"), host.line(2, "tf_Compute")
+    step_us = 40_000
+    for step in range(3):
+        t0 = step * step_us * 1_000_000
+        host.event(py, "train", t0, (step_us - 100) * 1_000_000, step_num=step, _r=1)
+        t = t0
+        for i in range(MANY_OPS):
+            kind = ("MatMul", "Conv2D", "Relu")[i % 3]
+            host.event(ops, f"layer_{i:03d}/{kind}:{kind}", t, (1 + i) * 1_000_000)
+            t += (2 + i) * 1_000_000
+    b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+    return b.bytes()
 
 
 def make_logdir(root: Path) -> Path:
@@ -70,6 +92,9 @@ def make_logdir(root: Path) -> Path:
     one = root / "plugins" / "profile" / "2026_01_07_one_worker"
     one.mkdir(parents=True)
     (one / "10.0.0.1_6000.xplane.pb").write_bytes(worker_trace("10.0.0.1_6000", 10))
+    many = root / "plugins" / "profile" / MANY_OPS_SESSION  # older: not the default session
+    many.mkdir(parents=True)
+    (many / "10.0.0.1_6000.xplane.pb").write_bytes(many_ops_trace())
     # older than the others (not the default session): w_3 starts every step 400 µs late
     culprit = root / "plugins" / "profile" / CULPRIT_SESSION
     culprit.mkdir(parents=True)
@@ -519,6 +544,54 @@ def test_ops_per_op_type_shows_the_type_table(page, server, how: str) -> None:  
     assert page.errors == []
 
 
+def test_ops_table_sorts_filters_and_pages_on_the_server(page, server) -> None:  # type: ignore[no-untyped-def]
+    """The op table comes a block of rows at a time; its sort, its column filter, the filter
+    box and its pages apply to every row of the table, not to the rows in the browser."""
+    blocks: list[int] = []
+
+    def count_rows(response) -> None:  # type: ignore[no-untyped-def]
+        if "_dash-update-component" in response.url and b"rowData" in response.body():
+            blocks.append(response.body().count(b'"op_name"'))
+
+    page.on("response", count_rows)
+    page.goto(server + f"/ops?session={MANY_OPS_SESSION}")
+    settle(page)
+    names = "#ops-table .ag-pinned-left-cols-container [col-id=op_name]"
+    summary = "#ops-table .ag-paging-row-summary-panel"
+
+    def shows(first: str, rows: str) -> None:
+        page.wait_for_function(
+            f"document.querySelector('{names}')?.innerText === '{first}' && "
+            f"document.querySelector('{summary}')?.innerText.replace(/\\s+/g, ' ').trim() "
+            f"=== '{rows}'",
+            timeout=20_000,
+        )
+        page.wait_for_timeout(1000)  # what stays, not a transient state
+        assert page.locator(names).first.inner_text() == first
+
+    kinds = ("MatMul", "Conv2D", "Relu")
+    top = MANY_OPS - 1
+    shows(f"layer_{top}/{kinds[top % 3]}", f"1 to 25 of {MANY_OPS}")  # most expensive first
+    assert blocks and max(blocks) <= 100  # blocks, never the whole table
+    page.locator("#ops-table .ag-header-cell[col-id=self_ms]").click()  # ascending
+    shows("layer_000/MatMul", f"1 to 25 of {MANY_OPS}")
+    page.locator("#ops-table .ag-paging-button[aria-label='Last Page']").click()
+    shows(f"layer_250/{kinds[250 % 3]}", f"251 to {MANY_OPS} of {MANY_OPS}")
+    # a column filter: the type column's filter, as its header button opens it
+    page.locator("#ops-table .ag-header-cell[col-id=op_type] .ag-header-cell-filter-button").click()
+    page.locator(".ag-filter-body input").first.fill("conv")
+    convs = len(range(1, MANY_OPS, 3))
+    shows("layer_001/Conv2D", f"1 to 25 of {convs}")  # still ascending, first page again
+    page.keyboard.press("Escape")
+    # the filter box: into the URL, and every row of the table searched
+    page.fill("#ops-filter", "relu")
+    page.press("#ops-filter", "Enter")
+    page.wait_for_url(re.compile(r"q=relu"))
+    settle(page)
+    shows("layer_257/Relu", f"1 to 25 of {len(range(2, MANY_OPS, 3))}")  # drawn anew: by cost
+    assert page.errors == []
+
+
 def test_navbar_links_keep_the_session(page, server) -> None:  # type: ignore[no-untyped-def]
     page.goto(server + "/pod?session=2026_01_01_00_00_00")
     settle(page)
@@ -572,9 +645,9 @@ def test_ops_grid_leads_with_the_name_and_its_cost_most_expensive_first(page, se
     assert kernel[:20] in page.inner_text("#ops-children h6") or "launched" in page.inner_text(
         "#ops-children h6"
     )
-    ops_listed = int(
-        page.locator("#ops-table .ag-center-cols-container [col-id=ops]").first.inner_text()
-    )
+    ops_cell = "#ops-table .ag-center-cols-container [col-id=ops]"
+    page.wait_for_function(f"document.querySelector('{ops_cell}')?.innerText.trim()")
+    ops_listed = int(page.locator(ops_cell).first.inner_text())  # the table's rows come again
     assert children.count() == ops_listed  # every op that launched it, nothing else
     page.reload()
     settle(page)
