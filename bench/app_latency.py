@@ -1,8 +1,9 @@
 """The dashboard as a person waits for it, measured in headless Chromium on a >= 750 k-event
 worker: the first load of every page after a server restart (the on-disk cache warm), by a
-browser with nothing cached and by one that has used the dashboard before, the Timeline's
-opening, and each W/A/S/D key on it until its bars are drawn (server time plus
-browser render) and until nothing is left in flight (a refinement the browser asked for).
+browser with nothing cached and by one that has used the dashboard before, from the
+navigation's start to the page's last change (``_loaded``), the Timeline's opening, and each
+W/A/S/D key on it until its bars are drawn (server time plus browser render) and until
+nothing is left in flight (a refinement the browser asked for).
 
 Printed as medians and p95 beside ``BASELINE``: the same measurements on this machine before
 the canvas Timeline (commit b25a1b7, Plotly drawing every bar), recorded on 2026-12-02 on a
@@ -42,6 +43,9 @@ window.fetch = function (...a) {
   return of.apply(this, a).finally(() => { window.__pending--; });
 };
 document.addEventListener('keydown', () => { window.__keyAt = performance.now(); }, true);
+window.__changedAt = 0;
+new MutationObserver(() => { window.__changedAt = performance.now(); })
+  .observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
 """
 
 
@@ -98,16 +102,19 @@ GRAPHS_DRAWN = """[...document.querySelectorAll('.dash-graph')].every(
   g => { const p = g.querySelector('.js-plotly-plot'); return p && p._fullLayout; })"""
 
 
-def _loaded(page: Any, path: str) -> None:
-    """A page is loaded when what it shows is there: the Timeline's bars drawn on its canvas
-    (its figure comes from a callback that starts after the layout is rendered, which a quiet
-    moment between the two would otherwise pass for the end), nothing in flight, and every
-    graph plotted."""
+def _loaded(page: Any, path: str) -> float:
+    """Seconds from the navigation's start until the page last changed (a node or attribute,
+    or the Timeline's canvas drawn), read once it is loaded: what it shows is there (the
+    Timeline's bars drawn, its figure coming from a callback that starts after the layout is
+    rendered, which a quiet moment between the two would otherwise pass for the end),
+    nothing in flight, and every graph plotted. The page's clock, not the wall's: the quiet
+    spells that tell the page is done are the bench's, not what a person waits for."""
     if path.startswith("/timeline"):
         page.wait_for_function(f"{GD}?._podscopeDraws > 0", timeout=120_000)
     _settled(page)
     page.wait_for_function(GRAPHS_DRAWN, timeout=120_000)
     _settled(page)
+    return float(page.evaluate(f"Math.max(window.__changedAt, {GD}?._podscopeDrawnAt || 0)")) / 1e3
 
 
 def _first_load(
@@ -122,10 +129,8 @@ def _first_load(
     if context:
         tab.add_init_script(HOOK)
     try:
-        t = time.perf_counter()
         tab.goto(server.base + url)
-        _loaded(tab, url.split("?")[0])
-        return time.perf_counter() - t
+        return _loaded(tab, url.split("?")[0])
     finally:
         if context:
             context.close()
@@ -227,7 +232,10 @@ def report(r: dict[str, Any], n_events: int) -> None:
             f"{key:26} {statistics.median(s):7.3f} {_p95(s):7.3f}   {was}"
             f"   {'≤ ' + str(target) if target else ''}{ratio}"
         )
-    print("first load, each page the first after a restart (disk cache warm), target ≤ 1.5 s:")
+    print(
+        "first load, each page the first after a restart (disk cache warm), navigation start to"
+        " the page's last change, target ≤ 1.5 s:"
+    )
     for name, loads in r["first load"].items():
         print(f"  {name:14} " + "".join(f"{v + ' median/max':>32}" for v in VISITORS))
         for path in PAGES:
