@@ -5,7 +5,7 @@ parameter servers' load. Every row links to the timeline (or Ops page) where it 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 import dash
@@ -16,6 +16,7 @@ from dash import Input, Output, State, dcc, html
 
 from analyzers.session import SessionAnalysis
 from app import ids
+from app.grid_source import block, column_filters
 from app.pages._common import card, download_frame, load_session, session_of
 from app.units import fmt_duration, grid_columns, in_ms
 
@@ -40,32 +41,77 @@ def link(path: str, label: str = "open", **query: object) -> str:
     return f"[{label}]({path}?{urlencode(shown)})"
 
 
+def _in_view(
+    frame: pd.DataFrame, links: tuple[str, ...], pinned: str | None, origin: int | None
+) -> pd.DataFrame:
+    """``frame`` in ms (instants since ``origin``), the pinned column, the step and the links
+    first (in view, not scrolled off)."""
+    view = in_ms(frame, origin)
+    lead = [c for c in (pinned, "step", *links) if c in view]
+    return view[lead + [c for c in view.columns if c not in lead]]
+
+
+def _records(view: pd.DataFrame) -> list[dict[str, Any]]:
+    return view.astype(object).where(view.notna(), None).to_dict("records")
+
+
 def grid(
-    component_id: str | None,
     frame: pd.DataFrame,
     links: tuple[str, ...] = (),
     pinned: str | None = "worker",
-    height: str | None = None,
     origin: int | None = None,
 ) -> dag.AgGrid:
-    """A read-only grid of ``frame`` (durations in ms, instants in ms since ``origin``), auto
-    height unless ``height``."""
-    view = in_ms(frame, origin)
-    lead = [c for c in (pinned, "step", *links) if c in view]  # links in view, not scrolled off
-    view = view[lead + [c for c in view.columns if c not in lead]]
-    rows = view.astype(object).where(view.notna(), None).to_dict("records")
-    kw: dict[str, Any] = {"id": component_id} if component_id else {}
-    options: dict[str, Any] = (
-        {"pagination": True, "paginationPageSize": 20} if height else {"domLayout": "autoHeight"}
-    )
+    """A read-only grid of every row of ``frame`` (durations in ms, instants in ms since
+    ``origin``), as high as its rows: a table of one row per worker or so."""
+    view = _in_view(frame, links, pinned, origin)
     return dag.AgGrid(
-        rowData=rows,
+        rowData=_records(view),
         columnDefs=grid_columns(view.columns, pinned=pinned, markdown=links),
         defaultColDef={"sortable": True, "filter": True, "resizable": True},
-        dashGridOptions=options,
-        style={"height": height} if height else {},
-        **kw,
+        dashGridOptions={"domLayout": "autoHeight"},
     )
+
+
+class Paged(NamedTuple):
+    """A table of the page that grows with steps or iterators, served a block at a time: its
+    rows (in ns/ps, in the table's order), the link each row of a block opens, its pinned
+    column. (A named tuple: Dash loads page modules outside ``sys.modules``.)"""
+
+    rows: Callable[[SessionAnalysis], pd.DataFrame]
+    links: Callable[[pd.DataFrame, SessionAnalysis, str], list[str]]
+    pinned: str
+
+
+def paged_grid(component_id: str, a: SessionAnalysis, height: str) -> dag.AgGrid:
+    """The grid of ``PAGED[component_id]``: 20 rows a page, the rows a block at a time from
+    ``_block_of`` (sort, filters and pages apply to every row)."""
+    paged = PAGED[component_id]
+    # one row, with the link's column where the rows' links go: the columns and their filters
+    head = paged.rows(a).head(1).assign(timeline="")
+    head = _in_view(head, ("timeline",), paged.pinned, a.start_ns)
+    return dag.AgGrid(
+        id=component_id,
+        rowModelType="infinite",
+        columnDefs=column_filters(
+            grid_columns(head.columns, pinned=paged.pinned, markdown=("timeline",)), head
+        ),
+        defaultColDef={"sortable": True, "resizable": True},
+        dashGridOptions={"pagination": True, "paginationPageSize": 20, "cacheBlockSize": 100},
+        style={"height": height},
+    )
+
+
+def _block_of(component_id: str, request: dict[str, Any], search: str | None) -> Any:
+    """The block of ``PAGED[component_id]``'s rows its grid asks for, with their links."""
+    session, a, _ = load_session(session_of(search))
+    if not request or a is None or session is None:
+        return dash.no_update
+    paged = PAGED[component_id]
+    part, count = block(_in_view(paged.rows(a), (), paged.pinned, a.start_ns), request)
+    return {
+        "rowData": _records(part.assign(timeline=paged.links(part, a, session))),
+        "rowCount": count,
+    }
 
 
 def empty(text: str) -> html.P:
@@ -115,12 +161,6 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
             ],
             color="danger",
         )
-    view = slow.assign(
-        timeline=[
-            link("/timeline", session=session, worker=w, step=s)
-            for w, s in zip(slow["worker"], slow["step"], strict=True)
-        ]
-    )
     estimated = a.arrivals[a.arrivals["estimated"]]["worker"].unique()
     note = (
         empty(
@@ -134,14 +174,14 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
     return card(
         html.H5("Culprits and victims"),
         verdict,
-        grid(None, roles, origin=a.start_ns),
+        grid(roles, origin=a.start_ns),
         note,
         html.H6(
             "Slow worker-steps (cause: one component ≥ 80 % of the excess, else mixed)",
             className="mt-3",
         ),
-        grid(ids.WK_SLOW, view, links=("timeline",), height="420px", origin=a.start_ns)
-        if len(view)
+        paged_grid(ids.WK_SLOW, a, "420px")
+        if len(slow)
         else empty(
             "No slow worker-step: no worker is late against the others, no step is "
             "beyond its worker's mean + 3 σ."
@@ -150,26 +190,13 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
 
 
 def collectives_section(a: SessionAnalysis, session: str) -> Any:
-    s, inst = a.collective_summary, a.collectives
+    s = a.collective_summary
     if s.empty:
         return nothing("Collectives", "No collective ops or kernels in this capture.")
     measured = bool((s["measured"] > 0).any())
-    keys = ["key", "step", "occurrence"]
-    # the timeline of the last arriver (or the one traced participant) at that step
-    who = (
-        a.collective_participants.sort_values("last", ascending=False, kind="stable")
-        .drop_duplicates(keys)
-        .set_index(keys)["worker"]
-    )
-    view = inst.assign(
-        timeline=[
-            link("/timeline", session=session, worker=who.get((k, st, o)), step=st, q=k)
-            for k, st, o in zip(inst["key"], inst["step"], inst["occurrence"], strict=True)
-        ]
-    )
     return card(
         html.H5("Collectives"),
-        grid(None, s, origin=a.start_ns),
+        grid(s, origin=a.start_ns),
         None
         if measured
         else empty(
@@ -178,14 +205,7 @@ def collectives_section(a: SessionAnalysis, session: str) -> Any:
             "them from step starts."
         ),
         html.H6("Instances", className="mt-3"),
-        grid(
-            ids.WK_COLLECTIVES,
-            view,
-            links=("timeline",),
-            pinned="key",
-            height="360px",
-            origin=a.start_ns,
-        ),
+        paged_grid(ids.WK_COLLECTIVES, a, "360px"),
     )
 
 
@@ -207,35 +227,16 @@ def input_section(a: SessionAnalysis, session: str) -> Any:
         )
         for r in summary[summary["bottleneck"] != ""].itertuples()
     ]
-    tree = it.sort_values(["worker", "iterator"], kind="stable")
-    view = tree.assign(
-        tree=["\u2003" * d + s for d, s in zip(tree["depth"], tree["stage"], strict=True)],
-        timeline=[
-            link("/timeline", session=session, worker=w, q=i)
-            for w, i in zip(tree["worker"], tree["iterator"], strict=True)
-        ],
-    ).drop(columns=["parent", "depth", "stage"])
     return card(
         html.H5("Input pipeline"),
         html.Ul(advice),
-        grid(
-            None,
-            summary.drop(columns=["slowest_call_start_ns", "suggestion"]),
-            origin=a.start_ns,
-        ),
+        grid(summary.drop(columns=["slowest_call_start_ns", "suggestion"]), origin=a.start_ns),
         html.H6(
             "Iterators as a tree, consumer above its inputs (self time as XProf's input op "
             "table; an asynchronous stage's self time is waiting for its producer, not work)",
             className="mt-3",
         ),
-        grid(
-            ids.WK_ITERATORS,
-            view,
-            links=("timeline",),
-            pinned="tree",
-            height="360px",
-            origin=a.start_ns,
-        ),
+        paged_grid(ids.WK_ITERATORS, a, "360px"),
     )
 
 
@@ -263,7 +264,7 @@ def memory_section(a: SessionAnalysis, session: str) -> Any:
     return card(
         html.H5("Memory"),
         verdict,
-        grid(None, with_ops_links(report, session), links=("ops",), origin=a.start_ns),
+        grid(with_ops_links(report, session), links=("ops",), origin=a.start_ns),
     )
 
 
@@ -279,7 +280,7 @@ def ps_section(a: SessionAnalysis, session: str) -> Any:
     return card(
         html.H5("Parameter servers"),
         empty("TF's trace has no tensor sizes on _Send / ReadVariableOp: the load is time."),
-        grid(None, view, links=("ops",), origin=a.start_ns),
+        grid(view, links=("ops",), origin=a.start_ns),
     )
 
 
@@ -321,6 +322,64 @@ def layout(session: str | None = None, **_: str) -> Any:
             ps_section(analysis, session),
         ]
     )
+
+
+def _slow_links(rows: pd.DataFrame, _: SessionAnalysis, session: str) -> list[str]:
+    return [
+        link("/timeline", session=session, worker=w, step=s)
+        for w, s in zip(rows["worker"], rows["step"], strict=True)
+    ]
+
+
+def _instance_links(rows: pd.DataFrame, a: SessionAnalysis, session: str) -> list[str]:
+    """The timeline of the last arriver (or the one traced participant) at that step."""
+    keys = ["key", "step", "occurrence"]
+    mine = a.collective_participants.merge(rows[keys].drop_duplicates(), on=keys)
+    who = (
+        mine.sort_values("last", ascending=False, kind="stable")
+        .drop_duplicates(keys)
+        .set_index(keys)["worker"]
+    )
+    return [
+        link("/timeline", session=session, worker=who.get((k, st, o)), step=st, q=k)
+        for k, st, o in zip(rows["key"], rows["step"], rows["occurrence"], strict=True)
+    ]
+
+
+def _iterator_tree(a: SessionAnalysis) -> pd.DataFrame:
+    """Iterators as a tree: each worker's, consumer above its inputs, indented by depth."""
+    tree = a.iterators.sort_values(["worker", "iterator"], kind="stable")
+    return tree.assign(
+        tree=["\u2003" * d + s for d, s in zip(tree["depth"], tree["stage"], strict=True)]
+    ).drop(columns=["parent", "depth", "stage"])
+
+
+def _iterator_links(rows: pd.DataFrame, _: SessionAnalysis, session: str) -> list[str]:
+    return [
+        link("/timeline", session=session, worker=w, q=i)
+        for w, i in zip(rows["worker"], rows["iterator"], strict=True)
+    ]
+
+
+#: The page's tables that grow with steps, collectives or iterators, by grid id.
+PAGED = {
+    ids.WK_SLOW: Paged(lambda a: a.slow_steps, _slow_links, "worker"),
+    ids.WK_COLLECTIVES: Paged(lambda a: a.collectives, _instance_links, "key"),
+    ids.WK_ITERATORS: Paged(_iterator_tree, _iterator_links, "tree"),
+}
+
+
+def _serve_blocks(component_id: str) -> None:
+    dash.callback(
+        Output(component_id, "getRowsResponse"),
+        Input(component_id, "getRowsRequest"),
+        State(ids.URL, "search"),
+        prevent_initial_call=True,
+    )(lambda request, search: _block_of(component_id, request, search))
+
+
+for _grid in PAGED:
+    _serve_blocks(_grid)
 
 
 @dash.callback(

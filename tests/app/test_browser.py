@@ -819,6 +819,20 @@ def test_workers_page_names_the_culprit_links_its_step_and_downloads_every_table
                 "w_2": "victim",
                 "w_3": "culprit",
             }
+    # the slow steps come a block at a time: the header's sort is the server's, and stays
+    steps = page.locator("#wk-slow .ag-center-cols-container [col-id=step]")
+    steps.first.wait_for()
+    for order in ("ascending", "descending"):
+        page.locator("#wk-slow .ag-header-cell[col-id=step]").click()
+        page.wait_for_function(
+            "(() => { const s = [...document.querySelectorAll("
+            "'#wk-slow .ag-center-cols-container [col-id=step]')].map(e => +e.innerText);"
+            f" return s.length > 1 && s.every((x, i) => !i || (x - s[i - 1]) * "
+            f"{1 if order == 'ascending' else -1} >= 0); }})()"
+        )
+        page.wait_for_timeout(1000)
+        shown = [int(t) for t in steps.all_inner_texts()]
+        assert shown == sorted(shown, reverse=order == "descending"), (order, shown)
     # a slow step's link opens the timeline at that worker and step, and stays there
     first = page.locator("#wk-slow .ag-center-cols-container .ag-row").first
     step = first.locator("[col-id=step]").inner_text()
