@@ -33,6 +33,19 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 
+def first_of(items: Any, shown: int) -> Any:
+    """A ``", "``-separated list cut to its first ``shown`` items and how many more there are
+    (anything else as it is): a grid cell's share of a list the table's download has whole.
+
+    >>> first_of("a ×2 8 B, b ×1 4 B, c ×1 2 B", 2)
+    'a ×2 8 B, b ×1 4 B, … 1 more'
+    """
+    names = items.split(", ") if isinstance(items, str) and items else []
+    if len(names) <= shown:
+        return items
+    return ", ".join(names[:shown]) + f", … {len(names) - shown:,} more"
+
+
 def fmt_share(x: float) -> str:
     """``76.8 %``; ``0.04 %`` keeps two decimals below 1 %."""
     pct = 100 * x

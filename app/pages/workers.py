@@ -18,7 +18,7 @@ from analyzers.session import SessionAnalysis
 from app import ids
 from app.grid_source import block, column_filters
 from app.pages._common import card, download_frame, load_session, session_of
-from app.units import fmt_duration, grid_columns, in_ms
+from app.units import first_of, fmt_duration, grid_columns, in_ms
 
 dash.register_page(__name__, path="/workers", name="Workers", order=4)
 
@@ -261,10 +261,12 @@ def memory_section(a: SessionAnalysis, session: str) -> Any:
         if len(leaks)
         else None
     )
+    # a GPU's live blocks ran to 36 kB of text in one cell; the download names them all
+    shown = report.assign(top_live=report["top_live"].map(lambda t: first_of(t, 5)))
     return card(
         html.H5("Memory"),
         verdict,
-        grid(with_ops_links(report, session), links=("ops",), origin=a.start_ns),
+        grid(with_ops_links(shown, session), links=("ops",), origin=a.start_ns),
     )
 
 

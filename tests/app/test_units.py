@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from app.units import fmt_bytes, fmt_duration, fmt_evidence, fmt_share, fmt_value, grid_columns
+from app.units import (
+    first_of,
+    fmt_bytes,
+    fmt_duration,
+    fmt_evidence,
+    fmt_share,
+    fmt_value,
+    grid_columns,
+)
 
 
 def test_durations_shares_bytes_and_finding_values() -> None:
@@ -46,3 +54,13 @@ def test_grid_columns_titles_formats_and_pins() -> None:
     assert "',.4~r'" in other[2]["valueFormatter"]["function"]  # no float shown unrounded
     assert "d3.format('.1%')" in cols[2]["valueFormatter"]["function"]
     assert cols[1]["type"] == "rightAligned" and cols[3]["cellRenderer"] == "markdown"
+
+
+def test_a_long_list_shows_its_first_items_and_how_many_more() -> None:
+    blocks = ", ".join(f"op_{i} [4,384,1] half ×1 3,072 B" for i in range(40))
+    assert first_of(blocks, 5) == (
+        ", ".join(f"op_{i} [4,384,1] half ×1 3,072 B" for i in range(5)) + ", … 35 more"
+    )  # shapes' and numbers' commas are not separators
+    assert first_of("a, b", 5) == "a, b" and first_of("", 5) == ""
+    nan = float("nan")
+    assert first_of(nan, 5) is nan and first_of(None, 5) is None
