@@ -167,7 +167,9 @@ def layout(
         )
     )
     shown = view.groups if view.groups is not None else view.table
-    columns = [*grid_frame(shown.head(1)).columns, "timeline"] if len(shown) else []
+    # the grid's columns, and the filters their values take
+    head = grid_frame(shown.head(1)) if len(shown) else shown
+    columns = [*head.columns, "timeline"] if len(shown) else []
     note = None if len(shown) else dbc.Alert(_why_empty(analysis, view), color="secondary")
     comparison = (
         op_comparison(view.table)
@@ -241,14 +243,14 @@ def layout(
             card(
                 html.Div(note, id=ids.OPS_NOTE),
                 html.H6(_title(view), className="mt-1"),
-                # A block of rows at a time (``rows``): the whole table of a multi-GPU
-                # worker is megabytes, of which a page shows 25 rows.
+                # A block of rows at a time (``table_rows``): the whole table of a
+                # multi-GPU worker is megabytes, of which a page shows 25 rows.
                 dag.AgGrid(
                     id=ids.OPS_TABLE,
                     rowModelType="infinite",
                     columnDefs=column_filters(
                         grid_columns(columns, pinned=rows_name(columns), markdown=["timeline"]),
-                        grid_frame(shown.head(1)),
+                        head,
                     ),
                     defaultColDef={"sortable": True, "resizable": True},
                     dashGridOptions={
