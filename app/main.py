@@ -13,10 +13,13 @@ quarter of Dash's full bundle, whose evaluation was the largest part of every fi
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import re
 import threading
+import time
+from concurrent.futures import Future
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -196,30 +199,60 @@ def create_app(config: AppSettings) -> dash.Dash:
     return app
 
 
+#: How long a prefetched layout waits for its page's layout callback.
+PREFETCH_FRESH_S = 30.0
+
+
 def _prefetch_pages(server: Flask) -> None:
-    """When the browser asks for a page itself, computes what the page shows in a thread:
-    the browser loads and runs the scripts for 0.3-0.6 s before the page's layout callback
-    comes, and that callback then finds the session loaded and the page's analyses done
-    (``SessionStore.get`` and the analyses' cached properties wait for one another rather
-    than compute twice). GET of a page path only, one at a time per URL, and only sessions
-    loaded in the request (``SessionStore.loads_here``): a big session's job is the page's to
-    start, and how it ended is the page's to say. A failure is left for the page's own request
-    to report."""
-    running: set[str] = set()
+    """When the browser asks for a page itself, computes the page's layout in a thread: the
+    browser loads and runs the scripts for 0.3-0.6 s before the page's layout callback comes,
+    and that callback then takes the layout made for it (or waits for it) rather than
+    computing it again. GET of a page path only, one at a time per URL and query, and only
+    sessions loaded in the request (``SessionStore.loads_here``): a big session's job is the
+    page's to start, and how it ended is the page's to say. A failed prefetch, or one the
+    callback does not take within ``PREFETCH_FRESH_S``, is left: the callback computes the
+    layout itself and says what is wrong."""
+    made: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, Future[Any]]] = {}
     lock = threading.Lock()
+
+    def key(path: str, query: dict[str, Any]) -> tuple[str, tuple[tuple[str, str], ...]]:
+        return path, tuple(sorted((k, str(v)) for k, v in query.items()))
+
+    def taking(page: dict[str, Any]) -> None:
+        """``page``'s layout, taking what the prefetch made for the same query (the page's
+        own layout function is the wrapper's ``__wrapped__``)."""
+
+        def layout(**query: Any) -> Any:
+            with lock:
+                at, future = made.pop(key(page["path"], query), (0.0, None))
+            if future is not None and time.monotonic() - at < PREFETCH_FRESH_S:
+                with contextlib.suppress(Exception):  # else computed here, its error said
+                    return future.result()
+            return layout.__wrapped__(**query)  # type: ignore[attr-defined]
+
+        layout.__wrapped__ = page["layout"]  # type: ignore[attr-defined]
+        page["layout"] = layout
+
+    for page in dash.page_registry.values():  # (pages another app here wrapped stay its own)
+        if callable(page["layout"]) and not hasattr(page["layout"], "__wrapped__"):
+            taking(page)
 
     @server.before_request
     def prefetch() -> None:
         if request.method != "GET":
             return
         page = next((p for p in dash.page_registry.values() if p["path"] == request.path), None)
-        if page is None or not callable(page["layout"]):
+        if page is None or not hasattr(page["layout"], "__wrapped__"):
             return
         url, args = request.full_path, request.args.to_dict()
+        wanted, future = key(page["path"], args), Future[Any]()
         with lock:
-            if url in running:
+            now = time.monotonic()
+            for k in [k for k, (at, _) in made.items() if now - at >= PREFETCH_FRESH_S]:
+                del made[k]
+            if wanted in made:  # one in flight, or made and not taken yet
                 return
-            running.add(url)
+            made[wanted] = (now, future)
 
         def run() -> None:
             try:
@@ -227,13 +260,12 @@ def _prefetch_pages(server: Flask) -> None:
                     store = current().store
                     names = store.names()
                     session = args.get("session") or (names[0] if names else "")
-                    if session and store.loads_here(session):  # no job started or reported
-                        page["layout"](**args)
-            except Exception:  # the page's own request says what is wrong
+                    if not (session and store.loads_here(session)):  # no job started or reported
+                        raise LookupError(f"{session!r} is not loaded in a request")
+                    future.set_result(page["layout"].__wrapped__(**args))
+            except Exception as e:  # the page's own request says what is wrong
                 logging.getLogger(__name__).debug("prefetch of %s failed", url, exc_info=True)
-            finally:
-                with lock:
-                    running.discard(url)
+                future.set_exception(e)
 
         threading.Thread(target=run, name="podscope-prefetch", daemon=True).start()
 

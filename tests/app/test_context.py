@@ -139,18 +139,24 @@ def test_a_page_request_prepares_its_session_before_the_layout_callback(tmp_path
     assert [key[0] for key in store._items] == ["s"]  # no callback asked for it
 
 
+def small_and_big(logdir: Path) -> None:
+    """Sessions ``small`` (one worker) and ``big`` (three: a job's, below ``in_process_below=2``)."""
+    from tests.analyzers.test_breakdown import worker_trace
+
+    for name, workers in (("small", 1), ("big", 3)):
+        (logdir / "plugins" / "profile" / name).mkdir(parents=True)
+        for w in range(workers):
+            trace = worker_trace(f"h_{w}", 3)
+            (logdir / "plugins" / "profile" / name / f"h_{w}.xplane.pb").write_bytes(trace)
+
+
 def test_a_prefetch_loads_only_what_the_request_would_load_itself(tmp_path: Path) -> None:
     """A big session's job (and how the last one ended, said once) is the page's own."""
     from dataclasses import replace
 
     from app.store import SessionStore
-    from tests.analyzers.test_breakdown import worker_trace
 
-    for name, workers in (("small", 1), ("big", 3)):
-        (tmp_path / "plugins" / "profile" / name).mkdir(parents=True)
-        for w in range(workers):
-            trace = worker_trace(f"h_{w}", 3)
-            (tmp_path / "plugins" / "profile" / name / f"h_{w}.xplane.pb").write_bytes(trace)
+    small_and_big(tmp_path)
     store = SessionStore(tmp_path, cache_dir=tmp_path / "cache")
     store.execution = replace(store.execution, in_process_below=2)
     assert store.loads_here("small") and not store.loads_here("big")
@@ -206,3 +212,37 @@ def test_the_layout_holds_the_pages_url_and_the_sessions_so_nothing_fires_on_loa
     assert shell("http://localhost/")["shell-url"]["search"] == ""
     for elsewhere in ("http://evil.example/ops?session=x", None):
         assert "pathname" not in shell(elsewhere)["shell-url"]
+
+
+def test_the_layout_callback_takes_the_layout_the_page_request_made(tmp_path: Path) -> None:
+    """The page's request computes its layout ahead; the layout callback that follows takes
+    it (waiting for it if need be) instead of computing it again. A session the request would
+    not load (a big one, a job's) is left to the callback."""
+    from dataclasses import replace
+
+    import dash
+    from plotly.io.json import to_json_plotly
+
+    small_and_big(tmp_path)
+    app = create_app(AppSettings(logdir=tmp_path, cache_dir=tmp_path / "cache"))
+    with app.server.test_request_context("/"):
+        store = current().store
+    store.execution = replace(store.execution, in_process_below=2)
+    page = next(p for p in dash.page_registry.values() if p["path"] == "/ops")
+    real, computed = page["layout"].__wrapped__, []
+    page["layout"].__wrapped__ = lambda **q: computed.append(q) or real(**q)
+    try:
+        client = app.server.test_client()
+        assert client.get("/ops?session=small&by=type").status_code == 200
+        with app.server.test_request_context("/_dash-update-component"):
+            taken = page["layout"](session="small", by="type")  # as Dash's router calls it
+            again = page["layout"](session="small", by="type")
+        assert computed == [{"session": "small", "by": "type"}] * 2  # the request's, `again`'s
+        assert taken is not again and to_json_plotly(taken) == to_json_plotly(again)
+        computed.clear()
+        assert client.get("/ops?session=big").status_code == 200
+        with app.server.test_request_context("/_dash-update-component"):
+            page["layout"](session="big")  # the job's page: started by the callback
+        assert computed == [{"session": "big"}]
+    finally:
+        page["layout"].__wrapped__ = real
