@@ -2,7 +2,6 @@
 
     >>> from app.main import create_app
     >>> from app.settings import AppSettings
-from app.store import SessionStore
     >>> create_app(AppSettings(logdir=Path("runs"))).run(host="127.0.0.1", port=8050)
 
 Pages live in ``app/pages`` (one per file, ``dash.register_page``). Everything is served from
