@@ -212,7 +212,8 @@ class SessionStore:
     def _key(self, session: str) -> tuple[Path, tuple[object, ...]]:
         """The session's folder, and the key of its analysis: its files as they are now."""
         path = self.path(session)
-        files = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in trace_files(path))
+        stats = [(f.name, f.stat()) for f in trace_files(path)]
+        files = tuple((name, st.st_size, st.st_mtime_ns) for name, st in stats)
         return path, (session, PARSER_VERSION, files)
 
     def loads_here(self, session: str) -> bool:
