@@ -43,6 +43,11 @@ _TEXT: dict[str, Callable[[pd.Series, str], pd.Series]] = {
 }
 
 
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A grid's ``rowData``: one dict per row, missing values as null (JSON has no NaN)."""
+    return frame.astype(object).where(frame.notna(), None).to_dict("records")
+
+
 class FilterError(ValueError):
     """A filter the grid does not send: names the column and the filter."""
 

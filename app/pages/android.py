@@ -12,6 +12,7 @@ from analyzers.session import SessionAnalysis
 from analyzers.tflite import invokes, tflite_op_stats
 from app import ids
 from app.figures.tflite import cpu_figure, invoke_latency_figure, waterfall_figure
+from app.grid_source import records
 from app.pages._common import (
     card,
     download_frame,
@@ -68,7 +69,7 @@ def layout(session: str | None = None, invoke: str | None = None, **_: str) -> A
             card(
                 table_header("Ops", ids.TFL_CSV, ids.TFL_PARQUET),
                 dag.AgGrid(
-                    rowData=view.astype(object).where(view.notna(), None).to_dict("records"),
+                    rowData=records(view),
                     columnDefs=grid_columns(view.columns, pinned=view.columns[0]),
                     defaultColDef={"sortable": True, "filter": True, "resizable": True},
                     dashGridOptions={"domLayout": "autoHeight"},

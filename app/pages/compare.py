@@ -16,6 +16,7 @@ from app import ids
 from app.context import current
 from app.figures.compare import compare_steps_figure
 from app.figures.pod import LABELS
+from app.grid_source import records
 from app.pages._common import (
     card,
     download_buttons,
@@ -163,7 +164,7 @@ def body(search: str | None, baseline: str | None) -> Any:
         card(
             html.H5(f"Ops by change in self time (µs {unit}), largest first"),
             dag.AgGrid(
-                rowData=rows.astype(object).where(rows.notna(), None).to_dict("records"),
+                rowData=records(rows),
                 columnDefs=grid_columns(rows.columns, pinned="op_name"),
                 defaultColDef={"sortable": True, "filter": True, "resizable": True},
                 dashGridOptions={"pagination": True, "paginationPageSize": 25},

@@ -16,7 +16,7 @@ from analyzers.ops import kernel_groups, op_comparison
 from analyzers.session import SessionAnalysis
 from app import ids
 from app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure, short_name
-from app.grid_source import block, column_filters
+from app.grid_source import block, column_filters, records
 from app.pages._common import (
     ALL_WORKERS,
     card,
@@ -46,7 +46,7 @@ def grid_frame(table: pd.DataFrame) -> pd.DataFrame:
     return view.sort_values("self_ms", ascending=False, kind="stable")
 
 
-def records(view: pd.DataFrame, session: str) -> list[dict[str, Any]]:
+def linked_records(view: pd.DataFrame, session: str) -> list[dict[str, Any]]:
     """Grid rows of ``view`` (a ``grid_frame``), each with a link that opens the timeline
     searching for the op (per op type: for the type)."""
     if "kernel" in view:
@@ -61,12 +61,12 @@ def records(view: pd.DataFrame, session: str) -> list[dict[str, Any]]:
             for w, q in zip(view["worker"], name, strict=True)
         ]
     )
-    return view.astype(object).where(view.notna(), None).to_dict("records")
+    return records(view)
 
 
 def grid_rows(table: pd.DataFrame, session: str) -> list[dict[str, Any]]:
     """Every row of ``table`` for a grid that holds them all (a kernel's ops)."""
-    return records(grid_frame(table), session)
+    return linked_records(grid_frame(table), session)
 
 
 #: The op's name columns (per GPU kernel: the kernel, then its op).
@@ -361,7 +361,7 @@ def table_rows(request: dict[str, Any] | None, search: str | None) -> Any:
     )
     shown = view.groups if view.groups is not None else view.table
     part, count = block(grid_frame(shown), request, query.get("q"))
-    return {"rowData": records(part, session), "rowCount": count}
+    return {"rowData": linked_records(part, session), "rowCount": count}
 
 
 @dash.callback(

@@ -18,6 +18,7 @@ from app.figures.pod import (
     step_time_lines_figure,
     straggler_evidence,
 )
+from app.grid_source import records
 from app.pages._common import (
     NO_STEPS_HINT,
     card,
@@ -175,7 +176,7 @@ def layout(
                 table_header("Per worker", ids.POD_CSV, ids.POD_PARQUET),
                 dag.AgGrid(
                     id=ids.POD_TABLE,
-                    rowData=table.astype(object).where(table.notna(), None).to_dict("records"),
+                    rowData=records(table),
                     columnDefs=grid_columns(table.columns, pinned="worker", markdown=["ops"]),
                     defaultColDef={"sortable": True, "filter": True, "resizable": True},
                     dashGridOptions={"domLayout": "autoHeight"},

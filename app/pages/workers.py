@@ -16,7 +16,7 @@ from dash import Input, Output, State, dcc, html
 
 from analyzers.session import SessionAnalysis
 from app import ids
-from app.grid_source import block, column_filters
+from app.grid_source import block, column_filters, records
 from app.pages._common import card, download_frame, load_session, session_of
 from app.units import first_of, fmt_duration, grid_columns, in_ms
 
@@ -51,10 +51,6 @@ def _in_view(
     return view[lead + [c for c in view.columns if c not in lead]]
 
 
-def _records(view: pd.DataFrame) -> list[dict[str, Any]]:
-    return view.astype(object).where(view.notna(), None).to_dict("records")
-
-
 def grid(
     frame: pd.DataFrame,
     links: tuple[str, ...] = (),
@@ -65,7 +61,7 @@ def grid(
     ``origin``), as high as its rows: a table of one row per worker or so."""
     view = _in_view(frame, links, pinned, origin)
     return dag.AgGrid(
-        rowData=_records(view),
+        rowData=records(view),
         columnDefs=grid_columns(view.columns, pinned=pinned, markdown=links),
         defaultColDef={"sortable": True, "filter": True, "resizable": True},
         dashGridOptions={"domLayout": "autoHeight"},
@@ -109,7 +105,7 @@ def _block_of(component_id: str, request: dict[str, Any], search: str | None) ->
     paged = PAGED[component_id]
     part, count = block(_in_view(paged.rows(a), (), paged.pinned, a.start_ns), request)
     return {
-        "rowData": _records(part.assign(timeline=paged.links(part, a, session))),
+        "rowData": records(part.assign(timeline=paged.links(part, a, session))),
         "rowCount": count,
     }
 
