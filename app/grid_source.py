@@ -21,6 +21,8 @@ from typing import Any
 
 import pandas as pd
 
+#: Rows a grid asks for at a time (its ``cacheBlockSize``).
+BLOCK = 100
 #: AG Grid's number filter: value against ``filter`` (``inRange``: between ``filter`` and
 #: ``filterTo``, both ends excluded, as the grid's own filter does; blanks pass none of them).
 _NUMBER: dict[str, Callable[[pd.Series, float, float | None], pd.Series]] = {

@@ -16,7 +16,7 @@ from analyzers.ops import kernel_groups, op_comparison
 from analyzers.session import SessionAnalysis
 from app import ids
 from app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure, short_name
-from app.grid_source import block, column_filters, records
+from app.grid_source import BLOCK, block, column_filters, records
 from app.pages._common import (
     ALL_WORKERS,
     card,
@@ -257,7 +257,7 @@ def layout(
                         "pagination": True,
                         "paginationPageSize": 25,
                         "paginationPageSizeSelector": [25, 100, 500],
-                        "cacheBlockSize": 100,
+                        "cacheBlockSize": BLOCK,
                         "rowSelection": {
                             "mode": "singleRow",
                             "checkboxes": False,

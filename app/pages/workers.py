@@ -16,7 +16,7 @@ from dash import Input, Output, State, dcc, html
 
 from analyzers.session import SessionAnalysis
 from app import ids
-from app.grid_source import block, column_filters, records
+from app.grid_source import BLOCK, block, column_filters, records
 from app.pages._common import card, download_frame, load_session, session_of
 from app.units import first_of, fmt_duration, grid_columns, in_ms
 
@@ -92,7 +92,7 @@ def paged_grid(component_id: str, a: SessionAnalysis, height: str) -> dag.AgGrid
             grid_columns(head.columns, pinned=paged.pinned, markdown=("timeline",)), head
         ),
         defaultColDef={"sortable": True, "resizable": True},
-        dashGridOptions={"pagination": True, "paginationPageSize": 20, "cacheBlockSize": 100},
+        dashGridOptions={"pagination": True, "paginationPageSize": 20, "cacheBlockSize": BLOCK},
         style={"height": height},
     )
 
