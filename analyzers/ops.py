@@ -19,6 +19,7 @@ import pandas as pd
 from analyzers._match import isin, matches
 from analyzers.groups import DERIVED_LINES
 from analyzers.rule_inputs import op_counts, per_aligned_step
+from trace_parsers import _column_kernels
 from trace_parsers.nesting import self_times
 from trace_parsers.tfop import parse_tf_op
 
@@ -359,45 +360,41 @@ def _aggregate(frame: pd.DataFrame, gid: np.ndarray, groups: int) -> pd.DataFram
     """Per group id (0..groups-1): occurrences, total, self, min, max, eager share, flops,
     bytes and the p50/p95 of ``dur_ps`` (linear interpolation, as pandas' ``quantile``).
 
-    Sums are ``reduceat`` over the rows ordered by group (a radix sort of small group ids),
-    exact for integers; durations are sorted within groups as one int64 key, (group, duration),
-    where they fit in it. pandas' ``groupby.agg`` of the same columns and its ``quantile`` took
-    0.1 s per table on a 1.2 M-event worker, most of it re-indexing."""
-    dur = frame["dur_ps"].to_numpy(dtype=np.int64)
-    small = groups < 1 << 15
-    order = np.argsort(gid.astype(np.int16 if small else np.int64), kind="stable")
-    shift = 62 - max(groups.bit_length(), 1)
-    if small and (not len(dur) or (dur.min() >= 0 and dur.max() < 1 << shift)):
-        d = np.sort((gid.astype(np.int64) << shift) | dur) & ((1 << shift) - 1)
-    else:
-        d = dur[np.lexsort((dur, gid))]
-    count = np.bincount(gid, minlength=groups)
-    first = np.cumsum(count) - count
-    last = first + count - 1
-
-    def total(values: np.ndarray) -> np.ndarray:
-        return np.add.reduceat(values[order], first) if len(values) else values[:0]
-
+    One C pass (``group_stats``): sums in row order, exact for integers, and each group's
+    percentile ranks found by selection rather than a sort. pandas' ``groupby.agg`` and its
+    ``quantile`` took 0.1 s per table on a 1.2 M-event worker, and numpy's sort of the
+    durations by group 0.04 s; the pass takes a few ms."""
+    ints = np.zeros((10, groups), dtype=np.int64)
+    floats = np.zeros((4, groups), dtype=np.float64)
+    _column_kernels.group_stats(
+        np.ascontiguousarray(gid, dtype=np.int64),
+        np.ascontiguousarray(frame["dur_ps"].to_numpy(dtype=np.int64)),
+        np.ascontiguousarray(frame["op_self_ps"].to_numpy(dtype=np.int64)),
+        np.ascontiguousarray(frame["eager"].to_numpy(dtype=bool)).view(np.int8),
+        np.ascontiguousarray(frame["flops_f"].to_numpy(dtype=np.float64)),
+        np.ascontiguousarray(frame["bytes_f"].to_numpy(dtype=np.float64)),
+        ints,
+        floats,
+    )
+    count = ints[0]
     out = pd.DataFrame(
         {
-            "occurrences": count.astype(np.int64),
-            "total_ps": total(dur),
-            "self_ps": total(frame["op_self_ps"].to_numpy(dtype=np.int64)),
-            "min_ps": d[first],
-            "max_ps": d[last],
-            "eager_share": total(frame["eager"].to_numpy(dtype=np.int64)) / count,
-            "flops": total(frame["flops_f"].to_numpy()),
-            "bytes_accessed": total(frame["bytes_f"].to_numpy()),
+            "occurrences": count,
+            "total_ps": ints[1],
+            "self_ps": ints[2],
+            "min_ps": ints[3],
+            "max_ps": ints[4],
+            "eager_share": ints[5] / count,
+            "flops": floats[0],
+            "bytes_accessed": floats[1],
         }
     )
-    for q, col in ((0.5, "p50_ps"), (0.95, "p95_ps")):
-        at = q * (count - 1)
-        lo = at.astype(np.int64)
-        frac = at % 1
-        low = d[first + lo].astype(np.float64)
-        high = d[np.minimum(first + lo + 1, last)].astype(np.float64)
-        value = np.where(frac == 0, low, low + (high - low) * frac)
-        out[col] = np.round(value).astype(np.int64)
+    for col, low, high, frac in (
+        ("p50_ps", ints[6], ints[7], floats[2]),
+        ("p95_ps", ints[8], ints[9], floats[3]),
+    ):
+        lo, hi = low.astype(np.float64), high.astype(np.float64)
+        out[col] = np.round(np.where(frac == 0, lo, lo + (hi - lo) * frac)).astype(np.int64)
     return out
 
 

@@ -1,12 +1,14 @@
 /* Column kernels shared by every parser (XPlane, ftrace/atrace text, Chrome JSON, Perfetto):
  * the nesting pass (depth, parent, self time of events on one timeline) and a hash join of
- * (plane, id) keys against a small table; and the step breakdown's sweep. All take numpy
- * buffers and release the GIL for their main loop; the Python wrappers are
- * trace_parsers.nesting (nest, top_type_times) and trace_parsers.xplane._lookup.
+ * (plane, id) keys against a small table; the step breakdown's sweep; and the op tables'
+ * per-group statistics. All take numpy buffers and release the GIL for their main loop; the
+ * Python wrappers are trace_parsers.nesting (nest, top_type_times), trace_parsers.xplane._lookup
+ * and analyzers.ops._aggregate (group_stats).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 #include "_hash.h"
@@ -222,6 +224,125 @@ done:
     return res;
 }
 
+/* group_stats(gid, dur, self, eager, flops, bytes, ints_out, floats_out)
+ *
+ * The op tables' aggregation (analyzers.ops._aggregate). Per group id g in 0..G-1 (gid int64,
+ * each in range; dur and self int64, eager int8 0/1, flops and bytes float64), ints_out
+ * (int64, 10 x G, zeroed by the caller) gets by row: count, sum of dur, sum of self, min and
+ * max of dur, sum of eager, then dur at ranks lo and lo + 1 of p50 and of p95; floats_out
+ * (float64, 4 x G, zeroed) gets the sums of flops and of bytes (row order) and p50's and p95's
+ * fractions. A quantile q interpolates linearly, as numpy's and pandas' default: at = q *
+ * (count - 1), lo = floor(at), fraction at - lo, rank lo + 1 capped at count - 1. One pass
+ * buckets the durations by group (a counting sort); a selection per group then finds the
+ * ranks in linear expected time, where a sort of the whole column took most of the table.
+ */
+static void swap64(int64_t *a, int64_t *b) { int64_t t = *a; *a = *b; *b = t; }
+
+/* Moves the k-th smallest of v[0..n) to v[k], none larger before it, none smaller after. */
+static void select_kth(int64_t *v, Py_ssize_t n, Py_ssize_t k) {
+    Py_ssize_t lo = 0, hi = n - 1;
+    while (hi > lo + 16) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < v[lo]) swap64(&v[mid], &v[lo]);
+        if (v[hi] < v[lo]) swap64(&v[hi], &v[lo]);
+        if (v[hi] < v[mid]) swap64(&v[hi], &v[mid]);
+        int64_t pivot = v[mid];
+        Py_ssize_t i = lo, j = hi;
+        while (i <= j) { /* Hoare's partition: runs of one value split evenly, staying linear */
+            while (v[i] < pivot) i++;
+            while (v[j] > pivot) j--;
+            if (i <= j) { swap64(&v[i], &v[j]); i++; j--; }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else return; /* between the halves: equal to the pivot, in place */
+    }
+    for (Py_ssize_t i = lo + 1; i <= hi; i++) { /* the last few: insertion sort */
+        int64_t x = v[i];
+        Py_ssize_t j = i - 1;
+        while (j >= lo && v[j] > x) { v[j + 1] = v[j]; j--; }
+        v[j + 1] = x;
+    }
+}
+
+/* q's ranks lo and lo + 1 of v[0..n), where ranks below `from` are already in place and
+ * v[from..n) holds the rest in any order. Returns lo; v is then in place up to lo. */
+static Py_ssize_t quantile_ranks(int64_t *v, Py_ssize_t n, Py_ssize_t from, double q,
+                                 int64_t *low, int64_t *high, double *frac) {
+    double at = q * (double)(n - 1);
+    Py_ssize_t lo = (Py_ssize_t)at;
+    *frac = fmod(at, 1.0);
+    if (lo >= from) select_kth(v + from, n - from, lo - from);
+    *low = v[lo];
+    int64_t m = v[lo];
+    if (lo + 1 < n) {
+        m = v[lo + 1];
+        for (Py_ssize_t i = lo + 2; i < n; i++) m = v[i] < m ? v[i] : m;
+    }
+    *high = m;
+    return lo;
+}
+
+static PyObject *group_stats(PyObject *self, PyObject *args) {
+    Py_buffer gb, db, sb, eb, fb, bb, ib, ob;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*", &gb, &db, &sb, &eb, &fb, &bb, &ib, &ob))
+        return NULL;
+    PyObject *res = NULL;
+    int64_t *bucket = NULL, *next = NULL;
+    Py_ssize_t n = gb.len / 8, G = ob.len / 32;
+    if (db.len != n * 8 || sb.len != n * 8 || eb.len != n || fb.len != n * 8 || bb.len != n * 8 ||
+        ib.len != G * 10 * 8 || ob.len != G * 4 * 8) {
+        PyErr_SetString(PyExc_ValueError, "group_stats: column lengths differ");
+        goto done;
+    }
+    const int64_t *gid = gb.buf, *dur = db.buf, *slf = sb.buf;
+    const int8_t *eager = eb.buf;
+    const double *flops = fb.buf, *bytes = bb.buf;
+    int64_t *I = ib.buf;
+    double *F = ob.buf;
+    int64_t *count = I, *total = I + G, *self_sum = I + 2 * G, *mn = I + 3 * G, *mx = I + 4 * G,
+            *eager_sum = I + 5 * G;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (gid[i] < 0 || gid[i] >= G) {
+            PyErr_SetString(PyExc_ValueError, "group_stats: group id out of range");
+            goto done;
+        }
+    }
+    bucket = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    next = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(G ? G : 1));
+    if (!bucket || !next) { PyErr_NoMemory(); goto done; }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t g = gid[i], d = dur[i];
+        if (count[g] == 0 || d < mn[g]) mn[g] = d;
+        if (count[g] == 0 || d > mx[g]) mx[g] = d;
+        count[g]++;
+        total[g] += d;
+        self_sum[g] += slf[i];
+        eager_sum[g] += eager[i] != 0;
+        F[g] += flops[i];
+        F[G + g] += bytes[i];
+    }
+    int64_t at = 0;
+    for (Py_ssize_t g = 0; g < G; g++) { next[g] = at; at += count[g]; }
+    for (Py_ssize_t i = 0; i < n; i++) bucket[next[gid[i]]++] = dur[i];
+    for (Py_ssize_t g = 0; g < G; g++) {
+        Py_ssize_t c = (Py_ssize_t)count[g];
+        if (!c) continue;
+        int64_t *v = bucket + next[g] - c;
+        Py_ssize_t lo = quantile_ranks(v, c, 0, 0.5, &I[6 * G + g], &I[7 * G + g], &F[2 * G + g]);
+        quantile_ranks(v, c, lo + 1, 0.95, &I[8 * G + g], &I[9 * G + g], &F[3 * G + g]);
+    }
+    Py_END_ALLOW_THREADS
+    res = Py_NewRef(Py_None);
+done:
+    PyMem_RawFree(bucket);
+    PyMem_RawFree(next);
+    PyBuffer_Release(&gb); PyBuffer_Release(&db); PyBuffer_Release(&sb); PyBuffer_Release(&eb);
+    PyBuffer_Release(&fb); PyBuffer_Release(&bb); PyBuffer_Release(&ib); PyBuffer_Release(&ob);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"nest", nest, METH_VARARGS,
      "nest(group, start, end, depth_out, parent_out, self_out): nesting within sorted groups."},
@@ -229,10 +350,12 @@ static PyMethodDef methods[] = {
      "lookup(plane_of, ids, table_plane, table_ids, owner, out): rows of (plane, id) keys."},
     {"sweep", sweep, METH_VARARGS,
      "sweep(starts, ends, step_start, step_end, step_end_sorted, bits, out): breakdown sweep."},
+    {"group_stats", group_stats, METH_VARARGS,
+     "group_stats(gid, dur, self, eager, flops, bytes, ints, floats): op tables' aggregation."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_column_kernels",
-                                    "Nesting, key-lookup and breakdown-sweep kernels over numpy columns.", -1,
+                                    "Nesting, key-lookup, breakdown-sweep and group-statistics kernels over numpy columns.", -1,
                                     methods};
 
 PyMODINIT_FUNC PyInit__column_kernels(void) {

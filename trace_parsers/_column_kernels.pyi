@@ -14,3 +14,6 @@ def sweep(
     out: Any,
     /,
 ) -> None: ...
+def group_stats(
+    gid: Any, dur: Any, self_t: Any, eager: Any, flops: Any, bytes_: Any, ints: Any, floats: Any, /
+) -> None: ...
