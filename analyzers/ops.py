@@ -16,10 +16,10 @@ import re
 import numpy as np
 import pandas as pd
 
+import trace_parsers._column_kernels as kernels
 from analyzers._match import isin, matches
 from analyzers.groups import DERIVED_LINES
 from analyzers.rule_inputs import op_counts, per_aligned_step
-from trace_parsers import _column_kernels
 from trace_parsers.nesting import self_times
 from trace_parsers.tfop import parse_tf_op
 
@@ -366,7 +366,7 @@ def _aggregate(frame: pd.DataFrame, gid: np.ndarray, groups: int) -> pd.DataFram
     durations by group 0.04 s; the pass takes a few ms."""
     ints = np.zeros((10, groups), dtype=np.int64)
     floats = np.zeros((4, groups), dtype=np.float64)
-    _column_kernels.group_stats(
+    kernels.group_stats(
         np.ascontiguousarray(gid, dtype=np.int64),
         np.ascontiguousarray(frame["dur_ps"].to_numpy(dtype=np.int64)),
         np.ascontiguousarray(frame["op_self_ps"].to_numpy(dtype=np.int64)),

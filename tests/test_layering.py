@@ -19,13 +19,15 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "trace_parsers": ("trace_parsers",),
     # GUIDE: "trace_parsers (schema only)". Also the pure helpers the parsers own and analyzers
     # must not re-implement: nesting (self time among a subset of events), the TFLite
-    # section-name grammar and XProf's op-name grammar (an XLA kernel's framework op).
+    # section-name grammar and XProf's op-name grammar (an XLA kernel's framework op); and the
+    # C column kernels, for the op tables' per-group statistics.
     "analyzers": (
         "analyzers",
         "trace_parsers.schema",
         "trace_parsers.nesting",
         "trace_parsers.tflite",
         "trace_parsers.tfop",
+        "trace_parsers._column_kernels",
     ),
     # The one place analyses meet files: the per-worker tasks parse their worker's trace
     # (GUIDE: scale-out lives below app/, callable by a library user). Deviation from the
