@@ -9,16 +9,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
 
-import typer
+import click
 
 from app.cli_analyze import (
-    SchedulerOpt,
     compare_command,
     diagnose_command,
     memory_command,
     ops_command,
+    scheduler_option,
     steps_command,
 )
 from app.cli_capture import capture_command
@@ -26,60 +25,64 @@ from app.cli_cluster import cluster_cli
 from app.cli_serve import demo_command, export_command, hash_password_command, serve_command
 from app.cli_workers import collectives_command, input_command, ps_command, stragglers_command
 
-cli = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="PodScope: capture, parse and explain TF traces.",
-)
-cli.add_typer(cluster_cli, name="cluster")
-cli.command("capture")(capture_command)
-cli.command("steps")(steps_command)
-cli.command("ops")(ops_command)
-cli.command("memory")(memory_command)
-cli.command("diagnose")(diagnose_command)
-cli.command("compare")(compare_command)
-cli.command("collectives")(collectives_command)
-cli.command("stragglers")(stragglers_command)
-cli.command("input")(input_command)
-cli.command("ps")(ps_command)
-cli.command("serve")(serve_command)
-cli.command("demo")(demo_command)
-cli.command("export")(export_command)
-cli.command("hash-password")(hash_password_command)
 
-
-@cli.callback()
-def _root() -> None:
+@click.group(no_args_is_help=True, context_settings={"show_default": True})
+def cli() -> None:
     """PodScope: capture, parse and explain TensorFlow and TFLite traces."""
+
+
+for command in (
+    cluster_cli,
+    capture_command,
+    steps_command,
+    ops_command,
+    memory_command,
+    diagnose_command,
+    compare_command,
+    collectives_command,
+    stragglers_command,
+    input_command,
+    ps_command,
+    serve_command,
+    demo_command,
+    export_command,
+    hash_password_command,
+):
+    cli.add_command(command)
 
 
 EXIT_BAD_INPUT = 2
 
 
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> click.exceptions.Exit:
     """Prints one error line to stderr and returns the exit to raise."""
-    typer.echo(f"podscope: error: {message}", err=True)
-    return typer.Exit(code)
+    click.echo(f"podscope: error: {message}", err=True)
+    return click.exceptions.Exit(code)
 
 
 @cli.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    help="Write every frame as OUT/<frame>/<worker>.parquet (or .csv).",
+)
+@click.option("--format", "fmt", default="parquet", help="parquet or csv")
+@click.option("--session", help="Session of a logdir (default: newest).")
+@click.option("--no-cache", is_flag=True, help="Parse again; do not use the cache.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@scheduler_option
 def parse(
-    path: Annotated[Path, typer.Argument(help="A .xplane.pb file, a run folder or a logdir.")],
-    out: Annotated[
-        Path | None,
-        typer.Option(help="Write every frame as OUT/<frame>/<worker>.parquet (or .csv)."),
-    ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="parquet or csv")] = "parquet",
-    session: Annotated[
-        str | None, typer.Option(help="Session of a logdir (default: newest).")
-    ] = None,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Parse again; do not use the cache.")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
-    scheduler: SchedulerOpt = None,
+    path: Path,
+    out: Path | None,
+    fmt: str,
+    session: str | None,
+    no_cache: bool,
+    as_json: bool,
+    scheduler: str | None,
 ) -> None:
-    """Parse a trace into typed frames; print a summary, optionally write the frames.
+    """Parse PATH (a .xplane.pb file, a run folder or a logdir) into typed frames; print a
+    summary, optionally write the frames.
 
     One task per worker file (``analyzers.execution``; on Dask with ``--scheduler``): each writes its
     own frames to OUT/<frame>/<worker>.parquet (or .csv), so no process holds the session."""
@@ -112,13 +115,13 @@ def parse(
     if out is not None:
         summary["written"] = str(out)
     if as_json:
-        typer.echo(json.dumps(summary, indent=2))
+        click.echo(json.dumps(summary, indent=2))
     else:
         from app.cli_table import render_parse_summary as render
 
         render(summary)
     for failure in summary["failures"]:
-        typer.echo(f"podscope: warning: {failure}", err=True)
+        click.echo(f"podscope: warning: {failure}", err=True)
 
 
 def main() -> None:
@@ -132,7 +135,7 @@ def main() -> None:
     import os
 
     try:
-        cli()
+        cli(prog_name="podscope")
     except SystemExit as e:
         code = e.code
     else:

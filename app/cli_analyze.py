@@ -6,27 +6,37 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
+import click
 import pandas as pd
-import typer
 
-from app.cli_table import WideOpt, show_table
+from app.cli_table import show_table, wide_option
 
 if TYPE_CHECKING:
     from analyzers.session import SessionAnalysis
 
-PathArg = Annotated[Path, typer.Argument(help="A trace file, a run folder or a logdir.")]
-SessionOpt = Annotated[str | None, typer.Option(help="Session of a logdir (default: newest).")]
-NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Parse again; do not use the cache.")]
-SchedulerOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--scheduler",
-        help="Run the per-worker tasks on this Dask scheduler (tcp://HOST:8786); default: "
-        "$PODSCOPE_DASK_SCHEDULER, else this machine.",
-    ),
-]
+#: PATH: a trace file, a run folder or a logdir (each command's help says so).
+path_argument = click.argument("path", type=click.Path(path_type=Path))
+session_option = click.option("--session", help="Session of a logdir (default: newest).")
+no_cache_option = click.option(
+    "--no-cache", is_flag=True, help="Parse again; do not use the cache."
+)
+scheduler_option = click.option(
+    "--scheduler",
+    help="Run the per-worker tasks on this Dask scheduler (tcp://HOST:8786); default: "
+    "$PODSCOPE_DASK_SCHEDULER, else this machine.",
+)
+csv_option = click.option("--csv", is_flag=True, help="CSV on stdout.")
+
+
+def analysis_options(command: Callable[..., None]) -> Callable[..., None]:
+    """PATH and the options every analysis command takes: --session, --no-cache, --scheduler."""
+    for option in (scheduler_option, no_cache_option, session_option, path_argument):
+        command = option(command)
+    return command
+
+
 #: Exit code when the Dask cluster is unreachable or lost (as for a failed capture).
 EXIT_CLUSTER = 4
 
@@ -58,17 +68,20 @@ def steps_table(breakdown: pd.DataFrame) -> pd.DataFrame:
     return out[STEP_CSV_COLUMNS]
 
 
+@click.command("steps")
+@click.option("--csv", is_flag=True, help="CSV on stdout (one row per worker × device × step).")
+@wide_option
+@analysis_options
 def steps_command(
-    path: PathArg,
-    csv: Annotated[
-        bool, typer.Option("--csv", help="CSV on stdout (one row per worker × device × step).")
-    ] = False,
-    wide: WideOpt = False,
-    session: SessionOpt = None,
-    no_cache: NoCacheOpt = False,
-    scheduler: SchedulerOpt = None,
+    path: Path,
+    csv: bool,
+    wide: bool,
+    session: str | None,
+    no_cache: bool,
+    scheduler: str | None,
 ) -> None:
-    """Step-time breakdown per worker, device and step (XProf's categories)."""
+    """Step-time breakdown per worker, device and step (XProf's categories) of PATH: a trace
+    file, a run folder or a logdir."""
     analysis = _analysis_or_exit(
         path, session, no_cache, frozenset({"steps", "breakdown"}), scheduler
     )
@@ -76,9 +89,9 @@ def steps_command(
     missing = analysis.missing
     for row in analysis.methods.itertuples():
         if row.method != "marker":
-            typer.echo(f"podscope: note: {row.worker}: {row.note}", err=True)
+            click.echo(f"podscope: note: {row.worker}: {row.note}", err=True)
     if len(missing):
-        typer.echo(
+        click.echo(
             f"podscope: note: {len(missing)} (worker, step) pairs missing on some workers were left out",
             err=True,
         )
@@ -151,13 +164,13 @@ def _analysis_or_exit(
         with task_progress(len(files)) as progress:
             run = run_session(files, config, parts, progress)
     except TraceParseError as e:
-        typer.echo(f"podscope: error: {e}", err=True)
-        raise typer.Exit(2) from None
+        click.echo(f"podscope: error: {e}", err=True)
+        raise click.exceptions.Exit(2) from None
     except ExecutionError as e:
-        typer.echo(f"podscope: error: {e}", err=True)
-        raise typer.Exit(EXIT_CLUSTER) from None
+        click.echo(f"podscope: error: {e}", err=True)
+        raise click.exceptions.Exit(EXIT_CLUSTER) from None
     for failed in run.failures:
-        typer.echo(f"podscope: warning: {failed.worker} left out: {failed.error}", err=True)
+        click.echo(f"podscope: warning: {failed.worker} left out: {failed.error}", err=True)
     return run.analysis
 
 
@@ -203,23 +216,31 @@ def ops_table(table: pd.DataFrame) -> pd.DataFrame:
     return out[lead + [c for c in out.columns if c not in lead]]
 
 
+@click.command("ops")
+@csv_option
+@wide_option
+@click.option("--by", default="op", help="op, type or kernel.")
+@click.option("--worker", help="Only this worker.")
+@click.option("--top", type=int, default=20, help="Rows in the table view.")
+@analysis_options
 def ops_command(
-    path: PathArg,
-    csv: Annotated[bool, typer.Option("--csv", help="CSV on stdout.")] = False,
-    wide: WideOpt = False,
-    by: Annotated[str, typer.Option(help="op, type or kernel.")] = "op",
-    worker: Annotated[str | None, typer.Option(help="Only this worker.")] = None,
-    top: Annotated[int, typer.Option(help="Rows in the table view.")] = 20,
-    session: SessionOpt = None,
-    no_cache: NoCacheOpt = False,
-    scheduler: SchedulerOpt = None,
+    path: Path,
+    csv: bool,
+    wide: bool,
+    by: str,
+    worker: str | None,
+    top: int,
+    session: str | None,
+    no_cache: bool,
+    scheduler: str | None,
 ) -> None:
-    """Per-op time per worker and device: occurrences, total and self time, percentiles."""
+    """Per-op time per worker and device of PATH (a trace file, a run folder or a logdir):
+    occurrences, total and self time, percentiles."""
     from analyzers.ops import BY
 
     if by not in BY:
-        typer.echo(f"podscope: error: --by must be one of {', '.join(BY)}", err=True)
-        raise typer.Exit(2)
+        click.echo(f"podscope: error: --by must be one of {', '.join(BY)}", err=True)
+        raise click.exceptions.Exit(2)
     analysis = _analysis_or_exit(path, session, no_cache, frozenset({f"ops:{by}"}), scheduler)
     table = ops_table(analysis.op_table_for(by, worker))
     if csv:
@@ -241,24 +262,32 @@ def ops_command(
     show_table(shown, f"top {top} by self time, per worker and device", wide=wide, cut=name_col)
 
 
+@click.command("compare")
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("--csv", help="steps or ops: that comparison as CSV on stdout.")
+@click.option("--top", type=int, default=15, help="Op rows in the table view.")
+@click.option("--base-session", help="Session of BASE's logdir.")
+@click.option("--new-session", help="Session of NEW's logdir.")
+@no_cache_option
+@scheduler_option
 def compare_command(
-    base: Annotated[Path, typer.Argument(help="Baseline: a trace file, run folder or logdir.")],
-    new: Annotated[Path, typer.Argument(help="New run: a trace file, run folder or logdir.")],
-    csv: Annotated[
-        str | None, typer.Option(help="steps or ops: that comparison as CSV on stdout.")
-    ] = None,
-    top: Annotated[int, typer.Option(help="Op rows in the table view.")] = 15,
-    base_session: Annotated[str | None, typer.Option(help="Session of BASE's logdir.")] = None,
-    new_session: Annotated[str | None, typer.Option(help="Session of NEW's logdir.")] = None,
-    no_cache: NoCacheOpt = False,
-    scheduler: SchedulerOpt = None,
+    base: Path,
+    new: Path,
+    csv: str | None,
+    top: int,
+    base_session: str | None,
+    new_session: str | None,
+    no_cache: bool,
+    scheduler: str | None,
 ) -> None:
-    """Two runs side by side: step time and its categories per step, and the ops that changed."""
+    """Two runs side by side: step time and its categories per step, and the ops that changed.
+    BASE is the baseline, NEW the new run: each a trace file, a run folder or a logdir."""
     from analyzers.compare import compare_ops, compare_steps
 
     if csv not in (None, "steps", "ops"):
-        typer.echo("podscope: error: --csv must be steps or ops", err=True)
-        raise typer.Exit(2)
+        click.echo("podscope: error: --csv must be steps or ops", err=True)
+        raise click.exceptions.Exit(2)
     parts = frozenset({"steps", "breakdown", "ops:op"})
     runs = [
         _analysis_or_exit(path, session, no_cache, parts, scheduler)
@@ -299,26 +328,29 @@ def compare_command(
     console.print(changed)
 
 
+@click.command("memory")
+@click.option(
+    "--csv", is_flag=True, help="The memory timeline (or, with --summary, the report) as CSV."
+)
+@click.option(
+    "--summary", is_flag=True, help="With --csv: the per-allocator report, not the timeline."
+)
+@analysis_options
 def memory_command(
-    path: PathArg,
-    csv: Annotated[
-        bool,
-        typer.Option("--csv", help="The memory timeline (or, with --summary, the report) as CSV."),
-    ] = False,
-    summary: Annotated[
-        bool,
-        typer.Option("--summary", help="With --csv: the per-allocator report, not the timeline."),
-    ] = False,
-    session: SessionOpt = None,
-    no_cache: NoCacheOpt = False,
-    scheduler: SchedulerOpt = None,
+    path: Path,
+    csv: bool,
+    summary: bool,
+    session: str | None,
+    no_cache: bool,
+    scheduler: str | None,
 ) -> None:
-    """Per worker and allocator: peak, fragmentation, live blocks at the peak and growth per
-    step (a leak); --csv: every allocator event."""
+    """Per worker and allocator of PATH (a trace file, a run folder or a logdir): peak,
+    fragmentation, live blocks at the peak and growth per step (a leak); --csv: every
+    allocator event."""
     a = _analysis_or_exit(path, session, no_cache, frozenset({"memory", "steps"}), scheduler)
     timeline = a.memory
     if timeline.empty:
-        typer.echo(
+        click.echo(
             "podscope: this capture has no allocator events (TF records them for BFC allocators: "
             "GPU hosts, or CPU with TF_CPU_ALLOCATOR_USE_BFC=true); nothing to show.",
             err=True,
@@ -334,23 +366,27 @@ def memory_command(
             if row.growth_bytes_per_step == row.growth_bytes_per_step
             else ""
         )
-        typer.echo(
+        click.echo(
             f"{row.worker} {row.allocator}: peak {row.peak_bytes / 2**20:,.1f} MiB, fragmentation "
             f"{row.fragmentation_at_peak:.3f}{growth}\n  live at peak ({row.live_at_peak} blocks): "
             f"{row.top_live}"
         )
 
 
+@click.command("diagnose")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Every finding as JSON (evidence, expression)."
+)
+@analysis_options
 def diagnose_command(
-    path: PathArg,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Every finding as JSON (evidence, expression).")
-    ] = False,
-    session: SessionOpt = None,
-    no_cache: NoCacheOpt = False,
-    scheduler: SchedulerOpt = None,
+    path: Path,
+    as_json: bool,
+    session: str | None,
+    no_cache: bool,
+    scheduler: str | None,
 ) -> None:
-    """Findings from TensorFlow's GPU performance guide, ranked; exit code 0 whatever they say."""
+    """Findings from TensorFlow's GPU performance guide for PATH (a trace file, a run folder or
+    a logdir), ranked; exit code 0 whatever they say."""
     import dataclasses
     import json
 
@@ -358,17 +394,17 @@ def diagnose_command(
 
     findings = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler).findings
     if as_json:
-        typer.echo(json.dumps([dataclasses.asdict(f) for f in findings], indent=2, default=str))
+        click.echo(json.dumps([dataclasses.asdict(f) for f in findings], indent=2, default=str))
         return
     for f in findings:
         if not f.applies:
-            typer.echo(f"  n/a       {f.rule_id}: {f.reason}")
+            click.echo(f"  n/a       {f.rule_id}: {f.reason}")
         elif f.severity == "none":
-            typer.echo(
+            click.echo(
                 f"  ok        {f.title} ({fmt_value(f.value, f.unit)})"
                 if f.value is not None
                 else f"  ok        {f.title}"
             )
         else:
             shown = "" if f.value is None else f": {fmt_value(f.value, f.unit)}"
-            typer.echo(f"{f.severity.upper():9} {f.title}{shown}\n          → {f.recommendation}")
+            click.echo(f"{f.severity.upper():9} {f.title}{shown}\n          → {f.recommendation}")

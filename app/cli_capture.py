@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
+import click
 
 if TYPE_CHECKING:  # gRPC and the capture client load only when a capture runs
     from collectors.capture import CaptureOptions, CaptureResult, Target, WorkerResult
@@ -65,60 +65,75 @@ def run_capture(targets: list[Target], opts: CaptureOptions, live: bool) -> Capt
         return capture(targets, opts, on_update=update)
 
 
+@click.command("capture")
+@click.argument("addresses", required=False)
+@click.option(
+    "--cluster",
+    type=click.Path(path_type=Path),
+    help="An engine cluster manifest (cluster.json) instead of addresses.",
+)
+@click.option(
+    "--logdir",
+    type=click.Path(path_type=Path),
+    default=Path("runs/captures"),
+    envvar="PODSCOPE_LOGDIR",
+    help="Traces go to LOGDIR/plugins/profile/<session>/ (default: $PODSCOPE_LOGDIR, "
+    "the folder the dashboard serves, else runs/captures).",
+)
+@click.option("--duration-ms", type=int, default=2000, help="Trace window.")
+@click.option(
+    "--delay-ms",
+    type=int,
+    default=500,
+    help="Common start: this long after the requests go out.",
+)
+@click.option(
+    "--host-tracer-level",
+    type=int,
+    default=2,
+    help="0 off, 1 user, 2 default, 3 verbose.",
+)
+@click.option("--python-tracer-level", type=int, default=0, help="1 traces Python calls.")
+@click.option("--device-tracer-level", type=int, default=1, help="1 traces GPUs.")
+@click.option(
+    "--retries",
+    type=int,
+    default=2,
+    help="Extra attempts for a worker that does not answer (backoff).",
+)
+@click.option("--timeout-s", type=float, help="Per-worker deadline (default delay+duration+30 s).")
+@click.option("--token", envvar="PODSCOPE_TOKEN", help="The agents' shared token.")
+@click.option("--session", help="Session folder name (default: UTC time).")
+@click.option(
+    "--label", default="", help="What this session is (e.g. baseline); shown on every page."
+)
+@click.option("--note", default="", help="A free-text note kept with the session.")
+@click.option("--shared-storage", is_flag=True, help="Workers write into LOGDIR directly.")
+@click.option(
+    "--unsafe-full-trace",
+    is_flag=True,
+    help="Host-trace non-chief MWMS workers too. WARNING: TF 2.20/2.21 crash them (and the job).",
+)
 def capture_command(
-    addresses: Annotated[
-        str | None, typer.Argument(help="host:port[,host:port…] of the workers' PodScope agents.")
-    ] = None,
-    cluster: Annotated[
-        Path | None,
-        typer.Option(help="An engine cluster manifest (cluster.json) instead of addresses."),
-    ] = None,
-    logdir: Annotated[
-        Path,
-        typer.Option(
-            envvar="PODSCOPE_LOGDIR",
-            help="Traces go to LOGDIR/plugins/profile/<session>/ (default: $PODSCOPE_LOGDIR, "
-            "the folder the dashboard serves, else runs/captures).",
-        ),
-    ] = Path("runs/captures"),
-    duration_ms: Annotated[int, typer.Option(help="Trace window.")] = 2000,
-    delay_ms: Annotated[
-        int, typer.Option(help="Common start: this long after the requests go out.")
-    ] = 500,
-    host_tracer_level: Annotated[
-        int, typer.Option(help="0 off, 1 user, 2 default, 3 verbose.")
-    ] = 2,
-    python_tracer_level: Annotated[int, typer.Option(help="1 traces Python calls.")] = 0,
-    device_tracer_level: Annotated[int, typer.Option(help="1 traces GPUs.")] = 1,
-    retries: Annotated[
-        int, typer.Option(help="Extra attempts for a worker that does not answer (backoff).")
-    ] = 2,
-    timeout_s: Annotated[
-        float | None, typer.Option(help="Per-worker deadline (default delay+duration+30 s).")
-    ] = None,
-    token: Annotated[
-        str | None, typer.Option(envvar="PODSCOPE_TOKEN", help="The agents' shared token.")
-    ] = None,
-    session: Annotated[
-        str | None, typer.Option(help="Session folder name (default: UTC time).")
-    ] = None,
-    label: Annotated[
-        str, typer.Option(help="What this session is (e.g. baseline); shown on every page.")
-    ] = "",
-    note: Annotated[str, typer.Option(help="A free-text note kept with the session.")] = "",
-    shared_storage: Annotated[
-        bool, typer.Option("--shared-storage", help="Workers write into LOGDIR directly.")
-    ] = False,
-    unsafe_full_trace: Annotated[
-        bool,
-        typer.Option(
-            "--unsafe-full-trace",
-            help="Host-trace non-chief MWMS workers too. "
-            "WARNING: TF 2.20/2.21 crash them (and the job).",
-        ),
-    ] = False,
+    addresses: str | None,
+    cluster: Path | None,
+    logdir: Path,
+    duration_ms: int,
+    delay_ms: int,
+    host_tracer_level: int,
+    python_tracer_level: int,
+    device_tracer_level: int,
+    retries: int,
+    timeout_s: float | None,
+    token: str | None,
+    session: str | None,
+    label: str,
+    note: str,
+    shared_storage: bool,
+    unsafe_full_trace: bool,
 ) -> None:
-    """Capture every worker of a job in one window and bring the traces home."""
+    """Capture every worker of a job in one window and bring the traces home. ADDRESSES:
+    host:port[,host:port…] of the workers' PodScope agents (or --cluster)."""
     from app.targets import targets_from
     from collectors.capture import CaptureOptions
     from collectors.errors import CaptureError
@@ -142,19 +157,19 @@ def capture_command(
             unsafe_full_trace=unsafe_full_trace,
         )
         if unsafe_full_trace:
-            typer.echo(
+            click.echo(
                 "podscope: warning: --unsafe-full-trace host-traces non-chief MultiWorkerMirroredStrategy "
                 "workers; TF 2.20/2.21 crash them (use-after-free in TraceMeRecorder::Consume).",
                 err=True,
             )
         result = run_capture(targets, opts, live=sys.stdout.isatty())
     except CaptureError as e:
-        typer.echo(f"podscope: error: {e}", err=True)
-        raise typer.Exit(2) from None
+        click.echo(f"podscope: error: {e}", err=True)
+        raise click.exceptions.Exit(2) from None
     for w in result.workers:
         detail = f" {w.bytes / 1e6:.1f} MB -> {w.file}" if w.status == "ok" else f": {w.reason}"
         note = f" ({w.plan_note})" if w.plan_note else ""
         role = f" [{w.role}:{w.index}]" if w.role else ""
-        typer.echo(f"{w.label}{role} {w.status}{detail}{note}")
-    typer.echo(f"session {result.session}: {result.session_dir / 'capture.json'}")
-    raise typer.Exit(result.exit_code())
+        click.echo(f"{w.label}{role} {w.status}{detail}{note}")
+    click.echo(f"session {result.session}: {result.session_dir / 'capture.json'}")
+    raise click.exceptions.Exit(result.exit_code())

@@ -5,52 +5,74 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
 
-import typer
+import click
 
 from reference_engine.config import EngineConfig, EngineError
 
-cluster_cli = typer.Typer(
-    no_args_is_help=True, help="Run the reference training engine on a local cluster."
-)
 DEFAULT_RUN_DIR = Path("runs/cluster")
-RunDir = Annotated[Path, typer.Option(help="The run folder (holds cluster.json, logs, model).")]
+run_dir_option = click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_RUN_DIR,
+    help="The run folder (holds cluster.json, logs, model).",
+)
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"podscope: error: {message}", err=True)
-    return typer.Exit(2)
+@click.group("cluster", no_args_is_help=True)
+def cluster_cli() -> None:
+    """Run the reference training engine on a local cluster."""
+
+
+def _fail(message: str) -> click.exceptions.Exit:
+    click.echo(f"podscope: error: {message}", err=True)
+    return click.exceptions.Exit(2)
 
 
 @cluster_cli.command("up")
+@click.option("--workers", type=int, default=2, help="Worker processes.")
+@click.option("--ps", type=int, default=0, help="Parameter servers (ps workload only).")
+@click.option("--workload", default="mwms-loop", help="mwms-fit, mwms-loop or ps.")
+@click.option("--scenario", default="baseline", help="Injected bottleneck (see README).")
+@click.option("--model", default="mlp", help="mlp, cnn or transformer.")
+@click.option("--steps", type=int, default=50, help="Training steps.")
+@click.option("--forever", is_flag=True, help="Train until `cluster down`.")
+@click.option("--batch-size", type=int, default=32, help="Per-worker batch size.")
+@click.option("--mixed-precision", help="mixed_float16 or mixed_bfloat16.")
+@click.option("--tf32", default="on", help="on or off.")
+@click.option("--jit-compile", is_flag=True, help="Compile the step with XLA.")
+@click.option(
+    "--straggler-task",
+    type=int,
+    default=1,
+    help="Worker slowed by the straggler scenario.",
+)
+@click.option("--straggler-ms", type=float, default=60.0, help="Its extra time per step.")
+@run_dir_option
+@click.option("--wait", is_flag=True, help="Block until training ends, then stop the cluster.")
+@click.option(
+    "--timeout-s",
+    type=float,
+    default=1800.0,
+    help="With --wait: give up after this long.",
+)
 def cluster_up(
-    workers: Annotated[int, typer.Option(help="Worker processes.")] = 2,
-    ps: Annotated[int, typer.Option(help="Parameter servers (ps workload only).")] = 0,
-    workload: Annotated[str, typer.Option(help="mwms-fit, mwms-loop or ps.")] = "mwms-loop",
-    scenario: Annotated[str, typer.Option(help="Injected bottleneck (see README).")] = "baseline",
-    model: Annotated[str, typer.Option(help="mlp, cnn or transformer.")] = "mlp",
-    steps: Annotated[int, typer.Option(help="Training steps.")] = 50,
-    forever: Annotated[bool, typer.Option("--forever", help="Train until `cluster down`.")] = False,
-    batch_size: Annotated[int, typer.Option(help="Per-worker batch size.")] = 32,
-    mixed_precision: Annotated[
-        str | None, typer.Option(help="mixed_float16 or mixed_bfloat16.")
-    ] = None,
-    tf32: Annotated[str, typer.Option(help="on or off.")] = "on",
-    jit_compile: Annotated[
-        bool, typer.Option("--jit-compile", help="Compile the step with XLA.")
-    ] = False,
-    straggler_task: Annotated[
-        int, typer.Option(help="Worker slowed by the straggler scenario.")
-    ] = 1,
-    straggler_ms: Annotated[float, typer.Option(help="Its extra time per step.")] = 60.0,
-    run_dir: RunDir = DEFAULT_RUN_DIR,
-    wait: Annotated[
-        bool, typer.Option("--wait", help="Block until training ends, then stop the cluster.")
-    ] = False,
-    timeout_s: Annotated[
-        float, typer.Option(help="With --wait: give up after this long.")
-    ] = 1800.0,
+    workers: int,
+    ps: int,
+    workload: str,
+    scenario: str,
+    model: str,
+    steps: int,
+    forever: bool,
+    batch_size: int,
+    mixed_precision: str | None,
+    tf32: str,
+    jit_compile: bool,
+    straggler_task: int,
+    straggler_ms: float,
+    run_dir: Path,
+    wait: bool,
+    timeout_s: float,
 ) -> None:
     """Start a local cluster; returns when every task is ready (or, with --wait, when done)."""
     from reference_engine import cluster as local  # TF's launcher: only for these commands
@@ -73,11 +95,11 @@ def cluster_up(
         manifest = local.up(cfg, workers=workers, ps=ps, run_dir=run_dir)
     except EngineError as e:
         raise _fail(str(e)) from None
-    typer.echo(
+    click.echo(
         f"cluster ready: {len(manifest.tasks)} tasks, manifest {Path(manifest.run_dir) / local.MANIFEST}"
     )
     for t in manifest.tasks:
-        typer.echo(f"  {t.name:10} pid {t.pid:<8} tf {t.address:21} agent {t.agent_address}")
+        click.echo(f"  {t.name:10} pid {t.pid:<8} tf {t.address:21} agent {t.agent_address}")
     if wait:
         try:
             results = local.wait(manifest, timeout_s)
@@ -86,18 +108,17 @@ def cluster_up(
             raise _fail(str(e)) from None
         local.down(manifest)
         for name, r in sorted(results.items()):
-            typer.echo(
+            click.echo(
                 f"  {name}: {r['event']} steps={r.get('steps')} loss {r.get('first_loss')} -> {r.get('last_loss')}"
             )
         if any(r["event"] != "done" for r in results.values()):
-            raise typer.Exit(1)
+            raise click.exceptions.Exit(1)
 
 
 @cluster_cli.command("status")
-def cluster_status(
-    run_dir: RunDir = DEFAULT_RUN_DIR,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
+@run_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Every task as JSON.")
+def cluster_status(run_dir: Path, as_json: bool) -> None:
     """Show each task: alive, last event, steps, last loss."""
     from reference_engine import cluster as local  # TF's launcher: only for these commands
 
@@ -106,20 +127,24 @@ def cluster_status(
     except EngineError as e:
         raise _fail(str(e)) from None
     if as_json:
-        typer.echo(json.dumps([asdict(r) for r in rows], indent=2))
+        click.echo(json.dumps([asdict(r) for r in rows], indent=2))
         return
     for r in rows:
         state = "running" if r.alive else "stopped"
-        typer.echo(
+        click.echo(
             f"{r.name:10} pid {r.pid:<8} {state:8} last={r.last_event} steps={r.steps} loss={r.last_loss}"
         )
 
 
 @cluster_cli.command("down")
-def cluster_down(
-    run_dir: RunDir = DEFAULT_RUN_DIR,
-    grace_s: Annotated[float, typer.Option(help="Seconds between SIGINT and SIGKILL.")] = 5.0,
-) -> None:
+@run_dir_option
+@click.option(
+    "--grace-s",
+    type=float,
+    default=5.0,
+    help="Seconds between SIGINT and SIGKILL.",
+)
+def cluster_down(run_dir: Path, grace_s: float) -> None:
     """Stop every process the cluster started (no orphans)."""
     from reference_engine import cluster as local  # TF's launcher: only for these commands
 
@@ -128,33 +153,53 @@ def cluster_down(
     except EngineError as e:
         raise _fail(str(e)) from None
     killed = local.down(manifest, grace_s)
-    typer.echo(
+    click.echo(
         f"stopped {len(manifest.tasks)} tasks"
         + (f" (SIGKILL: {', '.join(killed)})" if killed else "")
     )
 
 
 @cluster_cli.command("jax")
+@click.option(
+    "--logdir",
+    type=click.Path(path_type=Path),
+    envvar="PODSCOPE_LOGDIR",
+    required=True,
+    help="The captured session goes to LOGDIR/plugins/profile/<session>/.",
+)
+@click.option("--workers", type=int, default=2, help="JAX processes (one CPU device each).")
+@click.option(
+    "--steps",
+    type=int,
+    default=12,
+    help="Steps captured (after 3 warm-up steps).",
+)
+@click.option("--scenario", default="baseline", help="baseline, slow-host or slow-device.")
+@click.option(
+    "--slow-task",
+    type=int,
+    default=1,
+    help="The worker the scenario slows down.",
+)
+@click.option("--slow-ms", type=float, default=20.0, help="Its extra time per step (ms).")
+@click.option("--markers", is_flag=True, help="Wrap each step in StepTraceAnnotation.")
+@click.option("--label", default="", help="The session's label.")
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path),
+    default=Path("runs/jax"),
+    help="Where the processes run and write their traces first.",
+)
 def cluster_jax(
-    logdir: Annotated[
-        Path,
-        typer.Option(
-            envvar="PODSCOPE_LOGDIR",
-            help="The captured session goes to LOGDIR/plugins/profile/<session>/.",
-        ),
-    ],
-    workers: Annotated[int, typer.Option(help="JAX processes (one CPU device each).")] = 2,
-    steps: Annotated[int, typer.Option(help="Steps captured (after 3 warm-up steps).")] = 12,
-    scenario: Annotated[str, typer.Option(help="baseline, slow-host or slow-device.")] = "baseline",
-    slow_task: Annotated[int, typer.Option(help="The worker the scenario slows down.")] = 1,
-    slow_ms: Annotated[float, typer.Option(help="Its extra time per step (ms).")] = 20.0,
-    markers: Annotated[
-        bool, typer.Option("--markers", help="Wrap each step in StepTraceAnnotation.")
-    ] = False,
-    label: Annotated[str, typer.Option(help="The session's label.")] = "",
-    run_dir: Annotated[
-        Path, typer.Option(help="Where the processes run and write their traces first.")
-    ] = Path("runs/jax"),
+    logdir: Path,
+    workers: int,
+    steps: int,
+    scenario: str,
+    slow_task: int,
+    slow_ms: float,
+    markers: bool,
+    label: str,
+    run_dir: Path,
 ) -> None:
     """Run the engine's JAX loop (jax.distributed on loopback), each process profiling itself
     with jax.profiler, and bring the traces into one session."""
@@ -174,4 +219,4 @@ def cluster_jax(
     except EngineError as e:
         raise _fail(str(e)) from None
     session = collect_local(files, logdir, asdict(cfg), label=label or f"jax {scenario}")
-    typer.echo(f"captured {len(files)} workers into {session}")
+    click.echo(f"captured {len(files)} workers into {session}")

@@ -7,9 +7,9 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
+import click
 
 if TYPE_CHECKING:  # the dashboard's modules (Flask and Dash) load only for its commands
     from app.settings import AppSettings
@@ -18,33 +18,44 @@ HOST_HELP = "Interface to bind (default $PODSCOPE_HOST or 127.0.0.1: this machin
 PORT_HELP = "Port (default $PODSCOPE_PORT or 8050)."
 
 
+host_option = click.option("--host", help=HOST_HELP)
+port_option = click.option("--port", type=int, help=PORT_HELP)
+
+
+@click.command("serve")
+@click.option(
+    "--logdir",
+    type=click.Path(path_type=Path),
+    help="Folder with plugins/profile/<session>/ captures ($PODSCOPE_LOGDIR).",
+)
+@host_option
+@port_option
+@click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path),
+    help="Parsed-frame cache folder ($PODSCOPE_CACHE_DIR).",
+)
+@click.option(
+    "--max-upload-mb", type=int, help="Largest accepted upload ($PODSCOPE_MAX_UPLOAD_MB or 512)."
+)
+@click.option(
+    "--scheduler",
+    help="Analyse sessions on this Dask scheduler (default: $PODSCOPE_DASK_SCHEDULER).",
+)
+@click.option(
+    "--cluster-min-files",
+    type=int,
+    help="Sessions with this many files are analysed per worker in the background "
+    "(default: $PODSCOPE_CLUSTER_MIN_FILES or 8).",
+)
 def serve_command(
-    logdir: Annotated[
-        Path | None,
-        typer.Option(help="Folder with plugins/profile/<session>/ captures ($PODSCOPE_LOGDIR)."),
-    ] = None,
-    host: Annotated[str | None, typer.Option(help=HOST_HELP)] = None,
-    port: Annotated[int | None, typer.Option(help=PORT_HELP)] = None,
-    cache_dir: Annotated[
-        Path | None, typer.Option(help="Parsed-frame cache folder ($PODSCOPE_CACHE_DIR).")
-    ] = None,
-    max_upload_mb: Annotated[
-        int | None, typer.Option(help="Largest accepted upload ($PODSCOPE_MAX_UPLOAD_MB or 512).")
-    ] = None,
-    scheduler: Annotated[
-        str | None,
-        typer.Option(
-            "--scheduler",
-            help="Analyse sessions on this Dask scheduler (default: $PODSCOPE_DASK_SCHEDULER).",
-        ),
-    ] = None,
-    cluster_min_files: Annotated[
-        int | None,
-        typer.Option(
-            help="Sessions with this many files are analysed per worker in the background "
-            "(default: $PODSCOPE_CLUSTER_MIN_FILES or 8)."
-        ),
-    ] = None,
+    logdir: Path | None,
+    host: str | None,
+    port: int | None,
+    cache_dir: Path | None,
+    max_upload_mb: int | None,
+    scheduler: str | None,
+    cluster_min_files: int | None,
 ) -> None:
     """Serve the dashboard for a logdir. Binding anything but loopback needs a login
     configured (PODSCOPE_DASHBOARD_TOKEN, PODSCOPE_USERS_FILE or PODSCOPE_TRUST_PROXY_HEADER)."""
@@ -71,8 +82,8 @@ def settings_from_env() -> AppSettings:
     try:
         return AppSettings.from_env(os.environ)
     except (AuthError, ValueError) as e:
-        typer.echo(f"podscope: error: {e}", err=True)
-        raise typer.Exit(2) from None
+        click.echo(f"podscope: error: {e}", err=True)
+        raise click.exceptions.Exit(2) from None
 
 
 def check_exposure(settings: AppSettings) -> None:
@@ -83,7 +94,7 @@ def check_exposure(settings: AppSettings) -> None:
         return
     auth = settings.auth
     if not auth.enabled:
-        typer.echo(
+        click.echo(
             f"podscope: error: --host {settings.host} serves other machines and nobody would be "
             "asked to log in. Configure a login: PODSCOPE_DASHBOARD_TOKEN=<secret> (or "
             "PODSCOPE_DASHBOARD_TOKEN_FILE=<file>), PODSCOPE_USERS_FILE=<file of name:hash lines "
@@ -91,9 +102,9 @@ def check_exposure(settings: AppSettings) -> None:
             "authenticating reverse proxy; or bind 127.0.0.1.",
             err=True,
         )
-        raise typer.Exit(2)
+        raise click.exceptions.Exit(2)
     if auth.proxy_header and not (auth.token or auth.users):
-        typer.echo(
+        click.echo(
             f"podscope: warning: anyone who reaches {settings.host}:{settings.port} directly can "
             f"set {auth.proxy_header}: let only the proxy reach this port.",
             err=True,
@@ -119,40 +130,46 @@ def serve(settings: AppSettings) -> None:
     try:
         settings.logdir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        typer.echo(f"podscope: error: cannot use the logdir {settings.logdir}: {e}", err=True)
-        raise typer.Exit(2) from None
+        click.echo(f"podscope: error: cannot use the logdir {settings.logdir}: {e}", err=True)
+        raise click.exceptions.Exit(2) from None
     app = create_app(settings)
     login = " (login required)" if settings.auth.enabled else ""
-    typer.echo(f"serving on http://{settings.host}:{settings.port}{login}", err=False)
+    click.echo(f"serving on http://{settings.host}:{settings.port}{login}", err=False)
     # A production WSGI server (Flask's own warns it is not one), quiet per request.
     import waitress
 
     waitress.serve(app.server, host=settings.host, port=settings.port, threads=8, ident="PodScope")
 
 
+@click.command("demo")
+@click.option(
+    "--logdir",
+    type=click.Path(path_type=Path),
+    help="Where the demo runs and their captures go ($PODSCOPE_LOGDIR/demo).",
+)
+@click.option(
+    "--scenarios",
+    default="baseline,straggler",
+    help="Comma-separated injected bottlenecks, one job and one captured session each "
+    "(the first is Compare's baseline).",
+)
+@click.option("--workers", type=int, default=2, help="Worker processes of each job.")
+@click.option("--duration-ms", type=int, default=2000, help="Each capture's trace window.")
+@host_option
+@port_option
+@click.option(
+    "--keep-cluster",
+    is_flag=True,
+    help="Keep the last job training while serving (capture again from the Capture page).",
+)
 def demo_command(
-    logdir: Annotated[
-        Path | None,
-        typer.Option(help="Where the demo runs and their captures go ($PODSCOPE_LOGDIR/demo)."),
-    ] = None,
-    scenarios: Annotated[
-        str,
-        typer.Option(
-            help="Comma-separated injected bottlenecks, one job and one captured session each "
-            "(the first is Compare's baseline)."
-        ),
-    ] = "baseline,straggler",
-    workers: Annotated[int, typer.Option()] = 2,
-    duration_ms: Annotated[int, typer.Option()] = 2000,
-    host: Annotated[str | None, typer.Option(help=HOST_HELP)] = None,
-    port: Annotated[int | None, typer.Option(help=PORT_HELP)] = None,
-    keep_cluster: Annotated[
-        bool,
-        typer.Option(
-            "--keep-cluster",
-            help="Keep the last job training while serving (capture again from the Capture page).",
-        ),
-    ] = False,
+    logdir: Path | None,
+    scenarios: str,
+    workers: int,
+    duration_ms: int,
+    host: str | None,
+    port: int | None,
+    keep_cluster: bool,
 ) -> None:
     """Local jobs (a baseline and a straggler) → capture each over gRPC → dashboard.
 
@@ -165,16 +182,16 @@ def demo_command(
 
     names = [s.strip() for s in scenarios.split(",") if s.strip()]
     if not names:
-        raise typer.BadParameter("name at least one scenario", param_hint="--scenarios")
+        raise click.BadParameter("name at least one scenario", param_hint="--scenarios")
     if importlib.util.find_spec("tensorflow") is None:
-        typer.echo(
+        click.echo(
             "podscope: error: the demo trains TensorFlow jobs and TensorFlow is not installed: "
             "pip install 'podscope[engine]', or in Docker run the engine image "
             "(docker build --build-arg EXTRAS=engine -t podscope:engine .). "
             "This image serves and parses traces: podscope serve.",
             err=True,
         )
-        raise typer.Exit(2)
+        raise click.exceptions.Exit(2)
     env = settings_from_env()
     logdir = logdir or env.logdir / "demo"
     settings = dataclasses.replace(env, logdir=logdir, host=host or env.host, port=port or env.port)
@@ -200,7 +217,7 @@ def _demo_job(logdir: Path, scenario: str, workers: int, duration_ms: int, keep:
     from reference_engine.config import EngineConfig, EngineError
     from trace_parsers import load
 
-    typer.echo(f"starting a {workers}-worker mwms-loop job (scenario {scenario})…")
+    click.echo(f"starting a {workers}-worker mwms-loop job (scenario {scenario})…")
     try:
         m = cluster.up(
             EngineConfig(workload="mwms-loop", scenario=scenario, steps=None),
@@ -208,8 +225,8 @@ def _demo_job(logdir: Path, scenario: str, workers: int, duration_ms: int, keep:
             run_dir=logdir / "cluster" / scenario,
         )
     except EngineError as e:
-        typer.echo(f"podscope: error: {e}", err=True)
-        raise typer.Exit(2) from None
+        click.echo(f"podscope: error: {e}", err=True)
+        raise click.exceptions.Exit(2) from None
     try:
         deadline = time.monotonic() + 120
         while (
@@ -217,7 +234,7 @@ def _demo_job(logdir: Path, scenario: str, workers: int, duration_ms: int, keep:
             and time.monotonic() < deadline
         ):
             time.sleep(0.3)
-        typer.echo(f"capturing every worker of the {scenario} job…")
+        click.echo(f"capturing every worker of the {scenario} job…")
         result = capture(
             [Target(t.agent_address) for t in m.tasks],
             CaptureOptions(
@@ -228,9 +245,9 @@ def _demo_job(logdir: Path, scenario: str, workers: int, duration_ms: int, keep:
             ),
         )
         for w in result.workers:
-            typer.echo(f"  {w.label} [{w.role}:{w.index}] {w.status} {w.reason or w.plan_note}")
+            click.echo(f"  {w.label} [{w.role}:{w.index}] {w.status} {w.reason or w.plan_note}")
         frames = load(result.session_dir)
-        typer.echo(
+        click.echo(
             f"session {result.session_dir.name} ({scenario}): {len(frames.events):,} events from "
             f"{len(frames.workers)} workers"
         )
@@ -244,40 +261,40 @@ def _demo_job(logdir: Path, scenario: str, workers: int, duration_ms: int, keep:
     return None
 
 
-def export_command(
-    session: Annotated[
-        Path, typer.Argument(help="A session folder, a logdir (newest session) or a file.")
-    ],
-    chrome_json: Annotated[
-        Path,
-        typer.Option(
-            "--chrome-json", help="Output .json or .json.gz (Perfetto UI, chrome://tracing)."
-        ),
-    ],
-) -> None:
-    """Export a session as Chrome trace JSON."""
+@click.command("export")
+@click.argument("session", type=click.Path(path_type=Path))
+@click.option(
+    "--chrome-json",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Output .json or .json.gz (Perfetto UI, chrome://tracing).",
+)
+def export_command(session: Path, chrome_json: Path) -> None:
+    """Export SESSION (a session folder, a logdir's newest session, or a file) as Chrome trace
+    JSON."""
     from trace_parsers import TraceParseError, load
     from trace_parsers.chrome import write_chrome_trace
 
     try:
         frames = load(session)
     except TraceParseError as e:
-        typer.echo(f"podscope: error: {e}", err=True)
-        raise typer.Exit(2) from None
+        click.echo(f"podscope: error: {e}", err=True)
+        raise click.exceptions.Exit(2) from None
     n = write_chrome_trace(frames, chrome_json)
-    typer.echo(f"wrote {n:,} events to {chrome_json}")
+    click.echo(f"wrote {n:,} events to {chrome_json}")
 
 
-def hash_password_command(
-    user: Annotated[str, typer.Argument(help="The user name to log in with.")],
-) -> None:
-    """Print a PODSCOPE_USERS_FILE line (name:hash, werkzeug's scrypt) for a password typed twice."""
+@click.command("hash-password")
+@click.argument("user")
+def hash_password_command(user: str) -> None:
+    """Print a PODSCOPE_USERS_FILE line (name:hash, werkzeug's scrypt) for USER, the name to log
+    in with, and a password typed twice."""
     from werkzeug.security import generate_password_hash
 
     if ":" in user or not user.strip():
-        raise typer.BadParameter("a user name without ':'", param_hint="USER")
-    password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+        raise click.BadParameter("a user name without ':'", param_hint="USER")
+    password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     if len(password) < 8:
-        typer.echo("podscope: error: use at least 8 characters", err=True)
-        raise typer.Exit(2)
-    typer.echo(f"{user}:{generate_password_hash(password)}")
+        click.echo("podscope: error: use at least 8 characters", err=True)
+        raise click.exceptions.Exit(2)
+    click.echo(f"{user}:{generate_password_hash(password)}")

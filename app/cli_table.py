@@ -9,21 +9,20 @@ whole table however wide it is (for a wide terminal or a file).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
+import click
 import pandas as pd
-import typer
 
 if TYPE_CHECKING:  # rich loads when a table is printed, not for CSV on stdout
     from rich.console import Console
     from rich.table import Table
 
-WideOpt = Annotated[
-    bool,
-    typer.Option(
-        "--wide", help="Every column on one line, however wide (default: fit the terminal)."
-    ),
-]
+wide_option = click.option(
+    "--wide",
+    is_flag=True,
+    help="Every column on one line, however wide (default: fit the terminal).",
+)
 
 #: Worker labels longer than this are abbreviated when the table would not fit.
 SHORT_LABEL = 12

@@ -5,23 +5,16 @@ per instance, from the same ``SessionAnalysis`` attributes as the dashboard's se
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from pathlib import Path
 
+import click
 import pandas as pd
-import typer
 
-from app.cli_analyze import (
-    NoCacheOpt,
-    PathArg,
-    SchedulerOpt,
-    SessionOpt,
-    _analysis_or_exit,
-)
-from app.cli_table import WideOpt, show_table
+from app.cli_analyze import _analysis_or_exit, analysis_options, csv_option
+from app.cli_table import show_table, wide_option
 from app.units import in_ms
 
-CsvOpt = Annotated[bool, typer.Option("--csv", help="CSV on stdout.")]
-TopOpt = Annotated[int, typer.Option(help="Rows in the table view.")]
+top_option = click.option("--top", type=int, default=30, help="Rows in the table view.")
 
 
 def _show(frame: pd.DataFrame, title: str, csv: bool, top: int = 30, wide: bool = False) -> None:
@@ -33,23 +26,27 @@ def _show(frame: pd.DataFrame, title: str, csv: bool, top: int = 30, wide: bool 
     show_table(frame.head(top), title, wide=wide)
 
 
+@click.command("collectives")
+@csv_option
+@wide_option
+@click.option("--instances", is_flag=True, help="One row per collective instance.")
+@top_option
+@analysis_options
 def collectives_command(
-    path: PathArg,
-    csv: CsvOpt = False,
-    wide: WideOpt = False,
-    instances: Annotated[
-        bool, typer.Option("--instances", help="One row per collective instance.")
-    ] = False,
-    top: TopOpt = 30,
-    session: SessionOpt = None,
-    no_cache: NoCacheOpt = False,
-    scheduler: SchedulerOpt = None,
+    path: Path,
+    csv: bool,
+    wide: bool,
+    instances: bool,
+    top: int,
+    session: str | None,
+    no_cache: bool,
+    scheduler: str | None,
 ) -> None:
-    """Collectives matched across workers: per worker the time in them, its wait and how often
+    """Collectives matched across workers of PATH (a trace file, a run folder or a logdir): per worker the time in them, its wait and how often
     it arrived last; with --instances, each instance's skew, last arriver and latency."""
     a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
     if a.collective_calls.empty:
-        typer.echo("podscope: no collective ops or kernels in this capture.", err=True)
+        click.echo("podscope: no collective ops or kernels in this capture.", err=True)
     if instances:
         table = in_ms(a.collectives, a.start_ns)
         _show(
@@ -62,25 +59,29 @@ def collectives_command(
         return
     _show(a.collective_summary, "collectives per worker", csv, top, wide)
     if not csv and len(a.collective_summary) and not (a.collective_summary["measured"] > 0).any():
-        typer.echo(
+        click.echo(
             "Each collective has one traced participant (safe plan: the chief's ops only): waits "
             "are estimated from step starts in `podscope stragglers`."
         )
 
 
+@click.command("stragglers")
+@csv_option
+@wide_option
+@click.option("--steps", is_flag=True, help="One row per slow worker-step instead of per worker.")
+@top_option
+@analysis_options
 def stragglers_command(
-    path: PathArg,
-    csv: CsvOpt = False,
-    wide: WideOpt = False,
-    steps: Annotated[
-        bool, typer.Option("--steps", help="One row per slow worker-step instead of per worker.")
-    ] = False,
-    top: TopOpt = 30,
-    session: SessionOpt = None,
-    no_cache: NoCacheOpt = False,
-    scheduler: SchedulerOpt = None,
+    path: Path,
+    csv: bool,
+    wide: bool,
+    steps: bool,
+    top: int,
+    session: str | None,
+    no_cache: bool,
+    scheduler: str | None,
 ) -> None:
-    """Culprits and victims: per worker its late steps and its wait for the others; with
+    """Culprits and victims in PATH (a trace file, a run folder or a logdir): per worker its late steps and its wait for the others; with
     --steps, each slow worker-step's excess split into components and ops, and its cause."""
     a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
     if steps:
@@ -95,19 +96,23 @@ def stragglers_command(
         _show(a.roles, "culprits and victims", csv, top, wide)
 
 
+@click.command("input")
+@csv_option
+@wide_option
+@click.option("--iterators", is_flag=True, help="One row per worker and iterator (the tree).")
+@top_option
+@analysis_options
 def input_command(
-    path: PathArg,
-    csv: CsvOpt = False,
-    wide: WideOpt = False,
-    iterators: Annotated[
-        bool, typer.Option("--iterators", help="One row per worker and iterator (the tree).")
-    ] = False,
-    top: TopOpt = 30,
-    session: SessionOpt = None,
-    no_cache: NoCacheOpt = False,
-    scheduler: SchedulerOpt = None,
+    path: Path,
+    csv: bool,
+    wide: bool,
+    iterators: bool,
+    top: int,
+    session: str | None,
+    no_cache: bool,
+    scheduler: str | None,
 ) -> None:
-    """The tf.data input pipeline per worker: input wait, blocking calls, the bottleneck stage
+    """The tf.data input pipeline per worker of PATH (a trace file, a run folder or a logdir): input wait, blocking calls, the bottleneck stage
     and what to change; with --iterators, every iterator's calls, self time, work and wait."""
     a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
     if iterators:
@@ -131,22 +136,27 @@ def input_command(
         wide,
     )
     for r in summary[summary["bottleneck"] != ""].itertuples():
-        typer.echo(f"{r.worker}: bottleneck {r.bottleneck} ({r.user_name}) → {r.suggestion}")
+        click.echo(f"{r.worker}: bottleneck {r.bottleneck} ({r.user_name}) → {r.suggestion}")
 
 
+@click.command("ps")
+@csv_option
+@wide_option
+@analysis_options
 def ps_command(
-    path: PathArg,
-    csv: CsvOpt = False,
-    wide: WideOpt = False,
-    session: SessionOpt = None,
-    no_cache: NoCacheOpt = False,
-    scheduler: SchedulerOpt = None,
+    path: Path,
+    csv: bool,
+    wide: bool,
+    session: str | None,
+    no_cache: bool,
+    scheduler: str | None,
 ) -> None:
-    """ParameterServerStrategy balance: per PS task its variables, reads, updates, sends and
+    """ParameterServerStrategy balance in PATH (a trace file, a run folder or a logdir): per PS
+    task its variables, reads, updates, sends and
     busy time, and its share of the parameter servers' load."""
     a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
     if a.ps_balance.empty and not csv:
-        typer.echo(
+        click.echo(
             "podscope: no parameter-server task in this capture (a task that applies variable "
             "updates, computes no gradients and runs no training steps).",
             err=True,

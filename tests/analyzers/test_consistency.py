@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from analyzers.diagnostics import RULES, diagnose, prepare
 from analyzers.diagnostics.base import UNITS

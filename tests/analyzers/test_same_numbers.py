@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from analyzers.compare import compare_ops, compare_steps, with_per_step
 from analyzers.session import SessionAnalysis

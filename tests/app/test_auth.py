@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 from werkzeug.security import generate_password_hash
 
 from app.auth import MAX_FAILURES, AuthError, AuthSettings, read_users
