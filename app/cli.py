@@ -13,11 +13,11 @@ from pathlib import Path
 import click
 
 from app.cli_analyze import (
+    analysis_options,
     compare_command,
     diagnose_command,
     memory_command,
     ops_command,
-    scheduler_option,
     steps_command,
 )
 from app.cli_capture import capture_command
@@ -61,17 +61,14 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> click.exceptions.Exit:
 
 
 @cli.command()
-@click.argument("path", type=click.Path(path_type=Path))
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
     help="Write every frame as OUT/<frame>/<worker>.parquet (or .csv).",
 )
 @click.option("--format", "fmt", default="parquet", help="parquet or csv")
-@click.option("--session", help="Session of a logdir (default: newest).")
-@click.option("--no-cache", is_flag=True, help="Parse again; do not use the cache.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@scheduler_option
+@analysis_options
 def parse(
     path: Path,
     out: Path | None,
