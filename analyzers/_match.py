@@ -18,9 +18,8 @@ def matches(col: pd.Series, pattern: str, *, how: str = "contains") -> np.ndarra
         hit = cats.str.match(pattern)
     else:
         hit = cats.str.contains(pattern, regex=True)
-    codes = col.cat.codes.to_numpy()
     table = np.append(hit.to_numpy(dtype=bool), False)  # code -1 (missing) → False
-    return table[codes]
+    return table.take(col.cat.codes.to_numpy())  # take: about half the time of table[codes]
 
 
 def isin(col: pd.Series, values: set[str] | frozenset[str] | list[str]) -> np.ndarray:
@@ -28,4 +27,4 @@ def isin(col: pd.Series, values: set[str] | frozenset[str] | list[str]) -> np.nd
     if not isinstance(col.dtype, pd.CategoricalDtype):
         col = col.astype("category")
     table = np.append(col.cat.categories.isin(list(values)), False)
-    return table[col.cat.codes.to_numpy()]
+    return table.take(col.cat.codes.to_numpy())
