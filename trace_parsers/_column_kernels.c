@@ -238,10 +238,23 @@ done:
  */
 static void swap64(int64_t *a, int64_t *b) { int64_t t = *a; *a = *b; *b = t; }
 
-/* Moves the k-th smallest of v[0..n) to v[k], none larger before it, none smaller after. */
+static int cmp64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Moves the k-th smallest of v[0..n) to v[k], none larger before it, none smaller after.
+ * Quickselect with a median-of-three pivot; after 2 log2(n) + 4 rounds (inputs built to
+ * defeat the pivot, as a hostile trace could be) the rest is sorted: never quadratic. */
 static void select_kth(int64_t *v, Py_ssize_t n, Py_ssize_t k) {
     Py_ssize_t lo = 0, hi = n - 1;
+    int rounds = 4;
+    for (Py_ssize_t m = n; m > 1; m >>= 1) rounds += 2;
     while (hi > lo + 16) {
+        if (--rounds < 0) {
+            qsort(v + lo, (size_t)(hi - lo + 1), sizeof(int64_t), cmp64);
+            return;
+        }
         Py_ssize_t mid = lo + (hi - lo) / 2;
         if (v[mid] < v[lo]) swap64(&v[mid], &v[lo]);
         if (v[hi] < v[lo]) swap64(&v[hi], &v[lo]);

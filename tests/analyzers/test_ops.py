@@ -362,3 +362,37 @@ def test_aggregate_equals_pandas_groupby(seed: int) -> None:
     np.testing.assert_allclose(got["eager_share"], g["eager"].mean(), rtol=1e-12)
     for q, col in ((0.5, "p50_ps"), (0.95, "p95_ps")):
         assert got[col].tolist() == g["dur_ps"].quantile(q).round().astype("int64").tolist()
+
+
+@pytest.mark.parametrize("pattern", ["sorted", "reversed", "equal", "two", "organ", "saw"])
+def test_aggregate_percentiles_of_structured_durations(pattern: str) -> None:
+    """The percentile ranks are found by selection, whose pivots ordered or repeated inputs
+    can defeat: every such shape, in one big group and in several interleaved groups, gives
+    pandas' quantiles."""
+    from analyzers.ops import _aggregate
+
+    n = 50_001
+    dur = {
+        "sorted": np.arange(n),
+        "reversed": np.arange(n)[::-1],
+        "equal": np.full(n, 7),
+        "two": np.arange(n) % 2,
+        "organ": np.r_[np.arange(n // 2), np.arange(n - n // 2)[::-1]],
+        "saw": np.arange(n) % 1000,
+    }[pattern].astype(np.int64)
+    frame = pd.DataFrame(
+        {
+            "dur_ps": dur,
+            "op_self_ps": dur,
+            "eager": np.zeros(n, dtype=bool),
+            "flops_f": np.zeros(n),
+            "bytes_f": np.zeros(n),
+        }
+    )
+    for gid in (np.zeros(n, dtype=np.int64), np.arange(n, dtype=np.int64) % 3):
+        got = _aggregate(frame, gid, int(gid.max()) + 1)
+        g = frame.groupby(gid)["dur_ps"]
+        for q, col in ((0.5, "p50_ps"), (0.95, "p95_ps")):
+            assert got[col].tolist() == g.quantile(q).round().astype("int64").tolist(), col
+        assert got["min_ps"].tolist() == g.min().tolist()
+        assert got["max_ps"].tolist() == g.max().tolist()
