@@ -12,6 +12,7 @@ ignores SIGTERM), waits a grace period, then SIGKILLs what is left.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -133,7 +134,9 @@ def up(
 
     Raises:
         EngineError: bad config, or a task exited / was not ready in time (the others are
-            stopped; the message has the task's last log lines).
+            stopped; the message has the task's last log lines). Any other exception on the
+            way (Ctrl-C, or SIGTERM where the caller turns it into one) also stops every task
+            started so far before it propagates.
     """
     validate_config(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -144,6 +147,49 @@ def up(
     for (role, _), port in zip(roles, ports, strict=False):
         cluster.setdefault(role, []).append(f"{HOST}:{port}")
     slow_link = _slow_link(cfg, cluster, ports[-1])
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        manifest = _start_tasks(cfg, roles, cluster, ports, slow_link, run_dir, procs)
+        _wait_ready(manifest, ready_timeout_s)
+    except BaseException:  # a task failed, Ctrl-C or SIGTERM: no task outlives this call
+        _stop_started(procs)
+        raise
+    return manifest
+
+
+def _stop_started(procs: list[subprocess.Popen[bytes]], grace_s: float = 5.0) -> None:
+    """Stops the tasks this process just started, by their ``Popen``: SIGINT to each one's
+    process group, SIGKILL after ``grace_s``. Not ``down``: a task whose exec is still under
+    way shows an empty command line, which ``started_by`` rightly cannot prove; our own
+    unreaped children cannot have had their pids reused (``poll`` first: one already reaped,
+    by ``_wait_ready`` or here, is never signalled)."""
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGINT)
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def _start_tasks(
+    cfg: EngineConfig,
+    roles: list[tuple[str, int]],
+    cluster: dict[str, list[str]],
+    ports: list[int],
+    slow_link: str,
+    run_dir: Path,
+    procs: list[subprocess.Popen[bytes]],
+) -> Manifest:
+    """Starts each task in its own session, appending its process to ``procs`` as it starts
+    (so the caller can stop those already started if this is interrupted), and saves the
+    manifest."""
     tasks = []
     for i, (role, index) in enumerate(roles):
         task_dir = run_dir / f"{role}-{index}"
@@ -185,6 +231,7 @@ def up(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        procs.append(proc)
         tasks.append(
             TaskInfo(role, index, proc.pid, cluster[role][index], f"{HOST}:{agent_port}", str(log))
         )
@@ -192,11 +239,6 @@ def up(
         str(run_dir.resolve()), cfg.workload, cfg.scenario, tuple(tasks), time.time()
     )
     manifest.save()
-    try:
-        _wait_ready(manifest, ready_timeout_s)
-    except EngineError:
-        down(manifest)
-        raise
     return manifest
 
 

@@ -108,16 +108,23 @@ def run(cfg: JaxConfig, run_dir: Path, timeout_s: float = 600.0) -> dict[str, Pa
         procs.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log))
     deadline = time.monotonic() + timeout_s
     failed = []
-    for i, (proc, log) in enumerate(procs):
-        try:
-            code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for p, _ in procs:
-                p.kill()
-            code = -9
-        log.close()
-        if code != 0:
-            failed.append(i)
+    try:
+        for i, (proc, log) in enumerate(procs):
+            try:
+                code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                for p, _ in procs:
+                    p.kill()
+                code = -9
+            log.close()
+            if code != 0:
+                failed.append(i)
+    except BaseException:  # Ctrl-C, or SIGTERM made an exception: no process outlives the run
+        for p, log in procs:
+            p.kill()
+            p.wait()
+            log.close()
+        raise
     if failed:
         tail = (run_dir / f"worker-{failed[0]}.log").read_text(errors="replace")[-1500:]
         raise EngineError(f"JAX worker(s) {failed} failed:\n{tail}")

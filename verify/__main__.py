@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -272,6 +273,17 @@ def jax_report(rows: pd.DataFrame, seed: int) -> str:
     return "\n".join(lines)
 
 
+def _unwind_on_sigterm() -> None:
+    """A SIGTERM (``kill``, a CI job's timeout) unwinds the stack as Ctrl-C does, so the run
+    under way stops its cluster (``capture_scenario``'s ``finally``). Without it the engine's
+    workers outlived the killed process and kept the cores busy."""
+
+    def unwind(signum: int, frame: object) -> None:
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, unwind)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m verify", description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=40)
@@ -287,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jax-report", type=Path, default=Path("verify/JAX_REPORT.md"))
     p.add_argument("--jax-only", action="store_true", help="only the JAX matrix")
     args = p.parse_args(argv)
+    _unwind_on_sigterm()
     if args.from_csv:
         rows = pd.read_csv(args.from_csv).fillna({"error": "", "session": ""})
         if args.rejudge:

@@ -64,3 +64,24 @@ def test_a_manifest_with_a_string_pid_is_refused(tmp_path: Path) -> None:
     (tmp_path / cluster.MANIFEST).write_text(json.dumps(data))
     with pytest.raises(EngineError, match="pid is not an integer"):
         cluster.Manifest.load(Path(m.run_dir))
+
+
+def test_up_interrupted_leaves_no_task_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C (or SIGTERM turned into an exception, as ``python -m verify`` does) while ``up``
+    waits for its tasks stops every task it started: they run in their own sessions, so
+    nothing else would."""
+    from reference_engine.config import EngineConfig
+
+    started: list[int] = []
+
+    def interrupted(manifest: cluster.Manifest, timeout_s: float) -> None:
+        started.extend(t.pid for t in manifest.tasks)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cluster, "_wait_ready", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cluster.up(EngineConfig(steps=5), workers=2, run_dir=tmp_path / "run")
+    assert len(started) == 2
+    assert not [pid for pid in started if cluster.alive(pid)]
