@@ -9,10 +9,10 @@ rows of the aligned steps, and merges. Per-worker results are exact parts of the
 (every analysis groups by worker first), so the merged frames equal a whole-session analysis.
 
 Where: for sessions of fewer than ``in_process_below`` files (a cluster's start-up would cost
-more than it saves), forked processes on this machine (or this process, with one file or one
-core); else a ``LocalCluster`` of processes sized to the machine, or an existing cluster named
-by ``scheduler`` (``PODSCOPE_DASK_SCHEDULER``). Dask is imported here only, and only when a
-cluster is used.
+more than it saves), processes on this machine (forked, or from a fork server while other
+threads run here; or this process, with one file or one core); else a ``LocalCluster`` of
+processes sized to the machine, or an existing cluster named by ``scheduler``
+(``PODSCOPE_DASK_SCHEDULER``). Dask is imported here only, and only when a cluster is used.
 
     >>> run = run_session(resolve("logdir"), ExecConfig.from_env(os.environ))
     >>> run.analysis.op_table, run.failures
@@ -25,6 +25,8 @@ import json
 import logging
 import multiprocessing
 import os
+import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -72,8 +74,8 @@ class ExecConfig:
         cache: read and write the parse cache.
         cache_dir: the cache's folder (default: ``FrameCache.default_dir``).
         connect_timeout_s: how long to wait for ``scheduler``.
-        fork: small sessions in forked processes (off in a threaded server, where forking
-            is unsafe: there they run in the calling thread).
+        fork: small sessions in a pool of this machine's processes (``_pool_start``); off:
+            in the calling thread (the dashboard's server runs them in its own threads).
     """
 
     scheduler: str | None = None
@@ -449,21 +451,42 @@ def _keep_freed_memory() -> None:
     mallopt(m_top_pad, 64 << 20)
 
 
+#: How a pool's processes start, and what ``where`` calls them.
+_POOLS = {"fork": "forked processes", "forkserver": "processes from a fork server"}
+
+
+def _pool_start() -> str | None:
+    """How a small session's pool starts: forked from this process while no other thread runs
+    here (the children inherit its imports: no start-up to pay); from a fork server while one
+    does. A forked child gets a copy of every lock held at that instant and no thread to
+    release it: in a test run with gRPC's poller and Dask's event loop running, a forked
+    task waited forever. The fork server is a fresh single-threaded process, started once
+    and kept, that has imported this module. Native pools (OpenBLAS, jemalloc) reset
+    themselves at a fork and do not count. None: neither method exists here."""
+    methods = multiprocessing.get_all_start_methods()
+    if sys.platform == "linux" and "fork" in methods and threading.active_count() == 1:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else None
+
+
 @contextmanager
 def _client(config: ExecConfig, n_files: int) -> Iterator[tuple[Any, str]]:
     """Where tasks run: a Dask client (an existing cluster, or a ``LocalCluster`` for a big
-    session), a fork pool for a small session on a machine with several cores (children
-    inherit this process's imports: no start-up to pay), or None (one file, one core)."""
+    session), a pool of local processes for a small session on a machine with several cores
+    (``_pool_start``), or None (one file, one core)."""
     if config.scheduler is None and n_files < config.in_process_below:
         n = _local_processes(config, n_files)
-        if n < 2 or not config.fork or "fork" not in multiprocessing.get_all_start_methods():
+        method = _pool_start() if config.fork else None
+        if n < 2 or method is None:
             yield None, "in-process"
             return
-        ctx = multiprocessing.get_context("fork")
+        ctx = multiprocessing.get_context(method)
+        if method == "forkserver":
+            ctx.set_forkserver_preload([__name__])
         with ProcessPoolExecutor(
             max_workers=n, mp_context=ctx, initializer=_keep_freed_memory
         ) as pool:
-            yield pool, f"{n} forked processes"
+            yield pool, f"{n} {_POOLS[method]}"
         return
     from distributed import Client, LocalCluster
 

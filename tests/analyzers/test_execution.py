@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -23,6 +24,8 @@ from tests.analyzers.test_breakdown import worker_trace
 from tests.app.helpers import free_port
 from trace_parsers import load, resolve
 
+#: Where a 2-process pool runs while other threads run in this process (``_pool_start``).
+POOL_BESIDE_THREADS = "2 processes from a fork server"
 REPO = Path(__file__).resolve().parents[2]
 DASK = Path(sys.executable).with_name("dask")
 
@@ -64,11 +67,48 @@ def test_in_process_equals_the_whole_session_analysis(tmp_path: Path) -> None:
     folder = mixed_session(tmp_path / "s")
     whole = SessionAnalysis(load(folder, cache=False))
     assert len(whole.breakdown) > 0 and whole.pod["worker"].nunique() == 4
-    for processes, where in ((1, "in-process"), (2, "2 forked processes")):
+    # a pool forks only while no other thread runs here (this test run may have some left)
+    pool = "2 forked processes" if threading.active_count() == 1 else POOL_BESIDE_THREADS
+    for processes, where in ((1, "in-process"), (2, pool)):
         run = run_session(resolve(folder), ExecConfig(cache=False, processes=processes))
         assert run.where == where and run.failures == ()
         assert_same(whole, run.analysis)
     assert_same(whole, SessionAnalysis.from_path(folder, cache_dir=str(tmp_path / "c")))
+
+
+@pytest.mark.timeout(300)
+def test_a_pool_beside_another_thread_does_not_fork(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forked child inherits the locks other threads hold at that instant, held, with no
+    thread to release them (a clean-clone run hung 600 s so, beside gRPC's and Dask's
+    threads). Here a thread holds a lock every task takes: forked tasks would wait for it;
+    tasks from the fork server have never seen it."""
+    folder = mixed_session(tmp_path / "s")
+    held, holding, release = threading.Lock(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with held:
+            holding.set()
+            release.wait()
+
+    def load_under_lock(*args: object, **kwargs: object) -> object:
+        if not held.acquire(timeout=30):
+            raise RuntimeError("a forked task waited on a lock another thread held at the fork")
+        held.release()
+        return load(*args, **kwargs)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    holding.wait()
+    monkeypatch.setattr("analyzers.execution.load", load_under_lock)
+    try:
+        run = run_session(resolve(folder), ExecConfig(cache=False, processes=2))
+    finally:
+        release.set()
+        holder.join()
+    assert run.where == POOL_BESIDE_THREADS and run.failures == ()
+    assert_same(SessionAnalysis(load(folder, cache=False)), run.analysis)
 
 
 def test_a_second_run_reads_derived_shards_only(
