@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-import pandas as pd
+from pathlib import Path
 
+import pandas as pd
+import pytest
+
+import verify.run
+from reference_engine.config import EngineConfig
 from reference_engine.scenarios import SCENARIOS
 from verify.__main__ import correct, report
 from verify.matrix import EXPECTED, SCENARIO_WEIGHTS, draw
+from verify.run import RunError, capture_scenario
 
 
 def test_the_draw_is_seeded_covers_every_scenario_and_fits_the_engine() -> None:
@@ -67,3 +73,38 @@ def test_the_jax_draw_is_seeded_and_covers_every_scenario() -> None:
     assert all(0 <= r.slow_task < r.workers and 2 <= r.workers <= 4 for r in runs)
     assert any(r.markers for r in runs) and not all(r.markers for r in runs)
     assert len({(r.workers, r.slow_ms, r.width) for r in runs}) > 5  # not one run repeated
+
+
+def test_a_crash_under_the_full_trace_runs_again_and_only_then(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TF's profiler can crash a worker under the full trace (README), even with jemalloc: that
+    run goes once more in a fresh cluster, with a warning; any other failure, or a crash under
+    the safe plan, is reported as it is."""
+    calls: list[Path] = []
+    failures: list[RunError] = []
+
+    def once(cfg: EngineConfig, root: Path, **options: object) -> str:
+        calls.append(root)
+        if failures:
+            raise failures.pop(0)
+        return f"captured under {root.name}"
+
+    monkeypatch.setattr(verify.run, "_capture_once", once)
+    cfg = EngineConfig(workload="mwms-loop", scenario="slow-allreduce")
+    crash = RunError("capture incomplete: worker-1 crashed", crashed=True)
+    failures[:] = [crash]
+    with pytest.warns(RuntimeWarning, match="crashed under the full trace"):
+        assert capture_scenario(cfg, tmp_path, full_trace=True) == "captured under again"
+    assert calls == [tmp_path, tmp_path / "again"]
+    for full_trace, error in ((False, crash), (True, RunError("worker-0 failed: boom"))):
+        calls.clear()
+        failures[:] = [error]
+        with pytest.raises(RunError) as raised:
+            capture_scenario(cfg, tmp_path, full_trace=full_trace)
+        assert raised.value is error and calls == [tmp_path]
+    calls.clear()
+    failures[:] = [crash, RunError("crashed again", crashed=True)]
+    with pytest.warns(RuntimeWarning), pytest.raises(RunError, match="crashed again"):
+        capture_scenario(cfg, tmp_path, full_trace=True)
+    assert calls == [tmp_path, tmp_path / "again"]

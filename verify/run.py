@@ -11,10 +11,13 @@ with the default (safe) plan, the cluster stopped. Shared by ``make verify`` and
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from collectors.capture import CaptureOptions, Target, capture
+from collectors.status import Status
 from reference_engine import cluster
 from reference_engine.config import EngineConfig
 
@@ -23,7 +26,15 @@ WARM_STEPS = 5
 
 
 class RunError(RuntimeError):
-    """An engine run that did not produce a complete capture (which task, and why)."""
+    """An engine run that did not produce a complete capture (which task, and why).
+
+    Attributes:
+        crashed: a task's process died during the capture (its status ``crashed``).
+    """
+
+    def __init__(self, message: str, crashed: bool = False) -> None:
+        super().__init__(message)
+        self.crashed = crashed
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,37 @@ class ScenarioCapture:
 
 
 def capture_scenario(
+    cfg: EngineConfig, root: Path, *, full_trace: bool = False, **options: Any
+) -> ScenarioCapture:
+    """Runs ``cfg`` on ``workers`` (+ ``ps``) task processes under ``root``, waits until the
+    trainer has logged ``WARM_STEPS`` steps, captures every task in one window and stops the
+    cluster (always, also on failure). ``options``: those of ``_capture_once``.
+
+    With ``full_trace`` (every MWMS worker host-traced), a run in which a task's process died
+    during the capture is run once more, in a fresh cluster under ``root / "again"``, with a
+    warning: TF's profiler frees memory it still reads under that plan (README), and jemalloc
+    makes the crash rare, not impossible (one worker of two in a clean-clone test run on
+    2026-12-03). The crashed run's files stay under ``root``.
+
+    Raises:
+        RunError: a task logged an error, the trainer never warmed up, or a task's capture
+            was not ``ok`` (with ``full_trace``: twice, or not by a crash).
+    """
+    try:
+        return _capture_once(cfg, root, full_trace=full_trace, **options)
+    except RunError as e:
+        if not (full_trace and e.crashed):
+            raise
+        warnings.warn(
+            f"{cfg.workload}/{cfg.scenario}: a task crashed under the full trace ({e}); "
+            "running it again",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return _capture_once(cfg, root / "again", full_trace=full_trace, **options)
+
+
+def _capture_once(
     cfg: EngineConfig,
     root: Path,
     *,
@@ -55,14 +97,6 @@ def capture_scenario(
     ready_timeout_s: float = 240.0,
     warm_timeout_s: float = 180.0,
 ) -> ScenarioCapture:
-    """Runs ``cfg`` on ``workers`` (+ ``ps``) task processes under ``root``, waits until the
-    trainer has logged ``WARM_STEPS`` steps, captures every task in one window and stops the
-    cluster (always, also on failure).
-
-    Raises:
-        RunError: a task logged an error, the trainer never warmed up, or a task's capture
-            was not ``ok``.
-    """
     m = cluster.up(
         cfg, workers=workers, ps=ps, run_dir=root / "run", ready_timeout_s=ready_timeout_s
     )
@@ -95,7 +129,8 @@ def capture_scenario(
         )
         bad = [(w.label, w.status, w.reason) for w in result.workers if w.status != "ok"]
         if bad:
-            raise RunError(f"capture incomplete: {bad}")
+            crashed = any(status == Status.CRASHED for _, status, _ in bad)
+            raise RunError(f"capture incomplete: {bad}", crashed=crashed)
     finally:
         cluster.down(m, grace_s=2)
     return ScenarioCapture(cfg.workload, cfg.scenario, result.session_dir, m, cfg)
