@@ -287,7 +287,8 @@ def session_options(store: SessionStore) -> list[dict[str, str]]:
 
 
 # The navbar's links and the picker's value follow the URL in the browser (assets/shell.js):
-# no request of theirs after a page's own.
+# no request of theirs after a page's own. The picker's value is written only when the URL's
+# session changes, so that pickerToUrl runs when the session does, not on every URL change.
 dash.clientside_callback(
     ClientsideFunction("podscopeShell", "nav"),
     Output({"type": ids.NAV_LINK, "path": ALL}, "href"),
@@ -301,6 +302,7 @@ dash.clientside_callback(
     Output(ids.SESSION_PICKER, "value"),
     Input(ids.URL, "search"),
     Input(ids.SESSION_PICKER, "options"),
+    State(ids.SESSION_PICKER, "value"),
 )
 dash.clientside_callback(
     ClientsideFunction("podscopeShell", "pickerToUrl"),

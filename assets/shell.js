@@ -21,11 +21,12 @@
       },
       // The URL's session, else the newest; a session that is not in the list stays
       // unselected and the page explains why (never a silent switch to another session).
-      session: function (search, options) {
+      // Unchanged: no update, so that pickerToUrl runs only when the session changes.
+      session: function (search, options, shown) {
         const names = (options || []).map((o) => o.value);
         const wanted = new URLSearchParams(search || "").get("session");
-        if (!wanted) return names.length ? names[0] : null;
-        return names.includes(wanted) ? wanted : null;
+        const value = !wanted ? (names.length ? names[0] : null) : names.includes(wanted) ? wanted : null;
+        return value === shown ? window.dash_clientside.no_update : value;
       },
       // Picking a session opens it, without the old session's step or worker.
       pickerToUrl: function (session, search) {

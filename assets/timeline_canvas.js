@@ -39,8 +39,8 @@
     return rows;
   }
 
-  // The bars the server sent, or null while the graph still shows the empty figure it is
-  // first drawn with (a key, drag or hover then has nothing to act on yet).
+  // The bars the server sent, or null on a graph without them (the page comes with its
+  // chart, but a key, drag or hover must not fail on a graph Plotly has not drawn it on yet).
   function dataOf(gd) {
     const fl = gd._fullLayout;
     return (fl && fl.meta && fl.meta.tl) || null;
@@ -197,15 +197,66 @@
     tip.style.display = "block";
   }
 
-  // The window shown goes into the URL in place (no history entry per zoom); the shell's
-  // Location learns it once the view rests, so its callbacks do not run on every key.
-  let syncTimer = null;
   // Epoch ns as text: 1.8e18 is past a double's exact integers (2^53), so BigInt sums them.
   function epochNs(gd, ms) {
     return (BigInt(gd._fullLayout.meta.base_ns) + BigInt(Math.round(ms * 1e6))).toString();
   }
 
+  // Answers can come out of order (the server answers in threads), so asks for bars are
+  // numbered and the server sends the number back (meta.asked). The axes stay at the window
+  // the user last had (``view``, ms on the axis; null: the whole capture), whatever answer
+  // comes: the last one's chart can be for a window the user has since left (without a new
+  // ask, the bars covering it), and an older one's for a window left, or after a control
+  // changed, for the page before. An older answer's bars are asked for again if the last
+  // answer was already drawn over.
+  let view = null;
+  let asked = 0;
+  let answered = 0;
+  let restoring = null; // the range put back: its relayout asks for nothing
+  function ask(range) {
+    asked += 1;
+    const gd = document.querySelector(GD);
+    const data = range
+      ? { t0: epochNs(gd, range[0]), t1: epochNs(gd, Math.max(range[1], range[0] + 0.001)) }
+      : {}; // the whole capture
+    window.dash_clientside.set_props("tl-window", { data: Object.assign(data, { n: asked }) });
+  }
+
+  function took(gd) {
+    // the figure's own meta: a relayout keeps it, where _fullLayout's is made anew each time
+    const meta = (gd.layout && gd.layout.meta) || {};
+    if (!meta.tl || meta === gd._podscopeTaken) return;
+    gd._podscopeTaken = meta;
+    const range = gd._fullLayout.xaxis.range;
+    if (meta.asked === undefined) asked += 1; // the page's own chart: earlier asks are old
+    const latest = meta.asked === undefined || meta.asked === asked;
+    const again = !latest && answered === asked;
+    if (latest) answered = asked;
+    if (meta.asked === undefined || (latest && !view)) {
+      view = range.slice(); // the page's chart, or the whole capture asked for
+      return;
+    }
+    if (!view) {
+      if (again) ask(null); // an older answer while the whole capture is on its way
+      return;
+    }
+    const off = Math.abs(view[0] - range[0]) + Math.abs(view[1] - range[1]);
+    if (off > 1e-3 * (view[1] - view[0])) {
+      // the last answer: its bars decide whether to ask (onRelayout); an older one: not
+      restoring = latest ? null : view.slice();
+      window.Plotly.relayout(gd, { "xaxis.range": view.slice() });
+    }
+    if (again) ask(view);
+  }
+
+  // The window shown goes into the URL in place (no history entry per zoom), and into
+  // tl-view, which the controls keep when they write the URL. The shell's Location is not
+  // told: nothing it drives depends on the window (the navbar carries session, worker, step
+  // and device), and telling it (once the view rested, 500 ms after the last key) could land
+  // while a control's URL drew the page again, and left Dash's shell callbacks requested
+  // and never run (3 times in 14 ROCm crawls).
   function remember(gd, range) {
+    view = range ? [range[0], range[1]] : null;
     const q = new URLSearchParams(window.location.search);
     if (range) {
       q.set("t0", epochNs(gd, range[0]));
@@ -218,15 +269,8 @@
     if (url !== window.location.pathname + window.location.search) {
       window.history.replaceState(window.history.state, "", url);
     }
-    const view = range ? { t0: q.get("t0"), t1: q.get("t1") } : null;
-    window.dash_clientside.set_props("tl-view", { data: view });
-    clearTimeout(syncTimer);
-    syncTimer = setTimeout(function () {
-      window.dash_clientside.set_props("shell-url", {
-        search: window.location.search,
-        href: window.location.href,
-      });
-    }, 500);
+    const kept = range ? { t0: q.get("t0"), t1: q.get("t1") } : null;
+    window.dash_clientside.set_props("tl-view", { data: kept });
   }
 
   function onRelayout(gd, ev) {
@@ -236,26 +280,29 @@
     );
     if (!range) return; // autosize and the like: not the user's doing
     const tl = dataOf(gd);
-    if (!tl) return; // the empty figure before the first bars: the server's window will come
+    if (!tl) return; // a graph with no bars yet: nothing to zoom
     const a = Number(range[0]);
     const b = Number(range[1]);
     remember(gd, [a, b]);
-    const view = (tl.fetched[1] - tl.fetched[0]) / 3;
-    if (a < tl.fetched[0] || b > tl.fetched[1] || (b - a) * REFINE < view) {
-      window.dash_clientside.set_props("tl-window", {
-        data: { t0: epochNs(gd, a), t1: epochNs(gd, Math.max(b, a + 0.001)) },
-      });
+    if (restoring && a === restoring[0] && b === restoring[1]) {
+      restoring = null;
+      return;
     }
+    const width = (tl.fetched[1] - tl.fetched[0]) / 3;
+    if (a < tl.fetched[0] || b > tl.fetched[1] || (b - a) * REFINE < width) ask([a, b]);
   }
 
   function attach(gd) {
     if (gd._podscopeCanvas) return;
     gd._podscopeCanvas = true;
-    gd.on("plotly_afterplot", function () { draw(gd); });
+    gd.on("plotly_afterplot", function () {
+      took(gd);
+      draw(gd);
+    });
     gd.on("plotly_relayout", function (ev) { onRelayout(gd, ev || {}); });
     gd.on("plotly_doubleclick", function () {
       remember(gd, null);
-      window.dash_clientside.set_props("tl-window", { data: null });
+      ask(null);
     });
     gd.addEventListener("mousemove", function (e) { hover(gd, e); });
     gd.addEventListener("mouseleave", function () { tipOf(gd).style.display = "none"; });

@@ -105,9 +105,9 @@ GRAPHS_DRAWN = """[...document.querySelectorAll('.dash-graph')].every(
 def _loaded(page: Any, path: str) -> float:
     """Seconds from the navigation's start until the page last changed (a node or attribute,
     or the Timeline's canvas drawn), read once it is loaded: what it shows is there (the
-    Timeline's bars drawn, its figure coming from a callback that starts after the layout is
-    rendered, which a quiet moment between the two would otherwise pass for the end),
-    nothing in flight, and every graph plotted. The page's clock, not the wall's: the quiet
+    Timeline's bars drawn, which Plotly does after the layout is rendered, so that a quiet
+    moment between the two would otherwise pass for the end), nothing in flight, and every
+    graph plotted. The page's clock, not the wall's: the quiet
     spells that tell the page is done are the bench's, not what a person waits for."""
     if path.startswith("/timeline"):
         page.wait_for_function(f"{GD}?._podscopeDraws > 0", timeout=120_000)

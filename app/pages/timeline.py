@@ -2,16 +2,16 @@
 
 Everything the user chose is in the URL (workers, search, step, hidden planes, the window), so a
 copied link, a reload, back and forward show the same view: the controls write the URL and the
-page is drawn from it. The bars are drawn on a canvas in the browser
-(``assets/timeline_canvas.js``) from numbers the server sends for the window and a window's
-width on each side: a zoom or pan inside that is redrawn there, with no request; the browser
-asks for finer bars (``TL_WINDOW``) only past that range or ``REFINE`` times deeper. Plotly's own
-relayout events after a redraw (``autosize``) carry no range and are ignored, so a zoom stays
-where it was put. A zoom replaces the URL's ``t0``/``t1`` in place (no history entry per zoom,
-as Perfetto keeps none) and ``TL_VIEW``, which the controls keep. Level of detail is decided on
-the server (``app.figures.timeline``): the browser never gets more than ~20 k bars and cells.
-Only the workers shown are loaded (a few at a time), so a session of hundreds of workers opens
-as fast as one of four.
+page is drawn from it, its chart included (one chart per change, no empty graph between). The
+bars are drawn on a canvas in the browser (``assets/timeline_canvas.js``) from numbers the server
+sends for the window and a window's width on each side: a zoom or pan inside that is redrawn
+there, with no request; the browser asks for finer bars (``TL_WINDOW``) only past that range or
+``REFINE`` times deeper. Plotly's own relayout events after a redraw (``autosize``) carry no
+range and are ignored, so a zoom stays where it was put. A zoom replaces the URL's ``t0``/``t1``
+in place (no history entry per zoom, as Perfetto keeps none) and ``TL_VIEW``, which the controls
+keep. Level of detail is decided on the server (``app.figures.timeline``): the browser never
+gets more than ~20 k bars and cells. Only the workers shown are loaded (a few at a time), so a
+session of hundreds of workers opens as fast as one of four.
 """
 
 from __future__ import annotations
@@ -117,7 +117,12 @@ def layout(
         step_window(analysis, chosen, workers) if chosen is not None else None
     )
     planes = _planes(analysis)
-    shown = [p for p in planes if p not in hide.split(",")] if hide else None  # "none": all shown
+    shown = (  # "none": all shown
+        [p for p in planes if p not in hide.split(",")]
+        if hide
+        else _planes_shown(analysis, workers)
+    )
+    figure, stats = drawn(analysis, window, workers, q or "", shown, chosen)
     return html.Div(
         [
             card(
@@ -160,9 +165,7 @@ def layout(
                             dcc.Checklist(
                                 id=ids.TL_PLANES,
                                 options=planes,
-                                value=shown
-                                if shown is not None
-                                else _planes_shown(analysis, workers),
+                                value=shown,
                                 inline=True,
                                 inputClassName="me-1",
                                 labelClassName="me-3",
@@ -172,16 +175,17 @@ def layout(
                     ]
                 ),
                 html.Div(HELP, className="podscope-muted mt-2"),
-                html.Div(id=ids.TL_STATS, className="podscope-muted"),
+                html.Div(stats, id=ids.TL_STATS, className="podscope-muted"),
             ),
             # epoch ns as text: the browser's numbers are doubles, exact only to 2**53
-            dcc.Store(id=ids.TL_WINDOW, data=_as_text(window)),  # a linked step opens on it
+            dcc.Store(id=ids.TL_WINDOW),  # what the browser asks for past the bars it has
             dcc.Store(id=ids.TL_VIEW, data=_as_text(window)),
             dcc.Store(id=ids.TL_CLICK),
             card(
                 dcc.Loading(
                     dcc.Graph(
                         id=ids.TL_GRAPH,
+                        figure=figure,
                         # double click: assets/timeline_canvas.js (the whole capture)
                         config={"scrollZoom": True, "displaylogo": False, "doubleClick": False},
                     ),
@@ -275,43 +279,30 @@ def step_window(analysis: SessionAnalysis, step: int, workers: list[str]) -> dic
     return {"t0": t0 - pad, "t1": t1 + pad}
 
 
-@dash.callback(
-    Output(ids.TL_GRAPH, "figure"),
-    Output(ids.TL_STATS, "children"),
-    Input(ids.TL_WINDOW, "data"),
-    Input(ids.TL_WORKER, "value"),
-    Input(ids.TL_SEARCH, "value"),
-    Input(ids.TL_PLANES, "value"),
-    Input(ids.TL_STEP, "value"),
-    State(ids.URL, "search"),
-)
-def redraw(
-    window: dict[str, Any] | None,
-    workers: list[str] | None,
-    query: str | None,
-    planes: list[str] | None,
+def drawn(
+    analysis: SessionAnalysis,
+    window: dict[str, int] | None,
+    workers: list[str],
+    query: str,
+    planes: list[str],
     step: int | None,
-    search: str | None,
-) -> tuple[Any, Any]:
-    _, analysis, _ = load_session(session_of(search))
-    if analysis is None:
-        return dash.no_update, dash.no_update
-    shown = [w for w in (workers or []) if w in analysis.worker_names][:WORKERS_KEPT]
+) -> tuple[Any, str]:
+    """The chart of ``window`` (the whole capture if None) on the first ``WORKERS_KEPT`` of
+    ``workers``, ``query``'s hits yellow, ``planes`` open, and its status line."""
+    shown = [w for w in workers if w in analysis.worker_names][:WORKERS_KEPT]
     indexes = [analysis.timeline(w) for w in shown]
     first, end = _span(indexes)
     base = min(analysis.start_ns or first, first)  # the axis counts from the session start
-    sane = _stored_window(window)  # anything else: the whole capture
-    t0, t1 = (sane["t0"], sane["t1"]) if sane else (first, end)
-    hidden = [p for p in _planes(analysis) if p not in (planes or [])]
+    t0, t1 = (window["t0"], window["t1"]) if window else (first, end)
     fig = timeline_figure(
         indexes,
         t0,
         t1,
         base,
-        highlight=query or "",
+        highlight=query,
         steps=analysis.aligned,
         selected_step=step,
-        hidden_planes=hidden,
+        hidden_planes=[p for p in _planes(analysis) if p not in planes],
     )
     meta = fig.layout.meta
     parts = [
@@ -324,9 +315,45 @@ def redraw(
     if query:
         hits = sum(int(np.count_nonzero(i.matching(query))) for i in indexes)
         parts.append(f"{hits:,} events match '{query}' (yellow)")
-    if len(workers or []) > WORKERS_KEPT:
+    if len(workers) > WORKERS_KEPT:
         parts.append(f"showing the first {WORKERS_KEPT} workers chosen")
     return fig, " · ".join(p for p in parts if p)
+
+
+@dash.callback(
+    Output(ids.TL_GRAPH, "figure"),
+    Output(ids.TL_STATS, "children"),
+    Input(ids.TL_WINDOW, "data"),
+    State(ids.TL_WORKER, "value"),
+    State(ids.TL_SEARCH, "value"),
+    State(ids.TL_PLANES, "value"),
+    State(ids.TL_STEP, "value"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def refine(
+    window: dict[str, Any] | None,
+    workers: list[str] | None,
+    query: str | None,
+    planes: list[str] | None,
+    step: int | None,
+    search: str | None,
+) -> tuple[Any, Any]:
+    """Bars for the window the browser asks for (``TL_WINDOW``: past what it has, or finer;
+    without ``t0``/``t1``: the whole capture; ``n``: the ask's number, sent back in the meta).
+    The controls are not inputs: they write the URL, and the page drawn from it comes with its
+    chart (one chart per change, no empty graph in between). Dash also calls this when it
+    draws the page, with the store's empty value: nothing to do."""
+    if window is None:
+        return dash.no_update, dash.no_update
+    _, analysis, _ = load_session(session_of(search))
+    if analysis is None:
+        return dash.no_update, dash.no_update
+    fig, stats = drawn(
+        analysis, _stored_window(window), workers or [], query or "", planes or [], step
+    )
+    fig.layout.meta["asked"] = window.get("n")  # answers can come out of order: which ask
+    return fig, stats
 
 
 @dash.callback(

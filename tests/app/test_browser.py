@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -166,13 +167,43 @@ def page(browser, server):  # type: ignore[no-untyped-def]
     context.close()
 
 
+#: Dash idle for ``QUIET_FRAMES`` frames in a row: no callback requested, running or waiting
+#: (its store's ``isLoading``) and no component marked as updating. One idle frame is not
+#: enough: a callback's output can start another one a frame or two later (a URL written by
+#: a control, then the page drawn from it), and that gap once passed for the end.
+DASH_QUIET = """() => {
+  const s = (window.dash_stores || []).at(-1)?.getState();
+  const idle = !!s && !s.isLoading && !!document.querySelector('#_pages_content') &&
+    !document.querySelector('[data-dash-is-loading="true"]');
+  window.__podscopeQuiet = idle ? (window.__podscopeQuiet || 0) + 1 : 0;
+  return window.__podscopeQuiet >= QUIET_FRAMES;
+}"""
+QUIET_FRAMES = 5
+
+
+#: What Dash is still doing (for a settle that times out): its callback queues, and the
+#: components marked as updating.
+DASH_BUSY = """() => {
+  const s = (window.dash_stores || []).at(-1)?.getState();
+  if (!s) return 'no Dash store';
+  const c = s.callbacks, out = cb => cb.callback.output;
+  return JSON.stringify({isLoading: s.isLoading,
+    queues: Object.fromEntries(Object.entries(c).filter(([, v]) => Array.isArray(v) && v.length)
+      .map(([k, v]) => [k, v.map(out)])),
+    updating: [...document.querySelectorAll('[data-dash-is-loading="true"]')].map(e => e.id)});
+}"""
+
+
 def settle(pg) -> None:  # type: ignore[no-untyped-def]
+    """Waits until the page is loaded and Dash has stayed idle (``DASH_QUIET``)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     pg.wait_for_load_state("networkidle")
-    pg.wait_for_function(  # no callback running: Dash marks what it is updating
-        "document.querySelector('#_pages_content') && "
-        "!document.querySelector('[data-dash-is-loading=\"true\"]')"
-    )
-    pg.wait_for_timeout(100)  # a chained callback starts within a frame or two
+    pg.evaluate("window.__podscopeQuiet = 0")
+    try:
+        pg.wait_for_function(DASH_QUIET.replace("QUIET_FRAMES", str(QUIET_FRAMES)), polling="raf")
+    except PlaywrightTimeout as e:
+        raise AssertionError(f"Dash never settled: {pg.evaluate(DASH_BUSY)}") from e
 
 
 @pytest.mark.parametrize(
@@ -253,6 +284,50 @@ def test_picking_a_session_updates_the_page(page, server) -> None:  # type: igno
     assert "session=2026_01_02_00_00_00" in page.url
 
 
+#: Dash's callback requests.
+CALLBACKS = re.compile(r"/_dash-update-component")
+
+
+def hold_answers(page, output: str) -> list[object]:  # type: ignore[no-untyped-def]
+    """Holds the page's callback requests whose outputs include ``output`` (their routes, in
+    the order sent, for the test to let go); the others pass. ``page.unroute(CALLBACKS)``
+    ends it."""
+    held: list[object] = []
+
+    def hold(route) -> None:  # type: ignore[no-untyped-def]
+        body = route.request.post_data or ""
+        (held.append(route) if output in body else route.continue_())
+
+    page.route(CALLBACKS, hold)
+    return held
+
+
+def test_a_session_picked_while_a_control_is_answered_opens(page, server) -> None:  # type: ignore[no-untyped-def]
+    """A session picked while the server answers a control's change (both write the URL):
+    the picked session opens, the navbar's links carry it, and Dash settles (nothing left
+    waiting)."""
+    page.goto(server + "/timeline?session=2026_01_01_00_00_00")
+    settle(page)
+    held = hold_answers(page, "shell-url.search@")
+    page.fill("#tl-search", "MatMul")
+    page.keyboard.press("Enter")
+    deadline = time.monotonic() + 60
+    while not held:  # the search's URL on its way
+        assert time.monotonic() < deadline
+        page.wait_for_timeout(50)
+    page.click("#shell-session")
+    page.get_by_text("2026_01_02_00_00_00", exact=True).click()
+    for route in held:
+        route.continue_()  # type: ignore[attr-defined]
+    page.unroute(CALLBACKS)
+    page.wait_for_function("location.search.includes('session=2026_01_02_00_00_00')")
+    settle(page)
+    assert "2026_01_02_00_00_00" in page.inner_text("#shell-session")
+    nav = page.locator(".podscope-nav a[href*='session=']").first.get_attribute("href") or ""
+    assert "session=2026_01_02_00_00_00" in nav, nav
+    assert page.errors == []
+
+
 def test_step_slider_changes_the_bars(page, server) -> None:  # type: ignore[no-untyped-def]
     page.goto(server + "/pod?session=2026_01_01_00_00_00&step=0")
     settle(page)
@@ -320,31 +395,46 @@ def wait_range(page, before: list[float]) -> list[float]:  # type: ignore[no-unt
     return x_range(page)
 
 
-def test_keys_drags_and_clicks_before_the_first_bars_come_are_harmless(page, server) -> None:  # type: ignore[no-untyped-def]
-    """The graph is first drawn empty, before its figure's callback answers (slowly on a busy
-    machine): W/A/S/D, a drag, a hover and a click on it then raise nothing, and the bars come
-    and answer keys as usual."""
-    held: list[object] = []
-
-    def hold_figure(route) -> None:  # type: ignore[no-untyped-def]
-        body = route.request.post_data or ""
-        (held.append(route) if "tl-graph.figure" in body else route.continue_())
-
-    callbacks = re.compile(r"/_dash-update-component")
-    page.route(callbacks, hold_figure)
+def test_zooms_keys_and_hovers_while_bars_are_on_their_way_leave_the_users_window(
+    page, server
+) -> None:  # type: ignore[no-untyped-def]
+    """Zooms, keys and a hover faster than the server answers (its answers held, then let go in the
+    reverse order, as a busy server's threads can answer): nothing fails, and once the answers
+    are in, the chart stays at the window the user last put it at, the URL's, with bars for it."""
     page.goto(server + "/timeline?session=2026_01_01_00_00_00")
-    page.wait_for_function(f"{GD} && {GD}._podscopeCanvas")  # the empty graph, bars held
-    assert held and page.evaluate(f"!{GD}._podscopeDraws")
-    box, y = drag_across(page, 0.2, 0.4)
-    page.locator("body").click(position={"x": 5, "y": 5})
-    for key in "wasd":
-        page.keyboard.press(key)
-    page.mouse.click(box["x"] + box["width"] * 0.3, y)
-    for route in held:
-        route.continue_()  # type: ignore[attr-defined]
-    page.unroute(callbacks)
-    page.wait_for_function(TL_DRAWN)
     settle(page)
+    page.wait_for_function(TL_DRAWN)
+    full = x_range(page)
+    held = hold_answers(page, "tl-graph.figure")
+    box, y = drag_across(page, 0.10, 0.12)  # deep: finer bars asked for
+    page.wait_for_function(f"b => {GD}.layout.xaxis.range[0] !== b[0]", arg=full)
+    page.locator("body").click(position={"x": 5, "y": 5})
+    for key in "sssdsssa":  # back out past the bars it has, each key a new window
+        page.keyboard.press(key)
+    # a hover (a click this soon after the drag would be Plotly's double click)
+    page.mouse.move(box["x"] + box["width"] * 0.3, y)
+    last = x_range(page)  # (Plotly sets the range as it takes the key)
+    deadline = time.monotonic() + 60
+    while len(held) < 2:  # asks for windows the user has left, their answers to come
+        assert time.monotonic() < deadline, len(held)
+        page.wait_for_timeout(50)  # Playwright hands over the routed requests meanwhile
+    for route in reversed(held):
+        route.continue_()  # type: ignore[attr-defined]
+    page.unroute(CALLBACKS)
+    page.wait_for_function(  # the answer for the last window is in
+        f"r => {GD}.layout.uirevision.split(':').length === 2 && "
+        f"Math.abs({GD}.layout.xaxis.range[0] - r[0]) < 1e-6",
+        arg=last,
+    )
+    settle(page)
+    page.wait_for_timeout(2000)  # what stays once every answer is in
+    shown = x_range(page)
+    assert all(abs(p - q) < 1e-6 for p, q in zip(shown, last, strict=True)), (shown, last)
+    base = int(page.evaluate(f"{GD}.layout.meta.base_ns"))
+    t0, t1 = (int(re.search(rf"{k}=(\d+)", page.url).group(1)) for k in ("t0", "t1"))  # type: ignore[union-attr]
+    assert abs((t0 - base) / 1e6 - last[0]) < 1e-5 and abs((t1 - base) / 1e6 - last[1]) < 1e-5
+    fetched = page.evaluate(f"{GD}.layout.meta.tl.fetched")
+    assert fetched[0] <= last[0] and last[1] <= fetched[1]  # bars for the window shown
     before = x_range(page)
     page.locator("body").click(position={"x": 5, "y": 5})
     page.keyboard.press("w")
@@ -393,6 +483,7 @@ def test_timeline_zoom_and_keys_stay_where_the_user_put_them(page, server) -> No
     page.fill("#tl-search", "MatMul")
     page.keyboard.press("Enter")
     page.wait_for_function("document.querySelector('#tl-stats')?.innerText.includes('match')")
+    page.wait_for_function(f"{GD}?.layout?.meta?.tl?.hit?.includes(1)")  # the chart drawn
     settle(page)
     hits = page.evaluate(f"{GD}.layout.meta.tl.hit")
     assert 1 in hits and 0 in hits  # hits in yellow, the others dimmed
