@@ -315,7 +315,13 @@
       if (i < 0) return;
       const tl = dataOf(gd);
       window.dash_clientside.set_props("tl-click", {
-        data: { worker: tl.workers[tl.w[i]], row: tl.row[i], at: Date.now() },
+        // base_ns: where the axis counts from, for the event's start as the chart reads it
+        data: {
+          worker: tl.workers[tl.w[i]],
+          row: tl.row[i],
+          base_ns: gd.layout.meta.base_ns,
+          at: Date.now(),
+        },
       });
     }, true);
     draw(gd);
@@ -352,6 +358,7 @@
             y: box.top + size.t + fl.yaxis.l2p(tl.y[i]),
             width: b - a,
             name: info.name,
+            start: tl.x0[i], // ms on the axis
           };
         }
       }

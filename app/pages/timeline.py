@@ -359,12 +359,12 @@ def refine(
 @dash.callback(
     Output(ids.TL_DETAILS, "children"),
     Input(ids.TL_CLICK, "data"),
-    State(ids.TL_GRAPH, "figure"),
     State(ids.URL, "search"),
     prevent_initial_call=True,
 )
-def details(click: dict[str, Any] | None, figure: dict[str, Any] | None, search: str | None) -> Any:
-    """The clicked bar's event (``assets/timeline_canvas.js`` sends its worker and row)."""
+def details(click: dict[str, Any] | None, search: str | None) -> Any:
+    """The clicked bar's event (``assets/timeline_canvas.js`` sends its worker, its row and
+    the chart's ``base_ns``: not the figure, up to 20 k bars the browser would upload)."""
     click = click if isinstance(click, dict) else {}
     if index_of(str(click.get("row", "")).lstrip("-")) is None:
         return dash.no_update
@@ -376,11 +376,11 @@ def details(click: dict[str, Any] | None, figure: dict[str, Any] | None, search:
         fields = analysis.event_details(worker, row)
     except KeyError:
         return html.Div("That event is no longer loaded; click it again.")
-    base = int(((figure or {}).get("layout") or {}).get("meta", {}).get("base", 0))
+    base = index_of_ns(str(click.get("base_ns", "")))
     return html.Table(
         [
             html.Tr([html.Td(k, className="pe-3"), html.Td(str(v))])
-            for k, v in readable(fields, base).items()
+            for k, v in readable(fields, base or 0).items()
         ]
     )
 

@@ -502,6 +502,8 @@ def test_timeline_zoom_and_keys_stay_where_the_user_put_them(page, server) -> No
     details = page.inner_text("#tl-details")
     assert re.search(r"duration\s+[\d.]+ (ns|µs|ms)", details), details
     assert "dur_ps" not in details and "MatMul" in details
+    at = re.search(r"starts at\s+([\d,.]+) ms", details)  # where the bar is on the axis
+    assert at and abs(float(at.group(1).replace(",", "")) - bar["start"]) < 2e-3, (details, bar)
     # double click: the whole capture again
     page.mouse.dblclick(box["x"] + box["width"] / 2, y)
     back = wait_range(page, a)
