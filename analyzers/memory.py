@@ -7,7 +7,9 @@ fragmentation then, and whether the heap grows step after step (a leak).
 
 Peak and fragmentation are XProf's ``memory_profile`` ``peakStats``: the largest bytes in use
 (heap allocated + stack reserved) after an allocator event in the capture, and the
-allocator's fragmentation reported with that event. Live allocations at the peak are the
+allocator's fragmentation reported with that event. Where several events reach the peak,
+XProf keeps the last it reads (``>=``, line by line, each line's events in order), not the
+first or the last in time: so does ``peak_position``. Live allocations at the peak are the
 blocks allocated and not yet freed then (by address), with the op, shape and dtype that TF's
 allocator events carry.
 
@@ -60,6 +62,14 @@ SUMMARY_COLUMNS = [
 ]
 
 
+def peak_position(g: pd.DataFrame) -> int:
+    """Where in ``g`` (one allocator's events, in time order, with bytes in use) XProf's peak
+    is: of the events at the highest bytes in use, the last in file order (``seq``)."""
+    used = g["bytes_in_use"].astype(float).to_numpy()
+    at = np.flatnonzero(used == used.max())
+    return int(at[np.argmax(g["seq"].to_numpy()[at])])
+
+
 def live_at_peak(timeline: pd.DataFrame, worker: str, allocator: str) -> pd.DataFrame:
     """The blocks live at the allocator's peak: allocated at or before it and not freed since.
 
@@ -72,8 +82,7 @@ def live_at_peak(timeline: pd.DataFrame, worker: str, allocator: str) -> pd.Data
     cols = ["tf_op", "shape", "dtype", "region_type", "requested_bytes", "allocation_bytes", "t_ns"]
     if g.empty or g["addr"].isna().all():
         return pd.DataFrame(columns=cols)
-    peak = g.index.get_loc(g["bytes_in_use"].astype(float).idxmax())
-    upto = g.iloc[: peak + 1]
+    upto = g.iloc[: peak_position(g) + 1]
     last = upto.drop_duplicates("addr", keep="last")
     live = last[last["event"] == "MemoryAllocation"].copy()
     live["dtype"] = live["data_type"].map(
@@ -147,7 +156,7 @@ def memory_summary(
         g = g.dropna(subset=["bytes_in_use"]).sort_values("t_ns", kind="stable")
         if g.empty:
             continue
-        at = g.loc[g["bytes_in_use"].astype(float).idxmax()]
+        at = g.iloc[peak_position(g)]
         live = live_at_peak(g, str(worker), str(allocator))
         by_op = (
             live.assign(

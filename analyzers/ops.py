@@ -602,12 +602,13 @@ MEMORY_COLUMNS = [
     "data_type",
     "shape",
     "region_type",
+    "seq",
 ]
 
 
 #: The allocator event stats read: the columns' own, plus what bytes in use and the
 #: allocator's name are made of.
-_MEMORY_STATS = frozenset(MEMORY_COLUMNS[4:]) - {"event", "tf_op"} | {
+_MEMORY_STATS = frozenset(MEMORY_COLUMNS[4:]) - {"event", "tf_op", "seq"} | {
     "bytes_allocated",
     "bytes_reserved",
     "allocator_name",
@@ -621,9 +622,10 @@ def memory_timeline(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
     Returns:
         Columns ``MEMORY_COLUMNS`` (one row per MemoryAllocation / MemoryDeallocation: bytes in
         use after it, the request, the op, the block's address and size, the allocator's
-        fragmentation and free bytes then, the tensor's dtype enum, shape and region), empty if
-        the capture has no allocator events (TF records them only for BFC allocators: GPU
-        hosts, or CPU with ``TF_CPU_ALLOCATOR_USE_BFC=true``).
+        fragmentation and free bytes then, the tensor's dtype enum, shape and region, and
+        ``seq``, the event's place in its file), empty if the capture has no allocator events
+        (TF records them only for BFC allocators: GPU hosts, or CPU with
+        ``TF_CPU_ALLOCATOR_USE_BFC=true``). Sorted by worker, allocator and time.
     """
     mem = events[isin(events["name"], {"MemoryAllocation", "MemoryDeallocation"})]
     if mem.empty:
@@ -669,10 +671,12 @@ def memory_timeline(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
             "data_type": nums.get("data_type"),
             "shape": text["shape"].astype(object),
             "region_type": text["region_type"].astype(object),
+            # file order: the events frame's rows, as the parser read them (line by line)
+            "seq": mem.index.to_numpy(dtype=np.int64),
         },
         columns=MEMORY_COLUMNS,
     )
-    return out.sort_values(["worker", "allocator", "t_ns"], ignore_index=True)
+    return out.sort_values(["worker", "allocator", "t_ns", "seq"], ignore_index=True)
 
 
 def ops_per_step(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:

@@ -396,3 +396,45 @@ def test_aggregate_percentiles_of_structured_durations(pattern: str) -> None:
             assert got[col].tolist() == g.quantile(q).round().astype("int64").tolist(), col
         assert got["min_ps"].tolist() == g.min().tolist()
         assert got["max_ps"].tolist() == g.max().tolist()
+
+
+def test_a_peak_reached_several_times_is_the_last_xprof_reads(tmp_path: Path) -> None:
+    """Several allocator events at the same highest bytes in use, on two threads: XProf keeps
+    the last it reads (line by line), which is neither the first nor the last in time. Its
+    fragmentation and time are the peak's, and so are the blocks live then."""
+    b = SpaceBuilder()
+    p = b.plane("/host:CPU")
+    one, two = p.line(1, "tf_Compute/1"), p.line(2, "tf_Compute/2")
+    for line, at_ns, frag, addr in (
+        (one, 10, 0.1, 4096),
+        (one, 100, 0.5, 8192),
+        (two, 50, 0.25, 12288),
+    ):
+        p.event(
+            line,
+            "MemoryAllocation",
+            at_ns * 1000,
+            0,
+            allocator_name="GPU_0_bfc",
+            bytes_allocated=1000,
+            bytes_reserved=0,
+            bytes_available=500,
+            peak_bytes_in_use=1000,
+            fragmentation=frag,
+            requested_bytes=100,
+            allocation_bytes=256,
+            addr=addr,
+        )
+    path = tmp_path / "w.xplane.pb"
+    path.write_bytes(b.bytes())
+    f = parse_xplane(path.read_bytes(), worker="w")
+    peak = memory_summary(memory_timeline(f.events, f.stats), pd.DataFrame(columns=["worker"]))
+    row = peak.set_index("allocator").loc["GPU_0_bfc"]
+    assert row["peak_bytes"] == 1000 and row["fragmentation_at_peak"] == 0.25
+    assert row["peak_t_ns"] == 50 and row["live_at_peak"] == 2  # allocated at 10 and at 50 ns
+    convert = pytest.importorskip("xprof.convert.raw_to_tool_data", reason="xprof is not installed")
+    data, _ = convert.xspace_to_tool_data(
+        [str(path)], "memory_profile", {"use_saved_result": False}
+    )
+    theirs = json.loads(data)["memoryProfilePerAllocator"]["GPU_0_bfc"]["profileSummary"]
+    assert theirs["peakStats"]["fragmentation"] == pytest.approx(0.25)
