@@ -34,7 +34,9 @@ class EngineConfig:
         tiny_ops: small ops added per step by the ``tiny-ops`` scenario.
         slow_map_ms: per-batch cost of the ``slow-map`` scenario's expensive stage (longer
             than a step of the engine's models on CPU, so prefetching cannot hide it).
-        table_mib: size of the ``ps-imbalance`` scenario's extra variable.
+        table_mib: size of the ``ps-imbalance`` scenario's extra variable. 32 MiB: that PS
+            carried 87–95 % of the PS busy time, idle or beside two busy loops; 8 MiB gave
+            79–84 %, astride the scenario's 80 % (1 worker, 2 PS, 2 cores, 2026-12-03).
         leak_kib: what the ``memory-leak`` scenario keeps alive per step.
         link_delay_ms: latency the ``slow-allreduce`` scenario adds to every chunk sent to or
             from that worker.
@@ -61,7 +63,7 @@ class EngineConfig:
     tiny_ops: int = 300
     slow_map_ms: float = 80.0
     leak_kib: int = 256
-    table_mib: float = 8.0
+    table_mib: float = 32.0
     memory_events: bool = False
     link_delay_ms: float = 20.0
     preload: str | None = None
