@@ -58,6 +58,9 @@ class Budget:
         rows = int(override) if override else ROWS_FLOOR + ROWS_PER_BYTE * size
         return cls(source, fmt, size, max_bytes(size, e), rows)
 
+    def rows_left(self) -> int:
+        return max(0, self.max_rows - self.rows)
+
     def bytes_left(self) -> int:
         return max(0, self.max_bytes - self.inflated)
 

@@ -1,15 +1,17 @@
-"""The HLO modules an XSpace carries: which framework op each XLA instruction came from.
+"""The HLO modules an XSpace carries: every executed XLA instruction with its framework op,
+category, HLO text, source line, element type, and FLOPs and bytes by XLA's cost rules.
 
 XLA runtimes (JAX, TF with ``jit_compile=True``) write every compiled program into the
 ``/host:metadata`` plane: one event metadata per program (its id is the ``program_id`` that
 device kernels carry), with the serialized ``xla.HloProto`` as the ``Hlo Proto`` bytes stat. A
 kernel's ``hlo_op`` stat names an instruction of that program; the instruction's
-``OpMetadata`` (``op_name``, ``op_type``) names the framework op it was lowered from, which is
-what XProf's framework_op_stats attributes the kernel to.
+``OpMetadata`` (``op_name``, ``op_type``, source file and line) names the framework op and the
+Python line it was lowered from, which is what XProf's HLO and framework-op tables show.
 
-Only that plane is decoded (the XSpace's other planes are skipped on the wire), and of each
-HloProto only the fields below: instruction name, opcode and metadata. Field numbers are those
-of ``xla/service/hlo.proto`` and ``xla/xla_data.proto``.
+Only that plane is decoded (the XSpace's other planes are skipped on the wire). Instructions of
+fusion computations are not rows (they run as their fusion); their FLOPs and bytes are in it
+(``trace_parsers.hlo_cost``, XLA's GPU rules on a capture with GPU planes, the base rules
+otherwise).
 
     >>> from trace_parsers.hlo import hlo_ops
     >>> hlo_ops(open("host.xplane.pb", "rb").read(), worker="host").head()
@@ -17,60 +19,27 @@ of ``xla/service/hlo.proto`` and ``xla/xla_data.proto``.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
-from typing import Any
 
 import pandas as pd
 
 from trace_parsers.budget import Budget
 from trace_parsers.errors import TraceParseError
+from trace_parsers.hlo_cost import CostUnknown, module_costs
+from trace_parsers.hlo_module import (
+    Module,
+    category,
+    compute_dtype,
+    copy_spaces,
+    decode_module,
+    expression,
+)
 from trace_parsers.schema import SCHEMA, empty_frame
 
 METADATA_PLANE = "/host:metadata"
 HLO_PROTO_STAT = "Hlo Proto"
-#: The subset of xla.HloProto read here: message → [(field, number, type, message type)].
-_HLO_FIELDS: dict[str, list[tuple[str, int, str, str]]] = {
-    "HloProto": [("hlo_module", 1, "message", "HloModuleProto")],
-    "HloModuleProto": [
-        ("name", 1, "string", ""),
-        ("computations", 3, "repeated", "HloComputationProto"),
-    ],
-    "HloComputationProto": [("instructions", 2, "repeated", "HloInstructionProto")],
-    "HloInstructionProto": [
-        ("name", 1, "string", ""),
-        ("opcode", 2, "string", ""),
-        ("metadata", 7, "message", "OpMetadata"),
-    ],
-    "OpMetadata": [("op_type", 1, "string", ""), ("op_name", 2, "string", "")],
-}
 _XPLANE_NAME = 2  # XPlane.name
 _XSPACE_PLANES = 1  # XSpace.planes
-
-
-@functools.cache
-def _hlo_proto_class() -> Any:
-    """The message class of the HloProto subset, built once from a descriptor (unknown fields
-    are skipped by the parser, so the full proto's other fields cost nothing here).
-    protobuf is imported here: only captures of XLA programs pay its 0.06 s import."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    fdp = descriptor_pb2.FileDescriptorProto(
-        name="podscope_hlo_subset.proto", package="podscope.hlo", syntax="proto3"
-    )
-    F = descriptor_pb2.FieldDescriptorProto
-    for message, fields in _HLO_FIELDS.items():
-        mp = fdp.message_type.add(name=message)
-        for name, number, kind, type_name in fields:
-            f = mp.field.add(name=name, number=number)
-            if kind == "string":
-                f.type, f.label = F.TYPE_STRING, F.LABEL_OPTIONAL
-            else:
-                f.type, f.type_name = F.TYPE_MESSAGE, f".podscope.hlo.{type_name}"
-                f.label = F.LABEL_REPEATED if kind == "repeated" else F.LABEL_OPTIONAL
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("podscope.hlo.HloProto"))
 
 
 def _varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
@@ -110,7 +79,8 @@ def _fields(data: memoryview) -> Iterator[tuple[int, memoryview | None]]:
 
 
 def _metadata_planes(data: bytes) -> Iterator[memoryview]:
-    """The serialized ``/host:metadata`` planes of an XSpace, found without decoding the rest."""
+    """The serialized ``/host:metadata`` planes of an XSpace, found without decoding the rest:
+    one pass over the XSpace's fields, and over each plane's fields up to its name."""
     view = memoryview(data)
     for number, plane in _fields(view):
         if number != _XSPACE_PLANES or plane is None:
@@ -127,54 +97,104 @@ def _metadata_planes(data: bytes) -> Iterator[memoryview]:
 MIN_INSTRUCTION_BYTES = 16
 
 
+def modules(data: bytes, budget: Budget) -> Iterator[Module]:
+    """Every HLO module of the capture's metadata planes.
+
+    Raises:
+        ValueError: a metadata plane or module is corrupt.
+        TraceParseError: over the file's row budget.
+    """
+    from google.protobuf.message import DecodeError
+
+    from trace_parsers.proto import xplane_pb2
+
+    for raw in _metadata_planes(data):
+        try:
+            plane = xplane_pb2.XPlane.FromString(bytes(raw))
+        except DecodeError as e:
+            raise ValueError(str(e)) from e
+        key = {i for i, m in plane.stat_metadata.items() if m.name == HLO_PROTO_STAT}
+        for program_id, meta in plane.event_metadata.items():
+            for stat in meta.stats:
+                if stat.metadata_id in key and stat.WhichOneof("value") == "bytes_value":
+                    budget.charge_rows(len(stat.bytes_value) // MIN_INSTRUCTION_BYTES)
+                    yield decode_module(stat.bytes_value, program_id)
+
+
+def _rows(module: Module, rules: str, budget: Budget) -> list[tuple[object, ...]]:
+    """One row per instruction of the module's non-fusion computations (``hlo_ops``)."""
+    try:
+        costs = module_costs(module, rules, max_work=budget.rows_left())
+    except CostUnknown:
+        costs = {}  # malformed, or built to make the analysis quadratic: costs unknown
+    rows = []
+    for comp in module.computations:
+        if comp.is_fusion:
+            continue
+        for i in comp.instructions:
+            cost = costs.get(i.name)
+            spaces = copy_spaces(i)
+            stack = module.source_stack(i)
+            rows.append(
+                (
+                    module.program_id,
+                    module.name,
+                    i.name,
+                    i.opcode,
+                    i.op_name,
+                    i.op_type,
+                    category(i),
+                    expression(i),
+                    compute_dtype(i),
+                    f"{i.source_file}:{i.source_line}"
+                    if i.source_file
+                    else stack[0].rsplit(":", 1)[0]
+                    if stack
+                    else "",
+                    "\n".join(stack),
+                    i.deduplicated_name,
+                    None if cost is None else cost.flops,
+                    None if cost is None else cost.device_flops,
+                    None if cost is None else cost.bytes_accessed,
+                    None if cost is None else cost.hbm_bytes,
+                    None if spaces is None else spaces[0],
+                    None if spaces is None else spaces[1],
+                )
+            )
+    return rows
+
+
 def hlo_ops(
-    data: bytes, *, worker: str, source: str = "<bytes>", budget: Budget | None = None
+    data: bytes,
+    *,
+    worker: str,
+    source: str = "<bytes>",
+    budget: Budget | None = None,
+    rules: str = "cpu",
 ) -> pd.DataFrame:
-    """Every instruction of every HLO module in the capture, with its framework op.
+    """Every executed instruction of every HLO module in the capture.
 
     Args:
         data: the XSpace's serialized bytes (decompressed).
         worker: the worker label written to every row.
         source: file name for error messages.
         budget: the file's budget; each module's rows are charged to it.
+        rules: XLA's cost rules for the FLOPs and bytes (``trace_parsers.hlo_cost.RULES``):
+            ``gpu`` for a capture of GPUs, as XProf computes them there.
 
     Returns:
-        The ``hlo_ops`` frame: ``worker, program_id, module, hlo_op, opcode, op_name,
-        op_type`` (op name and type from the instruction's metadata, empty when it has none).
-        Empty when the capture has no metadata plane.
+        The ``hlo_ops`` frame (``trace_parsers.schema``), empty when the capture has no
+        metadata plane.
 
     Raises:
         TraceParseError: the metadata plane or one of its HLO modules is corrupt.
     """
-    from trace_parsers.proto import xplane_pb2
-
-    rows: list[tuple[int, str, str, str, str, str]] = []
-    from google.protobuf.message import DecodeError
-
-    hlo_proto = _hlo_proto_class()
     budget = budget or Budget.for_input(len(data), source, "xplane")
+    rows: list[tuple[object, ...]] = []
     try:
-        for raw in _metadata_planes(data):
-            plane = xplane_pb2.XPlane.FromString(bytes(raw))
-            key = {i for i, m in plane.stat_metadata.items() if m.name == HLO_PROTO_STAT}
-            for program_id, meta in plane.event_metadata.items():
-                for stat in meta.stats:
-                    if stat.metadata_id in key and stat.WhichOneof("value") == "bytes_value":
-                        budget.charge_rows(len(stat.bytes_value) // MIN_INSTRUCTION_BYTES)
-                        module = hlo_proto.FromString(stat.bytes_value).hlo_module
-                        rows += [
-                            (
-                                program_id,
-                                module.name,
-                                i.name,
-                                i.opcode,
-                                i.metadata.op_name,
-                                i.metadata.op_type,
-                            )
-                            for c in module.computations
-                            for i in c.instructions
-                        ]
-    except (ValueError, DecodeError) as e:
+        for module in modules(data, budget):
+            rows += _rows(module, rules, budget)
+    except ValueError as e:
         raise TraceParseError(source, "xplane", f"HLO module metadata: {e}") from e
     if not rows:
         return empty_frame("hlo_ops")
@@ -182,3 +202,92 @@ def hlo_ops(
     frame = pd.DataFrame(rows, columns=columns[1:]).drop_duplicates(["program_id", "hlo_op"])
     frame.insert(0, "worker", worker)
     return frame.astype(dict(SCHEMA["hlo_ops"])).reset_index(drop=True)
+
+
+
+#: XPlane's event_metadata and stat_metadata map fields.
+_PLANE_EVENT_METADATA, _PLANE_STAT_METADATA = 4, 5
+MEMORY_ACCESS_BREAKDOWN = "memory_access_breakdown"
+#: OpMetrics.MemoryAccessed memory spaces (XProf's op_metrics.proto) and operation types.
+_MEMORY_SPACES = {1: "hbm", 2: "cmem", 3: "vmem"}
+_READ, _WRITE = 1, 2
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def _breakdown(data: bytes) -> dict[str, int]:
+    """A serialized ``MemoryAccessBreakdown`` as bytes per memory space and direction
+    (``hbm_bytes`` read and written together, ``vmem_read_bytes``, …); empty for an empty
+    breakdown (XProf then counts all bytes as HBM's)."""
+    out: dict[str, int] = {}
+    for number, entry in _fields(memoryview(data)):
+        out.setdefault("hbm_bytes", 0)  # a breakdown states HBM bytes, zero or not
+        if number != 1 or entry is None:
+            continue
+        values, pos = {}, 0
+        while pos < len(entry):
+            key, pos = _varint(entry, pos)
+            if key & 7 != 0:
+                raise ValueError("memory access breakdown: unexpected wire type")
+            values[key >> 3], pos = _varint(entry, pos)
+        space = _MEMORY_SPACES.get(values.get(2, 0))
+        if space is None:
+            continue
+        name = f"{space}_bytes" if space == "hbm" else (
+            f"{space}_{'read' if values.get(1) == _READ else 'write'}_bytes"
+        )
+        out[name] = out.get(name, 0) + values.get(3, 0)
+    return out
+
+
+def breakdown_stats(data: bytes, *, worker: str) -> pd.DataFrame:
+    """The bytes by memory space that TPU event metadata state in their
+    ``memory_access_breakdown`` stat (which the ``metadata_stats`` frame keeps as a length),
+    as rows for that frame: keys ``hbm_bytes``, ``vmem_read_bytes``, ``vmem_write_bytes``,
+    ``cmem_read_bytes``, ``cmem_write_bytes``. Only the device planes' metadata maps are
+    decoded, never their lines.
+
+    Raises:
+        ValueError: a plane's metadata is corrupt.
+    """
+    from google.protobuf.message import DecodeError
+
+    from trace_parsers.proto import xplane_pb2
+
+    rows = []
+    for number, plane in _fields(memoryview(data)):
+        if number != _XSPACE_PLANES or plane is None:
+            continue
+        name, kept = "", bytearray()
+        for field, value in _fields(plane):
+            if value is None:
+                continue
+            if field == _XPLANE_NAME:
+                name = bytes(value).decode("utf-8", "replace")
+            elif field in (_PLANE_EVENT_METADATA, _PLANE_STAT_METADATA):
+                kept += _varint_bytes(field << 3 | 2) + _varint_bytes(len(value)) + value
+        if not name.startswith("/device:TPU") or not kept:
+            continue
+        try:
+            meta = xplane_pb2.XPlane.FromString(bytes(kept))
+        except DecodeError as e:
+            raise ValueError(f"{name}: {e}") from e
+        ids = {i for i, m in meta.stat_metadata.items() if m.name == MEMORY_ACCESS_BREAKDOWN}
+        for metadata_id, em in meta.event_metadata.items():
+            for stat in em.stats:
+                if stat.metadata_id in ids and stat.WhichOneof("value") == "bytes_value":
+                    for key, value in _breakdown(stat.bytes_value).items():
+                        rows.append((name, metadata_id, key, value))
+    frame = pd.DataFrame(rows, columns=["plane", "metadata_id", "key", "int_value"])
+    frame.insert(0, "worker", worker)
+    frame.insert(4, "kind", "int")
+    frame["float_value"] = pd.NA
+    frame["str_value"] = None
+    return frame.astype(dict(SCHEMA["metadata_stats"]))

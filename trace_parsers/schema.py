@@ -28,7 +28,7 @@ CAT = "category"
 CAT_ID = "category[int64]"
 
 #: Version of the parsed layout; part of the cache key, bump on any change to the frames.
-PARSER_VERSION = "8"
+PARSER_VERSION = "9"
 
 #: Stat keys promoted from ``stats`` to typed ``events`` columns (a stat lives in exactly one).
 PROMOTED_STATS: Mapping[str, str] = {
@@ -105,9 +105,13 @@ SCHEMA: Mapping[str, Mapping[str, str]] = {
         "float_value": "Float64",
         "str_value": CAT,
     },
-    # Instructions of the XLA programs the capture carries (``trace_parsers.hlo``): the
-    # framework op each was lowered from (OpMetadata), which device kernels inherit through
-    # their program_id / hlo_op stats. Empty op_name / op_type: the instruction has none.
+    # Executed instructions of the XLA programs the capture carries (``trace_parsers.hlo``;
+    # a fusion's inner instructions are part of it): the framework op each was lowered from
+    # (OpMetadata), which device kernels inherit through their program_id / hlo_op stats
+    # (empty: none), XLA's category, the HLO text, the narrowest float type it reads or writes,
+    # the Python line (`file:line`) and stack, and per execution FLOPs (model, and at the
+    # device's rate for its input width), bytes read and written, those in device memory, by
+    # XLA's cost rules (NA: unknown); memory spaces a copy moves between (5: host).
     "hlo_ops": {
         "worker": CAT,
         "program_id": "int64",
@@ -116,6 +120,18 @@ SCHEMA: Mapping[str, Mapping[str, str]] = {
         "opcode": CAT,
         "op_name": CAT,
         "op_type": CAT,
+        "category": CAT,
+        "expression": "string",
+        "compute_dtype": CAT,
+        "source": CAT,
+        "source_stack": CAT,
+        "deduplicated_name": CAT,
+        "flops": "Int64",
+        "device_flops": "Int64",
+        "bytes_accessed": "Int64",
+        "hbm_bytes": "Int64",
+        "copy_from": "Int64",
+        "copy_to": "Int64",
     },
     # Aggregated events (XEvent.num_occurrences): totals without a time, never on the timeline.
     "aggregates": {

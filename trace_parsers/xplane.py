@@ -31,7 +31,7 @@ from trace_parsers._columns import (
 )
 from trace_parsers.budget import Budget, rows_error
 from trace_parsers.errors import TraceParseError
-from trace_parsers.hlo import METADATA_PLANE, hlo_ops
+from trace_parsers.hlo import METADATA_PLANE, breakdown_stats, hlo_ops
 from trace_parsers.nesting import depth_column, nest_columns, nest_if_sorted
 from trace_parsers.schema import CAT, PROMOTED_STATS, SCHEMA, TraceFrames, validate
 from trace_parsers.tfop import split_tf_op
@@ -161,14 +161,31 @@ def parse_xplane(
     budget.charge_rows(len(raw["ev_plane"]) // 4)
     if not raw["planes"].id:
         raise TraceParseError(source, FORMAT, "no XPlane in the data (not an XSpace capture)")
+    names = raw["planes"].name
+    gpu = any(str(n).startswith("/device:GPU") for n in names)
     hlo = (
-        hlo_ops(data, worker=worker, source=source, budget=budget)
-        if METADATA_PLANE in raw["planes"].name
+        hlo_ops(data, worker=worker, source=source, budget=budget, rules="gpu" if gpu else "cpu")
+        if METADATA_PLANE in names
         else None
     )
+    breakdowns = None
+    if any(str(n).startswith("/device:TPU") for n in names):
+        try:
+            breakdowns = breakdown_stats(data, worker=worker)
+        except ValueError as e:
+            raise TraceParseError(source, FORMAT, f"device metadata: {e}") from e
     del data  # decoded: strings were copied out (freed here unless the caller keeps a reference)
     frames = _Builder(raw, worker, source, stats_keys).build()
-    return validate(frames if hlo is None else replace(frames, hlo_ops=hlo), source)
+    if hlo is not None:
+        frames = replace(frames, hlo_ops=hlo)
+    if breakdowns is not None and len(breakdowns):
+        merged = pd.concat(
+            [frames.metadata_stats.astype(object), breakdowns.astype(object)], ignore_index=True
+        )
+        frames = replace(
+            frames, metadata_stats=merged.astype(dict(SCHEMA["metadata_stats"]))
+        )
+    return validate(frames, source)
 
 
 def _lookup(

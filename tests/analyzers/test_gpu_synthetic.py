@@ -225,9 +225,9 @@ def test_tf_xla_kernels_are_named_by_their_hlo_instruction(tmp_path: Path) -> No
     and ``hlo_module`` / ``hlo_op`` / ``program_id``; the HLO module on ``/host:metadata`` names
     the TF op each instruction came from. (Module text built with the parser's own subset of
     HloProto: XProf cannot convert it, so this one is not cross-checked.)"""
-    from trace_parsers.hlo import _hlo_proto_class
+    from trace_parsers.hlo_module import hlo_proto_class
 
-    proto = _hlo_proto_class()()
+    proto = hlo_proto_class()()
     module = proto.hlo_module
     module.name = "a_inference_step_164__XlaMustCompile_true.5"
     comp = module.computations.add()

@@ -1,0 +1,405 @@
+"""XLA ops (HLO instructions) as XProf's ``hlo_stats`` counts them, and more: per device, per
+execution of their program, on XLA:CPU captures too, and two sessions op by op.
+
+**Occurrences**, as XProf counts them:
+
+* a TPU plane's ``XLA Ops`` line: one per event, timed by its device span (the
+  ``device_offset_ps`` / ``device_duration_ps`` stats); an op's self time leaves out the ops
+  its span contains; program and instruction from the event type's ``program_id`` and name;
+* device kernels (GPU, ROCm) and XLA:CPU thunks that carry ``hlo_op`` and ``program_id``
+  stats: consecutive events of one line with the same instruction and step group are one
+  occurrence (an instruction's kernels), timed by the sum of their durations.
+
+**Costs** per occurrence: on a TPU the event type's own ``flops``, ``model_flops``,
+``bytes_accessed`` and memory-space breakdown; elsewhere XLA's cost rules over the program
+the trace carries (``trace_parsers.hlo_cost``), else the event's ``flops`` stat. Rates divide
+the totals by the total time (XProf's rule: an op's FLOPs include its nested ops'), ``bound_by``
+is the resource with the highest utilization against the device's peaks
+(``analyzers.roofline``).
+
+    >>> occ = xla_op_occurrences(frames.events, frames.stats, frames.metadata_stats)
+    >>> table = hlo_stats(occ, frames.hlo_ops, frames.metadata_stats, device_peaks(frames.plane_stats))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analyzers._match import isin, matches
+from analyzers.groups import DERIVED_LINES
+from analyzers.roofline import GIB
+from trace_parsers.nesting import self_times
+
+OCCURRENCE_COLUMNS = [
+    "worker",
+    "device",
+    "program_id",
+    "hlo_op",
+    "start_ns",
+    "time_ps",
+    "self_ps",
+    "metadata_id",
+]
+HLO_COLUMNS = [
+    "worker",
+    "device",
+    "program_id",
+    "program",
+    "hlo_op_name",
+    "category",
+    "expression",
+    "framework_op",
+    "occurrences",
+    "total_time_us",
+    "avg_time_us",
+    "total_self_time_us",
+    "avg_self_time_us",
+    "self_share",
+    "cumulative_share",
+    "model_flop_rate_gflops",
+    "measured_flop_rate_gflops",
+    "memory_bw_gibs",
+    "hbm_bw_gibs",
+    "operational_intensity",
+    "bound_by",
+    "roofline_efficiency",
+    "source",
+    "source_stack",
+    "compute_dtype",
+    "rematerialized",
+    "flops",
+    "bytes_accessed",
+]
+_XLA_OPS = "XLA Ops"
+_U64 = 1 << 64
+#: (peak column, utilization's bytes column, name) of the bandwidths bound_by compares.
+_TPU_MEMORIES = (
+    ("peak_cmem_read_bw_gibs", "cmem_read_bytes", "CMEM Read"),
+    ("peak_cmem_write_bw_gibs", "cmem_write_bytes", "CMEM Write"),
+    ("peak_vmem_read_bw_gibs", "vmem_read_bytes", "VMEM Read"),
+    ("peak_vmem_write_bw_gibs", "vmem_write_bytes", "VMEM Write"),
+)
+_COSTS = ("flops", "device_flops", "bytes_accessed", "hbm_bytes") + tuple(
+    b for _, b, _ in _TPU_MEMORIES
+)
+
+
+def unsigned_id(value: int) -> int:
+    """A program id as XLA prints it: TPU ids are unsigned 64-bit, stored signed."""
+    return int(value) % _U64
+
+
+def _event_stat(stats: pd.DataFrame, key: str, rows: np.ndarray, column: str) -> np.ndarray:
+    """Stat ``key``'s ``column`` per event row of ``rows`` (labels), NA where unset."""
+    sel = stats[isin(stats["key"], {key})]
+    sel = sel[np.isin(sel["event_row"].to_numpy(), rows)].drop_duplicates("event_row")
+    return sel.set_index("event_row")[column].reindex(rows).to_numpy()
+
+
+def _tpu_occurrences(
+    events: pd.DataFrame, stats: pd.DataFrame, metadata_stats: pd.DataFrame
+) -> pd.DataFrame:
+    """One row per XLA Ops event of a device plane, timed by its device span."""
+    ev = events[isin(events["line"], {_XLA_OPS}) & matches(events["plane"], "/device:", how="startswith")]
+    if ev.empty:
+        return pd.DataFrame(columns=OCCURRENCE_COLUMNS)
+    rows = ev.index.to_numpy()
+    offset = pd.array(_event_stat(stats, "device_offset_ps", rows, "int_value"), dtype="Int64")
+    duration = pd.array(_event_stat(stats, "device_duration_ps", rows, "int_value"), dtype="Int64")
+    start_ps = ((ev["start_ns"].to_numpy(np.int64) - ev["start_ns"].min()) * 1000).astype(np.int64)
+    start_ps = np.where(offset.isna(), start_ps, offset.fillna(0).to_numpy(np.int64))
+    dur_ps = np.where(duration.isna(), ev["dur_ps"].to_numpy(np.int64), duration.fillna(0).to_numpy(np.int64))
+    # Nesting by device span, in picoseconds: the nester reads start_ns and dur_ps // 1000, so
+    # the spans go in scaled by 1000 (start in ps as "ns", duration in ps × 1000).
+    spans = pd.DataFrame(
+        {
+            "worker": ev["worker"],
+            "plane": ev["plane"],
+            "line_id": ev["line_id"],
+            "start_ns": start_ps,
+            "dur_ps": dur_ps * 1000,
+        }
+    ).sort_values(["worker", "plane", "line_id", "start_ns"], kind="stable")
+    self_ps = pd.Series(self_times(spans) // 1000, index=spans.index).reindex(ev.index)
+    meta = metadata_stats[isin(metadata_stats["key"], {"program_id"})]
+    key = ["worker", "plane", "metadata_id"]
+    program = meta.assign(
+        worker=meta["worker"].astype(str), plane=meta["plane"].astype(str)
+    ).drop_duplicates(key).set_index(key)["int_value"]
+    ids = pd.MultiIndex.from_arrays(
+        [
+            ev["worker"].astype(str),
+            ev["plane"].astype(str),
+            ev["metadata_id"].astype("int64"),
+        ]
+    )
+    names = ev["display_name"].astype(str).where(ev["display_name"].astype(str) != "", None)
+    names = names.fillna(ev["name"].astype(str).str.extract(r"^%?([^\s=]+)", expand=False))
+    return pd.DataFrame(
+        {
+            "worker": ev["worker"].astype(str).to_numpy(),
+            "device": ev["plane"].astype(str).to_numpy(),
+            "program_id": program.reindex(ids).to_numpy(),
+            "hlo_op": names.to_numpy(),
+            "start_ns": ev["start_ns"].to_numpy(np.int64),
+            "time_ps": dur_ps,
+            "self_ps": self_ps.to_numpy(np.int64),
+            "metadata_id": ev["metadata_id"].astype("int64").to_numpy(),
+        }
+    ).dropna(subset=["program_id"])
+
+
+def _kernel_occurrences(events: pd.DataFrame, stats: pd.DataFrame, skip: set[str]) -> pd.DataFrame:
+    """Device kernels (else, on a worker without any, XLA:CPU thunks) of an HLO instruction:
+    one occurrence per event, or per run of consecutive events of one line with the same
+    instruction and the same step group (XProf: a kernel without a group is its own
+    occurrence)."""
+    keyed = stats[isin(stats["key"], {"hlo_op"})]["event_row"].to_numpy()
+    ev = events.loc[np.intersect1d(events.index.to_numpy(), keyed)]
+    ev = ev[~isin(ev["line"], DERIVED_LINES) & ~ev["plane"].astype(str).isin(skip).to_numpy()]
+    on_device = matches(ev["plane"], "/device:", how="startswith")
+    with_device = set(ev.loc[on_device, "worker"].astype(str))
+    ev = ev[on_device | ~ev["worker"].astype(str).isin(with_device).to_numpy()]
+    if ev.empty:
+        return pd.DataFrame(columns=OCCURRENCE_COLUMNS)
+    rows = ev.index.to_numpy()
+    op = pd.Series(_event_stat(stats, "hlo_op", rows, "str_value"), dtype="object")
+    op = op.astype(str).str.rsplit("::", n=1).str[-1].to_numpy()  # "a::b": the innermost
+    program = _event_stat(stats, "program_id", rows, "int_value")
+    group = ev["group_id"].astype("Float64").fillna(-1).to_numpy()
+    line = ev["worker"].astype(str) + "\0" + ev["plane"].astype(str) + "\0" + ev["line_id"].astype(str)
+    order = np.lexsort((ev["start_ns"].to_numpy(), line.to_numpy()))
+    line, op, program, group = line.to_numpy()[order], op[order], program[order], group[order]
+    ev = ev.iloc[order]
+    new = np.ones(len(ev), dtype=bool)
+    new[1:] = (line[1:] != line[:-1]) | (op[1:] != op[:-1]) | (group[1:] != group[:-1])
+    new[1:] |= group[1:] < 0
+    run = np.cumsum(new) - 1
+    dur = ev["dur_ps"].to_numpy(np.int64)
+    time_ps = np.bincount(run, weights=dur).astype(np.int64)
+    first = np.flatnonzero(new)
+    plane = ev["plane"].astype(str).to_numpy()
+    return pd.DataFrame(
+        {
+            "worker": ev["worker"].astype(str).to_numpy()[first],
+            "device": np.where(
+                np.char.startswith(plane[first].astype(str), "/device:"), plane[first], "/host:CPU"
+            ),
+            "program_id": pd.array(program[first], dtype="Int64"),
+            "hlo_op": op[first],
+            "start_ns": ev["start_ns"].to_numpy(np.int64)[first],
+            "time_ps": time_ps,
+            "self_ps": time_ps,
+            "metadata_id": -1,
+        }
+    ).dropna(subset=["program_id"])
+
+
+def xla_op_occurrences(
+    events: pd.DataFrame, stats: pd.DataFrame, metadata_stats: pd.DataFrame
+) -> pd.DataFrame:
+    """Every occurrence of an XLA op in the capture (rules in the module's docstring).
+
+    Returns:
+        ``OCCURRENCE_COLUMNS``: worker, device (plane; ``/host:CPU`` for XLA:CPU thunks),
+        program_id (signed, as stored), hlo_op (instruction name), start_ns, time_ps, self_ps,
+        metadata_id (the TPU event type; -1 elsewhere), sorted by worker, device and start.
+    """
+    tpu = _tpu_occurrences(events, stats, metadata_stats)
+    kernels = _kernel_occurrences(events, stats, set(tpu["device"]))
+    parts = [p for p in (tpu, kernels) if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=OCCURRENCE_COLUMNS).astype(
+            {"start_ns": "int64", "time_ps": "int64", "self_ps": "int64", "metadata_id": "int64"}
+        )
+    out = pd.concat(parts, ignore_index=True)
+    out["program_id"] = out["program_id"].astype("int64")
+    return out.sort_values(["worker", "device", "start_ns"], ignore_index=True)
+
+
+def _metadata_costs(metadata_stats: pd.DataFrame) -> pd.DataFrame:
+    """Per (worker, device, metadata_id) of a TPU plane: costs and descriptions its event type
+    states (``flops`` as the device counts them, ``model_flops``, bytes per memory space,
+    ``hlo_category``, ``tf_op``, ``source``)."""
+    keys = {
+        "flops",
+        "model_flops",
+        "bytes_accessed",
+        "hbm_bytes",
+        "hlo_category",
+        "tf_op",
+        "source",
+        "source_stack",
+    } | {b for _, b, _ in _TPU_MEMORIES}
+    ms = metadata_stats[isin(metadata_stats["key"], keys)]
+    if ms.empty:
+        return pd.DataFrame(columns=["worker", "device", "metadata_id"])
+    ms = ms.assign(
+        worker=ms["worker"].astype(str),
+        device=ms["plane"].astype(str),
+        key=ms["key"].astype(str),
+        value=ms["int_value"].astype(object).where(ms["int_value"].notna(), ms["str_value"].astype(object)),
+    )
+    wide = ms.pivot_table(
+        index=["worker", "device", "metadata_id"], columns="key", values="value", aggfunc="first"
+    )
+    out = wide.reset_index()
+    out.columns.name = None
+    return out.rename(columns={"flops": "device_flops", "model_flops": "flops"})
+
+
+def _descriptions(occ: pd.DataFrame, hlo_ops: pd.DataFrame, meta: pd.DataFrame) -> pd.DataFrame:
+    """The occurrences with their instruction's costs and descriptions (TPU metadata first,
+    then the program's HLO module)."""
+    h = hlo_ops.astype({c: object for c in hlo_ops.columns if c != "program_id"})
+    h = h.assign(worker=h["worker"].astype(str), hlo_op=h["hlo_op"].astype(str))
+    h = h.rename(columns={"module": "program", "op_name": "h_op_name", "op_type": "h_op_type"})
+    out = occ.merge(
+        h.drop(columns=["opcode"]), on=["worker", "program_id", "hlo_op"], how="left", suffixes=("", "_h")
+    )
+    if len(meta):
+        m = meta.add_prefix("m_").rename(
+            columns={"m_worker": "worker", "m_device": "device", "m_metadata_id": "metadata_id"}
+        )
+        out = out.merge(m, on=["worker", "device", "metadata_id"], how="left")
+    for col in _COSTS:
+        mcol = f"m_{col}"
+        base = pd.to_numeric(out.get(col, pd.Series(np.nan, index=out.index)), errors="coerce")
+        if mcol in out:  # a TPU states its own costs (XProf reads them, not the HLO's)
+            stated = pd.to_numeric(out[mcol], errors="coerce")
+            base = stated.where(out["metadata_id"] >= 0, base)
+        out[col] = base.astype(float)
+    if "m_flops" in out:
+        tpu = out["metadata_id"] >= 0
+        out.loc[tpu & out["flops"].isna(), "flops"] = out.loc[tpu, "device_flops"]
+    out["device_flops"] = out["device_flops"].fillna(out["flops"])
+    if "m_hbm_bytes" in out:  # no breakdown stated: XProf counts every byte as HBM's
+        tpu = out["metadata_id"] >= 0
+        stated = pd.to_numeric(out["m_hbm_bytes"], errors="coerce")
+        out.loc[tpu, "hbm_bytes"] = stated[tpu].fillna(out.loc[tpu, "bytes_accessed"])
+    for col, meta_col in (("category", "m_hlo_category"), ("source", "m_source"), ("source_stack", "m_source_stack")):
+        given = out[meta_col] if meta_col in out else pd.Series(None, index=out.index)
+        given = given.where(given.astype(str).str.len() > 0)
+        out[col] = given.fillna(out.get(col, pd.Series("", index=out.index))).fillna("")
+    op_name = out.get("h_op_name", pd.Series("", index=out.index)).fillna("").astype(str)
+    op_type = out.get("h_op_type", pd.Series("", index=out.index)).fillna("").astype(str)
+    framework = np.where(op_type != "", op_name + ":" + op_type, op_name)
+    stated = out["m_tf_op"] if "m_tf_op" in out else pd.Series(None, index=out.index)
+    out["framework_op"] = stated.where(stated.astype(str).str.len() > 0).fillna(
+        pd.Series(framework, index=out.index)
+    )
+    for col in ("expression", "program", "compute_dtype"):
+        out[col] = out.get(col, pd.Series("", index=out.index)).fillna("").astype(str)
+    return out
+
+
+def _bound_by(rows: pd.DataFrame, peaks: pd.Series | None) -> tuple[np.ndarray, np.ndarray]:
+    """(bound_by, roofline efficiency) per row: the resource with the highest utilization
+    against the device's peaks, as XProf ranks them; efficiency is that utilization."""
+    n = len(rows)
+    if peaks is None:
+        return np.full(n, "Unknown", dtype=object), np.full(n, np.nan)
+    best = np.zeros(n)
+    name = np.full(n, "Unknown", dtype=object)
+
+    def consider(util: np.ndarray, label: str) -> None:
+        win = util > best
+        best[win], name[win] = util[win], label
+
+    flops_peak = float(peaks["peak_flop_rate_gflops"])
+    if flops_peak > 0:
+        consider(rows["measured_flop_rate_gflops"].to_numpy(float) / flops_peak, "Compute")
+    if float(peaks["peak_hbm_bw_gibs"]) > 0:
+        consider(rows["hbm_bw_gibs"].to_numpy(float) / float(peaks["peak_hbm_bw_gibs"]), "HBM")
+    seconds = rows["total_time_us"].to_numpy(float) / 1e6
+    for peak_col, bytes_col, label in _TPU_MEMORIES:
+        peak = float(peaks.get(peak_col, 0) or 0)
+        if peak > 0 and bytes_col in rows:
+            rate = rows[bytes_col].to_numpy(float) / np.where(seconds > 0, seconds, np.nan) / GIB
+            consider(np.nan_to_num(rate / peak), label)
+    shm = float(peaks.get("peak_shm_bw_gibs", 0) or 0)
+    if shm > 0 and str(peaks.get("device_type", "")).find("GPU") >= 0:
+        consider(rows["hbm_bw_gibs"].to_numpy(float) / shm, "Shm/L1")
+    return name, np.where(name == "Unknown", np.nan, best)
+
+
+def hlo_stats(
+    occurrences: pd.DataFrame,
+    hlo_ops: pd.DataFrame,
+    metadata_stats: pd.DataFrame,
+    peaks: pd.DataFrame,
+    *,
+    per_device: bool = False,
+    device: str | None = None,
+) -> pd.DataFrame:
+    """XProf's HLO op table: one row per (program_id, hlo_op_name) over a worker's devices.
+
+    Args:
+        occurrences: ``xla_op_occurrences`` (optionally with an ``execution`` column, which
+            then splits the rows: ``by_execution``).
+        hlo_ops: the ``hlo_ops`` frame.
+        metadata_stats: the ``metadata_stats`` frame (TPU costs).
+        peaks: ``analyzers.roofline.device_peaks``.
+        per_device: one row per device as well (XProf merges a host's devices).
+        device: only this device (a plane name, ``/device:GPU:0``).
+
+    Returns:
+        ``HLO_COLUMNS`` (+ ``execution`` when given), per worker the most self time first.
+        ``program_id`` is the unsigned id XLA prints; times in µs; rates in GFLOP/s and GiB/s;
+        ``self_share`` of the worker's (or device's) XLA op time.
+    """
+    occ = occurrences
+    if device is not None:
+        occ = occ[occ["device"] == device]
+    if occ.empty:
+        return pd.DataFrame(columns=HLO_COLUMNS)
+    rows = _descriptions(occ, hlo_ops, _metadata_costs(metadata_stats))
+    keys = ["worker"] + (["device"] if per_device or device else []) + ["program_id", "hlo_op"]
+    if "execution" in rows:
+        keys.append("execution")
+    for col in _COSTS:
+        rows[col] = rows[col].fillna(0.0)
+    g = rows.groupby(keys, sort=False, dropna=False)
+    first = g[["program", "category", "expression", "framework_op", "source", "source_stack", "compute_dtype"]].first()
+    total = g[["time_ps", "self_ps", *_COSTS]].sum()
+    out = first.join(total)
+    out["occurrences"] = g.size()
+    out = out.reset_index()
+    if "device" not in out:
+        out["device"] = ""
+    ns = out["time_ps"] / 1000
+    safe = ns.where(ns > 0)
+    out["total_time_us"] = out["time_ps"] / 1e6
+    out["total_self_time_us"] = out["self_ps"] / 1e6
+    out["avg_time_us"] = out["total_time_us"] / out["occurrences"]
+    out["avg_self_time_us"] = out["total_self_time_us"] / out["occurrences"]
+    out["model_flop_rate_gflops"] = (out["flops"] / safe).fillna(0.0)
+    out["measured_flop_rate_gflops"] = (out["device_flops"] / safe).fillna(0.0)
+    out["memory_bw_gibs"] = (out["bytes_accessed"] / safe * 1e9 / GIB).fillna(0.0)
+    out["hbm_bw_gibs"] = (out["hbm_bytes"] / safe * 1e9 / GIB).fillna(0.0)
+    out["operational_intensity"] = (
+        out["device_flops"] / out["bytes_accessed"].where(out["bytes_accessed"] > 0)
+    ).fillna(0.0)
+    out["bound_by"], out["roofline_efficiency"] = "Unknown", np.nan
+    for (worker, dev), part in out.groupby(["worker", "device"], sort=False):
+        mine = peaks[peaks["worker"] == worker]
+        if dev:
+            mine = mine[mine["device"] == dev]
+        bound, eff = _bound_by(part, mine.iloc[0] if len(mine) else None)
+        out.loc[part.index, "bound_by"] = bound
+        out.loc[part.index, "roofline_efficiency"] = eff
+    name = out["expression"].str.split("=", n=1).str[0]
+    out["rematerialized"] = name.str.contains(".remat", regex=False) | out[
+        "framework_op"
+    ].astype(str).str.contains("/rematted_computation/", regex=False)
+    out["program_id"] = out["program_id"].map(unsigned_id).astype(str)
+    out = out.rename(columns={"hlo_op": "hlo_op_name"})
+    group = ["worker", "device"] if per_device or device else ["worker"]
+    out = out.sort_values([*group, "self_ps", "hlo_op_name"], ascending=[*([True] * len(group)), False, True], ignore_index=True)
+    per = out.groupby(group, sort=False)["self_ps"]
+    whole = per.transform("sum").replace(0, np.nan)
+    out["self_share"] = out["self_ps"] / whole
+    out["cumulative_share"] = per.cumsum() / whole
+    extra = [c for c in ("execution", *(b for _, b, _ in _TPU_MEMORIES)) if c in out and c not in HLO_COLUMNS]
+    return out[HLO_COLUMNS + [c for c in extra if c == "execution"]]
