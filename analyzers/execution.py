@@ -51,7 +51,9 @@ from trace_parsers.schema import TraceFrames, empty_frame
 
 #: Derived frames a task can compute; ``ops:<by>`` for each op table; ``rules``: what the
 #: diagnostics rules read (``analyzers.rule_inputs``; with it, the findings need no events).
-PARTS = frozenset({"steps", "breakdown", "memory", "rules", *(f"ops:{b}" for b in BY)})
+PARTS = frozenset(
+    {"steps", "breakdown", "memory", "rules", "xla_ops", *(f"ops:{b}" for b in BY)}
+)
 RULE_PARTS = frozenset({"steps", "breakdown", "memory", "ops:kernel", "rules"})
 #: The small frames every task returns (what pages and rules need besides the derived ones).
 SMALL_FRAMES = ("planes", "lines", "workers", "parse_notes", "plane_stats", "hlo_ops")
@@ -185,6 +187,8 @@ def _frame_names(parts: frozenset[str]) -> list[str]:
         names.append("memory")
     if "rules" in parts:
         names += RULE_FRAMES
+    elif "xla_ops" in parts:
+        names.append("xla_ops")
     return names + sorted(p for p in parts if p.startswith("ops:"))
 
 
@@ -233,6 +237,8 @@ def _reduce(frames: TraceFrames, parts: frozenset[str], label: str, file: str) -
         out["memory"] = a.memory
     if "rules" in parts:
         out.update((name, getattr(a, name)) for name in RULE_FRAMES)
+    elif "xla_ops" in parts:
+        out["xla_ops"] = a.xla_ops
     for by in BY:
         if f"ops:{by}" in parts:
             out[f"ops:{by}"] = a.op_table_for(by, None)
@@ -302,6 +308,8 @@ def merge_parts(
         )
     if "rules" in wanted:
         derived.update((name, cat(name)) for name in RULE_FRAMES)
+    elif "xla_ops" in wanted:
+        derived["xla_ops"] = cat("xla_ops")
     for by in BY:
         if f"ops:{by}" in wanted:
             derived[f"ops:{by}"] = cat(f"ops:{by}")

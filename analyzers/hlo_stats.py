@@ -196,16 +196,12 @@ def _kernel_occurrences(events: pd.DataFrame, stats: pd.DataFrame, skip: set[str
     ).dropna(subset=["program_id"])
 
 
-def xla_op_occurrences(
+def _occurrences(
     events: pd.DataFrame, stats: pd.DataFrame, metadata_stats: pd.DataFrame
 ) -> pd.DataFrame:
-    """Every occurrence of an XLA op in the capture (rules in the module's docstring).
-
-    Returns:
-        ``OCCURRENCE_COLUMNS``: worker, device (plane; ``/host:CPU`` for XLA:CPU thunks),
-        program_id (signed, as stored), hlo_op (instruction name), start_ns, time_ps, self_ps,
-        metadata_id (the TPU event type; -1 elsewhere), sorted by worker, device and start.
-    """
+    """Every occurrence of an XLA op in the capture (rules in the module's docstring):
+    ``OCCURRENCE_COLUMNS``, program_id signed as stored, metadata_id the TPU event type (-1
+    elsewhere), sorted by worker, device and start."""
     tpu = _tpu_occurrences(events, stats, metadata_stats)
     kernels = _kernel_occurrences(events, stats, set(tpu["device"]))
     parts = [p for p in (tpu, kernels) if len(p)]
@@ -294,6 +290,58 @@ def _descriptions(occ: pd.DataFrame, hlo_ops: pd.DataFrame, meta: pd.DataFrame) 
     return out
 
 
+XLA_OP_COLUMNS = [
+    "worker",
+    "device",
+    "program_id",
+    "program",
+    "hlo_op",
+    "start_ns",
+    "time_ps",
+    "self_ps",
+    "category",
+    "expression",
+    "framework_op",
+    "source",
+    "source_stack",
+    "compute_dtype",
+    *_COSTS,
+    "copy_from",
+    "copy_to",
+]
+
+
+def xla_op_occurrences(
+    events: pd.DataFrame,
+    stats: pd.DataFrame,
+    metadata_stats: pd.DataFrame,
+    hlo_ops: pd.DataFrame,
+) -> pd.DataFrame:
+    """Every occurrence of an XLA op with its instruction's description and costs.
+
+    Args:
+        events, stats, metadata_stats, hlo_ops: the session's frames.
+
+    Returns:
+        ``XLA_OP_COLUMNS``, one row per occurrence (rules in the module's docstring):
+        ``program_id`` signed as stored (``unsigned_id`` prints it as XLA does), ``program``
+        the module's name, costs per occurrence (0 where unknown), ``copy_from``/``copy_to``
+        the memory spaces a copy moves between (NA for other ops); sorted by worker, device
+        and start.
+    """
+    occ = _occurrences(events, stats, metadata_stats)
+    if occ.empty:
+        return pd.DataFrame(columns=XLA_OP_COLUMNS)
+    rows = _descriptions(occ, hlo_ops, _metadata_costs(metadata_stats))
+    for col in _COSTS:
+        rows[col] = rows[col].fillna(0.0)
+    for col in ("copy_from", "copy_to"):
+        rows[col] = pd.array(pd.to_numeric(rows.get(col), errors="coerce"), dtype="Int64")
+    for col in ("worker", "device", "program", "hlo_op", "category", "framework_op", "source", "source_stack", "compute_dtype", "expression"):
+        rows[col] = rows[col].astype(str).astype("category")
+    return rows[XLA_OP_COLUMNS].reset_index(drop=True)
+
+
 def _bound_by(rows: pd.DataFrame, peaks: pd.Series | None) -> tuple[np.ndarray, np.ndarray]:
     """(bound_by, roofline efficiency) per row: the resource with the highest utilization
     against the device's peaks, as XProf ranks them; efficiency is that utilization."""
@@ -326,8 +374,6 @@ def _bound_by(rows: pd.DataFrame, peaks: pd.Series | None) -> tuple[np.ndarray, 
 
 def hlo_stats(
     occurrences: pd.DataFrame,
-    hlo_ops: pd.DataFrame,
-    metadata_stats: pd.DataFrame,
     peaks: pd.DataFrame,
     *,
     per_device: bool = False,
@@ -336,10 +382,8 @@ def hlo_stats(
     """XProf's HLO op table: one row per (program_id, hlo_op_name) over a worker's devices.
 
     Args:
-        occurrences: ``xla_op_occurrences`` (optionally with an ``execution`` column, which
-            then splits the rows: ``by_execution``).
-        hlo_ops: the ``hlo_ops`` frame.
-        metadata_stats: the ``metadata_stats`` frame (TPU costs).
+        occurrences: ``xla_op_occurrences`` (with an ``execution`` column, the rows are
+            split by it as well: ``executions``).
         peaks: ``analyzers.roofline.device_peaks``.
         per_device: one row per device as well (XProf merges a host's devices).
         device: only this device (a plane name, ``/device:GPU:0``).
@@ -349,18 +393,15 @@ def hlo_stats(
         ``program_id`` is the unsigned id XLA prints; times in µs; rates in GFLOP/s and GiB/s;
         ``self_share`` of the worker's (or device's) XLA op time.
     """
-    occ = occurrences
+    rows = occurrences
     if device is not None:
-        occ = occ[occ["device"] == device]
-    if occ.empty:
+        rows = rows[rows["device"].astype(str) == device]
+    if rows.empty:
         return pd.DataFrame(columns=HLO_COLUMNS)
-    rows = _descriptions(occ, hlo_ops, _metadata_costs(metadata_stats))
     keys = ["worker"] + (["device"] if per_device or device else []) + ["program_id", "hlo_op"]
     if "execution" in rows:
         keys.append("execution")
-    for col in _COSTS:
-        rows[col] = rows[col].fillna(0.0)
-    g = rows.groupby(keys, sort=False, dropna=False)
+    g = rows.groupby(keys, sort=False, dropna=False, observed=True)
     first = g[["program", "category", "expression", "framework_op", "source", "source_stack", "compute_dtype"]].first()
     total = g[["time_ps", "self_ps", *_COSTS]].sum()
     out = first.join(total)
@@ -403,3 +444,46 @@ def hlo_stats(
     out["cumulative_share"] = per.cumsum() / whole
     extra = [c for c in ("execution", *(b for _, b, _ in _TPU_MEMORIES)) if c in out and c not in HLO_COLUMNS]
     return out[HLO_COLUMNS + [c for c in extra if c == "execution"]]
+
+
+def with_executions(occurrences: pd.DataFrame, executions: pd.DataFrame) -> pd.DataFrame:
+    """The occurrences with ``execution``: which execution of its program on its device (0
+    for the first in the capture; ``analyzers.xla_programs.program_executions``) the op ran in,
+    NA for an op outside every execution.
+
+    Args:
+        occurrences: ``xla_op_occurrences``.
+        executions: ``program_executions`` of the same frames.
+    """
+    out = occurrences.copy()
+    out["execution"] = pd.array([pd.NA] * len(out), dtype="Int64")
+    if out.empty or executions.empty:
+        return out
+    ex = executions.assign(
+        pid=pd.to_numeric(executions["program_id"], errors="coerce"),
+        device=executions["device"].astype(str),
+        worker=executions["worker"].astype(str),
+    ).dropna(subset=["pid"])
+    ex["pid"] = ex["pid"].map(unsigned_id)
+    ex = ex.sort_values("start_ns", kind="stable")
+    ex["execution"] = ex.groupby(["worker", "device", "pid"]).cumcount()
+    occ = pd.DataFrame(
+        {
+            "row": np.arange(len(out)),
+            "worker": out["worker"].astype(str).to_numpy(),
+            "device": out["device"].astype(str).to_numpy(),
+            "pid": out["program_id"].map(unsigned_id).to_numpy(),
+            "start_ns": out["start_ns"].to_numpy(np.int64),
+        }
+    ).sort_values("start_ns", kind="stable")
+    hit = pd.merge_asof(
+        occ,
+        ex[["worker", "device", "pid", "start_ns", "end_ns", "execution"]],
+        on="start_ns",
+        by=["worker", "device", "pid"],
+        direction="backward",
+    )
+    inside = hit["end_ns"].notna() & (hit["start_ns"] <= hit["end_ns"])
+    value = hit["execution"].where(inside)
+    out.loc[out.index[hit["row"].to_numpy()], "execution"] = pd.array(value, dtype="Int64")
+    return out

@@ -49,11 +49,13 @@ from analyzers.attribution import (
 from analyzers.breakdown import step_breakdown
 from analyzers.collectives import collective_events, collective_summary, match_collectives
 from analyzers.compare import traced_steps
+from analyzers.hlo_stats import hlo_stats, with_executions, xla_op_occurrences
 from analyzers.input_pipeline import iterator_table, pipeline_summary
 from analyzers.memory import memory_summary
 from analyzers.ops import memory_timeline, op_events, op_stats
 from analyzers.pod import anchored, device_activity, pod_view, step_rows, worker_summary
 from analyzers.ps_balance import ps_load
+from analyzers.roofline import device_peaks
 from analyzers.rule_inputs import (
     device_busy,
     first_device_starts,
@@ -66,6 +68,7 @@ from analyzers.rule_inputs import (
 )
 from analyzers.steps import align_steps, find_steps, step_methods
 from analyzers.timeline import TimelineIndex, event_details, sched_details
+from analyzers.xla_programs import program_executions
 from trace_parsers.schema import TraceFrames
 
 if TYPE_CHECKING:
@@ -85,6 +88,7 @@ RULE_FRAMES = (
     "device_busy",
     "iterators",
     "collective_calls",
+    "xla_ops",
 )
 PER_WORKER = ("steps", "methods", "memory", "breakdown", *RULE_FRAMES)
 
@@ -358,6 +362,32 @@ class SessionAnalysis:
         """Op executions, tiny ones and time per worker, op and eager flag
         (``rule_inputs.op_summary``): what the rules read instead of ``ops``."""
         return op_summary(self.ops)
+
+    # ------------------------------------------------------------------ XLA ops
+
+    @cached_property
+    def xla_ops(self) -> pd.DataFrame:
+        """Every occurrence of an XLA op (HLO instruction) with its description, costs and the
+        execution of its program it ran in (``analyzers.hlo_stats``)."""
+        f = self.frames
+        occ = xla_op_occurrences(f.events, f.stats, f.metadata_stats, f.hlo_ops)
+        return with_executions(occ, program_executions(f.events, f.stats)) if len(occ) else occ
+
+    @cached_property
+    def device_peaks(self) -> pd.DataFrame:
+        """Per worker × GPU/TPU: device type, peak FLOP rate and bandwidths, ridge point
+        (``analyzers.roofline.device_peaks``)."""
+        return device_peaks(self.meta.plane_stats)
+
+    def hlo_table(
+        self, *, per_device: bool = False, device: str | None = None, by_execution: bool = False
+    ) -> pd.DataFrame:
+        """XProf's HLO op table (``analyzers.hlo_stats.hlo_stats``) per worker, or per
+        device, or per execution of each op's program (``by_execution``)."""
+        occ = self.xla_ops
+        if not by_execution and "execution" in occ:
+            occ = occ.drop(columns=["execution"])
+        return hlo_stats(occ, self.device_peaks, per_device=per_device, device=device)
 
     # ------------------------------------------------------------------ what rules read
 

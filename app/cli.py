@@ -24,6 +24,7 @@ from app.cli_capture import capture_command
 from app.cli_cluster import cluster_cli
 from app.cli_serve import demo_command, export_command, hash_password_command, serve_command
 from app.cli_workers import collectives_command, input_command, ps_command, stragglers_command
+from app.cli_xla import hlo_command, roofline_command
 
 
 @click.group(no_args_is_help=True, context_settings={"show_default": True})
@@ -36,6 +37,8 @@ for command in (
     capture_command,
     steps_command,
     ops_command,
+    hlo_command,
+    roofline_command,
     memory_command,
     diagnose_command,
     compare_command,
