@@ -407,6 +407,9 @@ def hlo_stats(
     out = first.join(total)
     out["occurrences"] = g.size()
     out = out.reset_index()
+    for col in ("worker", "device", "hlo_op", *first.columns):  # one row per op: plain text
+        if col in out:
+            out[col] = out[col].astype(str)
     if "device" not in out:
         out["device"] = ""
     ns = out["time_ps"] / 1000
