@@ -59,10 +59,16 @@ def hlo_command(
     cols = ["worker"] if table["worker"].nunique() > 1 else []
     cols += ["device"] if per_device else []
     cols += ["hlo_op_name", "occurrences", "total_self_time_us", "self_share"]
+    # An instruction's name is unique in its program only, and a program's name in a capture
+    # only per compilation: repeated names get their program, with its id where needed.
     repeated = table["hlo_op_name"].duplicated(keep=False) & (table["program"] != "")
-    table = table.assign(  # an instruction's name is unique in its program only
-        hlo_op_name=table["hlo_op_name"].where(~repeated, table["program"] + "/" + table["hlo_op_name"]),
-        device=table["device"].astype(str).str.removeprefix("/device:"),
+    program = table["program"].where(
+        ~table.duplicated(["program", "hlo_op_name"], keep=False),
+        table["program"] + "(" + table["program_id"] + ")",
+    )
+    table = table.assign(
+        hlo_op_name=table["hlo_op_name"].where(~repeated, program + "/" + table["hlo_op_name"]),
+        device=table["device"].str.removeprefix("/device:"),
     )
     cols += ["model_flop_rate_gflops", "memory_bw_gibs", "bound_by"]
     shown = table.head(top)[cols].rename(
@@ -77,6 +83,8 @@ def hlo_command(
         }
     )
     shown["self_ms"] = shown["self_ms"] / 1000
+    for col in ("GFLOP/s", "GiB/s"):
+        shown[col] = shown[col].round().astype("int64")
     worker = "" if cols[0] == "worker" else f" of {table['worker'].iloc[0]}"
     show_table(shown, f"top {top} XLA ops{worker} by self time", wide=wide, cut="XLA op")
 
