@@ -51,9 +51,7 @@ from trace_parsers.schema import TraceFrames, empty_frame
 
 #: Derived frames a task can compute; ``ops:<by>`` for each op table; ``rules``: what the
 #: diagnostics rules read (``analyzers.rule_inputs``; with it, the findings need no events).
-PARTS = frozenset(
-    {"steps", "breakdown", "memory", "rules", "xla_ops", *(f"ops:{b}" for b in BY)}
-)
+PARTS = frozenset({"steps", "breakdown", "memory", "rules", "xla_ops", *(f"ops:{b}" for b in BY)})
 RULE_PARTS = frozenset({"steps", "breakdown", "memory", "ops:kernel", "rules"})
 #: The small frames every task returns (what pages and rules need besides the derived ones).
 SMALL_FRAMES = ("planes", "lines", "workers", "parse_notes", "plane_stats", "hlo_ops")

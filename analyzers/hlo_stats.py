@@ -80,9 +80,7 @@ _TPU_MEMORIES = (
     ("peak_vmem_read_bw_gibs", "vmem_read_bytes", "VMEM Read"),
     ("peak_vmem_write_bw_gibs", "vmem_write_bytes", "VMEM Write"),
 )
-_COSTS = ("flops", "device_flops", "bytes_accessed", "hbm_bytes") + tuple(
-    b for _, b, _ in _TPU_MEMORIES
-)
+_COSTS = ("flops", "device_flops", "bytes_accessed", "hbm_bytes", *(b for _, b, _ in _TPU_MEMORIES))
 
 
 def unsigned_id(value: int) -> int:
@@ -101,7 +99,9 @@ def _tpu_occurrences(
     events: pd.DataFrame, stats: pd.DataFrame, metadata_stats: pd.DataFrame
 ) -> pd.DataFrame:
     """One row per XLA Ops event of a device plane, timed by its device span."""
-    ev = events[isin(events["line"], {_XLA_OPS}) & matches(events["plane"], "/device:", how="startswith")]
+    ev = events[
+        isin(events["line"], {_XLA_OPS}) & matches(events["plane"], "/device:", how="startswith")
+    ]
     if ev.empty:
         return pd.DataFrame(columns=OCCURRENCE_COLUMNS)
     rows = ev.index.to_numpy()
@@ -109,7 +109,9 @@ def _tpu_occurrences(
     duration = pd.array(_event_stat(stats, "device_duration_ps", rows, "int_value"), dtype="Int64")
     start_ps = ((ev["start_ns"].to_numpy(np.int64) - ev["start_ns"].min()) * 1000).astype(np.int64)
     start_ps = np.where(offset.isna(), start_ps, offset.fillna(0).to_numpy(np.int64))
-    dur_ps = np.where(duration.isna(), ev["dur_ps"].to_numpy(np.int64), duration.fillna(0).to_numpy(np.int64))
+    dur_ps = np.where(
+        duration.isna(), ev["dur_ps"].to_numpy(np.int64), duration.fillna(0).to_numpy(np.int64)
+    )
     # Nesting by device span, in picoseconds: the nester reads start_ns and dur_ps // 1000, so
     # the spans go in scaled by 1000 (start in ps as "ns", duration in ps × 1000).
     spans = pd.DataFrame(
@@ -124,9 +126,11 @@ def _tpu_occurrences(
     self_ps = pd.Series(self_times(spans) // 1000, index=spans.index).reindex(ev.index)
     meta = metadata_stats[isin(metadata_stats["key"], {"program_id"})]
     key = ["worker", "plane", "metadata_id"]
-    program = meta.assign(
-        worker=meta["worker"].astype(str), plane=meta["plane"].astype(str)
-    ).drop_duplicates(key).set_index(key)["int_value"]
+    program = (
+        meta.assign(worker=meta["worker"].astype(str), plane=meta["plane"].astype(str))
+        .drop_duplicates(key)
+        .set_index(key)["int_value"]
+    )
     ids = pd.MultiIndex.from_arrays(
         [
             ev["worker"].astype(str),
@@ -168,7 +172,9 @@ def _kernel_occurrences(events: pd.DataFrame, stats: pd.DataFrame, skip: set[str
     op = op.astype(str).str.rsplit("::", n=1).str[-1].to_numpy()  # "a::b": the innermost
     program = _event_stat(stats, "program_id", rows, "int_value")
     group = ev["group_id"].astype("Float64").fillna(-1).to_numpy()
-    line = ev["worker"].astype(str) + "\0" + ev["plane"].astype(str) + "\0" + ev["line_id"].astype(str)
+    line = (
+        ev["worker"].astype(str) + "\0" + ev["plane"].astype(str) + "\0" + ev["line_id"].astype(str)
+    )
     order = np.lexsort((ev["start_ns"].to_numpy(), line.to_numpy()))
     line, op, program, group = line.to_numpy()[order], op[order], program[order], group[order]
     ev = ev.iloc[order]
@@ -235,7 +241,9 @@ def _metadata_costs(metadata_stats: pd.DataFrame) -> pd.DataFrame:
         worker=ms["worker"].astype(str),
         device=ms["plane"].astype(str),
         key=ms["key"].astype(str),
-        value=ms["int_value"].astype(object).where(ms["int_value"].notna(), ms["str_value"].astype(object)),
+        value=ms["int_value"]
+        .astype(object)
+        .where(ms["int_value"].notna(), ms["str_value"].astype(object)),
     )
     wide = ms.pivot_table(
         index=["worker", "device", "metadata_id"], columns="key", values="value", aggfunc="first"
@@ -252,7 +260,10 @@ def _descriptions(occ: pd.DataFrame, hlo_ops: pd.DataFrame, meta: pd.DataFrame) 
     h = h.assign(worker=h["worker"].astype(str), hlo_op=h["hlo_op"].astype(str))
     h = h.rename(columns={"module": "program", "op_name": "h_op_name", "op_type": "h_op_type"})
     out = occ.merge(
-        h.drop(columns=["opcode"]), on=["worker", "program_id", "hlo_op"], how="left", suffixes=("", "_h")
+        h.drop(columns=["opcode"]),
+        on=["worker", "program_id", "hlo_op"],
+        how="left",
+        suffixes=("", "_h"),
     )
     if len(meta):
         m = meta.add_prefix("m_").rename(
@@ -274,17 +285,24 @@ def _descriptions(occ: pd.DataFrame, hlo_ops: pd.DataFrame, meta: pd.DataFrame) 
         tpu = out["metadata_id"] >= 0
         stated = pd.to_numeric(out["m_hbm_bytes"], errors="coerce")
         out.loc[tpu, "hbm_bytes"] = stated[tpu].fillna(out.loc[tpu, "bytes_accessed"])
-    for col, meta_col in (("category", "m_hlo_category"), ("source", "m_source"), ("source_stack", "m_source_stack")):
-        given = out[meta_col] if meta_col in out else pd.Series(None, index=out.index)
-        given = given.where(given.astype(str).str.len() > 0)
-        out[col] = given.fillna(out.get(col, pd.Series("", index=out.index))).fillna("")
-    op_name = out.get("h_op_name", pd.Series("", index=out.index)).fillna("").astype(str)
-    op_type = out.get("h_op_type", pd.Series("", index=out.index)).fillna("").astype(str)
-    framework = np.where(op_type != "", op_name + ":" + op_type, op_name)
-    stated = out["m_tf_op"] if "m_tf_op" in out else pd.Series(None, index=out.index)
-    out["framework_op"] = stated.where(stated.astype(str).str.len() > 0).fillna(
-        pd.Series(framework, index=out.index)
-    )
+
+    def text(col: str) -> pd.Series:
+        """A text column of ``out`` as objects ("" where missing or absent)."""
+        if col not in out:
+            return pd.Series("", index=out.index, dtype=object)
+        return out[col].astype(object).where(out[col].notna(), "").astype(str)
+
+    for col, meta_col in (
+        ("category", "m_hlo_category"),
+        ("source", "m_source"),
+        ("source_stack", "m_source_stack"),
+    ):
+        given = text(meta_col)  # a TPU event type's own words first
+        out[col] = given.where(given != "", text(col))
+    op_name, op_type = text("h_op_name"), text("h_op_type")
+    framework = op_name.where(op_type == "", op_name + ":" + op_type)
+    stated = text("m_tf_op")
+    out["framework_op"] = stated.where(stated != "", framework)
     for col in ("expression", "program", "compute_dtype"):
         out[col] = out.get(col, pd.Series("", index=out.index)).fillna("").astype(str)
     return out
@@ -337,7 +355,18 @@ def xla_op_occurrences(
         rows[col] = rows[col].fillna(0.0)
     for col in ("copy_from", "copy_to"):
         rows[col] = pd.array(pd.to_numeric(rows.get(col), errors="coerce"), dtype="Int64")
-    for col in ("worker", "device", "program", "hlo_op", "category", "framework_op", "source", "source_stack", "compute_dtype", "expression"):
+    for col in (
+        "worker",
+        "device",
+        "program",
+        "hlo_op",
+        "category",
+        "framework_op",
+        "source",
+        "source_stack",
+        "compute_dtype",
+        "expression",
+    ):
         rows[col] = rows[col].astype(str).astype("category")
     return rows[XLA_OP_COLUMNS].reset_index(drop=True)
 
@@ -402,7 +431,17 @@ def hlo_stats(
     if "execution" in rows:
         keys.append("execution")
     g = rows.groupby(keys, sort=False, dropna=False, observed=True)
-    first = g[["program", "category", "expression", "framework_op", "source", "source_stack", "compute_dtype"]].first()
+    first = g[
+        [
+            "program",
+            "category",
+            "expression",
+            "framework_op",
+            "source",
+            "source_stack",
+            "compute_dtype",
+        ]
+    ].first()
     total = g[["time_ps", "self_ps", *_COSTS]].sum()
     out = first.join(total)
     out["occurrences"] = g.size()
@@ -434,18 +473,26 @@ def hlo_stats(
         out.loc[part.index, "bound_by"] = bound
         out.loc[part.index, "roofline_efficiency"] = eff
     name = out["expression"].str.split("=", n=1).str[0]
-    out["rematerialized"] = name.str.contains(".remat", regex=False) | out[
-        "framework_op"
-    ].astype(str).str.contains("/rematted_computation/", regex=False)
+    out["rematerialized"] = name.str.contains(".remat", regex=False) | out["framework_op"].astype(
+        str
+    ).str.contains("/rematted_computation/", regex=False)
     out["program_id"] = out["program_id"].map(unsigned_id).astype(str)
     out = out.rename(columns={"hlo_op": "hlo_op_name"})
     group = ["worker", "device"] if per_device or device else ["worker"]
-    out = out.sort_values([*group, "self_ps", "hlo_op_name"], ascending=[*([True] * len(group)), False, True], ignore_index=True)
+    out = out.sort_values(
+        [*group, "self_ps", "hlo_op_name"],
+        ascending=[*([True] * len(group)), False, True],
+        ignore_index=True,
+    )
     per = out.groupby(group, sort=False)["self_ps"]
     whole = per.transform("sum").replace(0, np.nan)
     out["self_share"] = out["self_ps"] / whole
     out["cumulative_share"] = per.cumsum() / whole
-    extra = [c for c in ("execution", *(b for _, b, _ in _TPU_MEMORIES)) if c in out and c not in HLO_COLUMNS]
+    extra = [
+        c
+        for c in ("execution", *(b for _, b, _ in _TPU_MEMORIES))
+        if c in out and c not in HLO_COLUMNS
+    ]
     return out[HLO_COLUMNS + [c for c in extra if c == "execution"]]
 
 
@@ -490,3 +537,163 @@ def with_executions(occurrences: pd.DataFrame, executions: pd.DataFrame) -> pd.D
     value = hit["execution"].where(inside)
     out.loc[out.index[hit["row"].to_numpy()], "execution"] = pd.array(value, dtype="Int64")
     return out
+
+
+PROFILE_COLUMNS = [
+    "id",
+    "parent",
+    "label",
+    "level",
+    "occurrences",
+    "total_time_us",
+    "self_time_us",
+    "time_share",
+    "flop_rate_gflops",
+    "flops_utilization",
+    "hbm_bw_gibs",
+    "bandwidth_utilization",
+]
+
+
+def op_profile(table: pd.DataFrame, peaks: pd.DataFrame, by: str = "program") -> pd.DataFrame:
+    """XProf's op profile: a tree of program → category → op (``by="program"``) or category
+    → op (``by="category"``), each node with its time, share of all XLA op time, FLOP rate
+    and HBM bandwidth, and their utilization of the device's peaks.
+
+    Args:
+        table: ``hlo_stats`` of one worker (or merged workers: nodes sum them).
+        peaks: ``analyzers.roofline.device_peaks`` (the first device's peaks are the roof;
+            utilization is NaN where the trace states none).
+        by: ``program`` or ``category``.
+
+    Returns:
+        ``PROFILE_COLUMNS``, a root row (id ``""``) first; ``id`` is the path of labels joined
+        by ``/`` (what the page keeps in its URL), ``parent`` its parent's id.
+
+    Raises:
+        ValueError: ``by`` is neither.
+    """
+    if by not in ("program", "category"):
+        raise ValueError(f"by must be program or category, not {by!r}")
+    t = table.assign(
+        _program=table["program"].astype(str) + "(" + table["program_id"].astype(str) + ")",
+        _category=table["category"].astype(str),
+        _op=table["hlo_op_name"].astype(str),
+        _time=table["total_time_us"].astype(float),
+        _self=table["total_self_time_us"].astype(float),
+        _flops=table["measured_flop_rate_gflops"].astype(float) * table["total_time_us"] * 1e3,
+        _hbm=table["hbm_bw_gibs"].astype(float) * GIB / 1e9 * table["total_time_us"] * 1e3,
+    )
+    levels = (["_program"] if by == "program" else []) + ["_category", "_op"]
+    peak = peaks.iloc[0] if len(peaks) else None
+    total_self = float(t["_self"].sum()) or np.nan
+    nodes = [_node("", "", "all XLA ops", "root", t, total_self, peak)]
+    for depth in range(1, len(levels) + 1):
+        keys = levels[:depth]
+        for values, g in t.groupby(keys, sort=False):
+            values = values if isinstance(values, tuple) else (values,)
+            path = "/".join(str(v).replace("/", "∕") for v in values)
+            parent = path.rsplit("/", 1)[0] if depth > 1 else ""
+            level = keys[-1].lstrip("_")
+            nodes.append(_node(path, parent, str(values[-1]), level, g, total_self, peak))
+    out = pd.DataFrame(nodes, columns=PROFILE_COLUMNS)
+    return out.sort_values(
+        ["parent", "self_time_us"], ascending=[True, False], kind="stable", ignore_index=True
+    )
+
+
+def _node(
+    path: str,
+    parent: str,
+    label: str,
+    level: str,
+    g: pd.DataFrame,
+    total: float,
+    peak: pd.Series | None,
+) -> list[object]:
+    time_us = float(g["_time"].sum())
+    seconds = time_us / 1e6
+    flop_rate = float(g["_flops"].sum()) / seconds / 1e9 if seconds > 0 else 0.0
+    hbm = float(g["_hbm"].sum()) / seconds / GIB if seconds > 0 else 0.0
+    peak_flops = float(peak["peak_flop_rate_gflops"]) if peak is not None else 0.0
+    peak_hbm = float(peak["peak_hbm_bw_gibs"]) if peak is not None else 0.0
+    return [
+        path,
+        parent,
+        label,
+        level,
+        int(g["occurrences"].sum()),
+        time_us,
+        float(g["_self"].sum()),
+        float(g["_self"].sum()) / total,
+        flop_rate,
+        flop_rate / peak_flops if peak_flops > 0 else np.nan,
+        hbm,
+        hbm / peak_hbm if peak_hbm > 0 else np.nan,
+    ]
+
+
+COMPARE_COLUMNS = [
+    "program",
+    "hlo_op_name",
+    "category",
+    "base_occurrences",
+    "new_occurrences",
+    "base_avg_us",
+    "new_avg_us",
+    "delta_avg_us",
+    "change",
+    "base_total_us",
+    "new_total_us",
+    "delta_total_us",
+    "status",
+]
+
+
+def compare_hlo(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Two sessions' XLA ops side by side: which HLO op got slower, and by how much.
+
+    Ops are matched by program name and instruction name (program ids are not stable across
+    runs on GPUs); a program compiled several times in one session (same name, other ids)
+    adds up. Per op: time per occurrence and in all, both sessions, and the change.
+
+    Args:
+        base, new: ``hlo_stats`` of each session (one worker or the session's workers:
+            rows are summed per program and op).
+
+    Returns:
+        ``COMPARE_COLUMNS``, the change that costs the new session most first (the change
+        per occurrence times its occurrences there; a new or gone op: its whole time):
+        captures of different lengths compare per occurrence. ``status`` says ``slower``,
+        ``faster``, ``same`` (within 2 %), ``new`` or ``gone``.
+    """
+    key = ["program", "hlo_op_name"]
+
+    def per_op(t: pd.DataFrame) -> pd.DataFrame:
+        g = t.groupby(key, sort=False)
+        out = g.agg(
+            category=("category", "first"),
+            occurrences=("occurrences", "sum"),
+            total_us=("total_time_us", "sum"),
+        )
+        out["avg_us"] = out["total_us"] / out["occurrences"].where(out["occurrences"] > 0)
+        return out
+
+    b, n = per_op(base), per_op(new)
+    out = b.add_prefix("base_").join(n.add_prefix("new_"), how="outer").reset_index()
+    out["category"] = out["new_category"].fillna(out["base_category"])
+    for side in ("base", "new"):
+        out[f"{side}_occurrences"] = out[f"{side}_occurrences"].fillna(0).astype("int64")
+        out[f"{side}_total_us"] = out[f"{side}_total_us"].fillna(0.0)
+    out["delta_avg_us"] = out["new_avg_us"] - out["base_avg_us"]
+    out["change"] = out["delta_avg_us"] / out["base_avg_us"].where(out["base_avg_us"] > 0)
+    out["delta_total_us"] = out["new_total_us"] - out["base_total_us"]
+    status = np.where(
+        out["change"] > 0.02, "slower", np.where(out["change"] < -0.02, "faster", "same")
+    )
+    status = np.where(out["base_occurrences"] == 0, "new", status)
+    out["status"] = np.where(out["new_occurrences"] == 0, "gone", status)
+    impact = (out["delta_avg_us"] * out[["new_occurrences", "base_occurrences"]].max(axis=1)).abs()
+    impact = impact.fillna(out["delta_total_us"].abs())
+    out = out.reindex(impact.sort_values(ascending=False, kind="stable").index)
+    return out[COMPARE_COLUMNS].reset_index(drop=True)

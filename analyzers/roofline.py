@@ -16,6 +16,8 @@ XProf, and never a guess.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -80,11 +82,17 @@ def _nvidia_name(major: int, minor: int) -> str:
     return f"Nvidia GPU ({names[major]})" if major in names else "Nvidia GPU"
 
 
-def _gpu_peaks(s: dict[str, object]) -> dict[str, object]:
+def _num(s: dict[str, Any], key: str) -> float:
+    """A plane stat as a number (0 when the plane does not state it)."""
+    value = s.get(key)
+    return float(value) if isinstance(value, int | float | np.integer | np.floating) else 0.0
+
+
+def _gpu_peaks(s: dict[str, Any]) -> dict[str, object]:
     vendor = str(s.get("device_vendor") or "")
-    ghz = float(s.get("clock_rate") or 0) / 1e6  # the stat is in kHz
-    cores = float(s.get("core_count") or 0)
-    major, minor = int(s.get("compute_cap_major") or 0), int(s.get("compute_cap_minor") or 0)
+    ghz = _num(s, "clock_rate") / 1e6  # the stat is in kHz
+    cores = _num(s, "core_count")
+    major, minor = int(_num(s, "compute_cap_major")), int(_num(s, "compute_cap_minor"))
     flops_cycle, shm_cycle, name = 0.0, 0.0, "GPU"
     if vendor.lower() == "nvidia":
         flops_cycle = _nvidia_flops_per_cycle(major, minor)
@@ -94,7 +102,7 @@ def _gpu_peaks(s: dict[str, object]) -> dict[str, object]:
         gfx = _AMD_GFX_BY_CAPABILITY.get((major, minor), "")
         flops_cycle, shm_cycle = _AMD_PER_CU_CYCLE.get(gfx, (0, 0))
         name = f"AMD GPU - {gfx}" if gfx else "AMD GPU"
-    hbm = float(s.get("memory_bandwidth") or 0) / GIB
+    hbm = _num(s, "memory_bandwidth") / GIB
     return {
         "device_type": name,
         "peak_flop_rate_gflops": cores * flops_cycle * ghz,
@@ -104,13 +112,13 @@ def _gpu_peaks(s: dict[str, object]) -> dict[str, object]:
     }
 
 
-def _tpu_peaks(s: dict[str, object]) -> dict[str, object]:
+def _tpu_peaks(s: dict[str, Any]) -> dict[str, object]:
     def gib(key: str) -> float:
-        return float(s.get(key) or 0) * 1e9 / GIB
+        return _num(s, key) * 1e9 / GIB
 
     return {
         "device_type": str(s.get("device_type_string") or "TPU"),
-        "peak_flop_rate_gflops": float(s.get("peak_teraflops_per_second") or 0) * 1000,
+        "peak_flop_rate_gflops": _num(s, "peak_teraflops_per_second") * 1000,
         "peak_hbm_bw_gibs": gib("peak_hbm_bw_gigabytes_per_second"),
         "peak_vmem_read_bw_gibs": gib("peak_vmem_rd_bw_gigabytes_per_second"),
         "peak_vmem_write_bw_gibs": gib("peak_vmem_wr_bw_gigabytes_per_second"),

@@ -116,7 +116,14 @@ def roofline_command(
         peaks.to_csv(sys.stdout, index=False)
         return
     shown = peaks[
-        ["worker", "device", "device_type", "peak_flop_rate_gflops", "peak_hbm_bw_gibs", "ridge_point"]
+        [
+            "worker",
+            "device",
+            "device_type",
+            "peak_flop_rate_gflops",
+            "peak_hbm_bw_gibs",
+            "ridge_point",
+        ]
     ].rename(columns={"peak_flop_rate_gflops": "gflop_s", "peak_hbm_bw_gibs": "hbm_gib_s"})
     unknown = peaks["peak_flop_rate_gflops"] == 0
     title = "device peaks" + (

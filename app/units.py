@@ -112,6 +112,19 @@ TITLES = {
     "delta": "change",
     "change": "change (%)",
     "dur_ms": "duration (ms)",
+    "hlo_op_name": "XLA op",
+    "total_self_time_us": "self time (µs)",
+    "avg_time_us": "mean time (µs)",
+    "model_flop_rate_gflops": "GFLOP/s",
+    "measured_flop_rate_gflops": "GFLOP/s at the device's rate",
+    "memory_bw_gibs": "memory bandwidth (GiB/s)",
+    "hbm_bw_gibs": "HBM bandwidth (GiB/s)",
+    "operational_intensity": "FLOP per byte",
+    "bound_by": "bound by",
+    "roofline_efficiency": "of its roof",
+    "compute_dtype": "computes in",
+    "framework_op": "framework op",
+    "program_id": "program id",
 }
 
 _NULL = "params.value == null ? '' : "
@@ -164,6 +177,10 @@ def _formatter(column: str) -> dict[str, str] | None:
         return _BYTES
     if column.endswith("_gbps"):
         return _GBPS_VALUE
+    if column == "roofline_efficiency":
+        return _SHARE
+    if column.endswith(("_gflops", "_gibs")):
+        return {"function": _NULL + "d3.format(',.1f')(params.value)"}
     if column == "bytes_per_s":
         return _GBPS
     if column == "flops_per_s":

@@ -127,7 +127,7 @@ def _rows(module: Module, rules: str, budget: Budget) -> list[tuple[object, ...]
         costs = module_costs(module, rules, max_work=budget.rows_left())
     except CostUnknown:
         costs = {}  # malformed, or built to make the analysis quadratic: costs unknown
-    rows = []
+    rows: list[tuple[object, ...]] = []
     for comp in module.computations:
         if comp.is_fusion:
             continue
@@ -204,7 +204,6 @@ def hlo_ops(
     return frame.astype(dict(SCHEMA["hlo_ops"])).reset_index(drop=True)
 
 
-
 #: XPlane's event_metadata and stat_metadata map fields.
 _PLANE_EVENT_METADATA, _PLANE_STAT_METADATA = 4, 5
 MEMORY_ACCESS_BREAKDOWN = "memory_access_breakdown"
@@ -231,17 +230,20 @@ def _breakdown(data: bytes) -> dict[str, int]:
         out.setdefault("hbm_bytes", 0)  # a breakdown states HBM bytes, zero or not
         if number != 1 or entry is None:
             continue
-        values, pos = {}, 0
+        values: dict[int, int] = {}
+        pos = 0
         while pos < len(entry):
-            key, pos = _varint(entry, pos)
-            if key & 7 != 0:
+            tag, pos = _varint(entry, pos)
+            if tag & 7 != 0:
                 raise ValueError("memory access breakdown: unexpected wire type")
-            values[key >> 3], pos = _varint(entry, pos)
+            values[tag >> 3], pos = _varint(entry, pos)
         space = _MEMORY_SPACES.get(values.get(2, 0))
         if space is None:
             continue
-        name = f"{space}_bytes" if space == "hbm" else (
-            f"{space}_{'read' if values.get(1) == _READ else 'write'}_bytes"
+        name = (
+            f"{space}_bytes"
+            if space == "hbm"
+            else (f"{space}_{'read' if values.get(1) == _READ else 'write'}_bytes")
         )
         out[name] = out.get(name, 0) + values.get(3, 0)
     return out
@@ -283,8 +285,8 @@ def breakdown_stats(data: bytes, *, worker: str) -> pd.DataFrame:
         for metadata_id, em in meta.event_metadata.items():
             for stat in em.stats:
                 if stat.metadata_id in ids and stat.WhichOneof("value") == "bytes_value":
-                    for key, value in _breakdown(stat.bytes_value).items():
-                        rows.append((name, metadata_id, key, value))
+                    for key, n in _breakdown(stat.bytes_value).items():
+                        rows.append((name, metadata_id, key, n))
     frame = pd.DataFrame(rows, columns=["plane", "metadata_id", "key", "int_value"])
     frame.insert(0, "worker", worker)
     frame.insert(4, "kind", "int")

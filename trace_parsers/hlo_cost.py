@@ -38,8 +38,24 @@ from trace_parsers.hlo_module import (
 RULES = ("gpu", "cpu")
 #: Opcodes whose FLOPs the base rules count as transcendentals, not FLOPs.
 TRANSCENDENTAL = frozenset(
-    """acosh erf exponential log logistic power sqrt cbrt rsqrt tanh sine cosine
-    exponential-minus-one log-plus-one atan2 tan""".split()
+    [
+        "acosh",
+        "erf",
+        "exponential",
+        "log",
+        "logistic",
+        "power",
+        "sqrt",
+        "cbrt",
+        "rsqrt",
+        "tanh",
+        "sine",
+        "cosine",
+        "exponential-minus-one",
+        "log-plus-one",
+        "atan2",
+        "tan",
+    ]
 )
 _FMA_FLOPS = 2
 #: GpuHloCostAnalysis's FLOPs per element of an elementwise op its profile does not list.
@@ -117,7 +133,7 @@ class Cost:
     hbm_bytes: int
 
 
-class _Props(dict):  # type: ignore[type-arg]
+class _Props(dict[object, float]):
     """An instruction's properties as XLA keeps them: keys ``flops``, ``bytes``, ``util``,
     ``("opb", operand, index)``, ``("opu", operand, index)``, ``("out", index)``; floats."""
 
@@ -356,10 +372,9 @@ def _conv_flops(conv: Instruction, result: Shape) -> float:
         k = rhs.dims[k_dim] if k_dim is not None else 1
         o = result.dims[o_dim] if o_dim is not None else 1
         n = lhs.dims[i_dim] if i_dim is not None else 1
-        if n == o and k == o and n == bdil and wdil == 1 and max(1, n - 1) == stride:
-            if pad_lo == 0 and pad_hi == 0:
-                valid *= n
-                continue
+        if n == o == k == bdil and wdil == 1 and max(1, n - 1) == stride and pad_lo == pad_hi == 0:
+            valid *= n
+            continue
         if n == 1 and k == o and wdil == bdil == stride == 1 and pad_lo == pad_hi == o - 1:
             valid *= o
             continue
@@ -578,9 +593,7 @@ def _hbm_bytes(instr: Instruction, p: _Props) -> float:
     return total
 
 
-def module_costs(
-    module: Module, rules: str = "gpu", max_work: int = 50_000_000
-) -> dict[str, Cost]:
+def module_costs(module: Module, rules: str = "gpu", max_work: int = 50_000_000) -> dict[str, Cost]:
     """The cost of every instruction of the module's non-fused computations, by instruction
     name (unique in a module; a fusion's inner instructions are part of the fusion's cost).
 

@@ -304,7 +304,8 @@ class Module:
 
     def source_stack(self, instr: Instruction) -> list[str]:
         """``file:line:column`` of the instruction's frames, innermost first (bounded)."""
-        out, frame = [], instr.stack_frame_id
+        out: list[str] = []
+        frame = instr.stack_frame_id
         while frame in self.frames and len(out) < 64:
             file, line, column, parent = self.frames[frame]
             out.append(f"{file}:{line}:{column}")
@@ -433,11 +434,59 @@ def decode_module(data: bytes, program_id: int) -> Module:
 
 #: Opcodes XLA counts as elementwise (``HloInstruction::IsElementwise``; a fusion is not).
 ELEMENTWISE = frozenset(
-    """abs add and atan2 bitcast-convert cbrt ceil clamp clz compare complex convert copy cosine
-    divide erf exponential exponential-minus-one floor imag is-finite log log-plus-one logistic
-    map maximum minimum multiply negate not or popcnt power real reduce-precision remainder
-    round-nearest-afz round-nearest-even rsqrt select shift-left shift-right-arithmetic
-    shift-right-logical sign sine sqrt stochastic-convert subtract tan tanh xor""".split()
+    [
+        "abs",
+        "add",
+        "and",
+        "atan2",
+        "bitcast-convert",
+        "cbrt",
+        "ceil",
+        "clamp",
+        "clz",
+        "compare",
+        "complex",
+        "convert",
+        "copy",
+        "cosine",
+        "divide",
+        "erf",
+        "exponential",
+        "exponential-minus-one",
+        "floor",
+        "imag",
+        "is-finite",
+        "log",
+        "log-plus-one",
+        "logistic",
+        "map",
+        "maximum",
+        "minimum",
+        "multiply",
+        "negate",
+        "not",
+        "or",
+        "popcnt",
+        "power",
+        "real",
+        "reduce-precision",
+        "remainder",
+        "round-nearest-afz",
+        "round-nearest-even",
+        "rsqrt",
+        "select",
+        "shift-left",
+        "shift-right-arithmetic",
+        "shift-right-logical",
+        "sign",
+        "sine",
+        "sqrt",
+        "stochastic-convert",
+        "subtract",
+        "tan",
+        "tanh",
+        "xor",
+    ]
 )
 _DATA_FORMATTING = frozenset({"transpose", "copy", "reshape", "dynamic-update-slice"})
 _FUSION_CATEGORY = {

@@ -182,9 +182,7 @@ def parse_xplane(
         merged = pd.concat(
             [frames.metadata_stats.astype(object), breakdowns.astype(object)], ignore_index=True
         )
-        frames = replace(
-            frames, metadata_stats=merged.astype(dict(SCHEMA["metadata_stats"]))
-        )
+        frames = replace(frames, metadata_stats=merged.astype(dict(SCHEMA["metadata_stats"])))
     return validate(frames, source)
 
 

@@ -1,0 +1,166 @@
+"""XLA figures: the roofline (each op a point against the device's roofs) and the op profile
+(program → category → op as a treemap)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from analyzers.roofline import GIB
+
+#: One colour per XLA category (the rest grey), stable across pages.
+_PALETTE = (
+    "#4c78a8",
+    "#f58518",
+    "#54a24b",
+    "#e45756",
+    "#72b7b2",
+    "#eeca3b",
+    "#b279a2",
+    "#ff9da6",
+    "#9d755d",
+    "#bab0ac",
+)
+
+
+def category_colors(categories: list[str]) -> dict[str, str]:
+    """A colour per category, in order of first appearance."""
+    return {c: _PALETTE[i % len(_PALETTE)] for i, c in enumerate(dict.fromkeys(categories))}
+
+
+def roofline_figure(
+    table: pd.DataFrame, peaks: pd.Series | None, selected: str | None = None
+) -> go.Figure:
+    """Log-log roofline: operational intensity (FLOP/byte) against the measured FLOP rate
+    (GFLOP/s), one point per op sized by its self time and coloured by category; the device's
+    HBM and compute roofs where the trace states them. Ops without FLOPs or bytes cannot sit
+    on log axes: the title counts them.
+
+    Args:
+        table: ``hlo_stats`` rows (``customdata`` carries ``program_id/hlo_op_name``, which a
+            click reports).
+        peaks: the device's ``device_peaks`` row, None when unknown.
+        selected: ``program_id/hlo_op_name`` of the op to ring.
+    """
+    flops = table["measured_flop_rate_gflops"].astype(float)
+    oi = table["operational_intensity"].astype(float)
+    on = (flops > 0) & (oi > 0)
+    shown, left_out = table[on], int((~on).sum())
+    fig = go.Figure()
+    peak_flops = float(peaks["peak_flop_rate_gflops"]) if peaks is not None else 0.0
+    peak_bw = float(peaks["peak_hbm_bw_gibs"]) * GIB / 1e9 if peaks is not None else 0.0
+    if len(shown):
+        lo = float(oi[on].min()) / 4
+        hi = float(oi[on].max()) * 4
+    else:
+        lo, hi = 0.01, 1000.0
+    if peak_flops > 0 and peak_bw > 0:
+        ridge = peak_flops / peak_bw
+        lo, hi = min(lo, ridge / 100), max(hi, ridge * 10)
+        xs = np.geomspace(lo, hi, 64)
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=np.minimum(peak_flops, xs * peak_bw),
+                mode="lines",
+                line={"color": "#333", "width": 2},
+                name=f"roof: {peak_flops / 1000:,.0f} TFLOP/s, {peak_bw:,.0f} GB/s HBM",
+                hovertemplate="roof at %{x:.3g} FLOP/B: %{y:,.0f} GFLOP/s<extra></extra>",
+            )
+        )
+    colors = category_colors(list(table["category"].astype(str)))
+    keys = (shown["program_id"].astype(str) + "/" + shown["hlo_op_name"].astype(str)).tolist()
+    self_us = shown["total_self_time_us"].astype(float)
+    size = 8 + 32 * np.sqrt(self_us / max(float(self_us.max()), 1e-9)) if len(shown) else []
+    for cat in dict.fromkeys(shown["category"].astype(str)):
+        part = (shown["category"].astype(str) == cat).to_numpy()
+        rows = shown[part]
+        fig.add_trace(
+            go.Scatter(
+                x=rows["operational_intensity"],
+                y=rows["measured_flop_rate_gflops"],
+                mode="markers",
+                name=cat,
+                marker={
+                    "size": np.asarray(size)[part],
+                    "color": colors[cat],
+                    "line": {
+                        "width": [3 if k == selected else 0.5 for k in np.asarray(keys)[part]],
+                        "color": "#000",
+                    },
+                },
+                customdata=np.column_stack(
+                    [
+                        np.asarray(keys)[part],
+                        rows["hlo_op_name"],
+                        rows["bound_by"],
+                        rows["total_self_time_us"].round(1),
+                        (rows["roofline_efficiency"].astype(float) * 100).round(1),
+                    ]
+                ),
+                hovertemplate="%{customdata[1]}<br>%{x:.3g} FLOP/B · %{y:,.1f} GFLOP/s<br>"
+                "bound by %{customdata[2]} · %{customdata[4]}% of its roof<br>"
+                "self %{customdata[3]} µs<extra>%{fullData.name}</extra>",
+            )
+        )
+    note = f" ({left_out} ops without FLOPs or bytes not plotted)" if left_out else ""
+    roof = "" if peak_flops > 0 and peak_bw > 0 else " — no roof: the trace states no peaks here"
+    fig.update_layout(
+        title=f"Roofline{roof}{note}",
+        xaxis={"type": "log", "title": "operational intensity (FLOP/byte)"},
+        yaxis={"type": "log", "title": "GFLOP/s"},
+        height=480,
+        margin={"l": 10, "r": 10, "t": 50, "b": 40},
+        legend={"orientation": "h", "y": -0.2},
+        uirevision="roofline",
+    )
+    return fig
+
+
+def op_profile_figure(profile: pd.DataFrame, node: str = "", color: str = "flops") -> go.Figure:
+    """The op profile as a treemap: area the self time, colour the utilization of the peak
+    FLOP rate (``color="flops"``) or HBM bandwidth (``"bandwidth"``); ``node`` (an ``id`` of
+    ``op_profile``) is the level shown."""
+    column = "flops_utilization" if color == "flops" else "bandwidth_utilization"
+    util = profile[column].astype(float)
+    known = util.notna().any()
+    fig = go.Figure(
+        go.Treemap(
+            ids=profile["id"].where(profile["id"] != "", "(all)"),
+            parents=profile["parent"]
+            .where(profile["level"] != "root", "")
+            .where((profile["parent"] != "") | (profile["level"] == "root"), "(all)"),
+            labels=profile["label"],
+            values=profile["self_time_us"],
+            branchvalues="total",
+            level=node or "(all)",
+            marker={
+                "colors": (util.fillna(0) * 100) if known else None,
+                "colorscale": "RdYlGn",
+                "cmin": 0,
+                "cmax": 100,
+                "colorbar": {"title": "% of peak"} if known else None,
+            },
+            customdata=np.column_stack(
+                [
+                    profile["time_share"].astype(float) * 100,
+                    (util * 100).round(2).astype(str),
+                    profile["occurrences"],
+                ]
+            ),
+            hovertemplate="%{label}<br>%{value:,.1f} µs self · %{customdata[0]:.2f}% of XLA op time"
+            "<br>"
+            + ("FLOP rate" if color == "flops" else "HBM bandwidth")
+            + " %{customdata[1]}% of peak<br>%{customdata[2]} occurrences<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title="Op profile (area: self time; colour: % of the device's peak"
+        + ("" if known else " — unknown: the trace states no peaks")
+        + ")",
+        height=480,
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        uirevision=node,
+    )
+    return fig

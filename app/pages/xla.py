@@ -1,0 +1,500 @@
+"""XLA ops: XProf's HLO op table, the roofline and the op profile of JAX, TPU and
+``jit_compile`` sessions, per worker, device and execution; the URL holds the whole view."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+from urllib.parse import urlencode
+
+import dash
+import dash_ag_grid as dag
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import Input, Output, State, dcc, html
+
+from analyzers.hlo_stats import op_profile
+from analyzers.session import SessionAnalysis
+from app import ids
+from app.figures.xla import op_profile_figure, roofline_figure
+from app.grid_source import BLOCK, block, column_filters, records
+from app.pages._common import (
+    ALL_WORKERS,
+    card,
+    chosen_worker,
+    download_buttons,
+    download_frame,
+    index_of,
+    load_session,
+    query_of,
+    with_query,
+    worker_picker,
+)
+from app.units import grid_columns, plural
+
+dash.register_page(__name__, path="/xla", name="XLA", order=3)
+
+ALL = "all"
+#: The grid's columns, in order (the rest of ``hlo_stats`` is in the downloads).
+GRID_COLUMNS = [
+    "hlo_op_name",
+    "program",
+    "category",
+    "occurrences",
+    "total_self_time_us",
+    "self_share",
+    "avg_time_us",
+    "model_flop_rate_gflops",
+    "memory_bw_gibs",
+    "operational_intensity",
+    "bound_by",
+    "roofline_efficiency",
+    "compute_dtype",
+    "framework_op",
+    "source",
+    "device",
+    "worker",
+    "program_id",
+]
+PROFILES = {"program": "program › category › op", "category": "category › op"}
+COLORS = {"flops": "% of peak FLOP rate", "bandwidth": "% of peak HBM bandwidth"}
+
+
+class View(NamedTuple):
+    """What the page shows, from the URL (a named tuple: Dash loads page modules outside
+    ``sys.modules``, where a dataclass cannot resolve its annotations)."""
+
+    worker: str | None
+    device: str | None
+    devices: list[str]
+    execution: int | None
+    executions: int
+    table: pd.DataFrame
+    peaks: pd.Series | None
+
+
+def view_of(
+    analysis: SessionAnalysis, worker: str | None, device: str | None, execution: str | None
+) -> View:
+    """The view a URL names; unknown values fall back to the defaults (all of them)."""
+    chosen = chosen_worker(worker) if worker in analysis.worker_names else None
+    occ = analysis.xla_ops
+    if chosen:
+        occ = occ[occ["worker"].astype(str) == chosen]
+    devices = sorted(set(occ["device"].astype(str)))
+    device = device if device in devices else None
+    k = index_of(execution)
+    n_exec = (
+        int(occ["execution"].max()) + 1
+        if "execution" in occ and occ["execution"].notna().any()
+        else 0
+    )
+    k = k if k is not None and k < n_exec else None
+    if k is not None:
+        occ = occ[(occ["execution"] == k).fillna(False).to_numpy(bool)]
+    from analyzers.hlo_stats import hlo_stats
+
+    occ = occ.drop(columns=["execution"], errors="ignore")
+    table = hlo_stats(occ, analysis.device_peaks, per_device=device is not None, device=device)
+    peaks = analysis.device_peaks
+    mine = peaks[peaks["worker"] == chosen] if chosen else peaks
+    if device:
+        mine = mine[mine["device"] == device]
+    return View(chosen, device, devices, k, n_exec, table, mine.iloc[0] if len(mine) else None)
+
+
+def grid_frame(table: pd.DataFrame) -> pd.DataFrame:
+    return table[[c for c in GRID_COLUMNS if c in table]]
+
+
+def linked_records(view: pd.DataFrame, session: str) -> list[dict[str, Any]]:
+    """Grid rows, each with a link to the op's events on the Timeline."""
+    view = view.assign(
+        timeline=[
+            f"[events](/timeline?{urlencode({'session': session, 'worker': w, 'q': q})})"
+            for w, q in zip(view["worker"], view["hlo_op_name"], strict=True)
+        ]
+    )
+    return records(view)
+
+
+def _controls(analysis: SessionAnalysis, view: View, q: str | None) -> Any:
+    executions = [{"label": "all executions", "value": ALL}] + [
+        {"label": f"execution {k}", "value": str(k)} for k in range(view.executions)
+    ]
+    return dbc.Row(
+        [
+            dbc.Col(
+                [dbc.Label("Worker"), worker_picker(ids.XLA_WORKER, analysis, view.worker)], md=3
+            ),
+            dbc.Col(
+                [
+                    dbc.Label("Device"),
+                    dcc.Dropdown(
+                        id=ids.XLA_DEVICE,
+                        options=[{"label": "all devices", "value": ALL}]
+                        + [{"label": d.removeprefix("/device:"), "value": d} for d in view.devices],
+                        value=view.device or ALL,
+                        clearable=False,
+                    ),
+                ],
+                md=2,
+            ),
+            dbc.Col(
+                [
+                    dbc.Label("Program execution"),
+                    dcc.Dropdown(
+                        id=ids.XLA_EXECUTION,
+                        options=executions,
+                        value=str(view.execution) if view.execution is not None else ALL,
+                        clearable=False,
+                    ),
+                ],
+                md=2,
+            ),
+            dbc.Col(
+                [
+                    dbc.Label("Filter rows"),
+                    dbc.Input(
+                        id=ids.XLA_FILTER,
+                        value=q or "",
+                        placeholder="op, program, source…",
+                        debounce=True,
+                    ),
+                ],
+                md=3,
+            ),
+            dbc.Col(download_buttons(ids.XLA_CSV, ids.XLA_PARQUET), md=2, className="text-end"),
+        ]
+    )
+
+
+def layout(
+    session: str | None = None,
+    worker: str | None = None,
+    device: str | None = None,
+    execution: str | None = None,
+    profile: str | None = None,
+    color: str | None = None,
+    node: str | None = None,
+    op: str | None = None,
+    q: str | None = None,
+    **_: str,
+) -> Any:
+    session, analysis, alert = load_session(session)
+    if analysis is None or session is None:
+        return alert
+    view = view_of(analysis, worker, device, execution)
+    if view.table.empty:
+        return card(
+            _controls(analysis, view, q),
+            dbc.Alert(_why_empty(analysis, view), color="secondary", id=ids.XLA_NOTE),
+        )
+    profile = profile if profile in PROFILES else "program"
+    color = color if color in COLORS else "flops"
+    tree = op_profile(view.table, analysis.device_peaks, profile)
+    node = node if node and node in set(tree["id"]) else ""
+    head = grid_frame(view.table.head(1))
+    columns = [*head.columns, "timeline"]
+    return html.Div(
+        [
+            card(
+                _controls(analysis, view, q), dcc.Download(id=ids.XLA_DOWNLOAD), _peaks_line(view)
+            ),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        card(
+                            dcc.Graph(
+                                id=ids.XLA_ROOFLINE,
+                                figure=roofline_figure(view.table, view.peaks, op),
+                            )
+                        ),
+                        md=6,
+                    ),
+                    dbc.Col(
+                        card(
+                            dbc.Row(
+                                [
+                                    dbc.Col(
+                                        dbc.RadioItems(
+                                            id=ids.XLA_PROFILE,
+                                            value=profile,
+                                            inline=True,
+                                            options=[
+                                                {"label": v, "value": k}
+                                                for k, v in PROFILES.items()
+                                            ],
+                                        )
+                                    ),
+                                    dbc.Col(
+                                        dbc.RadioItems(
+                                            id=ids.XLA_COLOR,
+                                            value=color,
+                                            inline=True,
+                                            options=[
+                                                {"label": v, "value": k} for k, v in COLORS.items()
+                                            ],
+                                        )
+                                    ),
+                                ]
+                            ),
+                            dcc.Graph(
+                                id=ids.XLA_PROFILE_GRAPH,
+                                figure=op_profile_figure(tree, node, color),
+                            ),
+                            _node_table(tree, node),
+                        ),
+                        md=6,
+                    ),
+                ]
+            ),
+            card(
+                html.H6(_title(view)),
+                dag.AgGrid(
+                    id=ids.XLA_TABLE,
+                    rowModelType="infinite",
+                    columnDefs=column_filters(
+                        grid_columns(columns, pinned="hlo_op_name", markdown=["timeline"]), head
+                    ),
+                    defaultColDef={"sortable": True, "resizable": True},
+                    dashGridOptions={
+                        "pagination": True,
+                        "paginationPageSize": 25,
+                        "cacheBlockSize": BLOCK,
+                        "rowSelection": {
+                            "mode": "singleRow",
+                            "checkboxes": False,
+                            "enableClickSelection": True,
+                        },
+                    },
+                    style={"height": "560px"},
+                ),
+            ),
+            card(_details(view, op, session), id=ids.XLA_DETAILS),
+        ]
+    )
+
+
+def _peaks_line(view: View) -> Any:
+    p = view.peaks
+    if p is None:
+        return html.P(
+            "No GPU or TPU plane: the device's peaks are unknown (an XLA:CPU capture), so the "
+            "roofline has no roof and 'bound by' is not judged.",
+            className="podscope-muted mt-2",
+        )
+    flops = float(p["peak_flop_rate_gflops"])
+    text = (
+        f"{p['device_type']}: peak {flops / 1000:,.1f} TFLOP/s, HBM {p['peak_hbm_bw_gibs']:,.1f} GiB/s, "
+        f"ridge {p['ridge_point']:,.1f} FLOP/byte (read from the device plane)"
+        if flops > 0
+        else f"{p['device_type']}: HBM {p['peak_hbm_bw_gibs']:,.1f} GiB/s; the trace states no peak FLOP "
+        "rate (no vendor on the device plane), so compute utilization is not judged"
+    )
+    return html.P(text, className="podscope-muted mt-2", id=ids.XLA_PEAKS)
+
+
+def _title(view: View) -> str:
+    where = " · ".join(
+        x
+        for x in (
+            view.worker or "all workers",
+            (view.device or "").removeprefix("/device:") or "all devices",
+            f"execution {view.execution}" if view.execution is not None else "all executions",
+        )
+        if x
+    )
+    return f"{plural(len(view.table), 'XLA op')} by self time ({where}); click one for its HLO text and source"
+
+
+def _node_table(tree: pd.DataFrame, node: str) -> Any:
+    kids = (
+        tree[tree["parent"] == node]
+        if node
+        else tree[(tree["parent"] == "") & (tree["level"] != "root")]
+    )
+    shown = kids[
+        [
+            "label",
+            "occurrences",
+            "self_time_us",
+            "time_share",
+            "flops_utilization",
+            "bandwidth_utilization",
+        ]
+    ]
+    shown = shown.assign(
+        time_share=(shown["time_share"] * 100).round(2),
+        flops_utilization=(shown["flops_utilization"] * 100).round(2),
+        bandwidth_utilization=(shown["bandwidth_utilization"] * 100).round(2),
+        self_time_us=shown["self_time_us"].round(1),
+    ).rename(
+        columns={
+            "label": "node",
+            "self_time_us": "self µs",
+            "time_share": "% of time",
+            "flops_utilization": "% peak FLOPs",
+            "bandwidth_utilization": "% peak HBM",
+        }
+    )
+    title = "(all)" if not node else node.replace("/", " › ")
+    return html.Div(
+        [
+            html.H6(f"Inside {title}", className="mt-2"),
+            dbc.Table.from_dataframe(shown.head(25), size="sm", striped=True),
+        ],
+        id=ids.XLA_NODE_TABLE,
+    )
+
+
+def _details(view: View, op: str | None, session: str) -> Any:
+    if not op or "/" not in op:
+        return html.P(
+            "Click an op in the table or on the roofline to see it here.",
+            className="podscope-muted",
+        )
+    program_id, name = op.split("/", 1)
+    rows = view.table[
+        (view.table["program_id"] == program_id) & (view.table["hlo_op_name"] == name)
+    ]
+    if rows.empty:
+        return html.P(f"{name} did not run in this view.", className="podscope-muted")
+    r = rows.iloc[0]
+    stack = [html.Li(line) for line in str(r["source_stack"]).splitlines() if line]
+    link = f"/timeline?{urlencode({'session': session, 'worker': r['worker'], 'q': name})}"
+    return html.Div(
+        [
+            html.H5(f"{name} · {r['program']} (program {program_id})"),
+            html.Pre(str(r["expression"]), className="podscope-code"),
+            html.P(
+                f"{r['category']}; framework op {r['framework_op'] or '—'}; computes in "
+                f"{r['compute_dtype'] or '?'}; {int(r['occurrences'])} occurrences, "
+                f"{r['total_self_time_us']:,.1f} µs self; bound by {r['bound_by']}"
+                + (
+                    f" at {r['roofline_efficiency'] * 100:.1f} % of that roof"
+                    if pd.notna(r["roofline_efficiency"])
+                    else ""
+                )
+                + "."
+            ),
+            html.Div([html.Strong("Source: "), html.Code(str(r["source"]) or "not in the trace")]),
+            html.Ul(stack) if stack else None,
+            dcc.Link("Its events on the Timeline", href=link),
+        ]
+    )
+
+
+def _why_empty(analysis: SessionAnalysis, view: View) -> str:
+    kind = analysis.trace_kind
+    if kind == "android":
+        return "An Android trace has no XLA programs: see the TFLite page for its ops."
+    if view.worker or view.device:
+        return "No XLA op ran on this worker or device."
+    return (
+        "No XLA ops in this capture: no device kernel or XLA:CPU thunk names an HLO instruction "
+        "(a TensorFlow graph without jit_compile=True runs TF ops: see the Ops page)."
+    )
+
+
+@dash.callback(
+    Output(ids.XLA_TABLE, "getRowsResponse"),
+    Input(ids.XLA_TABLE, "getRowsRequest"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def table_rows(request: dict[str, Any] | None, search: str | None) -> Any:
+    """The block of rows the grid asks for: the URL's view, cut by the filter box."""
+    query = query_of(search)
+    session, analysis, _ = load_session(query.get("session"))
+    if request is None or analysis is None or session is None:
+        return dash.no_update
+    view = view_of(analysis, query.get("worker"), query.get("device"), query.get("execution"))
+    part, count = block(grid_frame(view.table), request, query.get("q"))
+    return {"rowData": linked_records(part, session), "rowCount": count}
+
+
+@dash.callback(
+    Output(ids.URL, "search", allow_duplicate=True),
+    Input(ids.XLA_WORKER, "value"),
+    Input(ids.XLA_DEVICE, "value"),
+    Input(ids.XLA_EXECUTION, "value"),
+    Input(ids.XLA_FILTER, "value"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def choose(
+    worker: str | None, device: str | None, execution: str | None, q: str | None, search: str | None
+) -> Any:
+    """The controls' values go into the URL; the page is drawn from it (``layout``)."""
+    return with_query(
+        search,
+        worker=None if worker == ALL_WORKERS else worker,
+        device=None if device == ALL else device,
+        execution=None if execution == ALL else execution,
+        q=q,
+        node=None,
+    )
+
+
+@dash.callback(
+    Output(ids.URL, "search", allow_duplicate=True),
+    Input(ids.XLA_PROFILE, "value"),
+    Input(ids.XLA_COLOR, "value"),
+    Input(ids.XLA_PROFILE_GRAPH, "clickData"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def navigate(
+    profile: str | None, color: str | None, click: dict[str, Any] | None, search: str | None
+) -> Any:
+    """The op profile's grouping, colour and the node clicked (the treemap zooms there)."""
+    if dash.ctx.triggered_id == ids.XLA_PROFILE_GRAPH:
+        point = (click or {}).get("points", [{}])[0]
+        node = str(point.get("id", ""))
+        return with_query(search, node=None if node in ("", "(all)") else node)
+    return with_query(
+        search,
+        profile=None if profile == "program" else profile,
+        color=None if color == "flops" else color,
+        node=None if dash.ctx.triggered_id == ids.XLA_PROFILE else query_of(search).get("node"),
+    )
+
+
+@dash.callback(
+    Output(ids.URL, "search", allow_duplicate=True),
+    Input(ids.XLA_ROOFLINE, "clickData"),
+    Input(ids.XLA_TABLE, "selectedRows"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def pick_op(
+    click: dict[str, Any] | None, selected: list[dict[str, Any]] | None, search: str | None
+) -> Any:
+    """An op clicked on the roofline or chosen in the grid: its details below, ringed above."""
+    if dash.ctx.triggered_id == ids.XLA_ROOFLINE:
+        data = (click or {}).get("points", [{}])[0].get("customdata")
+        op = str(data[0]) if data else None
+    else:
+        row = (selected or [{}])[0]
+        op = f"{row.get('program_id')}/{row.get('hlo_op_name')}" if row.get("hlo_op_name") else None
+    return with_query(search, op=op) if op else dash.no_update
+
+
+@dash.callback(
+    Output(ids.XLA_DOWNLOAD, "data"),
+    Input(ids.XLA_CSV, "n_clicks"),
+    Input(ids.XLA_PARQUET, "n_clicks"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def download(_csv: int | None, _pq: int | None, search: str | None) -> Any:
+    """The whole table of the view (every column of ``hlo_stats``), as CSV or Parquet."""
+    query = query_of(search)
+    session, analysis, _ = load_session(query.get("session"))
+    if analysis is None or session is None:
+        return dash.no_update
+    view = view_of(analysis, query.get("worker"), query.get("device"), query.get("execution"))
+    name = "_".join(
+        x for x in ("xla_ops", session, (view.device or "").removeprefix("/device:")) if x
+    )
+    return download_frame(view.table, name.replace("/", "_").replace(":", ""), ids.XLA_PARQUET)

@@ -1,0 +1,139 @@
+"""XLA ops against XProf on the public ROCm and TPU captures: the HLO op table equals XProf's
+``hlo_stats`` row for row (occurrences exact, self time within 1 %, FLOP rate and bandwidths
+within 2 %, ``bound_by``, category and source line identical), and the device peaks equal
+the ``roofline_model`` tool's within 1 %. Each sample is copied into a folder of its own and
+XProf runs with ``use_saved_result: False`` (it caches one answer per folder otherwise).
+Skipped with a reason when ``../shared/traces/xplane`` or XProf is absent."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from analyzers.hlo_stats import compare_hlo, op_profile
+from analyzers.session import SessionAnalysis
+from tests.analyzers.test_xprof_samples import table, xprof
+from tests.conftest import real_xplanes
+from trace_parsers import load
+
+pytestmark = pytest.mark.slow
+XLA_SAMPLES = [p for p in real_xplanes() if "v100" not in str(p)]
+if not XLA_SAMPLES:
+    XLA_SAMPLES = [
+        pytest.param(None, marks=pytest.mark.skip(reason="../shared/traces/xplane absent"))
+    ]
+
+
+def ids(p: Any) -> str:
+    return p.name.split(".xplane")[0][-28:] if isinstance(p, Path) else "absent"
+
+
+def own_folder(path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("xla")
+    shutil.copy(path, run / path.name)
+    return run / path.name
+
+
+def close(ours: float, theirs: float, rel: float) -> bool:
+    return abs(ours - theirs) <= rel * abs(theirs) + 1e-6
+
+
+@pytest.mark.parametrize("sample", XLA_SAMPLES, ids=ids)
+def test_hlo_table_equals_xprof_hlo_stats(
+    sample: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    path = own_folder(sample, tmp_path_factory)
+    theirs = table(xprof(path, "hlo_stats"))
+    a = SessionAnalysis(load(path, cache=False))
+    ours = a.hlo_table().set_index(["program_id", "hlo_op_name"])
+    assert len(theirs) > 0 and len(ours) == len(theirs)
+    for r in theirs.itertuples(index=False):
+        o = ours.loc[(str(r.program_id), r.hlo_op_name)]
+        where = f"{r.program_id}/{r.hlo_op_name}"
+        assert o["occurrences"] == r.occurrences, where
+        assert close(o["total_self_time_us"], r.total_self_time, 0.01), where
+        assert close(o["model_flop_rate_gflops"], r.model_flop_rate, 0.02), where
+        assert close(o["memory_bw_gibs"], r.measured_memory_bw, 0.02), where
+        assert close(o["hbm_bw_gibs"], r.hbm_bw, 0.02), where
+        assert close(o["operational_intensity"], r.operational_intensity, 0.02), where
+        assert o["bound_by"] == r.bound_by, where
+        assert o["category"] == r.category, where
+        assert o["source"] == re.sub(r"<[^>]*>", "", str(r.source_info)), where
+
+
+@pytest.mark.parametrize("sample", real_xplanes() or XLA_SAMPLES, ids=ids)
+def test_device_peaks_equal_xprof_roofline(
+    sample: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The V100 sample's plane names no vendor: its peak FLOP rate is unknown, 0 in both."""
+    path = own_folder(sample, tmp_path_factory)
+    props = xprof(path, "roofline_model")[0]["p"]
+    peaks = SessionAnalysis(load(path, cache=False)).device_peaks.iloc[0]
+    assert close(peaks["peak_flop_rate_gflops"], float(props["peak_flop_rate"]), 0.01)
+    assert close(peaks["peak_hbm_bw_gibs"], float(props["peak_hbm_bw"]), 0.01)
+    assert close(peaks["ridge_point"], float(props["hbm_ridge_point"]), 0.01)
+    assert peaks["device_type"] == props["device_type"]
+
+
+def test_xla_tables_of_the_tpu_sample_hold_together(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Per device and per execution, the rows add up to the whole table; the op profile's
+    root holds all the time and its shares sum to 1; the TPU's host-offload copies are
+    copies between memory space 5 (host) and HBM, as the HLO text says."""
+    sample = next((p for p in real_xplanes() if "tpu" in p.name), None)
+    if sample is None:
+        pytest.skip("../shared/traces/xplane absent")
+    a = SessionAnalysis(load(own_folder(sample, tmp_path_factory), cache=False))
+    whole = a.hlo_table().set_index(["program_id", "hlo_op_name"])
+    per_device = a.hlo_table(per_device=True)
+    assert per_device["device"].nunique() == 4
+    summed = per_device.groupby(["program_id", "hlo_op_name"])[
+        ["occurrences", "total_self_time_us"]
+    ].sum()
+    pd.testing.assert_series_equal(
+        summed["occurrences"].sort_index(), whole["occurrences"].sort_index(), check_names=False
+    )
+    by_exec = a.hlo_table(by_execution=True)
+    body = by_exec[by_exec["program"] == "jit_f"]
+    assert body["execution"].nunique() == 100  # jit_f ran 100 times on each core
+    profile = op_profile(a.hlo_table(), a.device_peaks)
+    root = profile[profile["level"] == "root"].iloc[0]
+    assert root["self_time_us"] == pytest.approx(whole["total_self_time_us"].sum())
+    assert profile[profile["level"] == "op"]["time_share"].sum() == pytest.approx(1.0)
+    copies = a.xla_ops[a.xla_ops["hlo_op"].astype(str).str.startswith("copy-done")]
+    spaces = set(zip(copies["copy_from"].astype(int), copies["copy_to"].astype(int), strict=True))
+    assert spaces == {(5, 0), (0, 5)}
+
+
+def test_compare_names_the_op_that_got_slower() -> None:
+    """Two synthetic hlo_stats tables: the op whose time per occurrence grew is first and
+    says by how much; captures of different lengths compare per occurrence."""
+
+    def t(rows: list[tuple[str, int, float]]) -> pd.DataFrame:
+        return pd.DataFrame(
+            [
+                {
+                    "program": "jit_step",
+                    "hlo_op_name": n,
+                    "category": "loop fusion",
+                    "occurrences": k,
+                    "total_time_us": us,
+                }
+                for n, k, us in rows
+            ]
+        )
+
+    base = t([("fusion.1", 10, 1000.0), ("dot.2", 10, 5000.0), ("gone.3", 10, 10.0)])
+    new = t([("fusion.1", 20, 2000.0), ("dot.2", 20, 16000.0), ("added.4", 20, 40.0)])
+    c = compare_hlo(base, new).set_index("hlo_op_name")
+    assert c.index[0] == "dot.2"
+    assert c.loc["dot.2", "delta_avg_us"] == pytest.approx(300.0)
+    assert c.loc["dot.2", "change"] == pytest.approx(0.6)
+    assert c.loc["fusion.1", "status"] == "same"
+    assert (c.loc["gone.3", "status"], c.loc["added.4", "status"]) == ("gone", "new")

@@ -1,0 +1,248 @@
+"""XLA's cost rules on small modules built here, each number worked out by hand from the rule
+it checks (the public ROCm captures check them against XProf in
+``tests/analyzers/test_xla_ops.py``): elementwise FLOPs by the GPU profile, a fusion's
+parameters read once however often they are broadcast, dots, reductions, custom calls XLA
+cannot cost, the base (CPU) rules, a malformed module and one built to be quadratic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.xspace_builder import SpaceBuilder
+from trace_parsers.hlo import hlo_ops
+from trace_parsers.hlo_cost import CostUnknown, module_costs
+from trace_parsers.hlo_module import copy_spaces, decode_module, hlo_proto_class
+
+F32, BF16, S32 = 11, 16, 4
+
+
+class Module:
+    """An HloProto written instruction by instruction (ids in order, layouts row-major)."""
+
+    def __init__(self, name: str = "jit_step") -> None:
+        self.proto = hlo_proto_class()()
+        self.module = self.proto.hlo_module
+        self.module.name = name
+        self.next_id = 1
+        self.ids: dict[str, int] = {}
+        self.comps: dict[str, Any] = {}
+
+    def computation(self, name: str, fusion: bool = False) -> Any:
+        comp = self.module.computations.add(name=name, id=len(self.comps) + 1)
+        comp.is_fusion_computation = fusion
+        self.comps[name] = comp
+        return comp
+
+    def add(
+        self,
+        comp: Any,
+        name: str,
+        opcode: str,
+        shape: tuple[int, tuple[int, ...]],
+        *operands: str,
+        **kw: Any,
+    ) -> None:
+        i = comp.instructions.add(name=name, opcode=opcode, id=self.next_id)
+        self.ids[name] = self.next_id
+        self.next_id += 1
+        element, dims = shape
+        if element == 13:  # a tuple: kw["tuple"] holds its element shapes
+            i.shape.element_type = 13
+            for et, d, space in kw.pop("tuple"):
+                s = i.shape.tuple_shapes.add(element_type=et, dimensions=d)
+                s.layout.minor_to_major.extend(reversed(range(len(d))))
+                s.layout.memory_space = space
+        else:
+            i.shape.element_type, i.shape.dimensions[:] = element, dims
+            i.shape.layout.minor_to_major.extend(reversed(range(len(dims))))
+            i.shape.layout.memory_space = kw.pop("space", 0)
+        i.operand_ids.extend(self.ids[o] for o in operands)
+        for c in kw.pop("calls", []):
+            i.called_computation_ids.append(self.comps[c].id)
+        for key, value in kw.items():
+            if key == "contracting":
+                i.dot_dimension_numbers.lhs_contracting_dimensions.append(value[0])
+                i.dot_dimension_numbers.rhs_contracting_dimensions.append(value[1])
+            elif key == "dims":
+                i.dimensions.extend(value)
+            else:
+                setattr(i, key, value)
+        comp.root_id = i.id
+
+    def entry(self) -> Any:
+        comp = self.computation("main")
+        self.module.entry_computation_id = comp.id
+        return comp
+
+    def decoded(self) -> Any:
+        return decode_module(self.proto.SerializeToString(), program_id=7)
+
+
+def exp_add_fusion(elements: int = 1024) -> Module:
+    m = Module()
+    f = m.computation("fused", fusion=True)
+    m.add(f, "p0", "parameter", (F32, (elements,)), parameter_number=0)
+    m.add(f, "p1", "parameter", (F32, (elements,)), parameter_number=1)
+    m.add(f, "add.1", "add", (F32, (elements,)), "p0", "p1")
+    m.add(f, "exp.1", "exponential", (F32, (elements,)), "add.1")
+    e = m.entry()
+    m.add(e, "a", "parameter", (F32, (elements,)), parameter_number=0)
+    m.add(e, "b", "parameter", (F32, (elements,)), parameter_number=1)
+    m.add(e, "fusion", "fusion", (F32, (elements,)), "a", "b", calls=["fused"], fusion_kind="kLoop")
+    return m
+
+
+def test_gpu_rules_cost_elementwise_ops_by_the_profile_and_read_each_operand_once() -> None:
+    costs = module_costs(exp_add_fusion().decoded(), "gpu")
+    # add costs 3 FLOPs per element (no profile entry), f32 exp 86 (sm_86's profile)
+    assert costs["fusion"].flops == 1024 * (3 + 86)
+    assert costs["fusion"].bytes_accessed == 3 * 1024 * 4
+    assert costs["fusion"].hbm_bytes == 3 * 1024 * 4
+
+
+def test_cpu_rules_count_one_flop_per_element_and_transcendentals_apart() -> None:
+    costs = module_costs(exp_add_fusion().decoded(), "cpu")
+    assert costs["fusion"].flops == 1024  # the add; exp is a transcendental
+    assert costs["fusion"].bytes_accessed == 3 * 1024 * 4
+
+
+def test_a_broadcast_operand_is_read_once_and_the_output_written_once() -> None:
+    m = Module()
+    f = m.computation("fused", fusion=True)
+    m.add(f, "s", "parameter", (F32, ()), parameter_number=0)
+    m.add(f, "x", "parameter", (F32, (512, 8)), parameter_number=1)
+    m.add(f, "b", "broadcast", (F32, (512, 8)), "s", dims=[])
+    m.add(f, "mul", "multiply", (F32, (512, 8)), "b", "x")
+    e = m.entry()
+    m.add(e, "scale", "parameter", (F32, ()), parameter_number=0)
+    m.add(e, "data", "parameter", (F32, (512, 8)), parameter_number=1)
+    m.add(
+        e,
+        "scaled",
+        "fusion",
+        (F32, (512, 8)),
+        "scale",
+        "data",
+        calls=["fused"],
+        fusion_kind="kLoop",
+    )
+    cost = module_costs(m.decoded(), "gpu")["scaled"]
+    assert cost.bytes_accessed == 4 + 2 * 4096 * 4
+    assert cost.flops == 3 * 4096
+
+
+def test_dot_flops_and_a_bf16_reduction_on_a_gpu() -> None:
+    m = Module()
+    add = m.computation("add")
+    m.add(add, "x", "parameter", (F32, ()), parameter_number=0)
+    m.add(add, "y", "parameter", (F32, ()), parameter_number=1)
+    m.add(add, "sum", "add", (F32, ()), "x", "y")
+    e = m.entry()
+    m.add(e, "lhs", "parameter", (BF16, (64, 128)), parameter_number=0)
+    m.add(e, "rhs", "parameter", (BF16, (128, 32)), parameter_number=1)
+    m.add(e, "dot.1", "dot", (F32, (64, 32)), "lhs", "rhs", contracting=(1, 0))
+    m.add(e, "zero", "constant", (F32, ()))
+    m.add(e, "reduce.2", "reduce", (F32, (64,)), "dot.1", "zero", calls=["add"], dims=[1])
+    module = m.decoded()
+    costs = module_costs(module, "gpu")
+    assert costs["dot.1"].flops == 2 * 64 * 32 * 128
+    assert costs["dot.1"].bytes_accessed == 64 * 128 * 2 + 128 * 32 * 2 + 64 * 32 * 4
+    # (inputs - outputs) applications of the 3-FLOP scalar add; GPU bytes: output, input and
+    # the init value once per output element
+    assert costs["reduce.2"].flops == 3 * (64 * 32 - 64)
+    assert costs["reduce.2"].bytes_accessed == 64 * 4 + 64 * 32 * 4 + 64 * 4
+    rows = {i.name: i for i in module.instructions()}
+    from trace_parsers.hlo_module import compute_dtype
+
+    assert compute_dtype(rows["dot.1"]) == "bf16"  # reads bf16, accumulates in f32
+
+
+def test_custom_calls_xla_cannot_cost_are_zero_as_in_xprof() -> None:
+    m = Module()
+    e = m.entry()
+    m.add(e, "a", "parameter", (BF16, (256, 256)), parameter_number=0)
+    m.add(
+        e,
+        "gemm",
+        "custom-call",
+        (13, ()),
+        "a",
+        "a",
+        custom_call_target="__cublas$gemm",
+        tuple=[(BF16, (256, 256), 0), (6, (1024,), 0)],
+    )
+    assert module_costs(m.decoded(), "gpu")["gemm"] == module_costs(m.decoded(), "gpu")[
+        "gemm"
+    ].__class__(0, 0, 0, 0)
+
+
+def test_copies_between_memory_spaces_say_from_where_to_where() -> None:
+    m = Module()
+    e = m.entry()
+    m.add(e, "x", "parameter", (F32, (1024,)), parameter_number=0, space=5)
+    m.add(
+        e,
+        "cs",
+        "copy-start",
+        (13, ()),
+        "x",
+        tuple=[(F32, (1024,), 0), (F32, (1024,), 5), (8, (), 0)],
+    )
+    m.add(e, "cd", "copy-done", (F32, (1024,)), "cs")
+    rows = {i.name: i for i in m.decoded().instructions()}
+    assert copy_spaces(rows["cs"]) == (5, 0)  # prefetch: host memory → HBM
+    assert copy_spaces(rows["cd"]) == (5, 0)
+
+
+def test_a_malformed_module_has_unknown_costs_and_still_parses() -> None:
+    m = Module()
+    e = m.entry()
+    m.add(e, "dot.1", "dot", (F32, (4, 4)))  # a dot without operands
+    with pytest.raises(CostUnknown, match="malformed"):
+        module_costs(m.decoded(), "gpu")
+    rows = hlo_ops(_space_with(m), worker="w")
+    assert rows["hlo_op"].tolist() == ["dot.1"] and rows["flops"].isna().all()
+
+
+def test_a_module_built_to_be_quadratic_stops_at_its_budget() -> None:
+    """A chain of elementwise ops, each also read by a slice: every op passes all its use
+    roots to its operand, so the roots grow with the chain (XLA's own analysis is quadratic
+    here too)."""
+    n = 400
+    m = Module()
+    f = m.computation("fused", fusion=True)
+    m.add(f, "p", "parameter", (F32, (8,)), parameter_number=0)
+    prev = "p"
+    for k in range(n):
+        m.add(f, f"neg.{k}", "negate", (F32, (8,)), prev)
+        m.add(f, f"slice.{k}", "slice", (F32, (8,)), f"neg.{k}")
+        prev = f"neg.{k}"
+    m.add(
+        f, "out", "tuple", (13, ()), *[f"slice.{k}" for k in range(n)], tuple=[(F32, (8,), 0)] * n
+    )
+    e = m.entry()
+    m.add(e, "x", "parameter", (F32, (8,)), parameter_number=0)
+    m.add(
+        e,
+        "fusion",
+        "fusion",
+        (13, ()),
+        "x",
+        calls=["fused"],
+        fusion_kind="kLoop",
+        tuple=[(F32, (8,), 0)] * n,
+    )
+    module = m.decoded()
+    assert module_costs(module, "gpu")["fusion"].flops > 0  # within the default budget
+    with pytest.raises(CostUnknown, match="steps"):
+        module_costs(module, "gpu", max_work=20 * n)
+
+
+def _space_with(m: Module) -> bytes:
+    b = SpaceBuilder()
+    b.plane("/host:metadata", 0).event_meta(
+        m.module.name, stats={"Hlo Proto": m.proto.SerializeToString()}
+    )
+    return b.bytes()
