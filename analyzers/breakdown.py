@@ -32,6 +32,7 @@ from analyzers.xla_programs import (
     device_steps,
     program_executions,
 )
+from trace_parsers.hlo_module import HOST_MEMORY_SPACE
 from trace_parsers.nesting import top_type_times
 
 # Event types, low → high priority (XProf generic model).
@@ -50,6 +51,7 @@ PRIORITY = (
     "HOST_WAIT_INPUT",
     "DEVICE_TO_DEVICE",
     "DEVICE_TO_HOST",
+    "HOST_OFFLOAD",
     "DEVICE_COMPUTE_32",
     "DEVICE_COMPUTE_16",
     "DEVICE_WAIT_DEVICE",
@@ -68,6 +70,8 @@ CATEGORIES = {
     "output": ("DEVICE_TO_HOST",),
     "compilation": ("HOST_COMPILE",),
     "all_others": ("UNKNOWN", "HOST_RUNTIME", "HOST_TO_HOST"),
+    # XLA copies between host memory (memory space 5) and the device's: host offload
+    "host_offload": ("HOST_OFFLOAD",),
     # XLA program steps only (JAX): a device's time with no op of it running
     "device_idle": (),
 }
@@ -76,7 +80,9 @@ _NOT_REAL_COMPUTE = r"(?:EagerExecute|EagerLocalExecute|EagerKernelExecute|Funct
 _HALF = r"(?i)(?:half|fp16|bf16|h884|h1688|hmma|_f16|16816)"
 
 
-def classify(events: pd.DataFrame, grouped: np.ndarray | None = None) -> np.ndarray:
+def classify(
+    events: pd.DataFrame, grouped: np.ndarray | None = None, xla: np.ndarray | None = None
+) -> np.ndarray:
     """Event type (index into ``PRIORITY``) per event, -1 for events that are not counted.
 
     Args:
@@ -84,6 +90,9 @@ def classify(events: pd.DataFrame, grouped: np.ndarray | None = None) -> np.ndar
         grouped: per event, True if it belongs to a step (``analyzers.groups``); host events
             outside every step are then not counted, as in XProf. Without grouping (no step
             roots), only TF ops and the special events below count on the host.
+        xla: per event, the type its HLO instruction gives it (``xla_types``), -1 where the
+            event is no XLA op: 16-bit compute by the instruction's element types, not the
+            kernel's name; copies to and from host memory as host offload.
 
     Patterns are tested on the categories, not the rows.
     """
@@ -108,6 +117,9 @@ def classify(events: pd.DataFrame, grouped: np.ndarray | None = None) -> np.ndar
     )
     out[dev & memcpy & h2d] = P["HOST_TO_DEVICE"]
     out[dev & memcpy & d2h] = P["DEVICE_TO_HOST"]
+    if xla is not None:
+        known = dev & (xla >= 0)
+        out[known] = xla[known]
 
     # Host planes: grouped events (or, without grouping, TF ops) are host compute;
     # collectives, compiles, H2D copies, launches and input waits have their own type.
@@ -184,9 +196,10 @@ def _device_steps(dev: pd.DataFrame, st: pd.DataFrame) -> dict[str, pd.DataFrame
     return {str(p): g.drop(columns=["key", "plane"]) for p, g in both.groupby("plane", sort=True)}
 
 
-def _xla_types(ev: pd.DataFrame) -> np.ndarray:
+def _xla_types(ev: pd.DataFrame, xla: np.ndarray | None = None) -> np.ndarray:
     """Event type per op of an XLA program step: collectives, copies by direction, else device
-    compute (16-bit where the name says so)."""
+    compute (16-bit where the name says so); ``xla`` (``xla_types``) overrides by the HLO
+    instruction where known."""
     name = ev["name"]
     out = np.full(len(ev), P["DEVICE_COMPUTE_32"], dtype=np.int8)
     out[matches(name, _HALF)] = P["DEVICE_COMPUTE_16"]
@@ -200,6 +213,53 @@ def _xla_types(ev: pd.DataFrame) -> np.ndarray:
         "DEVICE_TO_HOST"
     ]
     out[matches(name, XLA_COLLECTIVE, how="match")] = P["DEVICE_COLLECTIVES"]
+    if xla is not None:
+        out = np.where(xla >= 0, xla, out).astype(np.int8)
+    return out
+
+
+HALF_TYPES = frozenset({"bf16", "f16"})
+
+
+def xla_types(
+    events: pd.DataFrame,
+    stats: pd.DataFrame,
+    metadata_stats: pd.DataFrame | None,
+    hlo_ops: pd.DataFrame | None,
+) -> np.ndarray:
+    """Per event, the event type its HLO instruction says (-1 for events that are no XLA op
+    or whose program the trace lacks): copies between host memory (memory space 5) and the
+    device are ``HOST_OFFLOAD``, collectives ``DEVICE_COLLECTIVES``, other ops device compute,
+    16-bit when the narrowest float type the instruction reads or writes is bf16 or f16
+    (``trace_parsers.hlo_module.compute_dtype``: a bf16 matmul that accumulates in f32 is
+    16-bit compute)."""
+    out = np.full(len(events), -1, dtype=np.int8)
+    if hlo_ops is None or hlo_ops.empty or events.empty:
+        return out
+    from analyzers.hlo_stats import event_instructions  # hlo_stats imports this module
+
+    inst = event_instructions(events, stats, metadata_stats)
+    if inst.empty:
+        return out
+    h = hlo_ops[
+        ["worker", "program_id", "hlo_op", "compute_dtype", "copy_from", "copy_to", "opcode"]
+    ]
+    h = h.assign(worker=h["worker"].astype(str), hlo_op=h["hlo_op"].astype(str))
+    hit = inst.merge(h, on=["worker", "program_id", "hlo_op"], how="inner")
+    if hit.empty:
+        return out
+    kind = np.full(len(hit), P["DEVICE_COMPUTE_32"], dtype=np.int8)
+    kind[hit["compute_dtype"].astype(str).isin(HALF_TYPES).to_numpy()] = P["DEVICE_COMPUTE_16"]
+    opcode = hit["opcode"].astype(str)
+    copy = opcode.isin(["copy-start", "copy-done", "copy"]).to_numpy()
+    kind[copy] = P["DEVICE_TO_DEVICE"]
+    spaces = hit[["copy_from", "copy_to"]].astype("Float64").fillna(-1).to_numpy(float)
+    host = copy & ((spaces == HOST_MEMORY_SPACE).any(axis=1)) & (spaces[:, 0] != spaces[:, 1])
+    kind[host] = P["HOST_OFFLOAD"]
+    kind[opcode.str.match(XLA_COLLECTIVE).to_numpy()] = P["DEVICE_COLLECTIVES"]
+    pos = events.index.get_indexer(hit["row"].to_numpy())
+    ok = pos >= 0
+    out[pos[ok]] = kind[ok]
     return out
 
 
@@ -217,7 +277,7 @@ def _device_ops(ev: pd.DataFrame, stats: pd.DataFrame, device: str) -> pd.DataFr
 
 
 def _xla_rows(
-    worker: str, events: pd.DataFrame, stats: pd.DataFrame, st: pd.DataFrame
+    worker: str, events: pd.DataFrame, stats: pd.DataFrame, st: pd.DataFrame, xla: np.ndarray
 ) -> list[pd.DataFrame]:
     """Breakdown rows of one worker's XLA program steps (``analyzers.xla_programs``): per
     device, its own step span (end of execution ``k - 1`` to end of ``k``) split into its ops'
@@ -240,7 +300,7 @@ def _xla_rows(
         times = _sweep(
             start,
             start + ops["dur_ps"].to_numpy() // 1000,
-            _xla_types(ops),
+            _xla_types(ops, xla[events.index.get_indexer(ops.index)]),
             d["start_ns"].to_numpy(),
             d["end_ns"].to_numpy(),
         )
@@ -270,7 +330,12 @@ _SWEPT_COLUMNS = ["plane", "line", "start_ns", "dur_ps", "group_id"]
 
 
 def step_breakdown(
-    events: pd.DataFrame, steps: pd.DataFrame, stats: pd.DataFrame | None = None
+    events: pd.DataFrame,
+    steps: pd.DataFrame,
+    stats: pd.DataFrame | None = None,
+    *,
+    hlo_ops: pd.DataFrame | None = None,
+    metadata_stats: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Category times per worker × device × step.
 
@@ -282,6 +347,8 @@ def step_breakdown(
             step (``analyzers.groups``: nesting and producer/consumer links from the step's
             event), which is how XProf attributes host time. Without it, only TF ops and the
             special host events count.
+        hlo_ops, metadata_stats: the session's; with them, XLA ops are typed by their HLO
+            instruction (``xla_types``): 16-bit compute by element type, host offload.
 
     Returns:
         One row per worker × device × step: ``worker, device, step, step_num, start_ns,
@@ -299,12 +366,17 @@ def step_breakdown(
             False  # markers span the step: not activities
         )
         window_start, window_end = _own_step_windows(group, steps)
-    etype = classify(events, grouped)
+    xla = (
+        xla_types(events, stats, metadata_stats, hlo_ops)
+        if stats is not None
+        else np.full(len(events), -1, dtype=np.int8)
+    )
+    etype = classify(events, grouped, xla)
     rows = []
     for worker, st in steps.groupby("worker", sort=True):
         st = st.sort_values("start_ns")
         if (st["method"] == "xla_program").all() and stats is not None:
-            rows.extend(_xla_rows(str(worker), events, stats, st))
+            rows.extend(_xla_rows(str(worker), events, stats, st, xla))
             continue
         mask = isin(events["worker"], {worker}) & (etype >= 0)
         ev = events[_SWEPT_COLUMNS][mask]  # the columns read below: a copy of every one cost 0.1 s

@@ -31,15 +31,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzers._match import matches
+from analyzers._match import isin, matches
 
 #: Host TF ops that are collectives (their op type), and device kernels / HLO ops by name.
 HOST_COLLECTIVE = r"^(?:Collective\w*|NcclAllReduce|NcclReduce|NcclBroadcast)$"
 #: Point-to-point transfers (ParameterServerStrategy's variable reads and gradient sends, and
 #: any cross-device copy): timed per worker, not matched (their two ends have different names).
 SEND_RECV = r"^_(?:Host)?(?:Send|Recv)$"
+#: Device collectives by name: NCCL/RCCL kernels, XLA ops (a TPU op's name is its HLO text,
+#: ``%all-reduce.3 = f32[…] all-reduce(…)``; a GPU kernel's its HLO name).
 DEVICE_COLLECTIVE = (
-    r"(?i)^(?:nccl\w*|all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)"
+    r"(?i)^%?(?:nccl\w*|rccl\w*|all-reduce|all-gather|reduce-scatter|all-to-all|"
+    r"collective-permute|ragged-all-to-all)"
 )
 EVENT_COLUMNS = ["worker", "device", "key", "kind", "start_ns", "dur_ns", "bytes"]
 
@@ -83,7 +86,11 @@ def collective_events(events: pd.DataFrame) -> pd.DataFrame:
     on_device = matches(events["plane"], "/device:", how="startswith")
     p2p = ~on_device & matches(events["op_type"], SEND_RECV, how="match")
     host = ~on_device & matches(events["op_type"], HOST_COLLECTIVE, how="match") | p2p
-    device = on_device & matches(events["name"], DEVICE_COLLECTIVE, how="match")
+    # A TPU's async op line repeats its ops' starts: its op line alone counts them.
+    tpu_async = matches(events["plane"], "/device:TPU", how="startswith") & ~isin(
+        events["line"], {"XLA Ops"}
+    )
+    device = on_device & ~tpu_async & matches(events["name"], DEVICE_COLLECTIVE, how="match")
     ev = events[host | device]
     is_host = host[host | device]
     key = np.where(is_host, ev["op_name"].astype(str), ev["name"].astype(str))

@@ -229,7 +229,13 @@ def _reduce(frames: TraceFrames, parts: frozenset[str], label: str, file: str) -
         out["steps"], out["methods"] = a.steps, a.methods
     if "breakdown" in parts:
         own, _ = align_steps(a.steps)  # all of this worker's steps; the driver picks
-        out["breakdown"] = step_breakdown(frames.events, own, frames.stats)
+        out["breakdown"] = step_breakdown(
+            frames.events,
+            own,
+            frames.stats,
+            hlo_ops=frames.hlo_ops,
+            metadata_stats=frames.metadata_stats,
+        )
         out["own_steps"] = own[["worker", "step", "start_ns", "end_ns"]]
     if "memory" in parts:
         out["memory"] = a.memory

@@ -23,6 +23,8 @@ is the resource with the highest utilization against the device's peaks
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -95,6 +97,78 @@ def _event_stat(stats: pd.DataFrame, key: str, rows: np.ndarray, column: str) ->
     return sel.set_index("event_row")[column].reindex(rows).to_numpy()
 
 
+def _tpu_program_ids(ev: pd.DataFrame, metadata_stats: pd.DataFrame) -> Any:
+    """Per TPU op event: the ``program_id`` its event type states (an Int64 array, NA where
+    none: 64-bit ids do not survive a float)."""
+    meta = metadata_stats[isin(metadata_stats["key"], {"program_id"})]
+    key = ["worker", "plane", "metadata_id"]
+    program = (
+        meta.assign(worker=meta["worker"].astype(str), plane=meta["plane"].astype(str))
+        .drop_duplicates(key)
+        .set_index(key)["int_value"]
+    )
+    ids = pd.MultiIndex.from_arrays(
+        [ev["worker"].astype(str), ev["plane"].astype(str), ev["metadata_id"].astype("int64")]
+    )
+    return pd.array(program.reindex(ids).to_numpy(), dtype="Int64")
+
+
+def _tpu_op_names(ev: pd.DataFrame) -> np.ndarray:
+    """A TPU op event's instruction: its display name, else the name its HLO text starts with."""
+    shown = ev["display_name"].astype(str)
+    text = ev["name"].astype(str).str.extract(r"^%?([^\s=]+)", expand=False)
+    return shown.where(shown != "", text).to_numpy(dtype=object)
+
+
+def event_instructions(
+    events: pd.DataFrame, stats: pd.DataFrame, metadata_stats: pd.DataFrame | None
+) -> pd.DataFrame:
+    """The HLO instruction of every event that is an XLA op: a TPU's op-line events (program
+    from their event type, instruction from their name), and events with ``hlo_op`` and
+    ``program_id`` stats (GPU kernels, XLA:CPU thunks).
+
+    Returns:
+        Columns ``row`` (the event's label), ``worker``, ``program_id`` (int64), ``hlo_op``.
+    """
+    cols = ["row", "worker", "program_id", "hlo_op"]
+    parts = []
+    tpu = events[
+        isin(events["line"], {_XLA_OPS, "Async XLA Ops"})
+        & matches(events["plane"], "/device:TPU", how="startswith")
+    ]
+    if len(tpu) and metadata_stats is not None:
+        parts.append(
+            pd.DataFrame(
+                {
+                    "row": tpu.index.to_numpy(),
+                    "worker": tpu["worker"].astype(str).to_numpy(),
+                    "program_id": _tpu_program_ids(tpu, metadata_stats),
+                    "hlo_op": _tpu_op_names(tpu),
+                }
+            )
+        )
+    keyed = stats[isin(stats["key"], {"hlo_op"})]["event_row"].to_numpy()
+    rows = np.intersect1d(events.index.to_numpy(), keyed)
+    if len(rows):
+        op = pd.Series(_event_stat(stats, "hlo_op", rows, "str_value"), dtype="object")
+        parts.append(
+            pd.DataFrame(
+                {
+                    "row": rows,
+                    "worker": events.loc[rows, "worker"].astype(str).to_numpy(),
+                    "program_id": pd.array(
+                        _event_stat(stats, "program_id", rows, "int_value"), dtype="Int64"
+                    ),
+                    "hlo_op": op.astype(str).str.rsplit("::", n=1).str[-1].to_numpy(),
+                }
+            )
+        )
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(parts, ignore_index=True).dropna(subset=["program_id"])
+    return out.astype({"program_id": "int64"})[cols]
+
+
 def _tpu_occurrences(
     events: pd.DataFrame, stats: pd.DataFrame, metadata_stats: pd.DataFrame
 ) -> pd.DataFrame:
@@ -124,28 +198,12 @@ def _tpu_occurrences(
         }
     ).sort_values(["worker", "plane", "line_id", "start_ns"], kind="stable")
     self_ps = pd.Series(self_times(spans) // 1000, index=spans.index).reindex(ev.index)
-    meta = metadata_stats[isin(metadata_stats["key"], {"program_id"})]
-    key = ["worker", "plane", "metadata_id"]
-    program = (
-        meta.assign(worker=meta["worker"].astype(str), plane=meta["plane"].astype(str))
-        .drop_duplicates(key)
-        .set_index(key)["int_value"]
-    )
-    ids = pd.MultiIndex.from_arrays(
-        [
-            ev["worker"].astype(str),
-            ev["plane"].astype(str),
-            ev["metadata_id"].astype("int64"),
-        ]
-    )
-    names = ev["display_name"].astype(str).where(ev["display_name"].astype(str) != "", None)
-    names = names.fillna(ev["name"].astype(str).str.extract(r"^%?([^\s=]+)", expand=False))
     return pd.DataFrame(
         {
             "worker": ev["worker"].astype(str).to_numpy(),
             "device": ev["plane"].astype(str).to_numpy(),
-            "program_id": program.reindex(ids).to_numpy(),
-            "hlo_op": names.to_numpy(),
+            "program_id": _tpu_program_ids(ev, metadata_stats),
+            "hlo_op": _tpu_op_names(ev),
             "start_ns": ev["start_ns"].to_numpy(np.int64),
             "time_ps": dur_ps,
             "self_ps": self_ps.to_numpy(np.int64),

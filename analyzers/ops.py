@@ -398,6 +398,42 @@ def _aggregate(frame: pd.DataFrame, gid: np.ndarray, groups: int) -> pd.DataFram
     return out
 
 
+def _executions(frame: pd.DataFrame, gid: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    """An op's device events as its executions, where one execution launches several device
+    ops (kernels, or XLA instructions): the k-th event of each of its device ops in time order
+    make its k-th execution (XProf's rule: an op runs as often as its most frequent device op).
+    Statistics are then over executions, one unit for all of them (an average above the
+    maximum came from averaging per execution and taking extremes per kernel). Ops with one
+    device op are left as they are."""
+    sub = frame["device_op"].cat.codes.to_numpy()
+    several = pd.Series(sub).groupby(gid).nunique().to_numpy()[gid] > 1
+    if not several.any():
+        return frame, gid
+    order = np.lexsort((frame["start_ns"].to_numpy(), sub, gid))
+    k = np.empty(len(frame), dtype=np.int64)
+    k[order] = pd.Series(sub[order]).groupby([gid[order], sub[order]]).cumcount().to_numpy()
+    k[~several] = -1 - np.arange(int((~several).sum()))  # one device op: its events as they are
+    parts = pd.DataFrame(
+        {
+            "gid": gid,
+            "k": k,
+            "dur_ps": frame["dur_ps"].to_numpy(np.int64),
+            "op_self_ps": frame["op_self_ps"].to_numpy(np.int64),
+            "eager": frame["eager"].to_numpy(bool),
+            "flops_f": frame["flops_f"].to_numpy(np.float64),
+            "bytes_f": frame["bytes_f"].to_numpy(np.float64),
+        }
+    )
+    runs = parts.groupby(["gid", "k"], sort=False).agg(
+        dur_ps=("dur_ps", "sum"),
+        op_self_ps=("op_self_ps", "sum"),
+        eager=("eager", "max"),
+        flops_f=("flops_f", "sum"),
+        bytes_f=("bytes_f", "sum"),
+    )
+    return runs.reset_index(drop=True), runs.index.get_level_values("gid").to_numpy(np.int64)
+
+
 def op_stats(
     events: pd.DataFrame,
     *,
@@ -465,12 +501,8 @@ def op_stats(
     if missing.any():  # as groupby(dropna=True): rows without a key are in no group
         frame = frame[~missing]
     gid, first_rows = _group_ids(frame, keys)
-    out = _aggregate(frame, gid, len(first_rows))
-    if by == "op" and "device_op" in frame:
-        # XProf's rule: an op runs as often as the device op of it that ran most often (one
-        # execution of an op launches each of its kernels once).
-        sub = frame["device_op"].cat.codes.to_numpy()
-        out["occurrences"] = pd.Series(gid).groupby([gid, sub]).size().groupby(level=0).max()
+    runs, run_gid = _executions(frame, gid) if by == "op" and "device_op" in frame else (frame, gid)
+    out = _aggregate(runs, run_gid, len(first_rows))
     out["avg_ps"] = (out["total_ps"] / out["occurrences"]).round().astype("int64")
     names = frame[keys].iloc[first_rows].reset_index(drop=True).astype(str)
     out = pd.concat([names, out.reset_index(drop=True)], axis=1)

@@ -221,18 +221,30 @@ def per_aligned_step(counts: pd.DataFrame, aligned: pd.DataFrame) -> pd.DataFram
 
 def first_device_starts(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Per worker, step and GPU/TPU plane: the first device event that starts in the step
-    (from its start to the next step's start).
+    (from its start to the next step's start), and how long the device had been idle before
+    it (since the end of its previous event: a device that waits for the host to dispatch
+    its step has been idle; one still busy with earlier work has not).
 
     Returns:
-        Columns ``worker, step_start_ns, plane, first_ns``.
+        Columns ``worker, step_start_ns, plane, first_ns, idle_before_ns``.
     """
     device = events[matches(events["plane"], DEVICE_PLANE, how="match")]
     worker = device["worker"].astype(str).to_numpy()
+    plane = device["plane"].astype(str).to_numpy()
+    start = device["start_ns"].to_numpy(np.int64)
+    end = start + device["dur_ps"].to_numpy(np.int64) // 1000
+    # Per device, in time order: how far its busy time reached before each event.
+    key = pd.factorize(pd.Series(worker) + "\0" + pd.Series(plane))[0]
+    order = np.lexsort((start, key))
+    reach = pd.Series(end[order]).groupby(key[order]).cummax()
+    prev = reach.groupby(key[order]).shift(1).fillna(pd.Series(start[order])).to_numpy(np.int64)
+    idle = np.empty(len(device), dtype=np.int64)
+    idle[order] = np.maximum(start[order] - prev, 0)
     parts = []
     for w, st in steps.groupby(steps["worker"].astype(str)):
         starts = np.sort(st["start_ns"].to_numpy())
         mine = worker == w
-        t = device["start_ns"].to_numpy()[mine]
+        t = start[mine]
         k = _step_of(starts, t)
         ok = k >= 0
         if not ok.any():
@@ -242,8 +254,9 @@ def first_device_starts(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFra
                 {
                     "worker": w,
                     "step_start_ns": starts[k[ok]],
-                    "plane": device["plane"].astype(str).to_numpy()[mine][ok],
+                    "plane": plane[mine][ok],
                     "first_ns": t[ok],
+                    "idle_before_ns": idle[mine][ok],
                 }
             )
         )
@@ -265,8 +278,12 @@ def first_starts_per_aligned_step(firsts: pd.DataFrame, aligned: pd.DataFrame) -
 
 
 def _first_per_step(parts: list[pd.DataFrame]) -> pd.DataFrame:
-    cols = ["worker", "step_start_ns", "plane", "first_ns"]
+    """The earliest event per (worker, step, plane), with its idle time before it."""
+    cols = ["worker", "step_start_ns", "plane", "first_ns", "idle_before_ns"]
     if not parts:
         return pd.DataFrame(columns=cols)
     both = pd.concat(parts, ignore_index=True)
-    return both.groupby(cols[:3], sort=True)["first_ns"].min().reset_index()
+    if "idle_before_ns" not in both:  # shards written before the column existed
+        both["idle_before_ns"] = np.int64(0)
+    both = both.sort_values(["worker", "step_start_ns", "plane", "first_ns"], kind="stable")
+    return both.drop_duplicates(cols[:3]).reset_index(drop=True)[cols]

@@ -262,7 +262,10 @@ class SessionAnalysis:
         aligned: w0 step 0 [t, t+10 ms]
         breakdown: w0 /host:CPU step 0  step_time_ns 1e7  input_ns 2e6  device_compute_ns …
         """
-        return step_breakdown(self.frames.events, self.aligned, self.frames.stats)
+        f = self.frames
+        return step_breakdown(
+            f.events, self.aligned, f.stats, hlo_ops=f.hlo_ops, metadata_stats=f.metadata_stats
+        )
 
     @cached_property
     def split(self) -> pd.DataFrame:
@@ -371,7 +374,14 @@ class SessionAnalysis:
         execution of its program it ran in (``analyzers.hlo_stats``)."""
         f = self.frames
         occ = xla_op_occurrences(f.events, f.stats, f.metadata_stats, f.hlo_ops)
-        return with_executions(occ, program_executions(f.events, f.stats)) if len(occ) else occ
+        if occ.empty:
+            return occ
+        executions = []  # per worker: correlation and run ids are a worker's own
+        for worker in occ["worker"].astype(str).unique():
+            ev = f.events[(f.events["worker"] == worker).to_numpy()]
+            st = f.stats[f.stats["event_row"].isin(ev.index).to_numpy()]
+            executions.append(program_executions(ev, st))
+        return with_executions(occ, pd.concat(executions, ignore_index=True))
 
     @cached_property
     def device_peaks(self) -> pd.DataFrame:

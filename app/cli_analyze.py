@@ -55,6 +55,8 @@ STEP_CSV_COLUMNS = [
     "output_us",
     "compilation_us",
     "all_others_us",
+    "host_offload_us",
+    "device_idle_us",
     "device_compute_16_us",
     "method",
 ]
@@ -111,6 +113,8 @@ SHORT = {
     "output_us": "out",
     "compilation_us": "compile",
     "all_others_us": "other",
+    "host_offload_us": "offload",
+    "device_idle_us": "idle",
 }
 
 

@@ -23,7 +23,8 @@ def _show(frame: pd.DataFrame, title: str, csv: bool, top: int = 30, wide: bool 
     if csv:
         frame.to_csv(sys.stdout, index=False)
         return
-    show_table(frame.head(top), title, wide=wide)
+    if len(frame):
+        show_table(frame.head(top), title, wide=wide)
 
 
 @click.command("collectives")
@@ -45,8 +46,16 @@ def collectives_command(
     """Collectives matched across workers of PATH (a trace file, a run folder or a logdir): per worker the time in them, its wait and how often
     it arrived last; with --instances, each instance's skew, last arriver and latency."""
     a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
-    if a.collective_calls.empty:
+    calls = a.collective_calls
+    if calls.empty:
         click.echo("podscope: no collective ops or kernels in this capture.", err=True)
+    elif a.collective_summary.empty:
+        click.echo(
+            f"podscope: {len(calls)} collective calls ({', '.join(sorted(set(calls['kind'])))}) "
+            "in this capture, none inside a step (they ran outside the program the steps "
+            "repeat): nothing to match across steps.",
+            err=True,
+        )
     if instances:
         table = in_ms(a.collectives, a.start_ns)
         _show(

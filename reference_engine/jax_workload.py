@@ -19,6 +19,13 @@ Injected bottlenecks (``JaxConfig.scenario``), each with the verdict PodScope mu
   jitted step (a loop whose trip count depends on the device's index, calibrated on the
   machine). It is the straggler, by its device compute.
 
+Precision and memory (any scenario): ``dtype="bf16"`` computes the forward and backward pass
+in ``jnp.bfloat16`` (float32 master weights and loss), ``"f32"`` in float32: PodScope reads it
+from the program's HLO types. ``offload=True`` keeps a float32 momentum buffer in host memory
+(``memory_kind="pinned_host"``) that the jitted step brings to the device and writes back, as
+JAX's host offloading does; XLA:CPU accepts the memory kinds but moves nothing (host and
+device memory are one), so the capture has no copy to name.
+
     >>> files = run(JaxConfig(workers=2, steps=12, scenario="slow-host"), run_dir)
     >>> session = collect_local(files, logdir, label="jax slow-host")
 """
@@ -38,6 +45,7 @@ from typing import Any
 from reference_engine.config import EngineError
 
 SCENARIOS = ("baseline", "slow-host", "slow-device")
+DTYPES = ("f32", "bf16")
 PREFIX = "jax-worker-"
 
 
@@ -67,6 +75,8 @@ class JaxConfig:
     batch: int = 64
     markers: bool = False
     seed: int = 0
+    dtype: str = "f32"
+    offload: bool = False
 
     def check(self) -> None:
         """Raises EngineError for an impossible run."""
@@ -76,6 +86,8 @@ class JaxConfig:
             raise EngineError("a JAX run needs at least 1 worker and 2 steps")
         if self.scenario != "baseline" and not 0 <= self.slow_task < self.workers:
             raise EngineError(f"slow task {self.slow_task} is not a worker (0..{self.workers - 1})")
+        if self.dtype not in DTYPES:
+            raise EngineError(f"unknown JAX dtype {self.dtype!r}; known: {DTYPES}")
 
 
 def run(cfg: JaxConfig, run_dir: Path, timeout_s: float = 600.0) -> dict[str, Path]:
@@ -156,10 +168,15 @@ def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (sub
     slow_device = cfg.scenario == "slow-device"
     burn_iters = _calibrate(cfg.width, cfg.batch, cfg.slow_ms) if slow_device else 0
 
+    compute = jnp.bfloat16 if cfg.dtype == "bf16" else jnp.float32
+
     def local_step(params: Any, x: Any, y: Any, iters: Any) -> Any:
         def loss_fn(p: Any) -> Any:
-            h = jnp.tanh(x @ p["w1"])
-            return jnp.mean((h @ p["w2"] - y) ** 2)
+            # float32 master weights, the pass in the configured precision, the loss in f32
+            c = jax.tree_util.tree_map(lambda a: a.astype(compute), p)
+            h = jnp.tanh(x.astype(compute) @ c["w1"])
+            out = (h @ c["w2"]).astype(jnp.float32)
+            return jnp.mean((out - y) ** 2)
 
         loss, grads = jax.value_and_grad(loss_fn)(params)
         # slow-device: this device's own trip count (0 elsewhere): a data-dependent loop
@@ -172,16 +189,24 @@ def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (sub
         new = jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
         return new, loss
 
-    step = jax.jit(
-        jax.shard_map(
-            local_step,
-            mesh=mesh,
-            in_specs=(P(), P("d"), P("d"), P("d")),
-            out_specs=(P(), P()),
-            check_vma=False,
-        ),
-        donate_argnums=0,
+    sharded = jax.shard_map(
+        local_step,
+        mesh=mesh,
+        in_specs=(P(), P("d"), P("d"), P("d")),
+        out_specs=(P(), P()),
+        check_vma=False,
     )
+    host_mem = NamedSharding(mesh, P(), memory_kind="pinned_host")
+    device_mem = NamedSharding(mesh, P(), memory_kind="device")
+
+    def offloaded(state: Any, x: Any, y: Any, iters: Any) -> Any:
+        params, momentum = state
+        params, loss = sharded(params, x, y, iters)
+        m = jax.device_put(momentum, device_mem)  # host → device inside the program
+        m = jax.tree_util.tree_map(lambda a, p: 0.9 * a + p, m, params)
+        return (params, jax.device_put(m, host_mem)), loss
+
+    step = jax.jit(offloaded if cfg.offload else sharded, donate_argnums=0)
     key1, key2 = jax.random.split(jax.random.key(cfg.seed))
     init = jax.jit(
         lambda: {
@@ -191,6 +216,8 @@ def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (sub
         out_shardings=rep,
     )
     params = init()
+    if cfg.offload:
+        params = (params, jax.device_put(jax.tree_util.tree_map(jnp.zeros_like, params), host_mem))
 
     def batch(i: int) -> tuple[Any, Any]:
         local = np.random.default_rng(1000 * i + index)

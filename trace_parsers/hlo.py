@@ -19,7 +19,9 @@ otherwise).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from typing import Any
 
 import pandas as pd
 
@@ -97,6 +99,17 @@ def _metadata_planes(data: bytes) -> Iterator[memoryview]:
 MIN_INSTRUCTION_BYTES = 16
 
 
+_NAMED_ID = re.compile(r"\((-?\d+)\)$")
+
+
+def program_id_of(meta: Any, metadata_id: int) -> int:
+    """A program's id: what its event metadata's display name ends with (``jit_step(20)``:
+    XLA:CPU numbers its metadata apart from its programs), else the metadata's id (as GPU and
+    TPU runtimes write it, and XProf reads it)."""
+    found = _NAMED_ID.search(meta.display_name or "")
+    return int(found.group(1)) if found else metadata_id
+
+
 def modules(data: bytes, budget: Budget) -> Iterator[Module]:
     """Every HLO module of the capture's metadata planes.
 
@@ -114,11 +127,11 @@ def modules(data: bytes, budget: Budget) -> Iterator[Module]:
         except DecodeError as e:
             raise ValueError(str(e)) from e
         key = {i for i, m in plane.stat_metadata.items() if m.name == HLO_PROTO_STAT}
-        for program_id, meta in plane.event_metadata.items():
+        for metadata_id, meta in plane.event_metadata.items():
             for stat in meta.stats:
                 if stat.metadata_id in key and stat.WhichOneof("value") == "bytes_value":
                     budget.charge_rows(len(stat.bytes_value) // MIN_INSTRUCTION_BYTES)
-                    yield decode_module(stat.bytes_value, program_id)
+                    yield decode_module(stat.bytes_value, program_id_of(meta, metadata_id))
 
 
 def _rows(module: Module, rules: str, budget: Budget) -> list[tuple[object, ...]]:

@@ -38,4 +38,4 @@ __all__ = [
 
 # Rules register themselves in RULES on import; this order is the report's order among equals.
 from analyzers.diagnostics import rules_steps  # noqa: F401, I001
-from analyzers.diagnostics import rules_gpu, rules_host, rules_workers  # noqa: F401
+from analyzers.diagnostics import rules_gpu, rules_host, rules_workers, rules_xla  # noqa: F401

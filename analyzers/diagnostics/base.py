@@ -57,6 +57,8 @@ class Thresholds:
     step_gaps: tuple[float, float] = (0.05, 0.20)
     #: an XLA program step's device time with no op running (JAX: the host between calls)
     device_idle: tuple[float, float] = (0.10, 0.30)
+    #: XLA copies between host memory and the device (host offload), share of step time
+    host_offload: tuple[float, float] = (0.05, 0.20)
     eager: tuple[float, float] = (0.10, 0.50)
     half_precision_share: float = 0.10
     iterator_get_next_us: float = 50.0
@@ -202,7 +204,7 @@ class Need:
 
 
 #: Device (GPU/TPU) planes in the trace.
-DEVICE = Need(lambda a: a.has_device, "CPU-only trace: this GPU rule is not applicable")
+DEVICE = Need(lambda a: a.has_device, "CPU-only trace: a rule for accelerator devices")
 #: Steps found and aligned on every worker (the breakdown may still be unknown).
 STEPS = Need(lambda a: not a.aligned.empty, "no steps found in this trace")
 #: At least one step with a known breakdown.
@@ -226,12 +228,24 @@ class Rule:
     levels: str | None = None
 
     def __call__(self, analysis: SessionAnalysis, thresholds: Thresholds) -> Finding:
-        """The finding: not applicable for the first unmet requirement, else the verdict."""
+        """The finding, in the capture's terms (``speech``): not applicable where the rule is
+        about another framework's or vendor's feature, or for the first unmet requirement;
+        else the verdict."""
+        from analyzers.diagnostics.speech import in_its_terms, scope_reason
+
+        reason = scope_reason(analysis, self.rule_id)
         for need in self.needs:
+            if reason is not None:
+                break
             if not need.holds(analysis):
-                return Finding(self.rule_id, self.title, applies=False, reason=need.reason)
+                reason = need.reason
+        if reason is not None:
+            texts = in_its_terms(
+                analysis, {"rule_id": self.rule_id, "title": self.title, "reason": reason}
+            )
+            return Finding(self.rule_id, texts["title"], applies=False, reason=texts["reason"])
         verdict = asdict(self.judge(analysis, thresholds))
-        title = verdict.pop("title") or self.title
+        verdict["title"] = verdict["title"] or self.title
         if self.levels and verdict["applies"]:
             limit = getattr(thresholds, self.levels)
             verdict["evidence"]["thresholds"] = list(limit) if isinstance(limit, tuple) else [limit]
@@ -241,7 +255,9 @@ class Rule:
             verdict["doc"] = JAX_GUIDE
         if verdict["value"] is not None:
             verdict["value"] = float(verdict["value"])
-        return Finding(self.rule_id, title, **verdict)
+        verdict = in_its_terms(analysis, {"rule_id": self.rule_id, **verdict})
+        verdict.pop("rule_id")
+        return Finding(self.rule_id, verdict.pop("title"), **verdict)
 
 
 def plain(value: Any) -> Any:
@@ -276,9 +292,10 @@ JAX_GUIDE = "https://docs.jax.dev/en/latest/profiling.html"
 #: Advice in JAX terms for the rules whose own advice names TensorFlow APIs; a JAX capture's
 #: finding shows this instead (``is_jax``).
 JAX_ADVICE = {
-    "mixed_precision": "Compute in bfloat16 (or float16 on GPU) and keep float32 master weights: "
-    "cast inputs and parameters inside the jitted step (jmp policies, flax modules' "
-    "dtype=jnp.bfloat16 with param_dtype=jnp.float32).",
+    "mixed_precision": "Compute in bfloat16 and keep float32 master weights: cast parameters "
+    "and activations to jnp.bfloat16 inside the jitted step (jmp policies, flax modules' "
+    "dtype=jnp.bfloat16 with param_dtype=jnp.float32), and for float32 matmuls set "
+    "jax.default_matmul_precision('bfloat16').",
     "tensor_cores": "Matrix units need 16-bit inputs and dimensions in multiples of 8 (TPU: 128): "
     "compute in bfloat16 and pad feature sizes.",
     "tf32": "Matmuls run in full float32: jax.config.update('jax_default_matmul_precision', "
@@ -296,6 +313,17 @@ JAX_ADVICE = {
     "memory": "Device memory is close to full: donate buffers that the step replaces "
     "(donate_argnums), use jax.checkpoint (remat) on large activations, a smaller batch or "
     "bfloat16.",
+    "xla_recompilation": "jax.jit compiles again when an argument's shape, dtype or a static "
+    "argument changes: pad batches to fixed shapes, keep Python scalars out of static_argnums, "
+    "and watch jax.log_compiles for the culprit.",
+    "step_gaps": "Per-step Python work between the steps (logging, metrics, data conversion): "
+    "do it every N steps, fetch results without blocking (no float(loss) each step), and run "
+    "several steps per jit call (jax.lax.scan over a stacked batch).",
+    "tiny_ops": "Many small ops per step: put the whole step under one jax.jit so XLA fuses "
+    "them, and loop inside it (jax.lax.scan) rather than in Python.",
+    "memory_leak": "Device memory grows each step: something keeps references to arrays the "
+    "step returns (a Python list of losses, metrics kept on the device); fetch and drop them, "
+    "or donate the state (donate_argnums).",
 }
 
 

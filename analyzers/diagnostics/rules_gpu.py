@@ -78,29 +78,103 @@ def tensor_cores(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 @rule(
     "mixed_precision",
     "Mixed precision off (16-bit share of device compute below 10 %)",
-    needs=(
-        DEVICE.because(DEVICE.reason + " (on CPU, mixed precision does not speed up training)"),
-    ),
     levels="half_precision_share",
 )
 def mixed_precision(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    b = inp.split
-    if b.empty or float(b["device_compute_ns"].astype(float).sum()) == 0:
-        return skip("no device compute inside steps")
-    value = float(
-        b["device_compute_16_ns"].astype(float).sum() / b["device_compute_ns"].astype(float).sum()
-    )
+    """The share of device compute in 16-bit types: on XLA devices, of the XLA ops' self time,
+    by the element types each instruction reads and writes (``compute_dtype``: a bf16 matmul
+    accumulating in f32 is 16-bit compute); elsewhere, of the steps' device compute, by the
+    kernels' names."""
+    ops = xla_compute(inp)
+    if not inp.has_device and ops.empty:
+        return skip(
+            "CPU-only trace: a rule for accelerator devices (on CPU, mixed precision rarely speeds up training)"
+        )
+    if len(ops):
+        total = float(ops["self_ps"].sum())
+        half = ops["compute_dtype"].isin(["bf16", "f16"]).to_numpy()
+        value = float(ops.loc[half, "self_ps"].sum()) / total if total else 0.0
+        top = ops.groupby(["hlo_op", "compute_dtype"], observed=True)["self_ps"].sum().nlargest(5)
+        evidence = {
+            "half_precision_share": round(value, 4),
+            "by_type_us": (ops.groupby("compute_dtype", observed=True)["self_ps"].sum() / 1e6)
+            .round(1)
+            .to_dict(),
+            "largest_ops_us": {f"{op} ({dt})": round(v / 1e6, 1) for (op, dt), v in top.items()},
+        }
+        expression = "(lambda o: o[o.compute_dtype.isin(['bf16', 'f16'])].self_ps.sum() / o.self_ps.sum())(__import__('analyzers.diagnostics.rules_gpu', fromlist=['x']).xla_compute(prepare(frames)))"
+    else:
+        b = inp.split
+        if b.empty or float(b["device_compute_ns"].astype(float).sum()) == 0:
+            return skip("no device compute inside steps")
+        value = float(
+            b["device_compute_16_ns"].astype(float).sum()
+            / b["device_compute_ns"].astype(float).sum()
+        )
+        evidence = {"half_precision_share": round(value, 4)}
+        expression = "(lambda b: b.device_compute_16_ns.sum() / b.device_compute_ns.sum())(prepare(frames).split)"
     off = value < t.half_precision_share
+    if not inp.has_device:  # XLA:CPU: the precision is a fact, not a problem
+        return Verdict(
+            Severity.NONE,
+            title=f"XLA:CPU computes {'in 16-bit' if not off else 'in float32'}: {value:.0%} of "
+            "its XLA compute in bf16/f16 (on a CPU, bfloat16 pays off only with AMX or "
+            "AVX512-BF16 units)",
+            value=value,
+            expression=expression,
+            evidence=evidence,
+        )
     return Verdict(
         Severity.MODERATE if off else Severity.NONE,
         # passed, the title must not read "Mixed precision off"
         title=None if off else f"Mixed precision on: {value:.0%} of device compute in 16-bit",
         value=value,
-        expression="(lambda b: b.device_compute_16_ns.sum() / b.device_compute_ns.sum())(prepare(frames).split)",
-        evidence={"half_precision_share": round(value, 4)},
+        expression=expression,
+        evidence=evidence,
         recommendation="tf.keras.mixed_precision.set_global_policy('mixed_float16') (or 'mixed_bfloat16' on "
         "TPU/Ampere+), with a LossScaleOptimizer in custom loops.",
     )
+
+
+#: XLA categories that move data or synchronise rather than compute.
+_NOT_COMPUTE = frozenset(
+    {
+        "copy-start",
+        "copy-done",
+        "data formatting",
+        "parameter",
+        "constant",
+        "get-tuple-element",
+        "tuple",
+        "bitcast",
+        "all-reduce",
+        "all-gather",
+        "reduce-scatter",
+        "all-to-all",
+        "collective-permute",
+        "send",
+        "recv",
+        "send-done",
+        "recv-done",
+    }
+)
+
+
+def xla_compute(inp: SessionAnalysis) -> pd.DataFrame:
+    """The XLA ops on GPUs and TPUs (on a CPU-only capture, its XLA:CPU thunks) that compute
+    in floating point (not copies, layout changes or collectives): ``worker, device, hlo_op,
+    compute_dtype, self_ps``."""
+    ops = inp.xla_ops
+    if ops.empty:
+        return pd.DataFrame(columns=["worker", "device", "hlo_op", "compute_dtype", "self_ps"])
+    on_device = ops["device"].astype(str).str.match(DEVICE_PLANE).to_numpy()
+    if not inp.has_device:  # XLA:CPU: the thunks are the compute
+        on_device = np.ones(len(ops), dtype=bool)
+    category = ops["category"].astype(str)
+    dtype = ops["compute_dtype"].astype(str)
+    floating = dtype.str.match(r"^(?:bf16|f\d|c\d)").to_numpy()
+    keep = on_device & ~category.isin(_NOT_COMPUTE).to_numpy() & floating
+    return ops.loc[keep, ["worker", "device", "hlo_op", "compute_dtype", "self_ps"]]
 
 
 @rule("tf32", "TF32 disabled on an Ampere-or-newer GPU", needs=(DEVICE,), levels="tf32_fp32_share")
@@ -219,26 +293,51 @@ def allreduce_count(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
+#: Steps with two GPUs at work together that launch skew needs before it judges.
+MIN_SKEW_STEPS = 3
+
+
 @rule(
     "launch_skew",
-    "GPU launch skew between the GPUs of one worker",
+    "Launch skew between the GPUs of one worker",
     needs=(DEVICE, STEPS),
     levels="launch_skew",
 )
 def launch_skew(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    """Per aligned step and worker, the spread of the GPUs' first work in the step over the
-    step period (start to start). A step whose GPUs start further apart than a whole period did
-    not run on them together (grouped steps of different GPUs): it is not launch skew, and is
-    left out, never clipped."""
+    """Per aligned step and worker, how long the last GPU to start waited for its work after
+    the first one started, over the step period (start to start): its lateness, counted only
+    while it was idle (a GPU still busy with the previous step's work did not wait for a
+    launch; XLA executions that run back to back show no launch skew however their starts
+    spread). A step whose GPUs start further apart than a whole period did not run on them
+    together (grouped steps of different GPUs): it is not launch skew, and is left out,
+    never clipped. In XLA program steps only the devices that run the step's program count
+    (a device that only stages copies for it is not launched late); fewer than
+    ``MIN_SKEW_STEPS`` steps measured are too few to judge."""
     s = inp.aligned
     if _busy_devices(inp) < 2:
         return skip("needs at least two busy GPUs")
     firsts = inp.device_firsts
-    measured, apart = [], []
+    b = inp.split
+    xla = b[b["method"] == "xla_program"]
+    if len(xla):
+        runs = set(zip(xla["worker"].astype(str), xla["device"].astype(str), strict=True))
+        keep = [(w, p) in runs for w, p in zip(firsts["worker"], firsts["plane"], strict=True)]
+        firsts = firsts[keep]
+        if xla.groupby("worker")["device"].nunique().max() < 2:
+            return skip("one device runs the step's program on each worker: no launch to skew")
+    measured, apart, raw = [], [], []
     for worker, st in s.groupby("worker"):
         first = firsts[firsts["worker"] == str(worker)]
-        spread = first.groupby("step_start_ns")["first_ns"].agg(lambda x: x.max() - x.min())
-        spread = spread[first.groupby("step_start_ns")["plane"].nunique() >= 2]
+        step = first.groupby("step_start_ns")
+        several = step["plane"].transform("nunique") >= 2
+        first = first[several.to_numpy()]
+        step = first.groupby("step_start_ns")
+        late = first["first_ns"] - step["first_ns"].transform("min")
+        # A device that starts late but was busy until then (the previous step's work ran
+        # long) did not wait for dispatch: only its idle time before the step counts.
+        waited = np.minimum(late, first["idle_before_ns"].astype("int64"))
+        spread = late.groupby(first["step_start_ns"]).max()
+        wait = waited.groupby(first["step_start_ns"]).max()
         # Relative to the step period (start to start), robust to steps that end before their kernels.
         period = (
             float(np.median(np.diff(st["start_ns"].to_numpy())))
@@ -248,8 +347,10 @@ def launch_skew(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         if period <= 0:
             continue
         share = spread.to_numpy(dtype=float) / period
-        measured += [(str(worker), v) for v in share[share < 1]]
-        apart += [(str(worker), v * period) for v in share[share >= 1]]
+        keep = share < 1
+        measured += [(str(worker), v) for v in wait.to_numpy(dtype=float)[keep] / period]
+        raw += list(share[keep])
+        apart += [(str(worker), v * period) for v in share[~keep]]
     if not measured:
         if apart:
             return skip(
@@ -258,15 +359,21 @@ def launch_skew(inp: SessionAnalysis, t: Thresholds) -> Verdict:
                 "cannot be measured (see the device imbalance finding)"
             )
         return skip("no step with work on two GPUs of one worker")
+    if len(measured) < MIN_SKEW_STEPS:
+        return skip(
+            f"{len(measured)} step(s) with two GPUs of one worker at work together: too few to "
+            f"judge (at least {MIN_SKEW_STEPS})"
+        )
     by_worker = pd.DataFrame(measured, columns=["worker", "share"]).groupby("worker")["share"]
     value = float(by_worker.mean().max())
     private = inp.meta.lines["line"].astype(str).str.startswith("tf_gpu_private").any()
     return Verdict(
         severity_of(value, t.launch_skew),
         value=value,
-        expression="(see analyzers/diagnostics/rules_gpu.py: per step, spread of the first device event across GPUs, over the median step period; steps spread over more than a period left out)",
+        expression="(see analyzers/diagnostics/rules_gpu.py: per step, the latest device's start after the first device's, counted while it was idle, over the median step period; steps spread over more than a period left out)",
         evidence={
             "mean_skew_share_by_worker": by_worker.mean().round(4).to_dict(),
+            "mean_start_spread_share": round(float(np.mean(raw)), 4),
             "steps_measured": len(measured),
             "steps_left_out_gpus_apart": len(apart),
             "gpu_private_threads": bool(private),
@@ -281,19 +388,54 @@ def launch_skew(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
+def device_memory(inp: SessionAnalysis) -> pd.DataFrame:
+    """Per worker and device allocator: its peak in use (``memory_report``, as the memory page
+    and XProf show it) and its capacity: what the allocator itself states (bytes in use plus
+    bytes available, at most; a TPU's runtime and TF's BFC allocators say it), else the
+    device plane's ``memory_size``. Host allocators are left out."""
+    mem, report = inp.memory, inp.memory_report
+    cols = ["worker", "allocator", "peak_bytes", "capacity_bytes", "capacity_from"]
+    if mem.empty or report.empty:
+        return pd.DataFrame(columns=cols)
+    cap = (
+        (mem["bytes_in_use"].astype(float) + mem["bytes_available"].astype(float))
+        .groupby([mem["worker"], mem["allocator"]])
+        .max()
+    )
+    out = report[["worker", "allocator", "peak_bytes"]].copy()
+    out["capacity_bytes"] = cap.reindex(
+        pd.MultiIndex.from_frame(out[["worker", "allocator"]])
+    ).to_numpy()
+    out["capacity_from"] = np.where(out["capacity_bytes"].notna(), "allocator", "device plane")
+    size = _plane_stat(inp, "memory_size").dropna()
+    if len(size):
+        by_worker = size.groupby(size.index.str.split(" ").str[0]).max()
+        plane = out["worker"].map(by_worker).astype(float)
+        out["capacity_bytes"] = out["capacity_bytes"].fillna(plane)
+    device = ~out["allocator"].astype(str).str.contains("host", case=False)
+    return out[device & out["capacity_bytes"].gt(0)][cols].reset_index(drop=True)
+
+
 @rule("memory", "Device memory close to capacity", needs=(DEVICE,), levels="memory_use")
 def memory(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    mem = inp.memory
-    size = _plane_stat(inp, "memory_size").dropna()
-    if mem.empty or size.empty:
-        return skip("no allocator events or device memory size in the trace")
-    peak = mem.groupby(["worker", "allocator"])["peak_bytes_in_use"].max().astype(float)
-    value = float(peak.max() / size.max())
+    dm = device_memory(inp)
+    if dm.empty:
+        return skip(
+            "no device allocator events in the trace (the runtime records them when memory "
+            "profiling is on), so the peak is unknown"
+        )
+    share = dm["peak_bytes"].astype(float) / dm["capacity_bytes"].astype(float)
+    worst = dm.loc[share.idxmax()]
+    value = float(share.max())
     return Verdict(
         severity_of(value, t.memory_use),
         value=value,
-        expression="float(prepare(frames).frames.plane_stats.pipe(lambda s: __import__('analyzers.ops', fromlist=['x']).memory_timeline(frames.events, frames.stats).peak_bytes_in_use.max() / s[s.key == 'memory_size'].int_value.max()))",
-        evidence={"peak_bytes": peak.round().to_dict(), "memory_size": int(size.max())},
+        expression="float((lambda d: (d.peak_bytes / d.capacity_bytes).max())(__import__('analyzers.diagnostics.rules_gpu', fromlist=['x']).device_memory(prepare(frames))))",
+        evidence={
+            "peak_bytes": {f"{r.worker} {r.allocator}": int(r.peak_bytes) for r in dm.itertuples()},
+            "capacity_bytes": int(worst["capacity_bytes"]),
+            "capacity_from": str(worst["capacity_from"]),
+        },
         recommendation="Near the limit, TF fragments and may OOM: smaller batch, mixed precision, gradient "
         "checkpointing; see the peak breakdown on the Ops page.",
         page="/ops",

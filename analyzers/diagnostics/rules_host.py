@@ -156,7 +156,7 @@ def no_prefetch(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
-@rule("xla_recompilation", "XLA / tf.function compiles after warm-up")
+@rule("xla_recompilation", "Compilations after warm-up")
 def recompilation(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     ev = inp.rule_events
     steps = inp.steps
@@ -194,8 +194,8 @@ def cpu_only(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             unit="flag",
             expression="float(not frames.planes.plane.astype(str).str.match('/device:(?:GPU|TPU)').any())",
             evidence={"planes": sorted(inp.meta.planes["plane"].astype(str).unique())},
-            recommendation="CPU-only trace: the GPU rules (Tensor Cores, mixed precision, TF32, "
-            "copies, launch skew, memory) are not applicable and are listed with that reason.",
+            recommendation="No accelerator planes in this trace: the rules about devices are "
+            "listed as not applicable, each with its reason.",
         )
     d = inp.devices
     busy, idle = d[~d["idle"]], d[d["idle"]]

@@ -96,6 +96,13 @@ def _measured(inp: SessionAnalysis) -> pd.DataFrame | Verdict:
     or the not-applicable verdict that says why there are none."""
     s = inp.collective_summary
     if s.empty:
+        calls = inp.collective_calls
+        if len(calls):
+            kinds = ", ".join(sorted(set(calls["kind"])))
+            return skip(
+                f"{len(calls)} collective calls ({kinds}) in the trace, none inside a step: "
+                "they ran outside the program the steps repeat"
+            )
         return skip("no collective ops or kernels in this trace")
     measured = s[s["measured"] > 0]
     if measured.empty:

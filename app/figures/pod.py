@@ -18,6 +18,7 @@ COLORS = {
     "output": "#ff7f0e",
     "compilation": "#8c564b",
     "all_others": "#c7c7c7",
+    "host_offload": "#e377c2",
     "device_idle": "#e7e7e7",
 }
 LABELS = {
@@ -30,6 +31,7 @@ LABELS = {
     "output": "Output",
     "compilation": "Compilation",
     "all_others": "All others",
+    "host_offload": "Host offload",
     "device_idle": "Device idle",
 }
 
@@ -54,8 +56,8 @@ def breakdown_bars_figure(rows: pd.DataFrame, title: str) -> go.Figure:
     step_ms = rows["step_time_ns"].astype(float) / 1e6
     for cat in CATEGORIES:
         ms = rows[f"{cat}_ns"].astype("Float64").fillna(0).astype(float) / 1e6
-        if cat == "device_idle" and not ms.any():
-            continue  # only XLA program steps (JAX) have it
+        if cat in ("device_idle", "host_offload") and not ms.any():
+            continue  # only XLA programs have them
         pct = (ms / step_ms.where(step_ms > 0) * 100).fillna(0)
         fig.add_trace(
             go.Bar(

@@ -128,7 +128,7 @@ def test_tf32_does_not_apply_to_an_amd_gpu() -> None:
         "xplane", "rocm_jax_tracelens", "traces__mi300__jax08_gemm__tw003.xplane.pb"
     )
     f = finding(load(path, cache=False), "tf32")
-    assert not f.applies and f.reason == "TF32 is an NVIDIA Ampere+ mode; these GPUs are AMD"
+    assert not f.applies and "these are AMD GPUs" in f.reason
 
 
 def test_step_marker_advice_fits_the_framework() -> None:

@@ -33,8 +33,8 @@ def test_bars_stack_every_category_and_mark_unsplit_workers() -> None:
     b = step_breakdown(ev, align_steps(find_steps(ev))[0])
     fig = breakdown_bars_figure(b[b["step"] == 0], "Step 0")
     names = [t.name for t in fig.data]
-    # every category but device idle, which only XLA program steps (JAX) have
-    assert names[: len(CATEGORIES) - 1] == [
+    # every category but host offload and device idle, which only XLA programs have
+    assert names[: len(CATEGORIES) - 2] == [
         "Device compute",
         "Device to device",
         "Device collectives",

@@ -1,0 +1,170 @@
+"""Findings in the capture's own terms: which rules apply to which framework and device, why
+not where they do not, and the words for devices and advice.
+
+A rule about one framework's or vendor's feature (TensorFlow's eager ops, tf.data, NVIDIA's
+Tensor Cores and TF32) does not apply to a capture of another: such a finding is not
+applicable with a reason that speaks of what the capture is (``SCOPES``). The words of the rest
+follow the capture: a TPU's findings speak of TPUs, a JAX capture's advice is JAX's
+(``base.JAX_ADVICE``), and a capture without accelerators speaks of none.
+
+    >>> audience(analysis)        # "tensorflow", "jax", "tpu" (JAX on TPUs) or "android"
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from analyzers.session import SessionAnalysis
+
+
+def audience(a: SessionAnalysis) -> str:
+    """What wrote the capture, as the findings address it: ``android``, ``tpu`` (a TPU
+    capture of XLA programs), ``jax`` (XLA programs without TensorFlow ops), else
+    ``tensorflow``."""
+    kind = a.trace_kind
+    if kind == "android":
+        return "android"
+    tf_ops = bool(a.worker_events["host_tf_ops"].sum())
+    if a.meta.planes["plane"].astype(str).str.startswith("/device:TPU").any():
+        return "tensorflow" if tf_ops else "tpu"
+    xla = kind == "jax" or bool((a.methods["method"] == "xla_program").any())
+    return "jax" if xla else "tensorflow"
+
+
+def _vendors(a: SessionAnalysis) -> set[str]:
+    s = a.meta.plane_stats
+    return {str(v).lower() for v in s.loc[s["key"] == "device_vendor", "str_value"].dropna()}
+
+
+_INPUT_PIPELINE = {
+    "jax": "a TensorFlow input-pipeline check: JAX feeds its programs from Python between "
+    "executions (the device idle check measures what the devices wait for it)",
+    "tpu": "a TensorFlow input-pipeline check: this TPU capture runs JAX programs fed from "
+    "Python (the device idle check measures what the devices wait for it)",
+    "android": "an Android trace has no training input pipeline",
+}
+_TF_OPS = {
+    "jax": "a TensorFlow op check: JAX compiles whole programs with XLA, so no op runs alone",
+    "tpu": "a TensorFlow op check: this TPU capture runs compiled XLA programs",
+    "android": "an Android trace has no TensorFlow ops: see the TFLite page for its ops",
+}
+
+
+def _nvidia_only(a: SessionAnalysis, kind: str) -> str | None:
+    """NVIDIA's matrix units and float32 modes: for NVIDIA GPUs (or GPUs of no stated vendor)."""
+    if kind == "tpu":
+        return "a check of another vendor's matrix units: this TPU's take bfloat16, which the mixed-precision check judges"
+    if kind == "android":
+        return "an Android trace has no accelerator kernels to judge"
+    if "amd" in _vendors(a):
+        return "a check of NVIDIA's matrix units: these are AMD GPUs, whose matrix cores the mixed-precision check judges"
+    return None
+
+
+def _only(kinds: set[str], reasons: dict[str, str]) -> Callable[[SessionAnalysis, str], str | None]:
+    """Applies to ``kinds`` only; elsewhere the reason for that kind."""
+    return lambda a, kind: (
+        None if kind in kinds else reasons.get(kind, f"not a check for a {kind} capture")
+    )
+
+
+#: rule id → (analysis, audience) → None where the rule applies, else why not.
+SCOPES: dict[str, Callable[[SessionAnalysis, str], str | None]] = {
+    "tensor_cores": _nvidia_only,
+    "tf32": _nvidia_only,
+    "eager": _only({"tensorflow"}, _TF_OPS),
+    "ops_on_host": _only({"tensorflow"}, _TF_OPS),
+    "slow_iterator": _only({"tensorflow"}, _INPUT_PIPELINE),
+    "no_prefetch": _only({"tensorflow"}, _INPUT_PIPELINE),
+    "input_stage": _only({"tensorflow"}, _INPUT_PIPELINE),
+    "ps_imbalance": _only(
+        {"tensorflow"},
+        {
+            "jax": "a TensorFlow parameter-server check: this JAX job has no parameter servers",
+            "tpu": "a TensorFlow parameter-server check: this TPU job has no parameter servers",
+            "android": "an Android trace has no parameter servers",
+        },
+    ),
+    "memory_leak": _only(
+        {"tensorflow", "jax", "tpu"},
+        {"android": "an Android trace has no allocator events of a training job"},
+    ),
+}
+
+#: Words that name another framework's or vendor's feature, by audience: a finding of such a
+#: capture never says them (tests check every finding of the shared samples).
+FOREIGN_WORDS = {
+    "jax": (
+        "tf.data",
+        "tf.function",
+        "Keras",
+        "keras",
+        "TF_",
+        "host_tracer_level",
+        "Tensor Core",
+        "TF32",
+    ),
+    "tpu": (
+        "GPU",
+        "Tensor Core",
+        "TF32",
+        "tf.data",
+        "tf.function",
+        "Keras",
+        "keras",
+        "TF_",
+        "host_tracer_level",
+    ),
+    "android": (
+        "GPU",
+        "Tensor Core",
+        "TF32",
+        "tf.data",
+        "tf.function",
+        "Keras",
+        "keras",
+        "TF_",
+        "host_tracer_level",
+    ),
+}
+_DEVICE_WORDS = {
+    "tpu": ((r"\bGPUs\b", "TPUs"), (r"\bGPU\b", "TPU")),
+    "android": ((r"\bGPUs\b", "accelerators"), (r"\bGPU\b", "accelerator")),
+}
+
+
+#: Titles of rules named after one vendor's feature, where that vendor's words do not belong.
+NEUTRAL_TITLES = {
+    "tensor_cores": "Matrix units unused by eligible ops",
+    "tf32": "Float32 matmuls at full precision",
+    "eager": "Ops run one by one, uncompiled (eager execution)",
+    "slow_iterator": "Each batch waits for a slow input pipeline",
+}
+
+
+def scope_reason(a: SessionAnalysis, rule_id: str) -> str | None:
+    """Why ``rule_id`` does not apply to this capture's framework or device, else None."""
+    check = SCOPES.get(rule_id)
+    return check(a, audience(a)) if check else None
+
+
+def in_its_terms(a: SessionAnalysis, finding: dict[str, Any]) -> dict[str, Any]:
+    """The finding's texts with device words of the capture's devices (a TPU's findings speak
+    of TPUs; a capture without accelerators, of accelerators)."""
+    kind = audience(a)
+    if kind in FOREIGN_WORDS and finding.get("rule_id") in NEUTRAL_TITLES:
+        finding["title"] = NEUTRAL_TITLES[finding["rule_id"]]
+    words: tuple[tuple[str, str], ...] = (
+        _DEVICE_WORDS["android"] if not a.has_device else _DEVICE_WORDS.get(kind, ())
+    )
+    if not words:
+        return finding
+    for key in ("title", "reason", "recommendation"):
+        text = finding.get(key)
+        if isinstance(text, str):
+            for pattern, word in words:
+                text = re.sub(pattern, word, text)
+            finding[key] = text
+    return finding
