@@ -269,7 +269,7 @@ def ops_command(
 @click.command("compare")
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
-@click.option("--csv", help="steps or ops: that comparison as CSV on stdout.")
+@click.option("--csv", help="steps, ops or xla: that comparison as CSV on stdout.")
 @click.option("--top", type=int, default=15, help="Op rows in the table view.")
 @click.option("--base-session", help="Session of BASE's logdir.")
 @click.option("--new-session", help="Session of NEW's logdir.")
@@ -288,19 +288,21 @@ def compare_command(
     """Two runs side by side: step time and its categories per step, and the ops that changed.
     BASE is the baseline, NEW the new run: each a trace file, a run folder or a logdir."""
     from analyzers.compare import compare_ops, compare_steps
+    from analyzers.hlo_stats import compare_hlo
 
-    if csv not in (None, "steps", "ops"):
-        click.echo("podscope: error: --csv must be steps or ops", err=True)
+    if csv not in (None, "steps", "ops", "xla"):
+        click.echo("podscope: error: --csv must be steps, ops or xla", err=True)
         raise click.exceptions.Exit(2)
-    parts = frozenset({"steps", "breakdown", "ops:op"})
+    parts = frozenset({"steps", "breakdown", "ops:op", "xla_ops"})
     runs = [
         _analysis_or_exit(path, session, no_cache, parts, scheduler)
         for path, session in ((base, base_session), (new, new_session))
     ]
     steps = compare_steps(runs[0].pod, runs[1].pod)
     ops = compare_ops(runs[0].op_table, runs[1].op_table, runs[0].pod, runs[1].pod)
+    xla = compare_hlo(runs[0].hlo_table(), runs[1].hlo_table())
     if csv:
-        (steps if csv == "steps" else ops).to_csv(sys.stdout, index=False)
+        {"steps": steps, "ops": ops, "xla": xla}[csv].to_csv(sys.stdout, index=False)
         return
     from rich.console import Console
     from rich.table import Table
@@ -330,6 +332,20 @@ def compare_command(
     console = Console()
     console.print(view)
     console.print(changed)
+    if len(xla):
+        hlo = Table(title=f"top {top} XLA ops by change in time per occurrence (µs)")
+        for col in ("program", "XLA op", "base", "new", "change", "status"):
+            hlo.add_column(col, justify="left" if col in ("program", "XLA op") else "right")
+        for r in xla.head(top).itertuples(index=False):
+            hlo.add_row(
+                str(r.program),
+                str(r.hlo_op_name)[:40],
+                fmt(r.base_avg_us),
+                fmt(r.new_avg_us),
+                fmt(r.change, True),
+                r.status,
+            )
+        console.print(hlo)
 
 
 @click.command("memory")

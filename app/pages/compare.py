@@ -155,6 +155,7 @@ def body(search: str | None, baseline: str | None) -> Any:
     )
     rows = ops.head(500).round(3).assign(change=_percent(ops["change"].head(500)))
     return [
+        *_xla_section(search, baseline),
         card(dcc.Graph(figure=compare_steps_figure(steps, str(baseline), str(session)))),
         card(
             html.H5("Step time and its categories (ms per traced worker-step, busiest device)"),
@@ -171,6 +172,33 @@ def body(search: str | None, baseline: str | None) -> Any:
                 style={"height": "560px"},
             ),
         ),
+    ]
+
+
+def _xla_section(search: str | None, baseline: str | None) -> list[Any]:
+    """Both sessions' XLA ops, op by op (``analyzers.hlo_stats.compare_hlo``): which HLO
+    instruction got slower per occurrence, and what that costs the new session; nothing when
+    either session runs no XLA program."""
+    from analyzers.hlo_stats import compare_hlo
+
+    _, new, _ = load_session(session_of(search))
+    _, base, _ = load_session(baseline) if baseline else (None, None, None)
+    if new is None or base is None or new.xla_ops.empty or base.xla_ops.empty:
+        return []
+    table = compare_hlo(base.hlo_table(), new.hlo_table()).head(500)
+    rows = table.round(3).assign(change=_percent(table["change"]))
+    return [
+        card(
+            html.H5("XLA ops by change in time per occurrence (µs), the costliest change first"),
+            dag.AgGrid(
+                id=ids.CMP_XLA,
+                rowData=records(rows),
+                columnDefs=grid_columns(rows.columns, pinned="hlo_op_name"),
+                defaultColDef={"sortable": True, "filter": True, "resizable": True},
+                dashGridOptions={"pagination": True, "paginationPageSize": 25},
+                style={"height": "480px"},
+            ),
+        )
     ]
 
 

@@ -37,7 +37,7 @@ PERFETTO = SHARED_TRACES / "android" / "ms_test_trace.perfetto-trace"
 #: A Keras TensorBoard callback's layout: the run folder ``train`` holds plugins/profile.
 KERAS = XPLANE / "rocm_jax_tracelens" / "traces__mi300__jax08_elementwise__tw003.xplane.pb"
 CPU = "2026_02_01_cpu_mwms"
-PAGES = ("/pod", "/ops", "/timeline", "/diagnostics", "/workers", "/compare", "/android")
+PAGES = ("/pod", "/ops", "/xla", "/timeline", "/diagnostics", "/workers", "/compare", "/android")
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +177,34 @@ def crawl_ops(v: Visit) -> None:
     v.download("ops-parquet")
 
 
+def crawl_xla(v: Visit) -> None:
+    """Each worker and device, the profile's groupings and colours, a treemap node, a
+    roofline point and a grid row, and both downloads (on sessions without XLA ops, the note
+    that says why)."""
+    if not v.page.locator("#xla-table").count():
+        assert v.page.locator("#xla-note").count()
+        return
+    _dropdown(v, "xla-worker")
+    _dropdown(v, "xla-device")
+    _dropdown(v, "xla-execution")
+    _radios(v, "xla-profile")
+    _radios(v, "xla-color")
+    slices = v.page.locator("#xla-profile-graph g.slice path.surface")
+    if slices.count() > 1:
+        slices.nth(1).click(force=True)
+        settle(v.page)
+    points = v.page.locator("#xla-roofline .scatterlayer .points path")
+    if points.count():
+        points.first.click(force=True)
+        settle(v.page)
+    rows = v.page.locator("#xla-table .ag-center-cols-container .ag-row")
+    if rows.count():
+        rows.first.click()
+        settle(v.page)
+    v.download("xla-csv")
+    v.download("xla-parquet")
+
+
 def crawl_timeline(v: Visit) -> None:
     page = v.page
     if not page.locator("#tl-graph").count():
@@ -262,6 +290,7 @@ def crawl_android(v: Visit) -> None:
 CRAWLERS: dict[str, Callable[[Visit], None]] = {
     "/pod": crawl_pod,
     "/ops": crawl_ops,
+    "/xla": crawl_xla,
     "/timeline": crawl_timeline,
     "/diagnostics": crawl_diagnostics,
     "/workers": crawl_workers,

@@ -1,0 +1,144 @@
+"""The XLA page operated as a person would, on the public TPU and ROCm captures: every control
+(worker, device, execution, filter, the op profile's grouping and colour, a click on the
+treemap, on the roofline and on the grid), each checked in the URL and on the page 2 s later
+and after a reload (the URL is the view), and the downloads."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.app.test_browser import ARTIFACTS, serving, settle
+from tests.conftest import SHARED_TRACES
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+XPLANE = SHARED_TRACES / "xplane"
+TPU = XPLANE / "tpu_xprof" / "tpu_inference_2.xplane.pb"
+ROCM = XPLANE / "rocm_jax_tracelens" / "traces__mi300__jax08_attention__tw003.xplane.pb"
+
+
+@pytest.fixture(scope="module")
+def xla_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if not TPU.exists() or not ROCM.exists():
+        pytest.skip("../shared/traces/xplane absent")
+    root = tmp_path_factory.mktemp("xla")
+    for session, sample in (("2026_03_01_tpu", TPU), ("2026_03_02_rocm", ROCM)):
+        (root / "plugins" / "profile" / session).mkdir(parents=True)
+        shutil.copy(sample, root / "plugins" / "profile" / session / sample.name)
+    with serving(root, tmp_path_factory.mktemp("cache")) as base:
+        yield base
+
+
+@pytest.fixture
+def page(browser, xla_server):  # type: ignore[no-untyped-def]
+    context = browser.new_context(viewport={"width": 1400, "height": 1200}, accept_downloads=True)
+    pg = context.new_page()
+    pg.errors = []
+    pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    yield pg
+    context.close()
+
+
+def query(page) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def pick(page, dropdown: str, label: str) -> None:  # type: ignore[no-untyped-def]
+    """Opens the dropdown, types to find the option (a long list shows a window of it) and
+    picks it, as a person would."""
+    page.click(f"#{dropdown}")
+    page.fill(".dash-dropdown-search", label)
+    page.get_by_role("option", name=label, exact=True).click()
+    settle(page)
+
+
+def title(page) -> str:  # type: ignore[no-untyped-def]
+    return str(page.inner_text("h6:has-text('XLA op')"))
+
+
+def test_every_control_of_the_xla_page_stays_in_the_url(page, xla_server) -> None:  # type: ignore[no-untyped-def]
+    page.goto(xla_server + "/xla?session=2026_03_01_tpu")
+    settle(page)
+    assert "TPU v6 Lite: peak 918.0 TFLOP/s" in page.inner_text("#xla-peaks")
+    assert title(page).startswith("17 XLA ops")
+
+    pick(page, "xla-device", "TPU:1")
+    assert query(page)["device"] == "/device:TPU:1"
+    pick(page, "xla-execution", "execution 5")
+    assert query(page)["execution"] == "5"
+    page.wait_for_timeout(2000)  # still there, not a transient state
+    assert "TPU:1" in title(page) and "execution 5" in title(page)
+    # one execution of jit_f on one core: each of its ops once
+    first = page.locator("#xla-table .ag-center-cols-container .ag-row").first
+    assert first.locator("[col-id='occurrences']").inner_text() == "1"
+
+    page.fill("#xla-filter", "copy-done")
+    page.press("#xla-filter", "Enter")
+    settle(page)
+    assert query(page)["q"] == "copy-done"
+    names = page.locator("#xla-table .ag-pinned-left-cols-container [col-id='hlo_op_name']")
+    assert names.count() >= 1 and all("copy-done" in n for n in names.all_inner_texts())
+
+    page.get_by_role("radio", name="category › op", exact=True).check()
+    settle(page)
+    page.get_by_role("radio", name="% of peak HBM bandwidth", exact=True).check()
+    settle(page)
+    assert query(page)["profile"] == "category" and query(page)["color"] == "bandwidth"
+
+    # a click on the treemap's largest category zooms there and lists what is inside it
+    page.locator("#xla-profile-graph g.slice path.surface").nth(1).click(force=True)
+    settle(page)
+    node = query(page).get("node")
+    assert node, page.url
+    assert node.replace("/", " › ") in page.inner_text("#xla-node-table")
+
+    # a click on a roofline point opens that op's HLO text and source below
+    page.locator("#xla-roofline .scatterlayer .points path").first.click(force=True)
+    settle(page)
+    op = query(page)["op"]
+    assert re.fullmatch(r"\d+/\S+", op)
+    assert op.split("/", 1)[1] in page.inner_text("#xla-details")
+
+    # the URL is the view: a reload shows every choice again
+    kept = page.url
+    page.reload()
+    settle(page)
+    assert page.url == kept
+    assert "TPU:1" in page.inner_text("#xla-device") and "execution 5" in page.inner_text(
+        "#xla-execution"
+    )
+    assert page.input_value("#xla-filter") == "copy-done"
+    assert page.get_by_role("radio", name="category › op", exact=True).is_checked()
+    assert page.get_by_role("radio", name="% of peak HBM bandwidth", exact=True).is_checked()
+    assert op.split("/", 1)[1] in page.inner_text("#xla-details")
+
+    with page.expect_download() as got:
+        page.click("#xla-csv")
+    csv = Path(got.value.path()).read_text()
+    assert csv.startswith("worker,device,program_id,program,hlo_op_name") and "copy-done" in csv
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "xla_tpu.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_a_grid_row_picks_its_op_and_a_gpu_roofline_has_its_roof(page, xla_server) -> None:  # type: ignore[no-untyped-def]
+    page.goto(xla_server + "/xla?session=2026_03_02_rocm")
+    settle(page)
+    assert "AMD GPU - gfx942: peak 1,307.4 TFLOP/s" in page.inner_text("#xla-peaks")
+    roof = page.evaluate("document.querySelector('#xla-roofline .js-plotly-plot').data[0].name")
+    assert roof.startswith("roof: 1,307 TFLOP/s")
+    page.locator("#xla-table .ag-center-cols-container .ag-row").nth(3).click()
+    settle(page)
+    op = query(page)["op"]
+    name = op.split("/", 1)[1]
+    details = page.inner_text("#xla-details")
+    assert name in details and "bf16" in details and "generate_attention_trace.py" in details
+    link = page.get_by_role("link", name="Its events on the Timeline")
+    assert f"q={name}" in (link.get_attribute("href") or "")
+    assert page.errors == []

@@ -1,0 +1,55 @@
+"""``podscope hlo``, ``podscope roofline`` and ``podscope compare --csv xla`` as a user runs
+them (a subprocess) on the public TPU, ROCm and V100 captures; skipped when absent."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.app.test_cli_parse import podscope
+from tests.conftest import SHARED_TRACES
+
+XPLANE = SHARED_TRACES / "xplane"
+TPU = XPLANE / "tpu_xprof" / "tpu_inference_2.xplane.pb"
+CONV = XPLANE / "rocm_jax_tracelens" / "traces__mi300__jax_conv_minimal_08__tw003.xplane.pb"
+LEGACY = next(iter(sorted(XPLANE.glob("rocm_jax_tracelens/*legacy*.xplane.pb"))), None)
+V100 = XPLANE / "gpu_tf_multiworker_v100" / "34.83.195.179_6003.xplane.pb"
+pytestmark = pytest.mark.skipif(not TPU.exists(), reason="../shared/traces/xplane absent")
+
+
+def test_hlo_and_roofline_of_the_tpu_sample(tmp_path: Path) -> None:
+    out = podscope("hlo", str(TPU), "--csv", cache=tmp_path)
+    assert out.returncode == 0, out.stderr
+    table = pd.read_csv(io.StringIO(out.stdout), dtype={"program_id": str})
+    assert len(table) == 17 and table.iloc[0]["hlo_op_name"] == "copy-done.4"
+    assert table.iloc[0]["bound_by"] == "HBM" and table.iloc[0]["occurrences"] == 400
+    per_device = pd.read_csv(
+        io.StringIO(podscope("hlo", str(TPU), "--csv", "--device", "TPU:2", cache=tmp_path).stdout)
+    )
+    assert set(per_device["device"]) == {"/device:TPU:2"}
+    shown = podscope("hlo", str(TPU), "--top", "3", cache=tmp_path).stdout
+    assert "copy-done.4" in shown and max(len(line) for line in shown.splitlines()) <= 80
+    peaks = pd.read_csv(io.StringIO(podscope("roofline", str(TPU), "--csv", cache=tmp_path).stdout))
+    assert len(peaks) == 4 and (peaks["peak_flop_rate_gflops"] == 918000).all()
+
+
+def test_a_tensorflow_gpu_capture_says_why_it_has_no_xla_table(tmp_path: Path) -> None:
+    out = podscope("hlo", str(V100), cache=tmp_path)
+    assert out.returncode == 0 and "no XLA ops" in out.stderr and out.stdout == ""
+    peaks = pd.read_csv(
+        io.StringIO(podscope("roofline", str(V100), "--csv", cache=tmp_path).stdout)
+    )
+    assert (peaks["peak_flop_rate_gflops"] == 0).all()  # no vendor on the plane: unknown
+
+
+@pytest.mark.skipif(LEGACY is None, reason="the legacy ROCm sample is absent")
+def test_compare_two_rocm_captures_op_by_op(tmp_path: Path) -> None:
+    out = podscope("compare", str(CONV), str(LEGACY), "--csv", "xla", cache=tmp_path)
+    assert out.returncode == 0, out.stderr
+    table = pd.read_csv(io.StringIO(out.stdout))
+    row = table.set_index("hlo_op_name").loc["input_transpose_fusion"]
+    assert row["status"] == "slower" and row["new_avg_us"] > row["base_avg_us"]
+    assert {"new", "gone"} <= set(table["status"])  # the conv is renamed between the builds
