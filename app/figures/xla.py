@@ -65,8 +65,7 @@ def roofline_figure(
                 y=np.minimum(peak_flops, xs * peak_bw),
                 mode="lines",
                 line={"color": "#333", "width": 2},
-                name=f"roof: {peak_flops / 1000:,.0f} TFLOP/s, "
-                f"{float(peaks['peak_hbm_bw_gibs']):,.1f} GiB/s HBM",
+                name=f"roof: {peak_flops / 1000:,.0f} TFLOP/s, {peak_bw * 1e9 / GIB:,.1f} GiB/s HBM",
                 hovertemplate="roof at %{x:.3g} FLOP/B: %{y:,.0f} GFLOP/s<extra></extra>",
             )
         )
