@@ -19,6 +19,7 @@ from analyzers.diagnostics.base import (
 from analyzers.ops import TENSOR_CORE_ELIGIBLE
 from analyzers.rule_inputs import ALLREDUCE, COPY, DEVICE_PLANE
 from analyzers.session import SessionAnalysis
+from trace_parsers.hlo_module import HOST_MEMORY_SPACE
 
 COMPUTE_HEAVY = frozenset(
     TENSOR_CORE_ELIGIBLE | {"Conv2D", "MatMul", "BiasAdd", "Softmax", "FusedBatchNormV3"}
@@ -205,6 +206,17 @@ def tf32(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     )
 
 
+def _host_copies(inp: SessionAnalysis) -> pd.DataFrame:
+    """The XLA copies that end in or leave host memory (memory space 5): one per copy-done
+    (or copy), not its start."""
+    ops = inp.xla_ops
+    if ops.empty:
+        return ops
+    spaces = ops[["copy_from", "copy_to"]].astype("Float64").fillna(-1).to_numpy(float)
+    host = (spaces == HOST_MEMORY_SPACE).any(axis=1) & (spaces[:, 0] != spaces[:, 1])
+    return ops[host & (ops["category"].astype(str) != "copy-start").to_numpy()]
+
+
 @rule(
     "host_device_copies",
     "Host↔device copies every step",
@@ -215,7 +227,8 @@ def copies(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     d = _device_events(inp)
     cp = d[matches(d["name"], COPY)]
     steps = max(1, inp.pod["step"].nunique())
-    value = len(cp) / steps / max(1, _busy_devices(inp))
+    offload = _host_copies(inp)  # XLA copies to and from host memory are such copies too
+    value = (len(cp) + len(offload)) / steps / max(1, _busy_devices(inp))
     share = (
         float(cp["dur_ps"].sum() / 1000 / (inp.step_time_ns * steps)) if inp.step_time_ns else 0.0
     )
@@ -226,6 +239,7 @@ def copies(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)memcpy(?:HtoD|DtoH|H2D|D2H)').sum() / max(1, i.pod.step.nunique()) / max(1, (~i.devices.idle).sum()))(i.rule_events[i.rule_events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
         evidence={
             "copies": len(cp),
+            "xla_host_memory_copies": len(offload),
             "per_step_per_device": round(float(value), 1),
             "share_of_step": round(share, 4),
             "by_kind": cp["name"].astype(str).value_counts().to_dict(),
