@@ -26,13 +26,13 @@ import pandas as pd
 
 from analyzers._match import isin, matches
 from analyzers.groups import DERIVED_LINES, device_spans, step_groups
+from analyzers.hlo_stats import host_copies
 from analyzers.xla_programs import (
     XLA_COLLECTIVE,
     XLA_DEVICE_COPY,
     device_steps,
     program_executions,
 )
-from trace_parsers.hlo_module import HOST_MEMORY_SPACE
 from trace_parsers.nesting import top_type_times
 
 # Event types, low → high priority (XProf generic model).
@@ -253,9 +253,7 @@ def xla_types(
     opcode = hit["opcode"].astype(str)
     copy = opcode.isin(["copy-start", "copy-done", "copy"]).to_numpy()
     kind[copy] = P["DEVICE_TO_DEVICE"]
-    spaces = hit[["copy_from", "copy_to"]].astype("Float64").fillna(-1).to_numpy(float)
-    host = copy & ((spaces == HOST_MEMORY_SPACE).any(axis=1)) & (spaces[:, 0] != spaces[:, 1])
-    kind[host] = P["HOST_OFFLOAD"]
+    kind[copy & host_copies(hit)] = P["HOST_OFFLOAD"]
     kind[opcode.str.match(XLA_COLLECTIVE).to_numpy()] = P["DEVICE_COLLECTIVES"]
     pos = events.index.get_indexer(hit["row"].to_numpy())
     ok = pos >= 0

@@ -32,6 +32,7 @@ from analyzers._match import isin, matches
 from analyzers.groups import DERIVED_LINES
 from analyzers.roofline import GIB
 from trace_parsers.nesting import self_times
+from trace_parsers.schema import HOST_MEMORY_SPACE
 
 OCCURRENCE_COLUMNS = [
     "worker",
@@ -755,3 +756,10 @@ def compare_hlo(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     impact = impact.fillna(out["delta_total_us"].abs())
     out = out.reindex(impact.sort_values(ascending=False, kind="stable").index)
     return out[COMPARE_COLUMNS].reset_index(drop=True)
+
+
+def host_copies(ops: pd.DataFrame) -> np.ndarray:
+    """Which rows of an ``hlo_ops``-shaped frame (``copy_from``, ``copy_to``) move data between
+    host memory and a device: host memory at one end only."""
+    spaces = ops[["copy_from", "copy_to"]].astype("Float64").fillna(-1).to_numpy(float)
+    return np.asarray((spaces == HOST_MEMORY_SPACE).any(axis=1) & (spaces[:, 0] != spaces[:, 1]))

@@ -26,7 +26,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from trace_parsers.hlo_module import (
-    HOST_MEMORY_SPACE,
     PRIMITIVE,
     Computation,
     Instruction,
@@ -634,8 +633,3 @@ def _costs(module: Module, rules: str, max_work: int) -> dict[str, Cost]:
                 hbm_bytes=int(max(0.0, _hbm_bytes(instr, p))),
             )
     return out
-
-
-def is_host_copy(spaces: tuple[int, int] | None) -> bool:
-    """Whether (from, to) memory spaces move data between host memory and the device."""
-    return spaces is not None and (HOST_MEMORY_SPACE in spaces) and spaces[0] != spaces[1]

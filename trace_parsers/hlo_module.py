@@ -29,8 +29,6 @@ PRIMITIVE: dict[int, tuple[str, int]] = {
 }  # fmt: skip
 TUPLE, OPAQUE, TOKEN = 13, 14, 17
 FLOAT_TYPES = frozenset(n for n, _ in PRIMITIVE.values() if n[0] in "fb" or n.startswith("c"))
-#: XLA's memory space of host memory (``Layout::kHostMemorySpace``): ``S(5)`` in HLO text.
-HOST_MEMORY_SPACE = 5
 #: Pointer size XLA's default shape-size function charges for a tuple's index table.
 POINTER_BYTES = 8
 

@@ -23,6 +23,9 @@ import pandas as pd
 from trace_parsers.errors import SchemaError
 
 CAT = "category"
+#: XLA's memory space of host memory (``Layout::kHostMemorySpace``, ``S(5)`` in HLO text): the
+#: value of ``hlo_ops.copy_from`` / ``copy_to`` for a copy to or from the host.
+HOST_MEMORY_SPACE = 5
 #: Integer ids repeated on every row (line and event-metadata ids): a categorical with int64
 #: categories, so a row costs a 1–2 byte code instead of 8 bytes.
 CAT_ID = "category[int64]"
@@ -111,7 +114,8 @@ SCHEMA: Mapping[str, Mapping[str, str]] = {
     # (empty: none), XLA's category, the HLO text, the narrowest float type it reads or writes,
     # the Python line (`file:line`) and stack, and per execution FLOPs (model, and at the
     # device's rate for its input width), bytes read and written, those in device memory, by
-    # XLA's cost rules (NA: unknown); memory spaces a copy moves between (5: host).
+    # XLA's cost rules (NA: unknown); memory spaces a copy moves between (HOST_MEMORY_SPACE:
+    # host).
     "hlo_ops": {
         "worker": CAT,
         "program_id": "int64",

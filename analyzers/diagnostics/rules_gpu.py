@@ -16,10 +16,10 @@ from analyzers.diagnostics.base import (
     severity_of,
     skip,
 )
+from analyzers.hlo_stats import host_copies
 from analyzers.ops import TENSOR_CORE_ELIGIBLE
 from analyzers.rule_inputs import ALLREDUCE, COPY, DEVICE_PLANE
 from analyzers.session import SessionAnalysis
-from trace_parsers.hlo_module import HOST_MEMORY_SPACE
 
 COMPUTE_HEAVY = frozenset(
     TENSOR_CORE_ELIGIBLE | {"Conv2D", "MatMul", "BiasAdd", "Softmax", "FusedBatchNormV3"}
@@ -212,9 +212,7 @@ def _host_copies(inp: SessionAnalysis) -> pd.DataFrame:
     ops = inp.xla_ops
     if ops.empty:
         return ops
-    spaces = ops[["copy_from", "copy_to"]].astype("Float64").fillna(-1).to_numpy(float)
-    host = (spaces == HOST_MEMORY_SPACE).any(axis=1) & (spaces[:, 0] != spaces[:, 1])
-    return ops[host & (ops["category"].astype(str) != "copy-start").to_numpy()]
+    return ops[host_copies(ops) & (ops["category"].astype(str) != "copy-start").to_numpy()]
 
 
 @rule(

@@ -14,9 +14,9 @@ from analyzers.diagnostics.base import (
     skip,
     worst_step,
 )
-from analyzers.hlo_stats import unsigned_id
+from analyzers.hlo_stats import host_copies, unsigned_id
 from analyzers.session import SessionAnalysis
-from trace_parsers.hlo_module import HOST_MEMORY_SPACE
+from trace_parsers.schema import HOST_MEMORY_SPACE
 
 _SHAPE = r"^%?[^\s=]+ = (\S+\[[^\]]*\])"
 
@@ -28,10 +28,8 @@ def offload_copies(inp: SessionAnalysis) -> pd.DataFrame:
     cols = ["hlo_op", "program", "direction", "shape", "bytes", "copies", "time_us", "gib_per_s"]
     if ops.empty:
         return pd.DataFrame(columns=cols)
-    spaces = ops[["copy_from", "copy_to"]].astype("Float64").fillna(-1).to_numpy(float)
-    host = (spaces == HOST_MEMORY_SPACE).any(axis=1) & (spaces[:, 0] != spaces[:, 1])
     copies = ops[
-        host
+        host_copies(ops)
         & ops["category"]
         .astype(str)
         .isin(["copy-start", "copy-done", "data formatting"])
