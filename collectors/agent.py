@@ -46,6 +46,7 @@ from collectors.export_service import (
     WorkerInfo,
     serve,
 )
+from collectors.front_door import DoorLimits
 from collectors.tf_profiler import call_profile, profile_request
 
 log = logging.getLogger("podscope.agent")
@@ -150,6 +151,7 @@ def start(
     profiler_address: str | None = None,
     tf_profiler_port: int | None = None,
     limits: Limits | None = None,
+    door: DoorLimits | None = None,
     tf: Any = None,
 ) -> Agent:
     """Starts the agent's service; traces are taken in-process when a collector asks.
@@ -170,6 +172,9 @@ def start(
             port (for TensorBoard's capture button; traces then go through it); None (default)
             starts none.
         limits: call limits and idle timeout (``collectors.guard.Limits`` defaults).
+        door: connection limits of the agent's port, and the collectors' networks
+            (``collectors.front_door.DoorLimits``; e.g. ``DoorLimits(allow=("10.0.0.0/8",),
+            allow_only=True)`` lets only that network connect).
         tf: the TensorFlow module (imported when None).
 
     Returns:
@@ -201,7 +206,16 @@ def start(
         profiler_address=profiler_address or "",
     )
     tracer = ServerTracer(profiler_address) if profiler_address else TfTracer(tf)
-    server = serve(root, port=port, host=host, token=token, info=info, tracer=tracer, limits=limits)
+    server = serve(
+        root,
+        port=port,
+        host=host,
+        token=token,
+        info=info,
+        tracer=tracer,
+        limits=limits,
+        door=door,
+    )
     return Agent(f"{host}:{server.port}", root, profiler_address or "", server)
 
 

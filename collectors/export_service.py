@@ -27,7 +27,8 @@ from typing import Any, Protocol
 
 import grpc
 
-from collectors.guard import TOKEN_HEADER, Gate, Limits, TokenInterceptor, refuse
+from collectors.front_door import DoorLimits, FrontDoor
+from collectors.guard import TOKEN_HEADER, Gate, Limits, Peers, TokenInterceptor
 from collectors.proto import trace_export_pb2 as pb
 from collectors.proto import xspace_events_pb2 as xspace
 from collectors.tf_profiler import TraceLevels
@@ -45,13 +46,17 @@ __all__ = [
 ]
 
 SERVICE = "podscope.export.TraceExport"
-#: Below gRPC's default 4 MiB receive limit, so any client can read the stream.
-CHUNK_BYTES = 2 << 20
+#: Well below gRPC's default 4 MiB receive limit, so any client can read the stream; small,
+#: because a slow reader holds a few chunks in this process (see ``Limits.max_streams``).
+CHUNK_BYTES = 256 << 10
 #: gRPC message limit for both ends (a chunk plus headroom).
 MAX_MESSAGE_BYTES = 16 << 20
 #: The longest trace window an agent accepts, and how far ahead its start may lie.
 MAX_DURATION_MS = 10 * 60 * 1000
-MAX_START_AHEAD_S = 5 * 60
+MAX_START_AHEAD_S = 60
+#: A trace takes the tracer this long before its window opens; until then it only waits, so
+#: a trace asked for far ahead never makes the captures before it busy.
+TRACE_LEAD_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -160,7 +165,7 @@ class _Service:
         try:
             return safe_path(self.root, session, name)
         except PermissionError as e:
-            await refuse(context, method, grpc.StatusCode.PERMISSION_DENIED, str(e))
+            await self.gate.refuse(context, method, grpc.StatusCode.PERMISSION_DENIED, str(e))
 
     async def fetch(self, requests: object, context: grpc.aio.ServicerContext) -> None:
         async with self.gate.admit(context, "Fetch"):
@@ -197,16 +202,18 @@ class _Service:
         async with self.gate.admit(context, "Trace"):
             r = await self.gate.read(context, "Trace")
             if not r.name.endswith(".xplane.pb"):
-                await refuse(context, "Trace", grpc.StatusCode.INVALID_ARGUMENT, "not a .xplane.pb")
+                await self.gate.refuse(
+                    context, "Trace", grpc.StatusCode.INVALID_ARGUMENT, "not a .xplane.pb"
+                )
             if not 0 < r.duration_ms <= MAX_DURATION_MS:
-                await refuse(
+                await self.gate.refuse(
                     context,
                     "Trace",
                     grpc.StatusCode.INVALID_ARGUMENT,
                     f"duration {r.duration_ms} ms outside 1..{MAX_DURATION_MS}",
                 )
             if r.start_timestamp_ns > time.time_ns() + MAX_START_AHEAD_S * 1_000_000_000:
-                await refuse(
+                await self.gate.refuse(
                     context,
                     "Trace",
                     grpc.StatusCode.INVALID_ARGUMENT,
@@ -214,12 +221,15 @@ class _Service:
                 )
             out = await self._path(context, "Trace", r.session, r.name)
             levels = TraceLevels(r.host_tracer_level, r.python_tracer_level, r.device_tracer_level)
+            wait_s = (r.start_timestamp_ns - time.time_ns()) / 1e9 - TRACE_LEAD_S
+            if wait_s > 0:  # not holding the tracer (a cancelled call ends here)
+                await asyncio.sleep(wait_s)
             try:
                 await asyncio.to_thread(
                     self._trace, out, r.start_timestamp_ns, r.duration_ms, levels
                 )
             except TracerError as e:
-                await refuse(context, "Trace", e.code, str(e))
+                await self.gate.refuse(context, "Trace", e.code, str(e))
             if not out.is_file():
                 return pb.TraceResponse(empty_trace=True)
             empty = not await asyncio.to_thread(has_events, out)
@@ -265,29 +275,65 @@ class _Service:
         )
 
 
-def grpc_options() -> list[tuple[str, Any]]:
-    return [
+def grpc_options(door: DoorLimits | None = None) -> list[tuple[str, Any]]:
+    """The agent's gRPC server options: message sizes, and behind the front door the idle
+    and handshake limits that close a relayed connection with no call in progress."""
+    options: list[tuple[str, Any]] = [
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ]
+    if door is not None:
+        idle_ms = int(door.idle_s * 1000)
+        options += [
+            ("grpc.max_connection_idle_ms", idle_ms),
+            ("grpc.server_handshake_timeout_ms", idle_ms),
+            # the relay's connections, and a margin for local clients that skip it
+            ("grpc.max_allowed_incoming_connections", door.max_connections + 16),
+        ]
+    return options
 
 
 class AgentServer:
-    """The agent's gRPC server, running on an event loop in a daemon thread of its own."""
+    """The agent's gRPC server, running on an event loop in a daemon thread of its own,
+    behind its front door (``collectors.front_door``), which holds the agent's port."""
 
-    def __init__(self, handler: grpc.GenericRpcHandler, address: str, token: str | None) -> None:
+    def __init__(
+        self,
+        handler: grpc.GenericRpcHandler,
+        address: str,
+        token: str | None,
+        gate: Gate,
+        door: DoorLimits | None = None,
+    ) -> None:
         self._loop = asyncio.new_event_loop()
-        interceptors = [TokenInterceptor(token)] if token is not None else []
+        host, _, port = address.rpartition(":")
+        limits = door or DoorLimits()
         started: dict[str, Any] = {}
         ready = threading.Event()
 
         async def start() -> None:
-            self._server = grpc.aio.server(interceptors=interceptors, options=grpc_options())
+            self._server = grpc.aio.server(
+                interceptors=[TokenInterceptor(token, gate.peers)] if token is not None else [],
+                options=grpc_options(limits),
+            )
             self._server.add_generic_rpc_handlers((handler,))
-            started["port"] = self._server.add_insecure_port(address)
-            if not started["port"]:
-                raise OSError("the port is in use or the address is not this machine's")
+            upstream = self._server.add_insecure_port("127.0.0.1:0")
             await self._server.start()
+            self.door = FrontDoor(
+                host.strip("[]"),
+                int(port),
+                upstream,
+                limits,
+                token.encode() if token is not None else None,
+            )
+            gate.peers.bind(self.door)
+            try:
+                started["port"] = await self.door.start()
+            except OSError as e:
+                await self._server.stop(0)
+                raise OSError(
+                    f"the port is in use or the address is not this machine's: {e}"
+                ) from e
 
         def run() -> None:
             asyncio.set_event_loop(self._loop)
@@ -311,6 +357,7 @@ class AgentServer:
         """Ends every call (after ``grace_s``) and the loop; returns when both are done."""
         if not self._thread.is_alive():
             return
+        asyncio.run_coroutine_threadsafe(self.door.close(), self._loop).result()
         asyncio.run_coroutine_threadsafe(self._server.stop(grace_s), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
@@ -326,8 +373,10 @@ def serve(
     info: WorkerInfo | None = None,
     tracer: Tracer | None = None,
     limits: Limits | None = None,
+    door: DoorLimits | None = None,
 ) -> AgentServer:
-    """Starts the agent service for ``root`` on ``host:port`` (0: any free port).
+    """Starts the agent service for ``root`` on ``host:port`` (0: any free port), behind its
+    front door (connection limits: ``door``; ``collectors.front_door.DoorLimits`` defaults).
 
     Args:
         tracer: traces this process on ``Trace`` (None: ``Trace`` answers FAILED_PRECONDITION).
@@ -337,6 +386,6 @@ def serve(
         OSError: the port could not be bound.
     """
     root.mkdir(parents=True, exist_ok=True)
-    gate = Gate(limits or Limits())
+    gate = Gate(limits or Limits(), Peers())
     service = _Service(root, info or WorkerInfo(), tracer or _unavailable_tracer, gate)
-    return AgentServer(service.handler(), f"{host}:{port}", token)
+    return AgentServer(service.handler(), f"{host}:{port}", token, gate, door)

@@ -8,8 +8,8 @@ The token is checked by an interceptor on the call's metadata: a call without it
 UNAUTHENTICATED by a handler that never reads the request (a half-open call costs nothing).
 Calls that pass are admitted by a ``Gate``: a total and a per-peer limit on calls at once, a
 smaller per-peer limit on ``Fetch`` streams, and an idle timeout on every read and write, so
-idle or slow clients cannot starve ``Hello`` and captures. Every refusal is logged once,
-with the peer's address.
+idle or slow clients cannot starve ``Hello`` and captures. Refusals are logged with the
+peer's address, at most once a minute per address (``collectors.front_door.Quiet``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import re
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -25,7 +26,8 @@ from typing import Any, NoReturn, TypeVar
 
 import grpc
 
-TOKEN_HEADER = "x-podscope-token"
+from collectors.front_door import TOKEN_HEADER, FrontDoor, Quiet
+
 log = logging.getLogger("podscope.agent")
 T = TypeVar("T")
 
@@ -37,15 +39,21 @@ class Limits:
     Attributes:
         max_calls: calls in progress, all peers together.
         max_calls_per_peer: calls in progress from one peer address (ports ignored).
-        max_streams_per_peer: ``Fetch`` streams in progress to one peer address (each holds
-            at most one 2 MiB chunk in memory while the peer is slow).
+        max_streams: ``Fetch`` streams in progress, all peers together (each holds one chunk
+            here and gRPC's buffers while its peer is slow: about 1 MiB, measured).
+        max_streams_per_peer: ``Fetch`` streams in progress to one peer address.
         idle_timeout_s: the longest wait for a request message or for the peer to take a chunk.
+        reserved: of ``max_calls`` and of ``max_streams``, the last slots, which only a peer
+            holding at most one call (one stream) may take: a collector's own calls get one
+            whatever a token holder does from a few addresses.
     """
 
     max_calls: int = 256
     max_calls_per_peer: int = 64
-    max_streams_per_peer: int = 32
+    max_streams: int = 32
+    max_streams_per_peer: int = 8
     idle_timeout_s: float = 10.0
+    reserved: int = 8
 
 
 def peer_host(peer: str) -> str:
@@ -59,11 +67,55 @@ def peer_host(peer: str) -> str:
     return peer
 
 
+class Peers:
+    """Who a call's peer is, and what the front door learns from its calls.
+
+    Behind the front door (``collectors.front_door``) every call comes from the relay on a
+    loopback port: ``of`` maps that port to the client's address. ``refused`` counts a refused
+    call toward the peer's ban (wrong tokens only: a collector told the agent is busy is never
+    banned for it)."""
+
+    def __init__(self) -> None:
+        self._door: FrontDoor | None = None
+        self.quiet = Quiet()
+
+    def bind(self, door: FrontDoor) -> None:
+        """Names peers through the front door that relays them (set when it starts)."""
+        self._door = door
+        self.quiet = door.quiet
+
+    def _relay_port(self, context: grpc.aio.ServicerContext[Any, Any]) -> int | None:
+        raw = context.peer()
+        if self._door is None or peer_host(raw) not in ("127.0.0.1", "::1"):
+            return None
+        port = raw.rsplit(":", 1)[-1]
+        return int(port) if port.isdigit() else None
+
+    def of(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
+        port = self._relay_port(context)
+        found = self._door.peer_of(port) if self._door is not None and port is not None else None
+        return found if found is not None else peer_host(context.peer())
+
+    def refused(self, peer: str) -> None:
+        if self._door is not None:
+            self._door.refused(peer)
+
+
 async def refuse(
-    context: grpc.aio.ServicerContext[Any, Any], method: str, code: grpc.StatusCode, reason: str
+    context: grpc.aio.ServicerContext[Any, Any],
+    method: str,
+    code: grpc.StatusCode,
+    reason: str,
+    peers: Peers | None = None,
 ) -> NoReturn:
-    """Logs the refusal once, with the peer's address, and ends the call with ``code``."""
-    log.warning("refused %s from %s: %s", method, context.peer(), reason)
+    """Logs the refusal (at most once a minute per peer, with a count of the rest) with the
+    peer's address, counts a wrong token toward the peer's ban, and ends the call with ``code``."""
+    peers = peers or Peers()
+    peer = peers.of(context)
+    kind = f"{method} {re.sub(r'[0-9.]+', '#', reason)}"  # one line a minute per kind of refusal
+    peers.quiet.warn(peer, kind, "refused %s from %s: %s", method, peer, reason)
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        peers.refused(peer)
     await context.abort(code, reason)
     raise AssertionError("unreachable: abort raises")
 
@@ -76,8 +128,9 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
     """Answers every call without the shared token UNAUTHENTICATED, unknown methods included,
     before any request message is read."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, peers: Peers | None = None) -> None:
         self._token = token.encode()
+        self._peers = peers
 
     def _authentic(self, metadata: Sequence[tuple[str, str | bytes]] | None) -> bool:
         sent = dict(metadata or ()).get(TOKEN_HEADER, "")
@@ -95,7 +148,11 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
 
         async def unauthenticated(requests: object, context: grpc.aio.ServicerContext) -> None:
             await refuse(
-                context, method, grpc.StatusCode.UNAUTHENTICATED, "wrong or missing PodScope token"
+                context,
+                method,
+                grpc.StatusCode.UNAUTHENTICATED,
+                "wrong or missing PodScope token",
+                self._peers,
             )
 
         # A stream-request handler: gRPC hands it the call without waiting for a message.
@@ -106,12 +163,26 @@ class Gate:
     """Admits calls within ``Limits`` and bounds each read and write by the idle timeout.
 
     Used from the server's one event loop only, so its counters need no lock.
+
+    The last ``reserved`` slots of each total go only to peers that hold at most one already:
+    a token holder that fills the agent with calls from a few addresses still leaves a
+    collector its ``Hello``, ``Trace`` and ``Fetch``.
     """
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, peers: Peers | None = None) -> None:
         self.limits = limits
+        self.peers = peers or Peers()
         self._calls: Counter[str] = Counter()
         self._streams: Counter[str] = Counter()
+
+    async def refuse(
+        self,
+        context: grpc.aio.ServicerContext[Any, Any],
+        method: str,
+        code: grpc.StatusCode,
+        reason: str,
+    ) -> NoReturn:
+        await refuse(context, method, code, reason, self.peers)
 
     @asynccontextmanager
     async def admit(
@@ -121,11 +192,10 @@ class Gate:
 
         Raises (through ``context.abort``): RESOURCE_EXHAUSTED over a limit.
         """
-        peer, lim = peer_host(context.peer()), self.limits
-        if sum(self._calls.values()) >= lim.max_calls:
-            await refuse(context, method, grpc.StatusCode.RESOURCE_EXHAUSTED, "agent busy")
-        reason = f"{lim.max_calls_per_peer} calls from {peer} in progress"
-        async with self._slot(self._calls, peer, lim.max_calls_per_peer, context, method, reason):
+        lim = self.limits
+        async with self._slot(
+            self._calls, lim.max_calls, lim.max_calls_per_peer, context, method, "calls from"
+        ):
             yield
 
     @asynccontextmanager
@@ -134,10 +204,14 @@ class Gate:
     ) -> AsyncIterator[None]:
         """Holds one transfer slot of the peer (taken once its request has arrived: a call
         that never sends one holds only a call slot, until the idle timeout)."""
-        peer, lim = peer_host(context.peer()), self.limits
-        reason = f"{lim.max_streams_per_peer} transfers to {peer} in progress"
+        lim = self.limits
         async with self._slot(
-            self._streams, peer, lim.max_streams_per_peer, context, method, reason
+            self._streams,
+            lim.max_streams,
+            lim.max_streams_per_peer,
+            context,
+            method,
+            "transfers to",
         ):
             yield
 
@@ -145,15 +219,21 @@ class Gate:
     async def _slot(
         self,
         counts: Counter[str],
-        peer: str,
-        limit: int,
+        total: int,
+        per_peer: int,
         context: grpc.aio.ServicerContext[Any, Any],
         method: str,
-        reason: str,
+        what: str,
     ) -> AsyncIterator[None]:
-        """One of ``peer``'s ``limit`` slots in ``counts`` for the ``with`` block, or a refusal."""
-        if counts[peer] >= limit:
-            await refuse(context, method, grpc.StatusCode.RESOURCE_EXHAUSTED, reason)
+        """One of the peer's ``per_peer`` slots in ``counts`` for the ``with`` block (within
+        ``total``, the last ``reserved`` of it for peers holding at most one), or a refusal."""
+        peer = self.peers.of(context)
+        busy, held = sum(counts.values()), counts[peer]
+        if busy >= total or (busy >= total - self.limits.reserved and held > 1):
+            await self.refuse(context, method, grpc.StatusCode.RESOURCE_EXHAUSTED, "agent busy")
+        if held >= per_peer:
+            reason = f"{per_peer} {what} {peer} in progress"
+            await self.refuse(context, method, grpc.StatusCode.RESOURCE_EXHAUSTED, reason)
         counts[peer] += 1
         try:
             yield
@@ -167,14 +247,16 @@ class Gate:
         try:
             message = await asyncio.wait_for(context.read(), self.limits.idle_timeout_s)
         except asyncio.TimeoutError:
-            await refuse(
+            await self.refuse(
                 context,
                 method,
                 grpc.StatusCode.DEADLINE_EXCEEDED,
                 f"no request within {self.limits.idle_timeout_s:g} s",
             )
         if message is grpc.aio.EOF:
-            await refuse(context, method, grpc.StatusCode.INVALID_ARGUMENT, "no request message")
+            await self.refuse(
+                context, method, grpc.StatusCode.INVALID_ARGUMENT, "no request message"
+            )
         return message
 
     async def write(
@@ -187,7 +269,7 @@ class Gate:
         try:
             await asyncio.wait_for(context.write(message), self.limits.idle_timeout_s)
         except asyncio.TimeoutError:
-            await refuse(
+            await self.refuse(
                 context,
                 method,
                 grpc.StatusCode.DEADLINE_EXCEEDED,
