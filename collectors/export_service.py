@@ -54,6 +54,8 @@ MAX_MESSAGE_BYTES = 16 << 20
 #: The longest trace window an agent accepts, and how far ahead its start may lie.
 MAX_DURATION_MS = 10 * 60 * 1000
 MAX_START_AHEAD_S = 60
+#: The most traces one ``List`` names.
+MAX_LISTED = 10_000
 #: A trace takes the tracer this long before its window opens; until then it only waits, so
 #: a trace asked for far ahead never makes the captures before it busy.
 TRACE_LEAD_S = 1.0
@@ -149,14 +151,27 @@ class _Service:
             return pb.ListResponse(files=await asyncio.to_thread(self._files))
 
     def _files(self) -> list[pb.TraceFile]:
-        files = []
-        if self.root.is_dir():
-            for session in sorted(p for p in self.root.iterdir() if p.is_dir()):
-                for f in sorted(session.iterdir()):
-                    if f.is_file() and f.name.endswith(layout.XPLANE_SUFFIXES):
-                        files.append(
-                            pb.TraceFile(session=session.name, name=f.name, size=f.stat().st_size)
-                        )
+        """The traces under the root (at most ``MAX_LISTED``), none reached through a symlink
+        that leads out of it."""
+        files: list[pb.TraceFile] = []
+        if not self.root.is_dir():
+            return files
+        for session in sorted(self.root.iterdir()):
+            if not session.is_dir():
+                continue
+            for f in sorted(session.iterdir()):
+                if not f.name.endswith(layout.XPLANE_SUFFIXES):
+                    continue
+                try:
+                    path = safe_path(self.root, session.name, f.name)
+                except PermissionError:
+                    continue  # a symlink out of the root
+                if path.is_file():
+                    files.append(
+                        pb.TraceFile(session=session.name, name=f.name, size=path.stat().st_size)
+                    )
+                    if len(files) >= MAX_LISTED:
+                        return files
         return files
 
     async def _path(

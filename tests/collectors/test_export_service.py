@@ -44,7 +44,8 @@ def test_list_and_fetch_round_trip(root: Path) -> None:
     server, stub = stub_for(root)
     try:
         names = [(f.session, f.name) for f in stub.List(pb.ListRequest(), timeout=10).files]
-        assert ("s1", "h_1.xplane.pb") in names
+        # only what Fetch serves: no symlink out of the root, file or session folder
+        assert names == [("s1", "h_1.xplane.pb")]
         assert fetch(stub, "s1", "h_1.xplane.pb") == (root / "s1" / "h_1.xplane.pb").read_bytes()
     finally:
         server.stop(0)
