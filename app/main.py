@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import logging
 import re
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -202,17 +203,28 @@ def create_app(config: AppSettings) -> dash.Dash:
 PREFETCH_FRESH_S = 30.0
 
 
+#: Prefetches at most this many at once (threads) and queued; the rest are not made (the
+#: page's callback computes its layout itself).
+PREFETCH_THREADS, PREFETCH_QUEUE = 2, 8
+#: Layouts made and not yet taken, at most (each may be large).
+PREFETCH_KEPT = 32
+
+
 def _prefetch_pages(server: Flask) -> None:
-    """When the browser asks for a page itself, computes the page's layout in a thread: the
+    """When the browser asks for a page itself, computes the page's layout on a small pool: the
     browser loads and runs the scripts for 0.3-0.6 s before the page's layout callback comes,
     and that callback then takes the layout made for it (or waits for it) rather than
-    computing it again. GET of a page path only, one at a time per URL and query, and only
+    computing it again. GET of a page path only, whose query names only the page's own
+    parameters, one per URL and query, ``PREFETCH_THREADS`` at once and ``PREFETCH_QUEUE``
+    waiting (a flood of distinct URLs costs a bounded queue, not a thread each), and only
     sessions loaded in the request (``SessionStore.loads_here``): a big session's job is the
     page's to start, and how it ended is the page's to say. A failed prefetch, or one the
     callback does not take within ``PREFETCH_FRESH_S``, is left: the callback computes the
     layout itself and says what is wrong."""
     made: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, Future[Any]]] = {}
     lock = threading.Lock()
+    pool = ThreadPoolExecutor(PREFETCH_THREADS, thread_name_prefix="podscope-prefetch")
+    params: dict[str, frozenset[str]] = {}
 
     def key(path: str, query: dict[str, Any]) -> tuple[str, tuple[tuple[str, str], ...]]:
         return path, tuple(sorted((k, str(v)) for k, v in query.items()))
@@ -230,6 +242,11 @@ def _prefetch_pages(server: Flask) -> None:
             return layout.__wrapped__(**query)  # type: ignore[attr-defined]
 
         layout.__wrapped__ = page["layout"]  # type: ignore[attr-defined]
+        params[page["path"]] = frozenset(
+            name
+            for name, p in inspect.signature(page["layout"]).parameters.items()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        )
         page["layout"] = layout
 
     for page in dash.page_registry.values():  # (pages another app here wrapped stay its own)
@@ -244,13 +261,20 @@ def _prefetch_pages(server: Flask) -> None:
         if page is None or not hasattr(page["layout"], "__wrapped__"):
             return
         url, args = request.full_path, request.args.to_dict()
+        if not set(args) <= params.get(page["path"], frozenset()):
+            return  # a query the page does not read: nothing to make ahead
         wanted, future = key(page["path"], args), Future[Any]()
         with lock:
             now = time.monotonic()
             for k in [k for k, (at, _) in made.items() if now - at >= PREFETCH_FRESH_S]:
                 del made[k]
-            if wanted in made:  # one in flight, or made and not taken yet
-                return
+            waiting = sum(not f.done() for _, f in made.values())
+            if (
+                wanted in made
+                or waiting >= PREFETCH_THREADS + PREFETCH_QUEUE
+                or len(made) >= PREFETCH_KEPT
+            ):
+                return  # one in flight or made and not taken yet; or the pool is busy
             made[wanted] = (now, future)
 
         def run() -> None:
@@ -266,7 +290,7 @@ def _prefetch_pages(server: Flask) -> None:
                 logging.getLogger(__name__).debug("prefetch of %s failed", url, exc_info=True)
                 future.set_exception(e)
 
-        threading.Thread(target=run, name="podscope-prefetch", daemon=True).start()
+        pool.submit(run)
 
 
 def _warm_up() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,25 @@ def test_a_page_request_prepares_its_session_before_the_layout_callback(tmp_path
     while not store._items and time.monotonic() < deadline:
         time.sleep(0.05)
     assert [key[0] for key in store._items] == ["s"]  # no callback asked for it
+
+
+def test_distinct_queries_never_start_a_thread_each(tmp_path: Path) -> None:
+    """300 GETs of a page with a junk query key each (what any web page can make a browser
+    send with image tags): no prefetch for keys the page does not read, and the pool's few
+    threads for those it does."""
+    from tests.analyzers.test_breakdown import worker_trace
+
+    (tmp_path / "plugins" / "profile" / "s").mkdir(parents=True)
+    (tmp_path / "plugins" / "profile" / "s" / "h_1.xplane.pb").write_bytes(worker_trace("h_1", 3))
+    client = create_app(AppSettings(logdir=tmp_path, cache_dir=tmp_path / "cache")).server
+    client = client.test_client()
+    before = set(threading.enumerate())
+    for n in range(300):
+        assert client.get(f"/ops?session=s&junk={n}").status_code == 200
+    for n in range(300):  # keys the page reads: distinct values, queued on the pool or dropped
+        assert client.get(f"/ops?session=s&q=k{n}").status_code == 200
+    new = set(threading.enumerate()) - before
+    assert len([t for t in new if t.name.startswith("podscope-prefetch")]) <= 2 and len(new) <= 4
 
 
 def small_and_big(logdir: Path) -> None:
