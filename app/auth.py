@@ -4,77 +4,139 @@
     >>> install(app.server, auth)                      # before the first request
 
 Three ways to authenticate, any of them enough: a shared token (``PODSCOPE_DASHBOARD_TOKEN`` or
-a file), users with hashed passwords in a file (``name:hash`` lines; ``podscope hash-password``
-makes the hash with werkzeug's scrypt), or the user name an authenticating reverse proxy puts
-in a header it sets, when that header is explicitly trusted. A login is kept in Flask's signed
-session cookie (itsdangerous): ``HttpOnly``, ``SameSite=Strict``, ``Secure`` behind TLS.
+a file), users with hashed passwords in a file (``name:hash`` or ``name:capture:hash`` lines;
+``podscope hash-password`` makes the hash with werkzeug's scrypt), or the user name an
+authenticating reverse proxy puts in a header, trusted only on requests from the proxy
+addresses the operator names (``PODSCOPE_TRUSTED_PROXIES``): a direct client's header logs
+nobody in.
+
+**Roles.** Who may capture (make the dashboard call agents with their token) is separate from
+who may view: the token's logins and ``name:capture:hash`` users capture; other users view;
+behind a proxy, users in one of ``PODSCOPE_CAPTURE_GROUPS`` (read from the header
+``PODSCOPE_PROXY_GROUPS_HEADER``) capture. A loopback dashboard without credentials has one
+user, ``local``, who captures.
+
+**Sessions.** A login is a random session id in Flask's signed cookie (itsdangerous):
+``HttpOnly``, ``SameSite=Strict``, ``Secure`` behind TLS; the server keeps the live ids, so
+logging out ends the session for every copy of the cookie, and a restart logs everyone out.
 Without a login, pages redirect to ``/login``; callbacks, uploads and every other request get
-401; each refusal is logged once with the peer's address. Failed logins are logged too, and a peer with 5 failures in 5 minutes
-is refused (429) for the rest of that window. No hand-written crypto: werkzeug checks the
-hashes, ``hmac.compare_digest`` the token, itsdangerous signs the cookie.
+401; each refusal is logged with the peer's address. Only POSTs to ``/login`` count as
+attempts: 5 failures from one address in 5 minutes, or 50 from all addresses together, refuse
+logins (429) for the rest of that window. ``next`` is rebuilt as a path on this server; control
+characters in it are refused (400). No hand-written crypto: werkzeug checks the hashes,
+``hmac.compare_digest`` the token, itsdangerous signs the cookie, ``secrets`` makes the ids.
 """
 
 from __future__ import annotations
 
 import hmac
 import html
+import ipaddress
 import logging
 import secrets
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import flask
 from flask.typing import ResponseReturnValue
+from werkzeug.exceptions import BadRequest
 from werkzeug.security import check_password_hash
 
 log = logging.getLogger("podscope.dashboard")
 
 #: Paths served without a login: the login itself and the container's health check.
 OPEN_PATHS = frozenset({"/login", "/logout", "/healthz"})
-MAX_FAILURES, FAILURE_WINDOW_S = 5, 300
+MAX_FAILURES, MAX_FAILURES_ALL, FAILURE_WINDOW_S = 5, 50, 300
 SESSION_HOURS = 12
+#: The shortest dashboard token a server that serves other machines accepts.
+MIN_TOKEN_CHARS = 16
+VIEW, CAPTURE = "view", "capture"
+ROLES = (VIEW, CAPTURE)
 
 
 class AuthError(ValueError):
-    """The credentials configuration cannot be used (an unreadable or malformed file)."""
+    """The credentials configuration cannot be used (an unreadable or malformed file, or a
+    proxy header with no proxy named)."""
 
 
 @dataclass(frozen=True)
 class AuthSettings:
     """Attributes:
-    token: a shared token (``PODSCOPE_DASHBOARD_TOKEN`` or ``..._TOKEN_FILE``).
+    token: a shared token (``PODSCOPE_DASHBOARD_TOKEN`` or ``..._TOKEN_FILE``); its logins
+        capture.
     users: user name → werkzeug password hash (``PODSCOPE_USERS_FILE``).
+    capture_users: the users who may capture (``name:capture:hash`` lines); the others view.
     proxy_header: a header an authenticating reverse proxy sets to the user name
-        (``PODSCOPE_TRUST_PROXY_HEADER``); trusted only when configured.
+        (``PODSCOPE_TRUST_PROXY_HEADER``), read only on requests from ``trusted_proxies``.
+    trusted_proxies: the proxy's addresses or networks (``PODSCOPE_TRUSTED_PROXIES``).
+    proxy_groups_header: the header the proxy lists the user's groups in, comma- or
+        space-separated (``PODSCOPE_PROXY_GROUPS_HEADER``).
+    capture_groups: groups whose users capture (``PODSCOPE_CAPTURE_GROUPS``).
     secure_cookies: mark the session cookie ``Secure`` (serve behind TLS).
-    secret_key: signs session cookies (None: a random key per process, so a restart logs
-        everyone out; set ``PODSCOPE_SECRET_KEY`` for several server processes).
+    secret_key: signs session cookies (None: a random key per process).
+
+    Raises:
+        AuthError: a proxy header without trusted proxies, or a proxy that is not an address
+            or network.
     """
 
     token: str | None = None
     users: Mapping[str, str] = field(default_factory=dict)
+    capture_users: frozenset[str] = frozenset()
     proxy_header: str | None = None
+    trusted_proxies: tuple[str, ...] = ()
+    proxy_groups_header: str | None = None
+    capture_groups: frozenset[str] = frozenset()
     secure_cookies: bool = False
     secret_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.proxy_header and not self.trusted_proxies:
+            raise AuthError(
+                f"PODSCOPE_TRUST_PROXY_HEADER={self.proxy_header} is trusted only from the "
+                "proxy: name its addresses in PODSCOPE_TRUSTED_PROXIES (e.g. 10.0.0.5 or "
+                "10.0.0.0/24); without them any client could set the header and log in"
+            )
+        self.proxy_networks()
 
     @property
     def enabled(self) -> bool:
         return bool(self.token or self.users or self.proxy_header)
 
-    def check(self, user: str, secret: str) -> str | None:
-        """The logged-in name for these credentials, or None."""
+    def proxy_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        try:
+            return [ipaddress.ip_network(p.strip(), strict=False) for p in self.trusted_proxies]
+        except ValueError as e:
+            raise AuthError(f"PODSCOPE_TRUSTED_PROXIES: {e}") from None
+
+    def check(self, user: str, secret: str) -> tuple[str, str] | None:
+        """(the logged-in name, its role) for these credentials, or None."""
         if self.token and hmac.compare_digest(secret.encode(), self.token.encode()):
-            return user or "token"
+            return user or "token", CAPTURE
         hashed = self.users.get(user)
         if hashed and check_password_hash(hashed, secret):
-            return user
+            return user, CAPTURE if user in self.capture_users else VIEW
         return None
+
+    def from_proxy(self, remote_addr: str | None) -> bool:
+        """Whether a request from ``remote_addr`` came through a trusted proxy."""
+        if not self.proxy_header or not remote_addr:
+            return False
+        try:
+            address = ipaddress.ip_address(remote_addr)
+        except ValueError:
+            return False
+        return any(address in n for n in self.proxy_networks())
+
+    def proxy_role(self, groups: str | None) -> str:
+        named = {g.strip() for g in (groups or "").replace(",", " ").split()}
+        return CAPTURE if named & self.capture_groups else VIEW
 
 
 def read_token(path: Path) -> str:
@@ -92,8 +154,9 @@ def read_token(path: Path) -> str:
     return token
 
 
-def read_users(path: Path) -> dict[str, str]:
-    """``name:hash`` lines (``#`` comments and blank lines skipped).
+def read_users(path: Path) -> tuple[dict[str, str], frozenset[str]]:
+    """``name:hash`` (views) and ``name:capture:hash`` (captures) lines, ``#`` comments and
+    blank lines skipped: (name → hash, the names who capture).
 
     Raises:
         AuthError: unreadable, or a line without a werkzeug hash.
@@ -102,52 +165,114 @@ def read_users(path: Path) -> dict[str, str]:
         text = path.read_text()
     except OSError as e:
         raise AuthError(f"cannot read the users file {path}: {e}") from None
-    users = {}
+    users, capture = {}, set()
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         name, sep, hashed = line.strip().partition(":")
+        role, _, rest = hashed.partition(":")
+        if role in ROLES:  # a werkzeug hash starts with its method (scrypt, pbkdf2)
+            hashed = rest
+            if role == CAPTURE:
+                capture.add(name)
         if not sep or not name or "$" not in hashed:
             raise AuthError(
-                f"{path}:{n}: expected name:hash (make the hash with podscope hash-password)"
+                f"{path}:{n}: expected name:hash or name:capture:hash (make the hash with "
+                "podscope hash-password)"
             )
         users[name] = hashed
     if not users:
         raise AuthError(f"{path} lists no users")
-    return users
+    return users, frozenset(capture)
 
 
 class _Failures:
-    """Failed logins per peer address within the window (one server process)."""
+    """Failed logins per peer address and in all, within the window (one server process)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._times: dict[str, deque[float]] = defaultdict(deque)
+        self._all: deque[float] = deque()
 
-    def _recent(self, peer: str, now: float) -> deque[float]:
-        times = self._times[peer]
+    @staticmethod
+    def _recent(times: deque[float], now: float) -> deque[float]:
         while times and now - times[0] > FAILURE_WINDOW_S:
             times.popleft()
         return times
 
-    def blocked(self, peer: str) -> bool:
+    def blocked(self, peer: str) -> str | None:
+        """Why logins from ``peer`` are refused now, or None."""
         with self._lock:
-            return len(self._recent(peer, time.monotonic())) >= MAX_FAILURES
+            now = time.monotonic()
+            if len(self._recent(self._times[peer], now)) >= MAX_FAILURES:
+                return "too many failures from it"
+            if len(self._recent(self._all, now)) >= MAX_FAILURES_ALL:
+                return "too many failures from all addresses"
+            return None
 
     def add(self, peer: str) -> None:
         with self._lock:
-            self._recent(peer, time.monotonic()).append(time.monotonic())
+            now = time.monotonic()
+            self._recent(self._times[peer], now).append(now)
+            self._recent(self._all, now).append(now)
+            if len(self._times) > 10_000:  # addresses with no failure left in the window
+                for old in [p for p, t in self._times.items() if not self._recent(t, now)]:
+                    del self._times[old]
 
     def clear(self, peer: str) -> None:
         with self._lock:
             self._times.pop(peer, None)
 
 
-def _safe_next(target: str | None) -> str:
-    """Only a path on this server (never ``//host`` or a scheme)."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+@dataclass
+class _Sessions:
+    """The live logins: session id → (user, role, expiry); one server process."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    live: dict[str, tuple[str, str, float]] = field(default_factory=dict)
+
+    def start(self, user: str, role: str) -> str:
+        sid = secrets.token_urlsafe(32)
+        with self.lock:
+            now = time.monotonic()
+            for old in [s for s, (_, _, until) in self.live.items() if until <= now]:
+                del self.live[old]
+            self.live[sid] = (user, role, now + SESSION_HOURS * 3600)
+        return sid
+
+    def get(self, sid: object) -> tuple[str, str] | None:
+        if not isinstance(sid, str):
+            return None
+        with self.lock:
+            found = self.live.get(sid)
+        if found is None or found[2] <= time.monotonic():
+            return None
+        return found[0], found[1]
+
+    def end(self, sid: object) -> None:
+        if isinstance(sid, str):
+            with self.lock:
+                self.live.pop(sid, None)
+
+
+def safe_next(target: str | None) -> str:
+    """``target`` rebuilt as a path on this server (never ``//host``, a scheme or a host):
+    its path and query only, ``/`` when it names anything else.
+
+    Raises:
+        werkzeug.exceptions.BadRequest: control characters in it.
+    """
+    if not target:
         return "/"
-    return target
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in target):
+        raise BadRequest("control characters in next")
+    try:
+        parts = urlsplit(target)
+    except ValueError:
+        return "/"
+    if parts.scheme or parts.netloc or "\\" in parts.path or not parts.path.startswith("/"):
+        return "/"
+    return urlunsplit(("", "", "/" + parts.path.lstrip("/"), parts.query, ""))
 
 
 def _login_page(auth: AuthSettings, message: str = "", next_path: str = "/") -> str:
@@ -174,22 +299,46 @@ margin-top:.2rem;box-sizing:border-box}}button{{padding:.5rem}}.err{{color:#ff87
 <button type="submit">Log in</button></form></body></html>"""
 
 
+def _who(auth: AuthSettings) -> tuple[str, str] | None:
+    """(user, role) of this request, or None."""
+    if not auth.enabled:
+        return "local", CAPTURE
+    request = flask.request
+    if auth.proxy_header and auth.from_proxy(request.remote_addr):
+        name = request.headers.get(auth.proxy_header)
+        if name:
+            groups = request.headers.get(auth.proxy_groups_header or "") or None
+            return name, auth.proxy_role(groups)
+    sessions = flask.current_app.extensions.get("podscope_sessions")
+    return sessions.get(flask.session.get("sid")) if sessions is not None else None
+
+
 def current_user(auth: AuthSettings) -> str | None:
     """Who is logged in on this request (the trusted proxy's header, else the session), or None;
     "local" when no credentials are configured (a loopback-only dashboard)."""
-    if not auth.enabled:
-        return "local"
-    if auth.proxy_header:
-        name = flask.request.headers.get(auth.proxy_header)
-        if name:
-            return name
-    name = flask.session.get("user")
-    return name if isinstance(name, str) else None
+    who = _who(auth)
+    return who[0] if who else None
 
 
-def install(server: flask.Flask, auth: AuthSettings) -> None:
+def may_capture(auth: AuthSettings) -> bool:
+    """Whether this request's user may capture (call agents with their token)."""
+    who = _who(auth)
+    return who is not None and who[1] == CAPTURE
+
+
+def _runs(request: flask.Request, outputs: Iterable[str]) -> bool:
+    """Whether ``request`` runs a Dash callback with an output among component ``outputs``."""
+    if request.method != "POST" or request.path != "/_dash-update-component" or not outputs:
+        return False
+    body = request.get_json(silent=True)
+    output = str(body.get("output", "")) if isinstance(body, dict) else ""
+    return any(f"{o}." in output for o in outputs)
+
+
+def install(server: flask.Flask, auth: AuthSettings, capture_outputs: Iterable[str] = ()) -> None:
     """Guards every route of ``server`` (a Dash app's Flask server) with ``auth``; nothing is
-    guarded when no credentials are configured (a loopback-only dashboard)."""
+    guarded when no credentials are configured (a loopback-only dashboard). The Dash callbacks
+    whose output is a component of ``capture_outputs`` answer 403 to users who only view."""
     if not auth.enabled:
         return
     server.secret_key = auth.secret_key or secrets.token_hex(32)
@@ -200,15 +349,35 @@ def install(server: flask.Flask, auth: AuthSettings) -> None:
         SESSION_COOKIE_SECURE=auth.secure_cookies,
         PERMANENT_SESSION_LIFETIME=timedelta(hours=SESSION_HOURS),
     )
-    failures = _Failures()
-
-    def user() -> str | None:
-        return current_user(auth)
+    failures, sessions = _Failures(), _Sessions()
+    server.extensions["podscope_sessions"] = sessions
+    spoofed: dict[str, float] = {}
 
     @server.before_request
     def require_login() -> ResponseReturnValue | None:
         request = flask.request
-        if request.path in OPEN_PATHS or user():
+        if (
+            auth.proxy_header
+            and request.headers.get(auth.proxy_header)
+            and not auth.from_proxy(request.remote_addr)
+        ):
+            peer = request.remote_addr or "?"
+            if time.monotonic() - spoofed.get(peer, -1e9) > 60:  # once a minute per address
+                spoofed[peer] = time.monotonic()
+                log.warning(
+                    "ignored %s from %s: not a trusted proxy (PODSCOPE_TRUSTED_PROXIES)",
+                    auth.proxy_header,
+                    peer,
+                )
+        who = None if request.path in OPEN_PATHS else _who(auth)
+        if who is not None and who[1] != CAPTURE and _runs(request, capture_outputs):
+            log.warning("refused a capture by %s from %s: they view", who[0], request.remote_addr)
+            return flask.Response(
+                '{"error": "your login may view, not capture"}',
+                status=403,
+                mimetype="application/json",
+            )
+        if request.path in OPEN_PATHS or who is not None:
             return None
         log.warning(
             "refused %s %s from %s: not logged in",
@@ -225,25 +394,29 @@ def install(server: flask.Flask, auth: AuthSettings) -> None:
     def login() -> ResponseReturnValue:
         request = flask.request
         peer = request.remote_addr or "?"
-        next_path = _safe_next(request.values.get("next"))
-        if request.method == "GET":
+        next_path = safe_next(request.values.get("next"))
+        if request.method != "POST":  # GET, HEAD: the page; only a POST is an attempt
             return _login_page(auth, next_path=next_path)
-        if failures.blocked(peer):
-            log.warning("login refused from %s: too many failures", peer)
+        why = failures.blocked(peer)
+        if why is not None:
+            log.warning("login refused from %s: %s", peer, why)
             return _login_page(auth, "Too many failed logins: try again later.", next_path), 429
-        name = auth.check(request.form.get("user", ""), request.form.get("secret", ""))
-        if name is None:
+        found = auth.check(request.form.get("user", ""), request.form.get("secret", ""))
+        if found is None:
             failures.add(peer)
             log.warning("failed login from %s (user %r)", peer, request.form.get("user", ""))
             return _login_page(auth, "Wrong user, password or token.", next_path), 401
         failures.clear(peer)
+        name, role = found
+        sessions.end(flask.session.get("sid"))
         flask.session.clear()
-        flask.session["user"] = name
+        flask.session["sid"] = sessions.start(name, role)
         flask.session.permanent = True
-        log.info("login of %s from %s", name, peer)
+        log.info("login of %s (%s) from %s", name, role, peer)
         return flask.redirect(next_path)
 
     @server.route("/logout", methods=["GET", "POST"])
     def logout() -> ResponseReturnValue:
+        sessions.end(flask.session.get("sid"))  # every copy of the cookie ends here
         flask.session.clear()
         return flask.redirect("/login")

@@ -88,6 +88,7 @@ def settings_from_env() -> AppSettings:
 
 def check_exposure(settings: AppSettings) -> None:
     """Refuses to serve other machines with nobody asked to log in, and says how to fix it."""
+    from app.auth import MIN_TOKEN_CHARS
     from collectors.agent import is_loopback
 
     if is_loopback(settings.host):
@@ -98,17 +99,21 @@ def check_exposure(settings: AppSettings) -> None:
             f"podscope: error: --host {settings.host} serves other machines and nobody would be "
             "asked to log in. Configure a login: PODSCOPE_DASHBOARD_TOKEN=<secret> (or "
             "PODSCOPE_DASHBOARD_TOKEN_FILE=<file>), PODSCOPE_USERS_FILE=<file of name:hash lines "
-            "from `podscope hash-password`>, or PODSCOPE_TRUST_PROXY_HEADER=<header> behind an "
-            "authenticating reverse proxy; or bind 127.0.0.1.",
+            "from `podscope hash-password`>, or PODSCOPE_TRUST_PROXY_HEADER=<header> with "
+            "PODSCOPE_TRUSTED_PROXIES=<its addresses> behind an authenticating reverse proxy; "
+            "or bind 127.0.0.1.",
             err=True,
         )
         raise click.exceptions.Exit(2)
-    if auth.proxy_header and not (auth.token or auth.users):
+    if auth.token and len(auth.token) < MIN_TOKEN_CHARS:
         click.echo(
-            f"podscope: warning: anyone who reaches {settings.host}:{settings.port} directly can "
-            f"set {auth.proxy_header}: let only the proxy reach this port.",
+            f"podscope: error: --host {settings.host} serves other machines and the dashboard "
+            f"token has {len(auth.token)} characters: anyone who can reach the port can guess "
+            f"that. Use at least {MIN_TOKEN_CHARS} (python -c 'import secrets; "
+            "print(secrets.token_urlsafe(24))'), or bind 127.0.0.1.",
             err=True,
         )
+        raise click.exceptions.Exit(2)
 
 
 def _stop_on_signals() -> None:
@@ -286,9 +291,14 @@ def export_command(session: Path, chrome_json: Path) -> None:
 
 @click.command("hash-password")
 @click.argument("user")
-def hash_password_command(user: str) -> None:
-    """Print a PODSCOPE_USERS_FILE line (name:hash, werkzeug's scrypt) for USER, the name to log
-    in with, and a password typed twice."""
+@click.option(
+    "--capture",
+    is_flag=True,
+    help="USER may capture (calls the workers' agents); without it, USER views.",
+)
+def hash_password_command(user: str, capture: bool) -> None:
+    """Print a PODSCOPE_USERS_FILE line (name:hash, or name:capture:hash; werkzeug's scrypt)
+    for USER, the name to log in with, and a password typed twice."""
     from werkzeug.security import generate_password_hash
 
     if ":" in user or not user.strip():
@@ -297,4 +307,5 @@ def hash_password_command(user: str) -> None:
     if len(password) < 8:
         click.echo("podscope: error: use at least 8 characters", err=True)
         raise click.exceptions.Exit(2)
-    click.echo(f"{user}:{generate_password_hash(password)}")
+    role = "capture:" if capture else ""
+    click.echo(f"{user}:{role}{generate_password_hash(password)}")

@@ -9,6 +9,7 @@ callbacks reach it through ``current()``. Two apps in one process each keep thei
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,14 +57,37 @@ class AppContext:
     def capture_targets(self, addresses: str | None, manifest: str | None) -> list[Target]:
         """Workers to capture: the addresses given, else an engine cluster manifest, read only
         under the logdir or the served cluster's run folder, and only when it is a regular
-        file of at most ``MAX_MANIFEST_BYTES``.
+        file of at most ``MAX_MANIFEST_BYTES``. Behind a login, an address given must be one
+        the dashboard may call (``may_call``): the agents' token goes nowhere else.
 
         Raises:
-            collectors.errors.CaptureError: neither given, or a manifest elsewhere, too big or
-                unreadable.
+            collectors.errors.CaptureError: neither given, a manifest elsewhere, too big or
+                unreadable, or an address the dashboard may not call.
         """
         path = self.allowed_manifest(manifest) if manifest and not addresses else None
-        return targets_from(addresses or None, path)
+        targets = targets_from(addresses or None, path)
+        if addresses and self.settings.auth.enabled:
+            refused = [t.address for t in targets if not self.may_call(t.address)]
+            if refused:
+                raise CaptureError(
+                    f"{', '.join(refused[:5])}: not an agent this dashboard may call. It calls "
+                    "the workers of the served cluster and the addresses matching "
+                    "PODSCOPE_AGENT_ALLOW (host:port patterns, e.g. 10.0.1.*:6010), which the "
+                    "operator sets"
+                )
+        return targets
+
+    def may_call(self, address: str) -> bool:
+        """Whether ``address`` is the served cluster's worker or matches ``agent_allow``."""
+        if any(fnmatch.fnmatchcase(address, p) for p in self.settings.agent_allow):
+            return True
+        served = self.settings.cluster_manifest
+        if served is None:
+            return False
+        try:
+            return address in {t.address for t in targets_from(None, served)}
+        except CaptureError:
+            return False
 
     def allowed_manifest(self, manifest: str) -> Path:
         """``manifest`` (a file, or a folder holding ``cluster.json``), when it may be read.

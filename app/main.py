@@ -35,6 +35,8 @@ from app import ids
 from app.auth import current_user
 from app.auth import install as install_auth
 from app.context import AppContext, attach, current
+from app.hosts import answered_names
+from app.hosts import install as install_hosts
 from app.settings import AppSettings
 from app.store import SessionStore
 from trace_parsers.schema import SCHEMA, empty_frame
@@ -167,7 +169,8 @@ def create_app(config: AppSettings) -> dash.Dash:
         ),
     )
     attach(app.server, context)
-    install_auth(app.server, config.auth)
+    install_hosts(app.server, answered_names(config.host, config.allowed_hosts))  # first
+    install_auth(app.server, config.auth, capture_outputs=(ids.CAP_RESULT,))
     app.server.config["MAX_CONTENT_LENGTH"] = (
         config.max_upload_mb * 2**20 * 4 // 3 + 2**20
     )  # base64 overhead
@@ -250,7 +253,12 @@ def _prefetch_pages(server: Flask) -> None:
         page["layout"] = layout
 
     for page in dash.page_registry.values():  # (pages another app here wrapped stay its own)
-        if callable(page["layout"]) and not hasattr(page["layout"], "__wrapped__"):
+        fn = page["layout"]
+        if (
+            callable(fn)
+            and not hasattr(fn, "__wrapped__")
+            and not getattr(fn, "per_user", False)  # made for who asks: never ahead
+        ):
             taking(page)
 
     @server.before_request

@@ -161,7 +161,8 @@ def start(
         host: interface to bind (127.0.0.1 by default; 0.0.0.0 to serve other machines).
         repository_root: where traces are kept (default: a new temporary folder).
         token: shared secret the collector must send; required when ``host`` is not a
-            loopback address (``AgentError`` otherwise).
+            loopback address, and then of at least ``MIN_TOKEN_CHARS`` (``AgentError``
+            otherwise).
         strategy: the job's tf.distribute strategy class name (collectors plan safe captures).
         task: this process's (task type, index), e.g. ("worker", 1); None reads it from the
             ``TF_CONFIG`` environment variable, once, here (an empty role when unset).
@@ -181,14 +182,21 @@ def start(
         The running agent.
 
     Raises:
-        AgentError: a non-loopback ``host`` without a ``token``.
+        AgentError: a non-loopback ``host`` without a ``token``, or with a short one.
         OSError: the port could not be bound.
     """
-    if token is None and not is_loopback(host):
-        raise AgentError(
-            f"binding {host} serves other machines: pass a token (the collectors send it; "
-            "PODSCOPE_TOKEN for the engine), or bind 127.0.0.1"
-        )
+    if not is_loopback(host):
+        if token is None:
+            raise AgentError(
+                f"binding {host} serves other machines: pass a token (the collectors send it; "
+                "PODSCOPE_TOKEN for the engine), or bind 127.0.0.1"
+            )
+        if len(token) < MIN_TOKEN_CHARS:
+            raise AgentError(
+                f"binding {host} serves other machines and the token has {len(token)} "
+                f"characters: anyone who reaches the port can guess that. Use at least "
+                f"{MIN_TOKEN_CHARS} (python -c 'import secrets; print(secrets.token_urlsafe(24))')"
+            )
     if tf is None:
         import tensorflow as tf  # type: ignore[no-redef]
     if tf_profiler_port is not None:
@@ -217,6 +225,10 @@ def start(
         door=door,
     )
     return Agent(f"{host}:{server.port}", root, profiler_address or "", server)
+
+
+#: The shortest token an agent that serves other machines accepts.
+MIN_TOKEN_CHARS = 16
 
 
 class AgentError(ValueError):

@@ -11,6 +11,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, dcc, html
 
 from app import ids
+from app.auth import current_user, may_capture
 from app.background import manager
 from app.context import current
 from app.pages._common import card
@@ -36,10 +37,20 @@ def _field(label: str, component: Any, width: int = 3) -> dbc.Col:
 def layout(**_: str) -> Any:
     settings = current().settings
     manifest = settings.cluster_manifest
+    viewer = not may_capture(settings.auth)
     return html.Div(
         [
             card(
                 html.H5("Capture a job"),
+                dbc.Alert(
+                    f"Your login ({current_user(settings.auth)}) may view sessions, not "
+                    "capture: capturing calls the workers' agents with their token. Ask for "
+                    "the capture role (a name:capture:hash line in PODSCOPE_USERS_FILE, or a "
+                    "group in PODSCOPE_CAPTURE_GROUPS behind a proxy).",
+                    color="warning",
+                )
+                if viewer
+                else None,
                 html.P(
                     "Workers run the PodScope agent (collectors.agent); traces come back to "
                     f"{profile_root(settings.logdir)}/<session>/.",
@@ -104,11 +115,20 @@ def layout(**_: str) -> Any:
                     ],
                     className="mt-2",
                 ),
-                dbc.Button("Capture", id=ids.CAP_START, color="primary", className="mt-3"),
+                dbc.Button(
+                    "Capture",
+                    id=ids.CAP_START,
+                    color="primary",
+                    className="mt-3",
+                    disabled=viewer,
+                ),
             ),
             card(html.Div(id=ids.CAP_PROGRESS), html.Div(id=ids.CAP_RESULT)),
         ]
     )
+
+
+layout.per_user = True  # type: ignore[attr-defined]  # the role shows: never prefetched
 
 
 def status_table(workers: list[WorkerResult]) -> dbc.Table:

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from werkzeug.security import generate_password_hash
 
-from app.auth import MAX_FAILURES, AuthError, AuthSettings, read_users
+from app.auth import MAX_FAILURES, MAX_FAILURES_ALL, AuthError, AuthSettings, read_users
 from app.cli import cli
 from app.main import create_app
 from app.settings import AppSettings, auth_from_env
@@ -47,7 +47,7 @@ def test_strangers_get_the_login_page_and_401s(
     assert len(refusals) == 5 and all("from 127.0.0.1: not logged in" in m for m in refusals)
 
 
-def test_a_login_opens_every_route_until_logout(tmp_path: Path) -> None:
+def test_a_login_opens_every_route_until_logout_ends_it_for_every_copy(tmp_path: Path) -> None:
     c = client(tmp_path, token=TOKEN)
     r = login(c, TOKEN)
     assert r.status_code == 302 and r.headers["Location"] == "/pod"
@@ -55,7 +55,12 @@ def test_a_login_opens_every_route_until_logout(tmp_path: Path) -> None:
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Secure" not in cookie
     assert c.get("/_dash-layout").status_code == 200 and c.get("/pod").status_code == 200
     assert c.get("/healthz").json["sessions"] == 0
+    saved = c.get_cookie("podscope_session")
+    assert saved is not None
     assert c.get("/logout").status_code == 302
+    assert c.get("/_dash-layout").status_code == 401
+    # the cookie saved before the logout (a copy in another browser, or stolen) is dead too
+    c.set_cookie("podscope_session", saved.value)
     assert c.get("/_dash-layout").status_code == 401
 
 
@@ -64,10 +69,30 @@ def test_secure_cookies_behind_tls(tmp_path: Path) -> None:
     assert "Secure" in r.headers["Set-Cookie"]
 
 
-@pytest.mark.parametrize("target", ["//evil.example/x", "https://evil.example", "\\\\evil", ""])
-def test_after_login_only_this_server(tmp_path: Path, target: str) -> None:
+@pytest.mark.parametrize(
+    ("target", "location"),
+    [
+        ("//evil.example/x", "/"),
+        ("https://evil.example", "/"),
+        ("\\\\evil", "/"),
+        ("", "/"),
+        ("/ops?session=a&q=b", "/ops?session=a&q=b"),
+        ("///evil.example/x", "/evil.example/x"),  # a path on this server
+        ("/pod#frag", "/pod"),
+    ],
+)
+def test_after_login_only_this_server(tmp_path: Path, target: str, location: str) -> None:
     r = login(client(tmp_path, token=TOKEN), TOKEN, next_path=target)
-    assert r.headers["Location"] == "/"
+    assert r.headers["Location"] == location
+
+
+@pytest.mark.parametrize("target", ["/%09/evil.example", "/%0a/x", "/%7f", "/%0d%0aSet-Cookie:x"])
+def test_control_characters_in_next_are_refused(tmp_path: Path, target: str) -> None:
+    c = client(tmp_path, token=TOKEN)
+    assert c.get(f"/login?next={target}").status_code == 400
+    r = c.post(f"/login?next={target}", data={"user": "", "secret": TOKEN})
+    assert r.status_code == 400 and "Location" not in r.headers
+    assert b"Traceback" not in r.data
 
 
 def test_failed_logins_are_logged_and_throttled(
@@ -82,20 +107,103 @@ def test_failed_logins_are_logged_and_throttled(
     assert sum("failed login from 127.0.0.1" in r.getMessage() for r in caplog.records) == 5
 
 
+def test_only_posts_count_as_failed_logins(tmp_path: Path) -> None:
+    c = client(tmp_path, token=TOKEN)
+    for method in ("HEAD", "GET", "OPTIONS"):
+        for _ in range(MAX_FAILURES + 1):
+            assert c.open("/login", method=method).status_code in (200, 204)
+    assert login(c, TOKEN).status_code == 302
+
+
+def test_failed_logins_from_many_addresses_meet_a_global_limit(tmp_path: Path) -> None:
+    c = client(tmp_path, token=TOKEN)
+    guesses = 0
+    for i in range(MAX_FAILURES_ALL // (MAX_FAILURES - 1) + 1):  # under the per-address limit
+        for _ in range(MAX_FAILURES - 1):
+            r = c.post(
+                "/login",
+                data={"user": "", "secret": "guess"},
+                environ_base={"REMOTE_ADDR": f"10.0.{i}.1"},
+            )
+            guesses += r.status_code == 401
+    assert guesses == MAX_FAILURES_ALL
+    fresh = {"REMOTE_ADDR": "10.9.9.9"}
+    assert c.post("/login", data={"secret": TOKEN}, environ_base=fresh).status_code == 429
+
+
 def test_users_with_hashed_passwords(tmp_path: Path) -> None:
     users = tmp_path / "users"
     users.write_text(f"# team\nada:{generate_password_hash('correct horse')}\n")
-    c = client(tmp_path, users=read_users(users))
+    names, capture = read_users(users)
+    c = client(tmp_path, users=names, capture_users=capture)
     assert login(c, "correct horse", user="bob").status_code == 401
     assert login(c, TOKEN, user="ada").status_code == 401
     assert login(c, "correct horse", user="ada").status_code == 302
     assert c.get("/_dash-layout").status_code == 200
 
 
-def test_trusted_proxy_header(tmp_path: Path) -> None:
-    c = client(tmp_path, proxy_header="X-Forwarded-User")
-    assert c.get("/_dash-layout").status_code == 401
-    assert c.get("/_dash-layout", headers={"X-Forwarded-User": "ada"}).status_code == 200
+PROXY = {"proxy_header": "X-Forwarded-User", "trusted_proxies": ("10.1.1.1", "10.2.0.0/16")}
+
+
+def test_a_proxy_header_is_trusted_only_from_the_named_proxies(tmp_path: Path) -> None:
+    with pytest.raises(AuthError, match="PODSCOPE_TRUSTED_PROXIES"):
+        AuthSettings(proxy_header="X-Forwarded-User")
+    with pytest.raises(AuthError, match="PODSCOPE_TRUSTED_PROXIES"):
+        AuthSettings(proxy_header="X-Forwarded-User", trusted_proxies=("not-an-address",))
+    c = client(tmp_path, **PROXY)
+    user = {"X-Forwarded-User": "ada"}
+    assert c.get("/_dash-layout", headers=user).status_code == 401  # straight from 127.0.0.1
+    for proxy in ("10.1.1.1", "10.2.3.4"):
+        r = c.get("/_dash-layout", headers=user, environ_base={"REMOTE_ADDR": proxy})
+        assert r.status_code == 200
+    # the bypass of the attack run: a token login configured too, the header from a client
+    c = client(tmp_path, token=TOKEN, **PROXY)
+    assert c.get("/_dash-layout", headers={"X-Forwarded-User": "mallory"}).status_code == 401
+    r = c.post("/_dash-update-component", json={}, headers={"X-Forwarded-User": "mallory"})
+    assert r.status_code == 401
+
+
+def test_serve_refuses_a_proxy_header_without_its_proxies(tmp_path: Path) -> None:
+    env = {"PODSCOPE_TRUST_PROXY_HEADER": "X-Forwarded-User", "PODSCOPE_DASHBOARD_TOKEN": TOKEN}
+    r = CliRunner().invoke(cli, ["serve", "--logdir", str(tmp_path), "--host", "0.0.0.0"], env=env)
+    assert r.exit_code == 2 and "PODSCOPE_TRUSTED_PROXIES" in r.output
+
+
+def test_a_short_token_is_refused_for_a_public_bind(tmp_path: Path) -> None:
+    env = {"PODSCOPE_DASHBOARD_TOKEN": "x"}
+    r = CliRunner().invoke(cli, ["serve", "--logdir", str(tmp_path), "--host", "0.0.0.0"], env=env)
+    assert r.exit_code == 2 and "1 characters" in r.output and "at least 16" in r.output
+
+
+@pytest.mark.parametrize(
+    ("host", "ok"),
+    [
+        ("localhost:8050", True),
+        ("127.0.0.1:8050", True),
+        ("[::1]:8050", True),
+        ("LOCALHOST", True),
+        ("evil.example:8050", False),  # DNS rebinding: the page's own name
+        ("localhost@evil.example", False),
+        ("127.0.0.1:99999", False),
+        ("", False),
+    ],
+)
+def test_only_the_names_the_server_answers_to(tmp_path: Path, host: str, ok: bool) -> None:
+    c = client(tmp_path)  # a loopback dashboard without a login
+    r = c.get("/_dash-layout", headers={"Host": host})
+    assert (r.status_code == 200) == ok
+    if not ok:
+        assert r.status_code == 400 and b"PODSCOPE_ALLOWED_HOSTS" in r.data
+
+
+def test_allowed_hosts_add_names_and_subdomains(tmp_path: Path) -> None:
+    from app.hosts import answered_names, answers, host_name
+
+    names = answered_names("127.0.0.1", ("podscope.example", ".corp.example"))
+    assert answers(host_name("podscope.example:443"), names)
+    assert answers(host_name("a.b.corp.example"), names)
+    assert not answers(host_name("corp.example.evil"), names)
+    assert not answers(host_name("xpodscope.example"), names)
 
 
 def test_credentials_from_the_environment(tmp_path: Path) -> None:
@@ -118,12 +226,16 @@ def test_serve_refuses_other_machines_without_a_login(tmp_path: Path, how: list[
     assert "PODSCOPE_DASHBOARD_TOKEN" in r.output and "127.0.0.1" in r.output
 
 
-def test_hash_password_prints_a_users_file_line() -> None:
-    r = CliRunner().invoke(cli, ["hash-password", "ada"], input="correct horse\ncorrect horse\n")
+@pytest.mark.parametrize(("flag", "role"), [([], "view"), (["--capture"], "capture")])
+def test_hash_password_prints_a_users_file_line(tmp_path: Path, flag: list[str], role: str) -> None:
+    r = CliRunner().invoke(
+        cli, ["hash-password", "ada", *flag], input="correct horse\ncorrect horse\n"
+    )
     assert r.exit_code == 0, r.output
-    line = r.output.strip().splitlines()[-1]
-    users = dict([line.split(":", 1)])
-    assert AuthSettings(users=users).check("ada", "correct horse") == "ada"
+    (tmp_path / "users").write_text(r.output.strip().splitlines()[-1] + "\n")
+    users, capture = read_users(tmp_path / "users")
+    auth = AuthSettings(users=users, capture_users=capture)
+    assert auth.check("ada", "correct horse") == ("ada", role)
 
 
 def test_capture_page_reads_manifests_only_where_it_may(tmp_path: Path) -> None:
@@ -164,3 +276,81 @@ def test_capture_page_sends_the_agents_token(tmp_path: Path) -> None:
     ):
         alert = run_capture(lambda _: None, 1, address, None, 200, 100, "2", "0", 0, "x", "")
     assert len(traced) == 1 and "1 of 1 worker captured" in str(alert)
+
+
+def run_capture_page(app, addresses: str):  # type: ignore[no-untyped-def]
+    """The Capture page's job for ``addresses``, as Dash runs it (in the app's context)."""
+    run_capture = sys.modules["pages.capture"].run_capture
+    with app.server.test_request_context():
+        return run_capture(lambda _: None, 1, addresses, None, 200, 100, "2", "0", 0, "x", "")
+
+
+class Trap:
+    """A gRPC server that records the metadata of every call it gets (and answers none)."""
+
+    def __init__(self) -> None:
+        from concurrent import futures
+
+        import grpc
+
+        self.metadata: list[dict[str, str]] = []
+        trap = self
+
+        class Handler(grpc.GenericRpcHandler):
+            def service(self, details):  # type: ignore[no-untyped-def]
+                trap.metadata.append(dict(details.invocation_metadata))
+                return None
+
+        self.server = grpc.server(futures.ThreadPoolExecutor(2), handlers=[Handler()])
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+
+def test_the_agents_token_goes_only_to_the_agents_the_operator_named(tmp_path: Path) -> None:
+    """A logged-in user types an address on the Capture page: a server there would receive
+    the agents' token. Behind a login, the dashboard calls only the served cluster's workers
+    and PODSCOPE_AGENT_ALLOW's patterns."""
+    trap = Trap()
+    try:
+        address = f"127.0.0.1:{trap.port}"
+        auth = AuthSettings(token=TOKEN)
+        settings = AppSettings(logdir=tmp_path / "logdir", agent_token="agents-secret", auth=auth)
+        alert = run_capture_page(create_app(settings), address)
+        assert "not an agent this dashboard may call" in str(alert) and not trap.metadata
+        allowed = AppSettings(
+            logdir=tmp_path / "logdir",
+            agent_token="agents-secret",
+            auth=auth,
+            agent_allow=("127.0.0.1:*",),
+        )
+        run_capture_page(create_app(allowed), address)
+        assert trap.metadata and trap.metadata[0]["x-podscope-token"] == "agents-secret"
+    finally:
+        trap.server.stop(0)
+
+
+def test_viewers_cannot_capture(tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    users.write_text(
+        f"ada:{generate_password_hash('ada password')}\n"
+        f"bob:capture:{generate_password_hash('bob password')}\n"
+    )
+    names, capture = read_users(users)
+    c = client(tmp_path, users=names, capture_users=capture)
+    body = {"output": "cap-result.children", "outputs": {}, "inputs": [], "changedPropIds": []}
+    page = sys.modules["pages.capture"]
+
+    def capture_page() -> str:
+        with c:  # the page as the logged-in user's request renders it
+            assert c.get("/capture").status_code == 200
+            return str(page.layout())
+
+    assert login(c, "ada password", user="ada").status_code == 302
+    shown = capture_page()
+    assert "(ada) may view sessions, not capture" in shown and "disabled=True" in shown
+    assert c.post("/_dash-update-component", json=body).status_code == 403
+    assert c.get("/logout").status_code == 302
+    assert login(c, "bob password", user="bob").status_code == 302
+    shown = capture_page()
+    assert "may view sessions" not in shown and "disabled=False" in shown
+    assert c.post("/_dash-update-component", json=body).status_code != 403

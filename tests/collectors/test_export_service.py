@@ -101,7 +101,10 @@ def test_an_agent_on_a_non_loopback_address_needs_a_token(tmp_path: Path) -> Non
             agent.start(host=host, repository_root=tmp_path, tf=object())
     assert agent.is_loopback("127.0.0.1") and agent.is_loopback("::1")
     assert agent.is_loopback("localhost") and not agent.is_loopback("0.0.0.0")
-    ok = agent.start(host="0.0.0.0", token="s3cret", repository_root=tmp_path, tf=object())
+    with pytest.raises(agent.AgentError, match="at least 16"):
+        agent.start(host="0.0.0.0", token="s3cret", repository_root=tmp_path, tf=object())
+    long = "s3cret-s3cret-s3cret"
+    ok = agent.start(host="0.0.0.0", token=long, repository_root=tmp_path, tf=object())
     ok.stop()
     local = agent.start(repository_root=tmp_path, tf=object())  # loopback
     local.stop()
