@@ -134,10 +134,17 @@ def modules(data: bytes, budget: Budget) -> Iterator[Module]:
                     yield decode_module(stat.bytes_value, program_id_of(meta, metadata_id))
 
 
+#: Cost analysis steps allowed per byte of a module, and to every module: the real GPU, ROCm and
+#: TPU samples' modules take 0.02-0.06 steps a byte, so the work stays linear in the input
+#: whatever a module is built to make the analysis do (a 58 KB module: ~70 k steps, ~0.1 s).
+WORK_PER_BYTE, WORK_PER_MODULE = 1, 10_000
+
+
 def _rows(module: Module, rules: str, budget: Budget) -> list[tuple[object, ...]]:
     """One row per instruction of the module's non-fusion computations (``hlo_ops``)."""
+    bound = module.size * WORK_PER_BYTE + WORK_PER_MODULE
     try:
-        costs = module_costs(module, rules, max_work=budget.rows_left())
+        costs = module_costs(module, rules, max_work=min(budget.rows_left(), bound))
     except CostUnknown:
         costs = {}  # malformed, or built to make the analysis quadratic: costs unknown
     rows: list[tuple[object, ...]] = []

@@ -295,6 +295,8 @@ class Module:
     entry: Computation
     #: stack frame id (1-based) → (file, line, column, parent frame id)
     frames: dict[int, tuple[str, int, int, int]] = field(default_factory=dict)
+    #: bytes of the serialized module (what bounds the work spent on it)
+    size: int = 0
 
     def instructions(self) -> Iterator[Instruction]:
         for c in self.computations:
@@ -427,7 +429,7 @@ def decode_module(data: bytes, program_id: int) -> Module:
         if 0 < f.file_location_id <= len(locations):
             file, loc = locations[f.file_location_id - 1]
             frames[n] = (file, loc.line, loc.column, f.parent_frame_id)
-    return Module(proto.name, program_id, ordered, entry, frames)
+    return Module(proto.name, program_id, ordered, entry, frames, size=len(data))
 
 
 #: Opcodes XLA counts as elementwise (``HloInstruction::IsElementwise``; a fusion is not).

@@ -246,3 +246,41 @@ def _space_with(m: Module) -> bytes:
         m.module.name, stats={"Hlo Proto": m.proto.SerializeToString()}
     )
     return b.bytes()
+
+
+def test_the_work_on_a_module_is_bounded_by_its_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quadratic module, 2,000 long (3 M steps of XLA's analysis, ~5 s of Python): parsed
+    within WORK_PER_BYTE steps a byte, its costs unknown and its instructions still listed."""
+    import trace_parsers.hlo_cost as hc
+    from trace_parsers.hlo import WORK_PER_BYTE, WORK_PER_MODULE
+
+    n = 2000
+    m = Module()
+    f = m.computation("fused", fusion=True)
+    m.add(f, "p", "parameter", (F32, (8,)), parameter_number=0)
+    prev = "p"
+    for k in range(n):
+        m.add(f, f"neg.{k}", "negate", (F32, (8,)), prev)
+        m.add(f, f"slice.{k}", "slice", (F32, (8,)), f"neg.{k}")
+        prev = f"neg.{k}"
+    m.add(
+        f, "out", "tuple", (13, ()), *[f"slice.{k}" for k in range(n)], tuple=[(F32, (8,), 0)] * n
+    )
+    e = m.entry()
+    m.add(e, "x", "parameter", (F32, (8,)), parameter_number=0)
+    m.add(e, "fusion", "fusion", (13, ()), "x", calls=["fused"], tuple=[(F32, (8,), 0)] * n)
+    size = len(m.proto.SerializeToString())
+    steps: list[int] = []
+    real = hc._Shared
+
+    class Counted(real):  # type: ignore[misc,valid-type]
+        def charge(self, n: int) -> None:
+            try:
+                super().charge(n)
+            finally:
+                steps.append(self.work)
+
+    monkeypatch.setattr(hc, "_Shared", Counted)
+    rows = hlo_ops(_space_with(m), worker="w", rules="gpu")
+    assert steps and max(steps) <= size * WORK_PER_BYTE + WORK_PER_MODULE + n
+    assert set(rows["hlo_op"].astype(str)) == {"x", "fusion"} and rows["flops"].isna().all()
