@@ -11,7 +11,9 @@ memory stays bounded.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -19,10 +21,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from analyzers.execution import ExecConfig, ExecutionError, run_session
+from analyzers.execution import ExecConfig, ExecutionError, WorkerPart, run_session
 from analyzers.session import SessionAnalysis
 from trace_parsers import TraceParseError, layout, load
-from trace_parsers.loader import format_of, session_folders, trace_files, worker_label
+from trace_parsers.loader import format_of, scan, session_folders, trace_files, worker_label
 from trace_parsers.schema import PARSER_VERSION
 
 #: Characters an uploaded file name may keep; others become ``_``.
@@ -280,7 +282,7 @@ class SessionStore:
             files, config, load_events=lambda: load(path, cache=True, cache_dir=self.cache_dir)
         )
         with self._lock:
-            self._failures[key] = tuple(f"{p.worker}: {p.error}" for p in run.failures)
+            self._failures[key] = _failures(path, run.failures)
         return run.analysis
 
     def _keep(self, key: tuple[object, ...], analysis: SessionAnalysis) -> None:
@@ -329,7 +331,7 @@ class SessionStore:
         self._keep(key, run.analysis)
         with self._lock:
             self._jobs.pop(key, None)
-            self._failures[key] = tuple(f"{p.worker}: {p.error}" for p in run.failures)
+            self._failures[key] = _failures(path, run.failures)
         job.finished.set()
 
     def job(self, session: str) -> Job | None:
@@ -345,7 +347,8 @@ class SessionStore:
                     job.cancel_requested.set()
 
     def failures(self, session: str) -> tuple[str, ...]:
-        """Workers of the session's last per-worker analysis that could not be parsed."""
+        """Files of the session's last analysis that were not read (``trace_parsers.scan``:
+        links out, FIFOs, files past the limit…) or could not be parsed."""
         with self._lock:
             return next((f for k, f in self._failures.items() if k[0] == session), ())
 
@@ -361,6 +364,9 @@ class SessionStore:
 
         Returns:
             The session and the workers saved, and one "name: reason" per rejected file.
+
+        Raises:
+            SessionError: the logdir cannot be written (says what to change).
         """
         staged: list[tuple[str, bytes]] = []
         errors = []
@@ -378,14 +384,40 @@ class SessionStore:
             staged.append((_distinct(safe, suffix, {n for n, _ in staged}), data))
         if not staged:
             return ImportResult("", (), tuple(errors))
-        folder = layout.new_session_dir(self.logdir, prefix="upload_")  # reserved, empty
-        tmp = folder.with_name(f".{folder.name}.partial")
-        tmp.mkdir()
-        for safe, data in staged:
-            (tmp / safe).write_bytes(data)
-        tmp.replace(folder)  # onto the empty reserved folder: the session appears whole
+        tmp: Path | None = None
+        try:
+            folder = layout.new_session_dir(self.logdir, prefix="upload_")  # reserved, empty
+            tmp = folder.with_name(f".{folder.name}.partial")
+            tmp.mkdir()
+            for safe, data in staged:
+                (tmp / safe).write_bytes(data)
+            tmp.replace(folder)  # onto the empty reserved folder: the session appears whole
+        except (OSError, layout.LayoutError) as e:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise SessionError(_unwritable(self.logdir, e)) from None
         saved = tuple(worker_label(Path(safe)) for safe, _ in staged)
         return ImportResult(folder.name, saved, tuple(errors))
+
+
+def _unwritable(logdir: Path, e: Exception) -> str:
+    """What to change when the logdir cannot take an upload."""
+    why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    who = f"uid {uid}" if uid is not None else "this server's user"
+    return (
+        f"The upload was not saved: {logdir} cannot be written ({why}). It must be writable "
+        f"by {who}, the user this server runs as: make the folder writable by {who}, or run "
+        "the server as the folder's owner (in Docker, `--user $(id -u):$(id -g)` for a bind "
+        "mount of your folder, or a named volume)."
+    )
+
+
+def _failures(folder: Path, parts: Sequence[WorkerPart]) -> tuple[str, ...]:
+    """What a session's page lists as not shown: the folder's refused files, the workers that
+    failed to parse."""
+    refused = [f"{Path(str(e.path)).name}: {e.reason}" for e in scan(folder).refused]
+    return (*refused, *(f"{p.worker}: {p.error}" for p in parts))
 
 
 def _distinct(name: str, suffix: str, taken: set[str]) -> str:

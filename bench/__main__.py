@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import android, app_latency, pod, scale, transfer
+from bench import android, app_latency, folders, pod, scale, transfer
 from bench.synth import ensure_capture
 from bench.tf_capture import ensure_tf_capture
 
@@ -178,6 +178,9 @@ def main() -> None:
     ap.add_argument(
         "--only-app", action="store_true", help="only the dashboard in Chromium (app_latency)"
     )
+    ap.add_argument(
+        "--no-folders", action="store_true", help="skip the many-files sessions (bench.folders)"
+    )
     args = ap.parse_args()
     if args.only_app:
         tf_path = ensure_tf_capture(OUT, args.tf_steps)
@@ -207,6 +210,8 @@ def main() -> None:
     android.report(android.bench_android(OUT, args.android_mb, args.repeat))
     if args.transfer_mb:
         transfer.report(transfer.bench_transfer(args.transfer_mb, args.repeat), args.transfer_mb)
+    if not args.no_folders:
+        folders.report(folders.bench_folders(args.repeat))
     if args.scale_workers:
         scale.report(args.scale_workers, args.repeat)
 

@@ -31,12 +31,16 @@ STEPS = 4000  # 1.208 M events per worker
 
 
 def session(root: Path, n: int, source: Path) -> Path:
-    """``n`` workers, each a hard link to one 1.2 M-event capture (parsed without the cache)."""
+    """``n`` workers, each a name of one copy of a 1.2 M-event capture (parsed without the
+    cache): hard links within the folder, as a session may hold (one to a file outside it is
+    refused by the loader)."""
     folder = root / f"n{n}"
     if not folder.exists():
         folder.mkdir(parents=True)
-        for i in range(n):
-            os.link(source, folder / f"10.1.{i // 250}.{i % 250}_6000.xplane.pb")
+        names = [folder / f"10.1.{i // 250}.{i % 250}_6000.xplane.pb" for i in range(n)]
+        shutil.copyfile(source, names[0])
+        for name in names[1:]:
+            os.link(names[0], name)
     return folder
 
 
@@ -124,12 +128,7 @@ XPROF_OPS = (
 def small_session_ops(capture: Path, root: Path, repeat: int) -> dict[str, float]:
     """``podscope ops`` (a whole process, no cache) against XProf's framework_op_stats on
     the same 4 copies of ``capture``."""
-    folder = root / "ops4"
-    folder.mkdir(parents=True, exist_ok=True)
-    for i in range(4):
-        target = folder / f"10.2.0.{i}_6000.xplane.pb"
-        if not target.exists():
-            os.link(capture, target)
+    folder = session(root / "ops", 4, capture)
     ours = _whole_process(
         [sys.executable, "-m", "app", "ops", str(folder), "--no-cache", "--csv"], repeat
     )

@@ -19,9 +19,12 @@ One bad worker file does not lose the others: they load, and the failure is list
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import stat
 import zlib
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,47 +107,146 @@ SUFFIXES = tuple(s for f in PARSERS.values() for s in f.suffixes)
 def worker_label(path: Path) -> str:
     """The worker label of a capture file: its name without the format suffix, or its whole
     name when another capture file beside it has the same label (``w.xplane.pb`` and
-    ``w.xplane.pb.gz`` are two workers, never one with both files' events)."""
+    ``w.xplane.pb.gz`` are two workers, never one with both files' events). The folder is
+    listed once per change of it, however many of its files are labelled."""
     label = layout.worker_label(path, SUFFIXES)
+    folder = path.parent
     try:
-        siblings = os.listdir(path.parent) if path.parent != Path(".") or path.exists() else []
+        changed = os.stat(folder).st_mtime_ns
     except OSError:
-        siblings = []
-    clash = any(
-        n != path.name and n.endswith(SUFFIXES) and layout.worker_label(n, SUFFIXES) == label
-        for n in siblings
-    )
-    return path.name if clash else label
+        return label
+    return path.name if label in _clashing_labels(str(folder), changed) else label
 
 
-def links_out(folder: Path) -> list[Path]:
-    """Files of ``folder`` that are symlinks leading out of it: never read (a session must not
-    show a file from elsewhere on the machine)."""
+@functools.lru_cache(maxsize=64)
+def _clashing_labels(folder: str, changed_ns: int) -> frozenset[str]:
+    """Labels two capture files of ``folder`` share (as it was at ``changed_ns``)."""
     try:
-        real = folder.resolve()
-        return [p for p in folder.iterdir() if p.is_symlink() and real not in p.resolve().parents]
+        names = [n for n in os.listdir(folder) if n.endswith(SUFFIXES)]
     except OSError:
-        return []
+        return frozenset()
+    counts = Counter(layout.worker_label(n, SUFFIXES) for n in names)
+    return frozenset(label for label, n in counts.items() if n > 1)
 
 
 #: Files that live in session folders but are not captures (PodScope's manifest; XProf's caches).
 NOT_CAPTURES = (layout.MANIFEST_NAME, ".op_stats.pb", ".op_stats_v2.pb")
+#: Capture files read from one session folder at most (``PODSCOPE_MAX_SESSION_FILES``).
+MAX_SESSION_FILES = 4096
 
 
-def trace_files(folder: Path) -> list[Path]:
-    """Capture files directly in ``folder``, sorted by name. A TensorFlow session folder
-    (any ``*.xplane.pb``) yields only its XPlanes; otherwise files of the other formats.
-    Symlinks leading out of the folder are left out (``links_out``)."""
-    out = set(links_out(folder))
-    files = [
-        p
-        for p in folder.iterdir()
-        if p.is_file() and not p.name.endswith(NOT_CAPTURES) and p not in out
-    ]
-    xplanes = [p for p in files if p.name.endswith(PARSERS["xplane"].suffixes)]
-    if xplanes:
-        return sorted(xplanes)
-    return sorted(p for p in files if p.name.endswith(SUFFIXES))
+def max_session_files(env: Mapping[str, str] | None = None) -> int:
+    """``PODSCOPE_MAX_SESSION_FILES`` from ``env`` (default ``os.environ``), else
+    ``MAX_SESSION_FILES``.
+
+    Raises:
+        ValueError: not a positive whole number.
+    """
+    value = (os.environ if env is None else env).get("PODSCOPE_MAX_SESSION_FILES")
+    if not value:
+        return MAX_SESSION_FILES
+    n = int(value)
+    if n < 1:
+        raise ValueError(f"PODSCOPE_MAX_SESSION_FILES={value}: at least 1")
+    return n
+
+
+@dataclass(frozen=True)
+class FolderScan:
+    """A session folder read once: the capture files to read (sorted by name) and those that
+    will not be, each with its reason."""
+
+    files: tuple[Path, ...]
+    refused: tuple[TraceParseError, ...]
+
+
+_SPECIAL = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def scan(folder: Path, max_files: int | None = None) -> FolderScan:
+    """The capture files directly in ``folder``: a TensorFlow session folder (any
+    ``*.xplane.pb``) gives only its XPlanes, another folder the files of the other formats.
+    One listing, and one ``lstat`` per file read: linear in the folder's size.
+
+    Refused (listed, never read): symlinks leading out of the folder, anything that is not a
+    regular file (a FIFO would block the reader, a device never end), hard links to a file
+    with names outside the folder (its link count exceeds its names here), and the files past
+    ``max_files`` (``max_session_files()`` when None), in name order."""
+    limit = max_session_files() if max_files is None else max_files
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return FolderScan((), ())
+    return _scan(str(folder), st.st_ino, st.st_mtime_ns, limit)
+
+
+@functools.lru_cache(maxsize=256)
+def _scan(name: str, inode: int, changed_ns: int, limit: int) -> FolderScan:
+    """``scan`` of the folder as it was at ``changed_ns`` (a page asks for its session's files
+    several times a request: a folder of 100,000 files is listed again only when it changes)."""
+    folder = Path(name)
+    try:
+        entries = [e for e in os.scandir(folder) if not e.name.endswith(NOT_CAPTURES)]
+    except OSError:
+        return FolderScan((), ())
+    found = sorted((e for e in entries if e.name.endswith(SUFFIXES)), key=lambda e: e.name)
+    if any(e.name.endswith(PARSERS["xplane"].suffixes) for e in found):
+        found = [e for e in found if e.name.endswith(PARSERS["xplane"].suffixes)]
+    names_of = Counter(e.inode() for e in entries if not e.is_symlink())
+    real = folder.resolve()
+    files: list[Path] = []
+    refused: list[TraceParseError] = []
+    for n, e in enumerate(found):
+        if len(files) >= limit:
+            refused.append(
+                TraceParseError(
+                    folder,
+                    "unknown",
+                    f"{len(found) - n:,} more capture files past the limit of {limit:,} a "
+                    "session (PODSCOPE_MAX_SESSION_FILES): not read",
+                )
+            )
+            break
+        why = _refusal(Path(e.path), e, real, names_of)
+        if why is None:
+            files.append(Path(e.path))
+        else:
+            refused.append(TraceParseError(e.path, "unknown", why))
+    return FolderScan(tuple(files), tuple(refused))
+
+
+def _refusal(path: Path, e: os.DirEntry[str], real: Path, names_of: Counter[int]) -> str | None:
+    """Why the capture file ``path`` (entry ``e`` of the folder ``real``) is not read, or None."""
+    try:
+        if e.is_symlink():
+            target = path.resolve()
+            if real not in target.parents:
+                return f"a link leading out of {path.parent}: not read"
+            return None if target.is_file() else "a link to something not a regular file"
+        st = e.stat(follow_symlinks=False)
+    except OSError as err:
+        return f"cannot read: {err.strerror or err}"
+    kind = next((what for test, what in _SPECIAL if test(st.st_mode)), None)
+    if kind is not None or not stat.S_ISREG(st.st_mode):
+        return f"not a regular file ({kind or 'a special file'}): not read"
+    here = names_of[st.st_ino]
+    if st.st_nlink > here:
+        return (
+            f"a hard link to a file with names outside {path.parent} ({st.st_nlink} names, "
+            f"{here} here): not read"
+        )
+    return None
+
+
+def trace_files(folder: Path, max_files: int | None = None) -> list[Path]:
+    """The capture files ``scan`` reads in ``folder``, sorted by name."""
+    return list(scan(folder, max_files).files)
 
 
 def sessions(logdir: Path) -> list[str]:
@@ -228,12 +330,17 @@ def resolve(path: str | Path, session: str | None = None) -> list[Path]:
             )
         return trace_files(found[session if session in found else named[0]])
     if not found:
-        links = len(links_out(p))
+        refused = scan(p).refused
         raise TraceParseError(
             p,
             "unknown",
             "no capture files (*.xplane.pb) and no plugins/profile/<session> folder"
-            + (f" ({links} links leading out of the folder were not read)" if links else ""),
+            + (
+                f" ({len(refused)} files not read; {Path(str(refused[0].path)).name}: "
+                f"{refused[0].reason})"
+                if refused
+                else ""
+            ),
         )
     newest = max(found, key=lambda n: (_mtime(found[n]), n))
     return trace_files(found[newest])
@@ -309,10 +416,9 @@ def load(
     )
     parts: list[TraceFrames] = []
     failures: list[TraceParseError] = [
-        TraceParseError(link, "unknown", f"a link leading out of {link.parent}: not read")
+        refusal
         for folder in sorted({f.parent for f in files} if Path(path).is_dir() else set())
-        for link in links_out(folder)
-        if link.name.endswith(SUFFIXES)
+        for refusal in scan(folder).refused
     ]
     for f in files:
         if on_file:

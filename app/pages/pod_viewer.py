@@ -67,8 +67,7 @@ def layout(
         if r.method != "marker" and analysis.trace_kind != "android"  # no steps by nature
     ]
     notes += [
-        html.Li(f"left out (could not be parsed): {failure}")
-        for failure in current().store.failures(session or "")
+        html.Li(f"left out: {failure}") for failure in current().store.failures(session or "")
     ]
     missing = analysis.missing
     if len(missing):

@@ -173,7 +173,10 @@ def upload(contents: object, names: object) -> tuple[object, object]:
             files.append((name, base64.b64decode(content.split(",", 1)[1], validate=True)))
         except (IndexError, ValueError):
             bad.append(f"{name[:120]}: the upload is not a base64 data URL")
-    result = current().store.import_files(files)
+    try:
+        result = current().store.import_files(files)
+    except SessionError as e:
+        return [dbc.Alert(str(e), color="danger")], _rows()
     session, saved, errors = result.session, result.saved, (*bad, *result.errors)
     alerts = []
     if saved:
