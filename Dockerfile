@@ -36,7 +36,8 @@ COPY docker/certs/ /usr/local/share/ca-certificates/podscope/
 COPY docker/trust-certs.sh /usr/local/bin/
 RUN trust-certs.sh
 # /data (traces) and /cache (parsed frames) are writable by the image's user (10001) and by
-# any `--user`, in a named or anonymous volume alike (sticky, like /tmp).
+# any `--user`, in a named or anonymous volume alike (sticky, like /tmp); the cache keeps each
+# user's entries in a private folder of its own there (/cache/uid-<uid>).
 RUN useradd --create-home --uid 10001 podscope \
     && mkdir -p /data /cache && chmod 1777 /data /cache
 # Dependencies in a layer of their own: a code change reinstalls only PodScope's wheel.
@@ -48,8 +49,9 @@ RUN pip install --no-cache-dir --no-deps /wheels/podscope-*.whl && rm -rf /wheel
 USER podscope
 WORKDIR /home/podscope
 # The container's interface is 0.0.0.0 so that `-p` reaches it; serve then asks for a login
-# (PODSCOPE_DASHBOARD_TOKEN, PODSCOPE_USERS_FILE or PODSCOPE_TRUST_PROXY_HEADER) and refuses to
-# start without one.
+# (PODSCOPE_DASHBOARD_TOKEN, PODSCOPE_USERS_FILE or PODSCOPE_TRUST_PROXY_HEADER with
+# PODSCOPE_TRUSTED_PROXIES) and refuses to start without one. Names other than localhost and
+# 127.0.0.1 that browsers use to reach it go in PODSCOPE_ALLOWED_HOSTS.
 ENV PODSCOPE_LOGDIR=/data PODSCOPE_CACHE_DIR=/cache PODSCOPE_HOST=0.0.0.0 PODSCOPE_PORT=8050 \
     TF_CPP_MIN_LOG_LEVEL=2
 EXPOSE 8050

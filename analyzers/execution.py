@@ -133,22 +133,28 @@ class DerivedCache:
     an unchanged trace reads these small shards and neither parses nor maps the events
     (Parquet's per-file overhead made 25 shards 0.25 s of a page's first load).
 
-    Shards are written to a temporary name and renamed; an unreadable one is a miss."""
+    Shards are written to a temporary name and renamed; an unreadable one, one in a cache
+    folder that is not private (``FrameCache.private``), or one moved from another entry, is a
+    miss."""
 
     VERSION = _analyzer_version()
 
     def __init__(self, cache_dir: str | None) -> None:
         root = Path(cache_dir) if cache_dir else FrameCache.default_dir(os.environ)
         self.frames = FrameCache(root)
-        self.root = root / "derived"
+        self.root = self.frames.root / "derived"  # in this user's folder of a shared one
 
     def entry(self, file: str) -> Path:
         return self.root / f"{self.frames.key(Path(file))}-{self.VERSION}"
 
     def get(self, entry: Path, names: Sequence[str]) -> WorkerPart | None:
         """The worker's part from its shards, when every frame in ``names`` is there."""
+        if not self.frames.private():
+            return None
         try:
             meta = json.loads((entry / "part.json").read_text())
+            if meta.get("entry") != entry.name:
+                return None
             frames = {n: feather.read_feather(entry / _shard(n)) for n in names}
         except (OSError, ValueError, pa.ArrowException):
             return None
@@ -157,12 +163,20 @@ class DerivedCache:
     def put(self, entry: Path, part: WorkerPart) -> None:
         """Writes the part's frames (a cache that cannot be written only warns)."""
         try:
+            self.frames.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not self.frames.private():
+                raise OSError(f"{self.frames.root} is not private to this user: not used")
             entry.mkdir(parents=True, exist_ok=True)
             for name, frame in part.frames.items():
                 partial = entry / f".{_shard(name)}.{os.getpid()}.partial"
                 feather.write_feather(frame.reset_index(drop=True), partial, compression="lz4")
                 partial.replace(entry / _shard(name))
-            meta = {"worker": part.worker, "file": part.file, "n_events": part.n_events}
+            meta = {
+                "entry": entry.name,
+                "worker": part.worker,
+                "file": part.file,
+                "n_events": part.n_events,
+            }
             partial = entry / f".part.json.{os.getpid()}.partial"
             partial.write_text(json.dumps(meta))
             partial.replace(entry / "part.json")

@@ -74,7 +74,7 @@ def main(token: str) -> None:
     )
     with opener.open(request, timeout=60) as r:
         answer = r.read().decode()
-    assert "worker(s)" in answer, answer[:500]
+    assert "worker(s)" in answer, answer[:2000]
     after = json.loads(get("/healthz"))
     assert after["sessions"] == health["sessions"] + 1, (health, after)
     print(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make docker-test: builds the viewer and engine images and runs them (health, every page, an
-# upload, the demo, /data and /cache writable by the image's user and by --user $(id -u)).
+# upload, the demo, /data and /cache writable by the image's user and by --user $(id -u), the
+# parse cache reused by a second container, an unwritable /data's message).
 # Skips, saying why, when no Docker daemon answers. DOCKER_BUILD_ARGS passes build arguments
 # (a base image or package index of your own); DOCKER_RUN_NETWORK the network to run on.
 set -euo pipefail
@@ -14,7 +15,12 @@ TOKEN=docker-test-token
 NET=${DOCKER_RUN_NETWORK:-bridge}
 work=$(mktemp -d)
 containers=()
-cleanup() { for c in "${containers[@]}"; do docker rm -f "$c" >/dev/null 2>&1 || true; done; rm -rf "$work"; }
+volumes=(podscope-test-data-$$ podscope-test-cache-$$)
+cleanup() {
+    for c in "${containers[@]}"; do docker rm -f "$c" >/dev/null 2>&1 || true; done
+    for v in "${volumes[@]}"; do docker volume rm -f "$v" >/dev/null 2>&1 || true; done
+    rm -rf "$work"
+}
 trap cleanup EXIT
 
 build() { docker build ${DOCKER_BUILD_ARGS:-} "$@" .; }
@@ -46,6 +52,26 @@ c=$(run --user "$(id -u):$(id -g)" -v "$work/data:/data" $TAG:viewer); wait_heal
 docker exec -i "$c" python - $TOKEN < docker/smoke.py
 ls "$work"/data/plugins/profile/*/phone.systrace >/dev/null
 t0=$(date +%s); docker stop "$c" >/dev/null; echo "docker stop took $(( $(date +%s) - t0 )) s"
+
+# The parse cache in a named volume: the first container writes it (and never says it could
+# not), a second one on the same volumes reads it.
+c=$(run -v "${volumes[0]}:/data" -v "${volumes[1]}:/cache" $TAG:viewer); wait_healthy "$c"
+docker exec -i "$c" python - $TOKEN < docker/smoke.py
+docker exec -i "$c" python - < docker/cache_hit.py
+if docker logs "$c" 2>&1 | grep -q "parse cache not written"; then
+    docker logs "$c" 2>&1 | grep "parse cache" | head -3; echo "the cache was not written"; exit 1
+fi
+docker rm -f "$c" >/dev/null
+c=$(run -v "${volumes[0]}:/data" -v "${volumes[1]}:/cache" $TAG:viewer); wait_healthy "$c"
+docker exec -i "$c" python - < docker/cache_hit.py
+
+# A bind mount of /data the container's user cannot write: the upload says what to change.
+mkdir -p "$work/readonly" && chmod 755 "$work/readonly"
+c=$(run -v "$work/readonly:/data" $TAG:viewer); wait_healthy "$c"
+if docker exec -i "$c" python - $TOKEN < docker/smoke.py > "$work/readonly.log" 2>&1; then
+    echo "an upload to a folder uid 10001 cannot write succeeded"; exit 1
+fi
+grep -q "writable by uid 10001" "$work/readonly.log" || { tail -5 "$work/readonly.log"; exit 1; }
 
 # The viewer's demo points to the engine image; the engine image's demo serves.
 if docker run --rm --network "$NET" $TAG:viewer podscope demo > "$work/demo.log" 2>&1; then

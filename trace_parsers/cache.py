@@ -1,35 +1,39 @@
-"""Cache of parsed frames, keyed by file size, mtime, content hash and parser version.
+"""Cache of parsed frames, keyed by the file (path, device and inode, size, mtime, content hash)
+and the parser version.
 
-Entries are Arrow IPC files (Feather v2, uncompressed), memory-mapped on read, in a layout
-whose every per-row buffer pandas can use as is (``to_arrow``). Each entry carries the size and
-XXH3-128 digest of every file (``digest.json``), checked over the very mapping the frames are
-read from before it is used: a flipped or truncated byte is a miss, never wrong frames. Entries
-are written once to a temporary folder and renamed into place, never rewritten or truncated; the
+Entries are Arrow IPC files (Feather v2, uncompressed), read whole into memory (one copy from
+the page cache: a file truncated or rewritten later cannot touch frames in use, where a mapping
+of it would kill the reader with SIGBUS), in a layout whose every per-row buffer pandas can use
+as is (``to_arrow``). Each entry carries its key and the size and XXH3-128 digest of every file
+(``digest.json``), checked over the very bytes the frames are read from before they are used: a
+flipped or truncated byte, or an entry moved under another key, is a miss, never wrong frames.
+Entries are written once to a temporary folder and renamed into place, never rewritten; the
 cache folder is private to its user (0700), and a folder that is not (another owner, or
-writable by others) is not used, since anyone who can write there could plant an entry. Measured on a 1.2 M-event
-capture: Parquet (lz4) read + to_pandas of the events frame took 0.34 s, about as long as
-parsing the XPlane again; memory-mapped Arrow IPC took 0.04 s. Exports (``podscope
-parse --out``) stay Parquet/CSV; the cache is an internal format.
+writable by others) is not used, since anyone who can write there could plant an entry. A
+shared folder such as a container's ``/cache`` (world-writable with the sticky bit, like
+``/tmp``) holds one private folder per user, ``uid-<uid>``. Measured on a 1.2 M-event capture:
+Parquet (lz4) read + to_pandas of the events frame took 0.34 s, about as long as parsing the
+XPlane again; Arrow IPC in this layout 0.04 s (a 906 k-event capture's warm load: 10 ms mapped,
+19 ms read). Exports (``podscope parse --out``) stay Parquet/CSV; the cache is an internal
+format.
 
 >>> from trace_parsers.cache import FrameCache
 >>> store = FrameCache(FrameCache.default_dir(os.environ))
->>> key = store.key(path, data); frames = store.get(key) or parse(data)
+>>> key = store.key(path); frames = store.get(key) or parse(data)
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import functools
 import hashlib
 import json
-import mmap
 import os
 import re
 import shutil
+import stat
 import tempfile
 import warnings
-import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -50,8 +54,23 @@ from trace_parsers.schema import (
     validate,
 )
 
-#: The digest file of an entry, and the largest one read.
-DIGESTS, MAX_DIGESTS_BYTES = "digest.json", 64 << 10
+#: The digest file of an entry, and the largest one read; the key it was written under.
+DIGESTS, MAX_DIGESTS_BYTES, KEY = "digest.json", 64 << 10, "key"
+#: Mode bits of a folder anyone may write in but only owners delete from (``/tmp``).
+_SHARED = stat.S_ISVTX | stat.S_IWOTH
+
+
+def _own_folder(root: Path) -> Path:
+    """``root``, or this user's folder in it when ``root`` is a shared one (world-writable
+    with the sticky bit: others cannot remove or replace what we create there)."""
+    try:
+        st = root.stat()
+    except OSError:
+        return root
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    if uid is not None and st.st_uid != uid and st.st_mode & _SHARED == _SHARED:
+        return root / f"uid-{uid}"
+    return root
 
 
 class FrameCache:
@@ -62,7 +81,7 @@ class FrameCache:
     """
 
     def __init__(self, root: Path) -> None:
-        self.root = root
+        self.root = _own_folder(root)
 
     def private(self) -> bool:
         """Whether the cache folder exists, is this user's and nobody else can write to it
@@ -88,13 +107,18 @@ class FrameCache:
         return Path(base) / "podscope"
 
     def key(self, path: Path) -> str:
-        """Cache key of one input file: size, mtime, BLAKE2 of the content, parser version.
+        """Cache key of one input file: its size, mtime and BLAKE2 of its content, bound to
+        the file itself (its absolute path, device and inode: the frames name their source and
+        worker), and the parser version.
 
         The content hash is remembered per stat fingerprint (device, inode, size, mtime and
         ctime; ctime changes on every write and cannot be set back), so a warm load does not
         read the file again; any write makes a new fingerprint and a new hash.
         """
         st = path.stat()
+        where = hashlib.blake2b(
+            f"{path.absolute()}\0{st.st_dev}\0{st.st_ino}".encode(), digest_size=8
+        ).hexdigest()
         fingerprint = f"{st.st_dev}-{st.st_ino}-{st.st_size}-{st.st_mtime_ns}-{st.st_ctime_ns}"
         memo = (
             self.root / "hashes" / hashlib.blake2b(fingerprint.encode(), digest_size=16).hexdigest()
@@ -114,7 +138,7 @@ class FrameCache:
                 warnings.warn(
                     f"podscope: parse cache not written under {self.root}: {e}", stacklevel=2
                 )
-        return f"{st.st_size}-{st.st_mtime_ns}-{digest}-v{PARSER_VERSION}"
+        return f"{st.st_size}-{st.st_mtime_ns}-{digest}-{where}-v{PARSER_VERSION}"
 
     def get(self, key: str) -> TraceFrames | None:
         """The cached frames, or None on a miss (no entry, a damaged one, or a cache folder
@@ -123,7 +147,7 @@ class FrameCache:
         if not entry.is_dir() or not self.private():
             return None
         try:
-            digests = _read_digests(entry / DIGESTS)
+            digests = _read_digests(entry / DIGESTS, key)
             frames = {
                 name: read_frame(entry / f"{name}.arrow", name, digests[f"{name}.arrow"])
                 for name in SCHEMA
@@ -154,7 +178,7 @@ class FrameCache:
                 )
                 data = (tmp / f"{name}.arrow").read_bytes()
                 digests[f"{name}.arrow"] = [len(data), xxhash.xxh3_128_hexdigest(data)]
-            (tmp / DIGESTS).write_text(json.dumps(digests))
+            (tmp / DIGESTS).write_text(json.dumps({KEY: key, **digests}))
             try:
                 os.replace(tmp, self.root / key)
             except OSError as e:
@@ -202,17 +226,19 @@ def to_arrow(frame: pd.DataFrame, name: str) -> pa.Table:
     return pa.table(cols)
 
 
-def _read_digests(path: Path) -> dict[str, tuple[int, str]]:
-    """An entry's ``{file: (size, xxh3-128 hex)}``.
+def _read_digests(path: Path, key: str) -> dict[str, tuple[int, str]]:
+    """An entry's ``{file: (size, xxh3-128 hex)}``, when it was written under ``key``.
 
     Raises:
-        ValueError: missing, too big, or not that shape.
+        ValueError: missing, too big, not that shape, or another key's.
     """
     with path.open("rb") as f:
         raw = f.read(MAX_DIGESTS_BYTES + 1)
     if len(raw) > MAX_DIGESTS_BYTES:
         raise ValueError(f"{path}: too big")
     data = json.loads(raw)
+    if data.get(KEY) != key:
+        raise ValueError(f"{path}: written under another key")
     out = {}
     for name in SCHEMA:
         size, digest = data[f"{name}.arrow"]
@@ -224,21 +250,18 @@ def _read_digests(path: Path) -> dict[str, tuple[int, str]]:
 
 def read_frame(path: Path, name: str, expect: tuple[int, str] | None = None) -> pd.DataFrame:
     """Frame ``name`` from a cache file written from ``to_arrow``; with ``expect`` (size, XXH3-128
-    hex digest) the mapping is checked against it first. Numbers, masks and category
-    codes are numpy views of the memory-mapped file, so the cost is set by the number of
-    columns, not rows (``to_pandas`` copies, unpacks and re-blocks: ~4x as long on 1.2 M
-    events).
-
-    The mapping is private copy-on-write: the frames are writable like a fresh parse's (an
-    in-place ``events.loc[i, "start_ns"] = t`` copies the touched page, never the file). Entries
-    are replaced by rename, never rewritten in place, so a mapped file is never truncated.
+    hex digest) the bytes are checked against it first. The file is read whole into one
+    private buffer; numbers, masks and category codes are numpy views of it, so the cost is a
+    copy and the number of columns, not rows (``to_pandas`` copies, unpacks and re-blocks:
+    ~4x as long on 1.2 M events). The frames are writable like a fresh parse's, and nothing
+    done to the file later reaches them.
     """
-    mapped = _map_private(path)
+    data = _read_whole(path)
     if expect is not None and (
-        len(mapped) != expect[0] or xxhash.xxh3_128_hexdigest(mapped) != expect[1]
+        len(data) != expect[0] or xxhash.xxh3_128_hexdigest(data.data) != expect[1]
     ):
         raise ValueError(f"{path}: digest mismatch")
-    views = _Views(mapped)
+    views = _Views(data)
     table = ipc.open_file(views.base).read_all()
     if not table.num_rows:
         return empty_frame(name)
@@ -248,76 +271,33 @@ def read_frame(path: Path, name: str, expect: tuple[int, str] | None = None) -> 
     return pd.DataFrame(cols, copy=False)  # _column built each declared dtype
 
 
-def _map_private(path: Path) -> Any:
-    """The file mapped private copy-on-write, as a writable buffer; unmapped when the last view
-    of it is gone. The file descriptor is closed at once: ``mmap.mmap`` would keep a duplicate
-    open per mapping (a notebook holding 100 warm sessions would hold 700 descriptors).
+def _read_whole(path: Path) -> np.ndarray:
+    """The file's bytes in a fresh, writable buffer (its descriptor closed on return).
 
     Raises:
-        OSError: the file cannot be opened or mapped.
-        ValueError: the file is empty.
+        OSError: the file cannot be read.
+        ValueError: the file is empty, or shrank while read.
     """
     with path.open("rb") as f:
         size = os.fstat(f.fileno()).st_size
         if not size:
             raise ValueError(f"{path}: empty cache file")
-        if _LIBC is None:  # no libc mmap (Windows): Python's mmap, which keeps a descriptor
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-        prot, flags = mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE
-        addr = _LIBC.mmap(None, size, prot, flags, f.fileno(), 0)
-    if addr is None or addr == _MAP_FAILED:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mmap failed: {os.strerror(err)}", str(path))
-    return np.asarray(_Mapping(addr, size))  # its base, the _Mapping, unmaps when collected
-
-
-class _Mapping:
-    """Owner of one mapping: numpy reads it through ``__array_interface__`` (a ctypes array
-    type per file size would cost more than the read); ``munmap`` runs when it is collected."""
-
-    def __init__(self, addr: int, size: int) -> None:
-        self.__array_interface__ = {
-            "data": (addr, False),
-            "shape": (size,),
-            "typestr": "|u1",
-            "version": 3,
-        }
-        weakref.finalize(self, _LIBC.munmap, addr, size)
-
-
-def _libc() -> Any:
-    """The C library's ``mmap``/``munmap`` with their signatures, or None where there is none."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_size_t,
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.c_int64,
-        ]
-        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    except (OSError, AttributeError, TypeError):
-        return None
-    return libc
-
-
-_LIBC = _libc()
-_MAP_FAILED = ctypes.c_void_p(-1).value
+        data = np.empty(size, dtype=np.uint8)
+        if f.readinto(data.data) != size:
+            raise ValueError(f"{path}: shorter than its size")
+    return data
 
 
 class _Views:
-    """Writable numpy views of the Arrow buffers that lie in one copy-on-write mapping."""
+    """Writable numpy views of the Arrow buffers that lie in one file's bytes."""
 
-    def __init__(self, mapped: Any) -> None:
-        self.mapped = mapped
-        self.base = pa.py_buffer(mapped)
+    def __init__(self, data: np.ndarray) -> None:
+        self.data = data
+        self.base = pa.py_buffer(data)
 
     def values(self, arr: pa.Array) -> np.ndarray:
-        """The value buffer of a fixed-width array as numpy: a view into the mapping (a copy
-        for a buffer outside it)."""
+        """The value buffer of a fixed-width array as numpy: a view into the file's bytes (a
+        copy for a buffer outside them)."""
         if pa.types.is_boolean(arr.type):
             raise ValueError("bit-packed booleans are not in the cache layout")
         np_dtype = np.dtype(arr.type.to_pandas_dtype())
@@ -326,7 +306,7 @@ class _Views:
             return np.zeros(len(arr), dtype=np_dtype)
         at = buf.address - self.base.address + arr.offset * np_dtype.itemsize
         if at >= 0 and at + len(arr) * np_dtype.itemsize <= self.base.size:
-            return np.frombuffer(self.mapped, dtype=np_dtype, count=len(arr), offset=at)
+            return np.frombuffer(self.data, dtype=np_dtype, count=len(arr), offset=at)
         view = np.frombuffer(
             buf, dtype=np_dtype, count=len(arr), offset=arr.offset * np_dtype.itemsize
         )

@@ -216,3 +216,108 @@ def test_a_cache_folder_others_can_write_is_not_used(tmp_path: Path) -> None:
     if os.getuid() == 0:  # root can hand the folder to another user
         os.chown(cache, 12345, 12345)
         assert not store.private() and store.get(key) is None
+
+
+def test_an_entry_moved_under_another_key_is_a_miss(tmp_path: Path, cache_dir: Path) -> None:
+    """Two files' entries swapped (folders renamed into each other's names): each load parses
+    its own file again, never serving the other's frames."""
+    a, b = tmp_path / "a.xplane.pb", tmp_path / "b.xplane.pb"
+    a.write_bytes(capture(3))
+    b.write_bytes(capture(7))
+    load(a, cache_dir=cache_dir)
+    load(b, cache_dir=cache_dir)
+    ea, eb = (p for p in sorted(cache_dir.iterdir()) if p.name != "hashes")
+    ea.rename(tmp_path / "swap")
+    eb.rename(ea)
+    (tmp_path / "swap").rename(eb)
+    assert len(load(a, cache_dir=cache_dir).events) == 3
+    assert len(load(b, cache_dir=cache_dir).events) == 7
+
+
+def test_the_same_content_at_two_paths_keeps_each_its_source(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    (tmp_path / "x").mkdir()
+    (tmp_path / "y").mkdir()
+    for folder in ("x", "y"):
+        (tmp_path / folder / "w.xplane.pb").write_bytes(capture(3))
+        os.utime(tmp_path / folder / "w.xplane.pb", ns=(1_700_000_000 * 10**9,) * 2)  # same
+    for folder in ("x", "y", "x", "y"):
+        frames = load(tmp_path / folder / "w.xplane.pb", cache_dir=cache_dir)
+        assert set(frames.workers["file"].astype(str)) == {str(tmp_path / folder / "w.xplane.pb")}
+
+
+TRUNCATE = r"""
+import os, sys
+from pathlib import Path
+from trace_parsers import load
+path, cache = Path(sys.argv[1]), Path(sys.argv[2])
+cold = load(path, cache_dir=cache)
+warm = load(path, cache_dir=cache)  # from the cache
+for f in cache.rglob("*.arrow"):
+    os.truncate(f, 0)  # what a cleaner, or another user of a shared disk, may do
+total = int(warm.events["start_ns"].sum()) + int(warm.events["dur_ps"].sum())
+assert total == int(cold.events["start_ns"].sum()) + int(cold.events["dur_ps"].sum())
+assert len(load(path, cache_dir=cache).events) == len(cold.events)  # a miss, parsed again
+print("ok")
+"""
+
+
+def test_a_truncated_cache_file_never_kills_a_reader(tmp_path: Path, cache_dir: Path) -> None:
+    """Frames read from the cache, then every cache file truncated to nothing: the frames are
+    still whole (a mapping of the files died of SIGBUS here), and the next load is a miss.
+    Run in a child process, which a crash would kill."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "h_1.xplane.pb"
+    path.write_bytes(capture(5000))
+    repo = Path(__file__).resolve().parents[2]
+    r = subprocess.run(
+        [sys.executable, "-c", TRUNCATE, str(path), str(cache_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=repo,
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root")
+def test_a_shared_sticky_cache_folder_holds_a_private_folder_per_user() -> None:
+    """A container's /cache: root's, mode 1777. Another user caches in its own folder there
+    (in a forked child that becomes uid 10001)."""
+    import shutil
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="podscope-shared-"))
+    try:
+        os.chmod(top, 0o755)
+        shared = top / "cache"
+        shared.mkdir()
+        os.chmod(shared, 0o1777)
+        path = top / "h_1.xplane.pb"
+        path.write_bytes(capture(5))
+        os.chmod(path, 0o644)
+        pid = os.fork()
+        if pid == 0:  # the child: uid 10001, two loads, exit code 0 when both worked
+            code = 1
+            try:
+                os.setgid(10001)
+                os.setuid(10001)
+                import warnings
+
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")  # "parse cache not written" fails it
+                    load(path, cache_dir=shared)
+                    load(path, cache_dir=shared)
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        mine = shared / "uid-10001"
+        assert mine.stat().st_uid == 10001 and mine.stat().st_mode & 0o777 == 0o700
+        assert [p for p in mine.iterdir() if p.name != "hashes"]  # an entry, written and reused
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
