@@ -152,11 +152,7 @@ def cluster_down(run_dir: Path, grace_s: float) -> None:
         manifest = local.Manifest.load(run_dir)
     except EngineError as e:
         raise _fail(str(e)) from None
-    killed = local.down(manifest, grace_s)
-    click.echo(
-        f"stopped {len(manifest.tasks)} tasks"
-        + (f" (SIGKILL: {', '.join(killed)})" if killed else "")
-    )
+    click.echo(local.down(manifest, grace_s).summary())
 
 
 @cluster_cli.command("jax")

@@ -31,11 +31,29 @@ from reference_engine.workloads import validate_config
 
 MANIFEST = "cluster.json"
 HOST = "127.0.0.1"
+#: A manifest lists a few hundred tasks at most.
+MAX_MANIFEST_BYTES, MAX_TASKS = 1 << 20, 4096
+
+
+def _field(data: dict[str, Any], name: str, kind: type | tuple[type, ...], where: str = "") -> None:
+    """``data[name]`` is there and of ``kind`` (a bool is not a number here).
+
+    Raises:
+        KeyError, TypeError: it is not.
+    """
+    if name not in data:
+        raise KeyError(f"{where}{name} missing")
+    value = data[name]
+    if isinstance(value, bool) or not isinstance(value, kind):
+        what = "a string" if kind is str else "an integer" if kind is int else "a number"
+        raise TypeError(f"{where}{name} is not {what}")
 
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """One task of the manifest."""
+    """One task of the manifest. ``started`` is the process's start time (``/proc/<pid>/stat``
+    field 22, clock ticks since boot) as ``up`` saw it: with the command line, what proves a
+    pid is still the task's and not a later process that got the same number."""
 
     role: str
     index: int
@@ -43,6 +61,7 @@ class TaskInfo:
     address: str
     agent_address: str  # the PodScope agent: traces the task in-process, exports the trace
     log: str
+    started: int = 0
 
     @property
     def name(self) -> str:
@@ -66,19 +85,66 @@ class Manifest:
 
     @classmethod
     def load(cls, run_dir: Path) -> Manifest:
+        """The manifest of ``run_dir`` (or at that path), every field checked.
+
+        Raises:
+            EngineError: unreadable, over ``MAX_MANIFEST_BYTES``, not JSON (or nested past
+                what JSON manifests are), or a field missing or of the wrong type.
+        """
         path = run_dir / MANIFEST if run_dir.is_dir() else run_dir
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as e:
-            raise EngineError(f"no cluster manifest at {path}: {e}") from e
+            with path.open("rb") as f:
+                raw = f.read(MAX_MANIFEST_BYTES + 1)
+        except OSError as e:
+            raise EngineError(f"no cluster manifest at {path}: {e.strerror or e}") from None
+        if len(raw) > MAX_MANIFEST_BYTES:
+            raise EngineError(f"{path} is not a cluster manifest: over {MAX_MANIFEST_BYTES} bytes")
         try:
-            tasks = tuple(TaskInfo(**t) for t in data["tasks"])
-            manifest = cls(**{**data, "tasks": tasks})
-        except (TypeError, KeyError) as e:
-            raise EngineError(f"{path} is not a cluster manifest: {e!r}") from None
-        if not all(isinstance(t.pid, int) and not isinstance(t.pid, bool) for t in tasks):
-            raise EngineError(f"{path} is not a cluster manifest: a task's pid is not an integer")
-        return manifest
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as e:
+            why = "nested too deep" if isinstance(e, RecursionError) else str(e)
+            raise EngineError(f"{path} is not a cluster manifest: {why}") from None
+        try:
+            return cls._checked(data)
+        except (TypeError, KeyError, ValueError) as e:
+            raise EngineError(f"{path} is not a cluster manifest: {e}") from None
+
+    @classmethod
+    def _checked(cls, data: object) -> Manifest:
+        if not isinstance(data, dict):
+            raise TypeError("not a JSON object")
+        fields: dict[str, type | tuple[type, ...]] = {
+            "run_dir": str,
+            "workload": str,
+            "scenario": str,
+            "started_at": (int, float),
+        }
+        for name, kind in fields.items():
+            _field(data, name, kind)
+        tasks = data["tasks"]
+        if not isinstance(tasks, list) or len(tasks) > MAX_TASKS:
+            raise TypeError(f"tasks: a list of at most {MAX_TASKS} tasks expected")
+        task_fields = {
+            "role": str,
+            "index": int,
+            "pid": int,
+            "address": str,
+            "agent_address": str,
+            "log": str,
+        }
+        checked = []
+        for n, t in enumerate(tasks):
+            if not isinstance(t, dict):
+                raise TypeError(f"task {n}: not a JSON object")
+            for name, kind in task_fields.items():
+                _field(t, name, kind, f"task {n}: ")
+            started = t.get("started", 0)
+            if not isinstance(started, int) or isinstance(started, bool):
+                raise TypeError(f"task {n}: started is not an integer")
+            checked.append(TaskInfo(**{k: t[k] for k in task_fields}, started=started))
+        return cls(
+            data["run_dir"], data["workload"], data["scenario"], tuple(checked), data["started_at"]
+        )
 
 
 def free_ports(n: int) -> list[int]:
@@ -233,7 +299,15 @@ def _start_tasks(
             )
         procs.append(proc)
         tasks.append(
-            TaskInfo(role, index, proc.pid, cluster[role][index], f"{HOST}:{agent_port}", str(log))
+            TaskInfo(
+                role,
+                index,
+                proc.pid,
+                cluster[role][index],
+                f"{HOST}:{agent_port}",
+                str(log),
+                started=process_start(proc.pid) or 0,
+            )
         )
     manifest = Manifest(
         str(run_dir.resolve()), cfg.workload, cfg.scenario, tuple(tasks), time.time()
@@ -256,6 +330,16 @@ def events(task: TaskInfo) -> list[dict[str, Any]]:
             except ValueError:
                 continue  # a line being written right now
     return out
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (``/proc/<pid>/stat`` field 22, clock ticks since boot),
+    or None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def alive(pid: int) -> bool:
@@ -368,12 +452,16 @@ def wait(
 
 def started_by(manifest: Manifest, task: TaskInfo) -> bool:
     """Whether ``task.pid`` is provably the engine worker ``up`` started for this manifest:
-    a session leader (``up`` starts each task in a new session) whose command line is
-    ``reference_engine.worker --config <this run's engine.json>``. A manifest is a file anyone
-    can edit, and a pid is reused once its process ends: nothing else is ever signalled (not
-    pid 0 or 1, which would signal a whole process group or init, nor this process)."""
+    a session leader (``up`` starts each task in a new session) that started when ``up`` saw
+    it start (``TaskInfo.started``) and whose command line is ``reference_engine.worker
+    --config <this run's engine.json>``. A manifest is a file anyone can edit, and a pid is
+    reused once its process ends (by another run of the same folder, too): nothing else is
+    ever signalled (not pid 0 or 1, which would signal a whole process group or init, nor this
+    process, nor a task of a manifest without start times)."""
     pid = task.pid
     if pid <= 1 or pid in (os.getpid(), os.getpgrp()):
+        return False
+    if not task.started or process_start(pid) != task.started:
         return False
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -397,35 +485,56 @@ def kill_task(task: TaskInfo, manifest: Manifest | None = None) -> None:
     _reap(task.pid)
 
 
-def down(manifest: Manifest, grace_s: float = 5.0) -> list[str]:
+@dataclass(frozen=True)
+class Stopped:
+    """What ``down`` did: the tasks it stopped (``killed`` of them with SIGKILL after the
+    grace period), and the manifest's others with why they were left alone."""
+
+    stopped: tuple[str, ...]
+    killed: tuple[str, ...]
+    left: tuple[str, ...]
+
+    def summary(self) -> str:
+        said = f"stopped {len(self.stopped)} of {len(self.stopped) + len(self.left)} tasks"
+        if self.killed:
+            said += f" (SIGKILL: {', '.join(self.killed)})"
+        if self.left:
+            said += "; left alone: " + "; ".join(self.left)
+        return said
+
+
+def down(manifest: Manifest, grace_s: float = 5.0) -> Stopped:
     """Stops every task (process group) that ``started_by`` proves this run started: SIGINT,
     then SIGKILL after ``grace_s``. Pids the manifest holds that are not provably its
-    tasks (ended, reused by another process, or edited in) are left alone.
-
-    Returns:
-        Names of the tasks that had to be SIGKILLed.
-    """
-    ours = [t for t in manifest.tasks if started_by(manifest, t)]
-    manifest = replace(manifest, tasks=tuple(ours))
+    tasks (ended, reused by another process, or edited in) are left alone, and said so."""
+    ours, left = [], []
     for t in manifest.tasks:
+        if started_by(manifest, t):
+            ours.append(t)
+        elif not alive(t.pid) or t.pid <= 1:
+            left.append(f"{t.name} (pid {t.pid}: not running)")
+        else:
+            left.append(f"{t.name} (pid {t.pid}: another process now, not this run's task)")
+    for t in ours:
         try:
             os.killpg(t.pid, signal.SIGINT)
         except ProcessLookupError:
             continue
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(alive(t.pid) for t in manifest.tasks):
-        for t in manifest.tasks:
+    while time.monotonic() < deadline and any(alive(t.pid) for t in ours):
+        for t in ours:
             _reap(t.pid)
         time.sleep(0.1)
+    mine = replace(manifest, tasks=tuple(ours))
     killed = []
-    for t in manifest.tasks:
+    for t in ours:
         if alive(t.pid):
             killed.append(t.name)
-            kill_task(t, manifest)
-    for t in manifest.tasks:
+            kill_task(t, mine)
+    for t in ours:
         for _ in range(50):
             _reap(t.pid)
             if not alive(t.pid):
                 break
             time.sleep(0.05)
-    return killed
+    return Stopped(tuple(t.name for t in ours), tuple(killed), tuple(left))

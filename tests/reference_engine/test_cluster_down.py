@@ -14,10 +14,14 @@ from reference_engine import cluster
 from reference_engine.config import EngineError
 
 
-def _manifest(run_dir: Path, pids: list[int]) -> cluster.Manifest:
+def _manifest(run_dir: Path, pids: list[int], started: list[int] | None = None) -> cluster.Manifest:
+    """A manifest of ``pids``, each with its process's start time (or ``started``'s)."""
+    starts = started or [cluster.process_start(pid) or 0 for pid in pids]
     tasks = tuple(
-        cluster.TaskInfo("worker", i, pid, "127.0.0.1:1", "127.0.0.1:2", str(run_dir / "log"))
-        for i, pid in enumerate(pids)
+        cluster.TaskInfo(
+            "worker", i, pid, "127.0.0.1:1", "127.0.0.1:2", str(run_dir / "log"), started=t
+        )
+        for i, (pid, t) in enumerate(zip(pids, starts, strict=True))
     )
     m = cluster.Manifest(str(run_dir.resolve()), "mwms-loop", "baseline", tasks, time.time())
     m.save()
@@ -35,26 +39,80 @@ def test_down_stops_its_tasks_and_nothing_else(tmp_path: Path) -> None:
     other_run = _sleeper("reference_engine.worker", "--config", "/elsewhere/engine.json")
     stranger = _sleeper()  # an unrelated process whose pid landed in the manifest
     try:
-        m = _manifest(tmp_path, [0, 1, ours.pid, other_run.pid, stranger.pid])
-        cluster.down(cluster.Manifest.load(tmp_path), grace_s=2)
+        m = _manifest(tmp_path, [0, 1, -1, ours.pid, other_run.pid, stranger.pid])
+        done = cluster.down(cluster.Manifest.load(tmp_path), grace_s=2)
         assert ours.wait(timeout=10) is not None
-        time.sleep(0.2)
         assert other_run.poll() is None and stranger.poll() is None  # left alone
         assert [t.pid for t in m.tasks if cluster.started_by(m, t)] == []  # ours has ended
+        assert done.stopped == ("worker:3",) and len(done.left) == 5
+        said = done.summary()
+        assert said.startswith("stopped 1 of 6 tasks") and "worker:4 (pid" in said
+        # a second down stops nothing, and says so
+        again = cluster.down(cluster.Manifest.load(tmp_path), grace_s=2).summary()
+        assert again.startswith("stopped 0 of 6 tasks")
     finally:
         for p in (ours, other_run, stranger):
             p.kill()
             p.wait()
 
 
+def test_a_pid_reused_by_a_later_run_of_the_same_folder_is_left_alone(tmp_path: Path) -> None:
+    """The same command line (another ``up`` of this folder) but not the process the manifest
+    recorded: its start time differs."""
+    config = str((tmp_path / "engine.json").resolve())
+    later = _sleeper("reference_engine.worker", "--config", config)
+    try:
+        started = cluster.process_start(later.pid)
+        assert started
+        _manifest(tmp_path, [later.pid], started=[started - 1])  # an earlier process's pid
+        done = cluster.down(cluster.Manifest.load(tmp_path), grace_s=1)
+        assert done.stopped == () and later.poll() is None
+        assert "another process now" in done.summary()
+    finally:
+        later.kill()
+        later.wait()
+
+
+NESTED = '{"tasks": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
 @pytest.mark.parametrize(
-    "text",
-    ['{"tasks": 3}', '{"run_dir": "x"}', '{"tasks": [{"pid": "1"}]}', "[]", "not json"],
+    ("text", "why"),
+    [
+        ('{"tasks": 3}', "missing"),
+        ('{"run_dir": "x"}', "missing"),
+        ('{"tasks": [{"pid": "1"}]}', "missing"),
+        ("[]", "not a JSON object"),
+        ("not json", "Expecting value"),
+        (NESTED, "nested too deep"),
+        (
+            '{"run_dir": "x", "workload": "w", "scenario": "s", "started_at": 1, "tasks": '
+            '[{"role": "worker", "index": 0, "pid": true, "address": "a", '
+            '"agent_address": "b", "log": "l"}]}',
+            "pid is not an integer",
+        ),
+        (
+            '{"run_dir": ["x"], "workload": "w", "scenario": "s", "started_at": 1, "tasks": []}',
+            "run_dir is not a string",
+        ),
+    ],
 )
-def test_a_malformed_manifest_is_one_clear_error(tmp_path: Path, text: str) -> None:
+def test_a_malformed_manifest_is_one_clear_error(tmp_path: Path, text: str, why: str) -> None:
     (tmp_path / cluster.MANIFEST).write_text(text)
-    with pytest.raises(EngineError, match="manifest"):
+    with pytest.raises(EngineError, match="not a cluster manifest") as err:
         cluster.Manifest.load(tmp_path)
+    assert why in str(err.value)
+
+
+def test_cluster_down_on_a_bad_manifest_prints_one_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from app.cli import cli
+
+    (tmp_path / cluster.MANIFEST).write_text(NESTED)
+    r = CliRunner().invoke(cli, ["cluster", "down", "--run-dir", str(tmp_path)])
+    assert r.exit_code == 2 and "nested too deep" in r.output
+    assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
 
 
 def test_a_manifest_with_a_string_pid_is_refused(tmp_path: Path) -> None:
