@@ -13,10 +13,14 @@ culprit; ``stragglers`` only adds its mean lateness as a multiple of the median 
 Synchronous jobs (MultiWorkerMirroredStrategy): every worker ends a step together, so a slow
 worker does not have a longer step; it *arrives* at the step's collectives later, and the
 others wait for it there. A worker's arrival = its step start + its own work (step time −
-collective time). A worker traced with the Python tracer only (the safe plan's non-chief
-workers) has no categories: its own work is estimated as the traced workers' median in that
-step (``estimated``), so its arrival is decided by its step start; a worker slowed *inside*
-its step then looks on time, which is why full traces of every worker are better evidence.
+collective time). Its own work begins with whatever runs in the step before the step's
+function is called (``before_call_ns``: Keras's ``on_train_batch_begin`` callbacks, a loop's
+Python), measured on every worker at every tracer level (``analyzers.steps``: the call is a
+TraceMe of the host tracer and a ``__call__`` of the Python tracer). A worker traced with the
+Python tracer only (the safe plan's non-chief workers) has no categories: its work inside the
+function is estimated as the traced workers' median there (``estimated``), so a worker slowed
+before its call (a chief's callbacks) is late on every plan, and one slowed inside its
+function is late only where it is traced.
 
 * late (a worker-step): arrives later than the others' median arrival by at least
   ``min_excess`` of the median step time (asynchronous jobs: a step longer than the others'
@@ -53,6 +57,9 @@ from analyzers.pod import is_synchronous
 
 OWN_WORK = [c for c in CATEGORIES if c != "device_collectives"]
 LATE = "late start"
+#: the worker's own host time in the step before its step function was called (callbacks,
+#: a loop's Python), not waiting for input
+BEFORE_CALL = "before the step function (callbacks, Python)"
 #: a late start that its previous step's late end explains: the collectives that close every
 #: step finished late for this worker (a slow link to it), not work of its own between steps
 LINK = "previous step ended late"
@@ -100,7 +107,10 @@ def comparable_workers(methods: pd.DataFrame) -> set[str]:
 
 
 def arrivals(
-    pod: pd.DataFrame, comparable: set[str] | None = None, synchronous: bool | None = None
+    pod: pd.DataFrame,
+    comparable: set[str] | None = None,
+    synchronous: bool | None = None,
+    before: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per worker × step: when it arrived at the step's collectives and how long it waited.
 
@@ -109,11 +119,14 @@ def arrivals(
         comparable: the workers to compare (``comparable_workers``); None: all.
         synchronous: whether the job is synchronous (``analyzers.pod.anchored``: collectives
             inside the steps); None: judged from step ends (``is_synchronous``).
+        before: ``analyzers.breakdown.before_call_breakdown`` rows: their categories become
+            ``before_<category>_ns`` (0 where a worker-step has none).
 
     Returns:
         ``pod`` (the comparable workers' rows) with ``synchronous`` (the one answer every
-        later analysis reads), ``own_ns`` (step time − collectives),
-        ``estimated`` (own work taken from the traced workers' median: no categories),
+        later analysis reads), ``own_ns`` (step time − collectives; for a worker without
+        categories, its time before its step function plus the traced workers' median time
+        in theirs: ``estimated``),
         ``arrival_ns``, ``wait_ns`` (last arrival − own arrival, synchronous jobs; 0 for
         asynchronous ones).
     """
@@ -122,15 +135,36 @@ def arrivals(
     out["synchronous"] = is_synchronous(out) if synchronous is None else synchronous
     split = out["split"].astype(bool)
     coll = out["device_collectives_ns"].astype("Float64").fillna(0).astype(float)
+    pre_call = (
+        out["before_call_ns"].astype(float)
+        if "before_call_ns" in out
+        else pd.Series(0.0, out.index)
+    )
     own = (out["step_time_ns"] - coll).where(split)
-    ref = own.groupby(out["step"]).transform("median")
+    # what a traced worker does inside its step function, before the collectives: the
+    # reference for a worker traced with the Python tracer only, whose own time before its
+    # call is measured (its step is the call)
+    ref = (own - pre_call).groupby(out["step"]).transform("median")
     out["estimated"] = own.isna()
-    out["own_ns"] = own.fillna(ref).fillna(0.0).round().astype("int64")
+    out["own_ns"] = own.fillna(pre_call + ref).fillna(pre_call).round().astype("int64")
     out["arrival_ns"] = out["start_ns"].astype("int64") + out["own_ns"]
     if is_synchronous(out):
         out["wait_ns"] = out.groupby("step")["arrival_ns"].transform("max") - out["arrival_ns"]
     else:
         out["wait_ns"] = 0.0
+    names = [f"before_{c}_ns" for c in OWN_WORK]
+    if before is not None and len(before):
+        pre = before[["worker", "step", *(f"{c}_ns" for c in OWN_WORK)]].astype({"worker": str})
+        pre = pre.groupby(["worker", "step"], as_index=False).sum()
+        pre.columns = ["worker", "step", *names]
+        index = out.index
+        out = out.assign(worker=out["worker"].astype(str)).merge(
+            pre, on=["worker", "step"], how="left"
+        )
+        out.index = index
+        out[names] = out[names].astype("float64").fillna(0.0)
+    else:
+        out[names] = 0.0
     return out
 
 
@@ -258,12 +292,21 @@ def slow_steps(
     median_step = float(arr["step_time_ns"].median())
     comp = arr[cats].astype("Float64").astype(float)
     comp.columns = OWN_WORK
+    # the time before the step function is a component of its own (an input wait there is
+    # input): the categories are those of the work inside the function
+    pre = pd.DataFrame(
+        {c: arr.get(f"before_{c}_ns", 0.0) for c in OWN_WORK}, index=arr.index
+    ).astype(float)
+    comp = comp - pre
+    comp["input"] = comp["input"] + pre["input"]
     comp[arr["estimated"].to_numpy()] = np.nan
     frame = pd.concat([arr[["worker", "step"]], comp], axis=1)
+    before = arr["before_call_ns"].astype(float) if "before_call_ns" in arr else 0.0
+    frame[BEFORE_CALL] = before - pre["input"]
     late_start = arr["start_ns"] - arr.groupby("step")["start_ns"].transform("min")
     frame[LINK] = np.minimum(_previous_end_lag(arr), late_start)
     frame[LATE] = late_start - frame[LINK]
-    ref = _others_median(frame, [*OWN_WORK, LATE, LINK])
+    ref = _others_median(frame, [*OWN_WORK, BEFORE_CALL, LATE, LINK])
     rows: list[tuple[object, ...]] = []
     excess = lateness(arr)
     slow = np.flatnonzero((excess >= min_excess * median_step).to_numpy())
@@ -273,7 +316,7 @@ def slow_steps(
         int(k): g for k, g in op_steps[op_steps["step"].isin(slow_steps_)].groupby("step")
     }
     arr_by_step = {int(k): g for k, g in arr[arr["step"].isin(slow_steps_)].groupby("step")}
-    parts = [*OWN_WORK, LATE, LINK] if sync else OWN_WORK
+    parts = [*OWN_WORK, BEFORE_CALL, LATE, LINK] if sync else [*OWN_WORK, BEFORE_CALL]
     deltas = (frame[parts].astype(float) - ref[parts]).fillna(0.0).to_numpy()
     for i in slow:
         r = arr.iloc[i]

@@ -445,3 +445,28 @@ def step_breakdown(
         )
     out = pd.concat(rows, ignore_index=True)
     return out.sort_values(["start_ns", "worker", "device"], ignore_index=True)
+
+
+def before_call_breakdown(
+    events: pd.DataFrame,
+    steps: pd.DataFrame,
+    stats: pd.DataFrame | None = None,
+    *,
+    hlo_ops: pd.DataFrame | None = None,
+    metadata_stats: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The categories of each step's time before its step function was called (``call_ns``
+    of ``analyzers.steps``: callbacks, a loop's Python, an input wait outside the function),
+    for host-traced workers: ``step_breakdown`` rows of the windows [step start, call) on the
+    host (accelerator workers have none: their steps are split per device). Empty where no
+    step calls its function after it starts."""
+    empty = step_breakdown(events.iloc[:0], steps.iloc[:0])
+    if "call_ns" not in steps or steps.empty:
+        return empty
+    call = steps["call_ns"].astype("Float64")
+    windows = steps[(call > steps["start_ns"]).fillna(False).to_numpy()]
+    if windows.empty:
+        return empty
+    windows = windows.assign(end_ns=windows["call_ns"].astype("int64"))
+    out = step_breakdown(events, windows, stats, hlo_ops=hlo_ops, metadata_stats=metadata_stats)
+    return out[out["device"] == "/host:CPU"].reset_index(drop=True)

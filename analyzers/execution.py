@@ -39,7 +39,7 @@ import pandas as pd
 import pyarrow as pa
 from pyarrow import feather
 
-from analyzers.breakdown import step_breakdown
+from analyzers.breakdown import before_call_breakdown, step_breakdown
 from analyzers.ops import BY, OP_STATS_KEYS
 from analyzers.session import RULE_FRAMES, SessionAnalysis
 from analyzers.steps import align_steps
@@ -194,7 +194,7 @@ def _frame_names(parts: frozenset[str]) -> list[str]:
     if parts & {"steps", "breakdown"}:
         names += ["steps", "methods"]
     if "breakdown" in parts:
-        names += ["breakdown", "own_steps"]
+        names += ["breakdown", "before_call", "own_steps"]
     if "memory" in parts:
         names.append("memory")
     if "rules" in parts:
@@ -244,6 +244,13 @@ def _reduce(frames: TraceFrames, parts: frozenset[str], label: str, file: str) -
     if "breakdown" in parts:
         own, _ = align_steps(a.steps)  # all of this worker's steps; the driver picks
         out["breakdown"] = step_breakdown(
+            frames.events,
+            own,
+            frames.stats,
+            hlo_ops=frames.hlo_ops,
+            metadata_stats=frames.metadata_stats,
+        )
+        out["before_call"] = before_call_breakdown(
             frames.events,
             own,
             frames.stats,
@@ -317,9 +324,8 @@ def merge_parts(
         steps["event_row"] = steps["event_row"] + steps["worker"].map(offsets).astype("int64")
         derived["steps"], derived["methods"] = steps, cat("methods")
     if "breakdown" in wanted:
-        derived["breakdown"] = _aligned_breakdown(
-            cat("breakdown"), cat("own_steps"), derived["steps"]
-        )
+        for name in ("breakdown", "before_call"):
+            derived[name] = _aligned_breakdown(cat(name), cat("own_steps"), derived["steps"])
     if "memory" in wanted:
         derived["memory"] = cat("memory").sort_values(
             ["worker", "allocator", "t_ns"], ignore_index=True

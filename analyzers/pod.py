@@ -62,6 +62,25 @@ def pod_view(breakdown: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def with_calls(pod: pd.DataFrame, aligned: pd.DataFrame) -> pd.DataFrame:
+    """``pod`` with ``before_call_ns``: per worker-step, the time from the step's start to its
+    step function's call (``analyzers.steps``: callbacks, Python, before the tf.function or
+    ``train_function``), 0 where the step is the call or none was found."""
+    if "call_ns" not in aligned or pod.empty:
+        return pod.assign(before_call_ns=0)
+    calls = aligned[["worker", "step", "start_ns", "call_ns"]].astype({"worker": str})
+    calls = calls.rename(columns={"start_ns": "_host_start"})
+    merged = pod.assign(worker=pod["worker"].astype(str)).merge(
+        calls, on=["worker", "step"], how="left"
+    )
+    before = merged["call_ns"].astype("Float64") - merged["_host_start"].astype("Float64")
+    out = pod.copy()
+    out["before_call_ns"] = (
+        before.clip(lower=0).fillna(0).astype("float64").round().astype("int64").to_numpy()
+    )
+    return out
+
+
 def anchored(aligned: pd.DataFrame, share: float = 0.5) -> bool:
     """True when some worker's steps hold a collective (``analyzers.steps`` anchors) in at
     least ``share`` of them: the workers' steps are tied by all-reduces, a synchronous job."""

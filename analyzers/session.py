@@ -46,14 +46,21 @@ from analyzers.attribution import (
     slow_steps,
     stragglers,
 )
-from analyzers.breakdown import step_breakdown
+from analyzers.breakdown import before_call_breakdown, step_breakdown
 from analyzers.collectives import collective_events, collective_summary, match_collectives
 from analyzers.compare import traced_steps
 from analyzers.hlo_stats import hlo_stats, with_executions, xla_op_occurrences
 from analyzers.input_pipeline import iterator_table, pipeline_summary
 from analyzers.memory import memory_summary
 from analyzers.ops import memory_timeline, op_events, op_stats
-from analyzers.pod import anchored, device_activity, pod_view, step_rows, worker_summary
+from analyzers.pod import (
+    anchored,
+    device_activity,
+    pod_view,
+    step_rows,
+    with_calls,
+    worker_summary,
+)
 from analyzers.ps_balance import ps_load
 from analyzers.roofline import device_peaks
 from analyzers.rule_inputs import (
@@ -90,7 +97,7 @@ RULE_FRAMES = (
     "collective_calls",
     "xla_ops",
 )
-PER_WORKER = ("steps", "methods", "memory", "breakdown", *RULE_FRAMES)
+PER_WORKER = ("steps", "methods", "memory", "breakdown", "before_call", *RULE_FRAMES)
 
 
 #: Workers whose events and timeline index a session keeps in memory.
@@ -268,6 +275,16 @@ class SessionAnalysis:
         )
 
     @cached_property
+    def before_call(self) -> pd.DataFrame:
+        """The categories of each host worker-step's time before its step function was
+        called (``before_call_breakdown``): what the attribution counts as the worker's own
+        time there, split from its time inside the function."""
+        f = self.frames
+        return before_call_breakdown(
+            f.events, self.aligned, f.stats, hlo_ops=f.hlo_ops, metadata_stats=f.metadata_stats
+        )
+
+    @cached_property
     def split(self) -> pd.DataFrame:
         """Breakdown rows whose categories are known (not Python-tracer-only workers)."""
         return self.breakdown[self.breakdown["split"].astype(bool)]
@@ -278,7 +295,7 @@ class SessionAnalysis:
 
         breakdown: w0 GPU:0 8 ms, w0 GPU:1 9 ms   →   pod: w0 step 0 9 ms, lateness 0.4 ms
         """
-        return pod_view(self.breakdown)
+        return with_calls(pod_view(self.breakdown), self.aligned)
 
     @cached_property
     def stragglers(self) -> pd.DataFrame:
@@ -454,7 +471,10 @@ class SessionAnalysis:
         """The pod view of the workers whose steps compare (same kind of step span) with each
         worker-step's arrival at the collectives and its wait (``analyzers.attribution``)."""
         return arrivals(
-            self.pod, comparable_workers(self.methods), synchronous=self.synchronous or None
+            self.pod,
+            comparable_workers(self.methods),
+            synchronous=self.synchronous or None,
+            before=self.before_call,
         )
 
     @cached_property

@@ -69,6 +69,7 @@ STEP_COLUMNS = [
     "event_row",
     "anchor_start_ns",
     "anchor_end_ns",
+    "call_ns",
 ]
 
 
@@ -206,7 +207,7 @@ def _worker_steps(ev: pd.DataFrame, stats: pd.DataFrame | None = None) -> pd.Dat
         {
             c: pd.Series(dtype=t)
             for c, t in zip(
-                STEP_COLUMNS[:-2],
+                STEP_COLUMNS[:-3],
                 ["str", "Int64", "int64", "int64", "str", "str", "int64"],
                 strict=True,
             )
@@ -241,6 +242,38 @@ def _anchors(ev: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _calls(ev: pd.DataFrame, steps: pd.DataFrame, traced_calls: np.ndarray) -> pd.Series:
+    """Per step of one worker: when its step function was called, the first call of it that
+    starts inside the step: the host tracer's TraceMe of a tf.function call (a
+    ``tf_function_call`` stat, ``traced_calls``; named ``train_function`` in Keras, the
+    function's name in a loop), else its ``EagerLocalExecute: __inference_…train…``, or the
+    Python tracer's ``__call__`` (where the safe plan's workers' steps begin). The TraceMe
+    and the ``__call__`` both open as Python calls the function, so the workers' calls are
+    the same instant of the same step; ``EagerLocalExecute`` opens ~0.4 ms later, after
+    dispatch. The worker's arrival starts there, whatever ran in the step before it (Keras's
+    ``on_train_batch_begin``, a loop's Python). NA where none starts inside (XLA program
+    steps, group steps); a ``function`` or ``python_call`` step is that call."""
+    out = pd.array([pd.NA] * len(steps), dtype="Int64")
+    if steps.empty:
+        return pd.Series(out, name="call_ns")
+    named = matches(ev["name"], "train")
+    calls = ev[
+        (np.isin(ev.index.to_numpy(), traced_calls) & named)
+        | matches(ev["name"], _FUNCTION)
+        | (matches(ev["name"], _PY_CALL) & (ev["depth"] <= 1))
+    ]
+    own_call = steps["method"].isin(["function", "python_call"]).to_numpy()
+    start = steps["start_ns"].to_numpy(np.int64)
+    if len(calls):
+        t = np.sort(calls["start_ns"].to_numpy(np.int64))
+        i = np.searchsorted(t, start, side="left")
+        j = np.clip(i, 0, len(t) - 1)
+        inside = (i < len(t)) & (t[j] < steps["end_ns"].to_numpy(np.int64))
+        out[inside] = t[j[inside]]
+    out[own_call] = start[own_call]
+    return pd.Series(out, name="call_ns")
+
+
 def find_steps(events: pd.DataFrame, stats: pd.DataFrame | None = None) -> pd.DataFrame:
     """Steps of every worker.
 
@@ -251,18 +284,25 @@ def find_steps(events: pd.DataFrame, stats: pd.DataFrame | None = None) -> pd.Da
     Returns:
         Columns ``worker, step_num (Int64, marker's own number), start_ns, end_ns, method,
         name, event_row, anchor_start_ns, anchor_end_ns`` (the span of the last collective
-        that ends inside the step, Int64),
+        that ends inside the step, Int64), ``call_ns`` (when the step's function was called,
+        ``_calls``; Int64),
         sorted by worker then time. A worker with no steps has no rows (see
         ``step_methods`` for why).
     """
     parts = []
+    traced = (
+        stats.loc[matches(stats["key"], "tf_function_call"), "event_row"].to_numpy(np.int64)
+        if stats is not None and len(stats)
+        else np.empty(0, dtype=np.int64)
+    )
     for _, g in events.groupby("worker", observed=True, sort=True):
-        st = _worker_steps(g, stats)
+        st = _worker_steps(g, stats).reset_index(drop=True)
         if len(st):
-            parts.append(pd.concat([st.reset_index(drop=True), _anchors(g, st)], axis=1))
+            parts.append(pd.concat([st, _anchors(g, st), _calls(g, st, traced)], axis=1))
     if not parts:
         empty = _worker_steps(events.iloc[:0])
-        return pd.concat([empty, _anchors(events.iloc[:0], empty)], axis=1)
+        none = events.iloc[:0]
+        return pd.concat([empty, _anchors(none, empty), _calls(none, empty, traced)], axis=1)
     return pd.concat(parts, ignore_index=True)
 
 

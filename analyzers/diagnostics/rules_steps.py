@@ -20,7 +20,7 @@ from analyzers.diagnostics.base import (
     step_at,
     worst_step,
 )
-from analyzers.pod import device_imbalance
+from analyzers.pod import device_imbalance, is_synchronous
 from analyzers.session import SessionAnalysis
 
 
@@ -315,9 +315,28 @@ def straggler(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         recommendation="Find what is different on that worker: its input pipeline, host load (other processes), "
         "a slower device or network; compare its ops with the others on the Ops page."
         if len(named)
-        else "No worker arrives late in most steps.",
+        else "No worker arrives late in most steps." + _blind_spot(inp),
         at_stake_ns=value * inp.step_time_ns if len(named) else 0.0,
         page=_straggler_page(inp, named["worker"].tolist()),
+    )
+
+
+def _blind_spot(inp: SessionAnalysis) -> str:
+    """What this capture cannot see of a straggler, and which capture would: a worker traced
+    with the Python tracer only (the safe plan's non-chief MWMS workers) shows when it calls
+    its step function, not how long its work inside takes."""
+    arr = inp.arrivals
+    if arr.empty or not is_synchronous(arr):
+        return ""
+    blind = sorted(arr.loc[arr["estimated"].astype(bool), "worker"].astype(str).unique())
+    if not blind:
+        return ""
+    return (
+        f" This capture traced {', '.join(blind)} with the Python tracer only: a worker slowed "
+        "before its step function (callbacks, Python) would show here, one slowed inside it "
+        "would not (its work there is estimated from the traced workers). A capture with "
+        "every worker's host trace tells (podscope capture --unsafe-full-trace, with jemalloc "
+        "on the workers: see the README)."
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analyzers.attribution import BEFORE_CALL
 from analyzers.diagnostics.base import (
     Severity,
     Thresholds,
@@ -51,6 +52,10 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         "late start": "it starts its steps late: work between its steps (host load, callbacks, a "
         "slow input fetch before the step) — compare its timeline before the step with a "
         "victim's.",
+        BEFORE_CALL: "it calls its step function late: work in its step before the call "
+        "(Keras on_train_batch_begin callbacks, checkpoints, summaries, logging, a loop's "
+        "Python) — move that work off the step, run it every N steps, or on one worker "
+        "asynchronously; its Timeline shows the step before the train function call.",
         "host_compute": "its own ops take longer: compare its op table with the others' (Ops page).",
         "input": "it waits for its input: see its input pipeline below.",
         "device_compute": "its device computes longer: compare its kernels / XLA ops with a "
