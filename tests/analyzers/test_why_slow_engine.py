@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from analyzers.attribution import BEFORE_CALL
 from analyzers.session import SessionAnalysis
 from tests.analyzers.test_diagnostics import assert_expressions_reproduce
 from trace_parsers import load
@@ -47,6 +48,25 @@ def test_straggler_is_the_culprit_and_the_others_wait_its_milliseconds(scenario_
     late = a.slow_steps[a.slow_steps["role"] == "late"]
     assert (late["worker"] == culprit).all()
     assert (late["cause"] == "late start").mean() >= 0.8, late["cause"].value_counts()
+
+
+def test_a_chief_slowed_in_its_keras_callbacks_is_the_culprit_under_the_default_plan(
+    scenario_capture,  # type: ignore[no-untyped-def]
+) -> None:
+    """tf-keras fit, the chief (task 0) sleeping 40 ms in on_train_batch_begin: inside its step
+    marker, before its train_function call. The other workers are traced with the Python
+    tracer only, so their work is estimated from the chief's; the chief's time before its
+    call is its own, and the others call theirs on time."""
+    cap = scenario_capture("mwms-fit", "straggler", workers=3, straggler_task=0, straggler_ms=40.0)
+    a = analyse(cap.session_dir)
+    roles = a.roles.set_index("worker")
+    chief = cap.label("worker:0")
+    assert roles.loc[chief, "role"] == "culprit", roles
+    assert (roles.drop(index=chief)["role"] == "victim").all(), roles
+    late = a.slow_steps[(a.slow_steps["role"] == "late") & (a.slow_steps["worker"] == chief)]
+    assert (late["cause"] == BEFORE_CALL).mean() >= 0.8, late["cause"].value_counts()
+    before = a.arrivals.set_index("worker")["before_call_ns"]
+    assert 35e6 <= before[chief].median() <= 60e6 and (before.drop(index=chief) == 0).all()
 
 
 def test_baseline_has_no_culprit(scenario_capture) -> None:  # type: ignore[no-untyped-def]
