@@ -30,6 +30,22 @@ def test_the_draw_is_seeded_covers_every_scenario_and_fits_the_engine() -> None:
     assert draw(40, 7)[0].config().seed != draw(40, 7)[1].config().seed
 
 
+@pytest.mark.parametrize("n", [5, 40])
+def test_every_workload_is_drawn_with_the_chief_and_another_task_slowed(n: int) -> None:
+    """The cells a seed must not leave out: the straggler on each workload as task 0 (the
+    MWMS chief) and as a task > 0, and the input delay on each workload."""
+    from verify.matrix import required
+
+    runs = draw(n, seed=31)
+    assert len(runs) >= len(required())
+    drawn = {(r.scenario, r.workload, r.straggler_task == 0) for r in runs}
+    for scenario, workload, chief in required():
+        if chief is None:
+            assert any(d[:2] == (scenario, workload) for d in drawn), (scenario, workload)
+        else:
+            assert (scenario, workload, chief) in drawn, (scenario, workload, chief)
+
+
 def test_judging() -> None:
     assert correct("straggler", 2, "straggler", "worker:2") == (True, True)
     assert correct("straggler", 2, "collectives", "worker:0,worker:2") == (False, False)
@@ -62,6 +78,9 @@ def test_the_report_says_whether_each_target_is_met() -> None:
     assert "| straggler runs whose only culprit is the slowed task | ≥ 95% | 50% | NO |" in text
     assert "| baseline runs with no culprit | ≥ 100% | 100% | yes |" in text
     assert "(1 failed to run)" in text and "RunError: boom" in text
+    assert "## Per workload, and the slowed task" in text
+    assert "| straggler | mwms-fit | task > 0 | 1 | 100% | 100% |" in text
+    assert "| straggler | mwms-loop | task > 0 | 1 | 0% | 100% |" in text
 
 
 def test_the_jax_draw_is_seeded_and_covers_every_scenario() -> None:
@@ -73,6 +92,9 @@ def test_the_jax_draw_is_seeded_and_covers_every_scenario() -> None:
     assert all(0 <= r.slow_task < r.workers and 2 <= r.workers <= 4 for r in runs)
     assert any(r.markers for r in runs) and not all(r.markers for r in runs)
     assert len({(r.workers, r.slow_ms, r.width) for r in runs}) > 5  # not one run repeated
+    for scenario in ("slow-host", "slow-device"):  # the coordinator and another slowed
+        tasks = {r.slow_task == 0 for r in runs if r.scenario == scenario}
+        assert tasks == {True, False}, scenario
 
 
 def test_a_crash_under_the_full_trace_runs_again_and_only_then(

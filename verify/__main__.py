@@ -199,6 +199,29 @@ def report(rows: pd.DataFrame, seed: int, rejudged: bool = False) -> str:
         markdown(acc),
         "",
     ]
+    slowed = ok["straggler_task"].map(lambda t: "task 0" if int(t) == 0 else "task > 0")
+    cells = (
+        ok.assign(
+            slowed=slowed.where(ok["scenario"] == "straggler", "—"),
+            found=found,
+        )
+        .groupby(["scenario", "workload", "slowed"])
+        .agg(
+            runs=("top_ok", "size"),
+            culprit_right=("culprit_ok", "mean"),
+            top_right=("top_ok", "mean"),
+        )
+    )
+    lines += [
+        "## Per workload, and the slowed task",
+        "",
+        "Task 0 of an MWMS job is its chief (a Keras chief runs its callbacks inside its step; "
+        "the default plan traces it fully and the others with the Python tracer); of a ps job, "
+        "the first worker (the chief coordinates).",
+        "",
+        markdown(cells),
+        "",
+    ]
     expected = ok["scenario"].map(
         lambda s: "/".join(sorted(EXPECTED.get(s, ()))) or "nothing injected"
     )

@@ -53,18 +53,22 @@ class JaxRun:
 
 
 def draw_jax(n: int, seed: int) -> list[JaxRun]:
-    """``n`` runs, the three scenarios in turn (shuffled), the rest drawn."""
+    """``n`` runs, the three scenarios in turn (shuffled), the rest drawn; each slow
+    scenario's runs slow process 0 (the coordinator of jax.distributed) and another in turn."""
     rng = random.Random(seed)
     names = [SCENARIOS[i % len(SCENARIOS)] for i in range(n)]
     rng.shuffle(names)
     runs = []
+    turns = {s: 0 for s in SCENARIOS}
     for scenario in names:
         workers = rng.randint(2, 4)
+        first = turns[scenario] % 2 == 0
+        turns[scenario] += 1
         runs.append(
             JaxRun(
                 scenario=scenario,
                 workers=workers,
-                slow_task=rng.randrange(workers),
+                slow_task=0 if first else rng.randrange(1, workers),
                 slow_ms=float(rng.randint(8, 40)),
                 width=rng.choice([128, 256, 384]),
                 batch=rng.choice([32, 64, 128]),

@@ -6,6 +6,10 @@
 Every scenario of the issue's list runs in proportion to ``SCENARIO_WEIGHTS`` (straggler most:
 its culprit is the verdict most often acted on); workload, worker count, the slowed task, the
 delay (20–80 ms) and the model are drawn, none of them the values the tests use by default.
+Some cells are always drawn (``required``): the straggler on every workload with task 0 (the
+chief of MWMS: a Keras chief's callbacks run inside its step) and with a task > 0, and the
+input delay on every workload: before Keras fit's one-batch buffer, with nothing buffered in
+a custom loop, and before ps's prefetch.
 slow-map's stage cost is drawn from 90–150 ms: a stage cheaper than the step is hidden by the
 prefetch and injects nothing (its right verdict is "input keeps up", which the consistency
 tests check), so only stages that cannot keep up test the input verdict.
@@ -104,20 +108,38 @@ class Run:
         return asdict(self)
 
 
+def required() -> list[tuple[str, str, bool | None]]:
+    """The cells every matrix draws: (scenario, workload, slowed task is 0) — the straggler
+    on each workload with task 0 and with a task > 0, the input delay on each workload."""
+    cells: list[tuple[str, str, bool | None]] = [
+        ("straggler", w, chief) for w in SCENARIOS["straggler"].workloads for chief in (True, False)
+    ]
+    return cells + [("input-bound", w, None) for w in SCENARIOS["input-bound"].workloads]
+
+
 def draw(n: int, seed: int) -> list[Run]:
-    """``n`` runs, every scenario at least once, in proportion to ``SCENARIO_WEIGHTS``."""
+    """``n`` runs (at least the ``required`` cells), every scenario at least once, in
+    proportion to ``SCENARIO_WEIGHTS``."""
     rng = random.Random(seed)
+    cells = required()
+    n = max(n, len(cells))
     total = sum(SCENARIO_WEIGHTS.values())
     counts = {s: max(1, n * w // total) for s, w in SCENARIO_WEIGHTS.items()}
+    for scenario, _, _ in cells:  # the scenario's own draw covers its required cells
+        counts[scenario] = max(counts[scenario], sum(c[0] == scenario for c in cells))
     by_weight = sorted(SCENARIO_WEIGHTS, key=lambda s: -SCENARIO_WEIGHTS[s])
     for i in range(max(0, n - sum(counts.values()))):  # the remainder, heaviest first
         counts[by_weight[i % len(by_weight)]] += 1
-    names = [s for s, c in counts.items() for _ in range(c)]
-    rng.shuffle(names)
+    rest: list[tuple[str, str | None, bool | None]] = []
+    for scenario, c in counts.items():
+        rest += [(scenario, None, None)] * (c - sum(x[0] == scenario for x in cells))
+    rng.shuffle(rest)
+    planned = [*cells, *rest[: n - len(cells)]]
+    rng.shuffle(planned)
     runs = []
-    for i, scenario in enumerate(names[:n]):
+    for i, (scenario, fixed_workload, chief) in enumerate(planned):
         workloads = SCENARIOS[scenario].workloads
-        workload = rng.choice(workloads)
+        workload = fixed_workload or rng.choice(workloads)
         # ps: the chief coordinates, the workers train, one or two parameter servers
         workers = rng.randint(2, 4)
         ps = (2 if scenario == "ps-imbalance" else rng.randint(1, 2)) if workload == "ps" else 0
@@ -125,7 +147,10 @@ def draw(n: int, seed: int) -> list[Run]:
             workers = rng.randint(1, 2)
         # MWMS's coordination service runs on task 0: with it behind the slow-link proxy (59 ms
         # per chunk, 4 workers: seed 7) the cluster did not start training in 180 s.
-        task = rng.randrange(1 if scenario == "slow-allreduce" else 0, workers)
+        if chief is None:
+            task = rng.randrange(1 if scenario == "slow-allreduce" else 0, workers)
+        else:
+            task = 0 if chief else rng.randrange(1, workers)
         runs.append(
             Run(
                 scenario=scenario,

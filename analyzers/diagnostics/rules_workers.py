@@ -211,12 +211,14 @@ def slow_collective(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 
 @rule("input_stage", "One input pipeline stage cannot keep up", levels="input_stage")
 def input_stage(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    """Can the input pipeline keep up? The busiest stage's work per batch consumed, over the
-    mean step time: at 1× it produces a batch no faster than a step takes, and every step
-    waits for it however much is prefetched — in IteratorGetNext, or, in a synchronous job,
-    in the all-reduce where the workers wait for each other's late batch (then the input
-    share stays low and the wait shows as collectives). Work, not wall time: a stage with N
-    parallel calls keeps up below N×."""
+    """Can the input pipeline keep up? The busiest stage's work per step, over the mean step
+    time: at 1× it produces a step's input no faster than a step takes, and every step waits
+    for it however much is prefetched — in IteratorGetNext, or, in a synchronous job, in the
+    all-reduce where the workers wait for each other's late batch (then the input share stays
+    low and the wait shows as collectives). Per step, not per batch the iterator hands out: a
+    distributed dataset that rebatches hands out two per step. Work over the capture's steps
+    (every step found, the partial first and last included, as the work is). Work, not wall
+    time: a stage with N parallel calls keeps up below N×."""
     it = inp.iterators
     summary = inp.input_pipeline
     if it.empty:
@@ -226,12 +228,12 @@ def input_stage(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         return skip("no steps on a worker with tf.data events")
     step_ms = inp.pod.groupby(inp.pod["worker"].astype(str))["step_time_ns"].mean() / 1e6
     work = it.groupby(["worker", "iterator"])["work_ps"].sum()
-    calls = it.groupby(["worker", "iterator"])["calls"].sum()
-    per_batch = {}
-    for r in rows.itertuples():
-        batches = calls.get((r.worker, "Iterator::Root"), calls[(r.worker, r.bottleneck)])
-        per_batch[r.worker] = float(work[(r.worker, r.bottleneck)]) / 1e9 / max(1, batches)
-    shares = {w: ms / float(step_ms.get(w, float("nan"))) for w, ms in per_batch.items()}
+    steps = inp.steps.groupby(inp.steps["worker"].astype(str)).size()
+    per_step = {
+        r.worker: float(work[(r.worker, r.bottleneck)]) / 1e9 / max(1, int(steps.get(r.worker, 1)))
+        for r in rows.itertuples()
+    }
+    shares = {w: ms / float(step_ms.get(w, float("nan"))) for w, ms in per_step.items()}
     worker = max(shares, key=lambda w: shares[w])
     r = rows.set_index("worker").loc[worker]
     value = shares[worker]
@@ -255,12 +257,12 @@ def input_stage(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         else "An input pipeline stage is close to the step time"
         if severity != Severity.NONE
         else "Input pipeline stages keep up",
-        expression="(lambda a, w, c: max(w[(r.worker, r.bottleneck)] / 1e9 / max(1, c.get((r.worker, 'Iterator::Root'), c[(r.worker, r.bottleneck)])) / (a.pod[a.pod.worker.astype(str) == r.worker].step_time_ns.mean() / 1e6) for r in a.input_pipeline.query(\"bottleneck != ''\").itertuples()))(prepare(frames), prepare(frames).iterators.groupby(['worker','iterator']).work_ps.sum(), prepare(frames).iterators.groupby(['worker','iterator']).calls.sum())",
+        expression="(lambda a, w, n: max(w[(r.worker, r.bottleneck)] / 1e9 / max(1, int(n.get(r.worker, 1))) / (a.pod[a.pod.worker.astype(str) == r.worker].step_time_ns.mean() / 1e6) for r in a.input_pipeline.query(\"bottleneck != ''\").itertuples()))(prepare(frames), prepare(frames).iterators.groupby(['worker','iterator']).work_ps.sum(), prepare(frames).steps.groupby(prepare(frames).steps.worker.astype(str)).size())",
         evidence={
             "worker": worker,
             "stage": label,
             "iterator": r["bottleneck"],
-            "stage_ms_per_batch": round(per_batch[worker], 3),
+            "stage_ms_per_step": round(per_step[worker], 3),
             "step_ms": round(float(step_ms[worker]), 3),
             "share_of_pipeline_work": round(float(r["bottleneck_work_share"]), 3),
             "input_share_of_step": round(waits, 4) if waits is not None else None,
@@ -268,9 +270,9 @@ def input_stage(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         },
         recommendation=f"Stage {label}: {suggestion(str(r['bottleneck_stage']))}{hidden}"
         if severity != Severity.NONE
-        else f"The busiest stage, {label}, works {per_batch[worker]:.1f} ms per batch against "
+        else f"The busiest stage, {label}, works {per_step[worker]:.1f} ms per step against "
         f"a {float(step_ms[worker]):.1f} ms step: the pipeline keeps up.",
-        at_stake_ns=max(0.0, per_batch[worker] - t.input_stage[0] * float(step_ms[worker])) * 1e6,
+        at_stake_ns=max(0.0, per_step[worker] - t.input_stage[0] * float(step_ms[worker])) * 1e6,
         page=page_at("/timeline", worker, None, q=str(r["bottleneck"])),
     )
 
