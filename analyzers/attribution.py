@@ -464,6 +464,7 @@ STRAGGLER_COLUMNS = [
     "late_ms",
     "last_share",
     "mean_step_time_ns",
+    "median_step_ns",
     "mode",
     "straggler",
 ]
@@ -479,7 +480,8 @@ def stragglers(arr: pd.DataFrame, role_table: pd.DataFrame) -> pd.DataFrame:
     Returns:
         Columns ``STRAGGLER_COLUMNS``, highest score first: ``score`` = mean ``lateness``
         over its steps as a multiple of the median step time (``0.4`` = 0.4× the median step;
-        not a share), ``late_ms`` the same in ms, ``last_share`` the share of steps in which
+        not a share), ``late_ms`` the same in ms (the mean of its ``lateness`` cells),
+        ``median_step_ns`` the median step time the score divides by, ``last_share`` the share of steps in which
         it arrived last (asynchronous: was the slowest), ``mode`` synchronous or
         asynchronous, ``straggler`` True for the culprit of ``roles``.
     """
@@ -498,6 +500,7 @@ def stragglers(arr: pd.DataFrame, role_table: pd.DataFrame) -> pd.DataFrame:
         }
     ).rename_axis("worker")
     out = out.reset_index()
+    out["median_step_ns"] = median_step
     out["mode"] = "synchronous" if is_synchronous(arr) else "asynchronous"
     culprits = set(role_table.loc[role_table["role"] == "culprit", "worker"].astype(str))
     out["straggler"] = out["worker"].isin(culprits)

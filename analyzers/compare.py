@@ -51,8 +51,9 @@ def traced_steps(pod: pd.DataFrame) -> pd.DataFrame:
 
 def with_per_step(table: pd.DataFrame, pod: pd.DataFrame) -> pd.DataFrame:
     """An op table (``analyzers.ops.op_stats``, rows per worker) with ``self_per_step_ps``:
-    each row's self time over its worker's traced steps (``traced_steps``), the per-step time
-    Compare shows; missing for a worker without traced steps."""
+    each row's self time over its worker's traced steps (``traced_steps`` of ``pod``: the
+    capture's worker-steps, ``SessionAnalysis.capture_steps``), the per-step time Compare
+    shows; missing for a worker without traced steps."""
     steps = traced_steps(pod).groupby(traced_steps(pod)["worker"].astype(str)).size()
     per = table["worker"].astype(str).map(steps).astype("float64")
     return table.assign(self_per_step_ps=(table["self_ps"].astype("float64") / per).round())
@@ -100,8 +101,9 @@ def compare_ops(
     Args:
         base_ops, new_ops: ``analyzers.ops.op_stats(..., by="op")`` of each run (all workers
             and devices: an op's rows are summed).
-        base_steps, new_steps: each run's ``pod_view`` (its traced worker-steps divide: the
-            rows whose categories are known, when any are).
+        base_steps, new_steps: each run's worker-steps (``SessionAnalysis.capture_steps``:
+            whole and partial, as the ops ran in all of them; its traced worker-steps divide:
+            the rows whose categories are known, when any are).
 
     Returns:
         ``op_type, op_name, base_us, new_us, delta, change, base_per, new_per, status`` with

@@ -192,7 +192,7 @@ def _frame_names(parts: frozenset[str]) -> list[str]:
     """The frames a task returns for ``parts``."""
     names = list(SMALL_FRAMES)
     if parts & {"steps", "breakdown"}:
-        names += ["steps", "methods"]
+        names += ["steps", "step_methods"]
     if "breakdown" in parts:
         names += ["breakdown", "before_call", "own_steps"]
     if "memory" in parts:
@@ -240,9 +240,9 @@ def _reduce(frames: TraceFrames, parts: frozenset[str], label: str, file: str) -
     a = SessionAnalysis(frames)
     out = {name: getattr(frames, name) for name in SMALL_FRAMES}
     if parts & {"steps", "breakdown"}:
-        out["steps"], out["methods"] = a.steps, a.methods
+        out["steps"], out["step_methods"] = a.steps, a.step_methods
     if "breakdown" in parts:
-        own, _ = align_steps(a.steps)  # all of this worker's steps; the driver picks
+        own, _ = align_steps(a.steps, drop_partial=False)  # all its steps; the driver picks
         out["breakdown"] = step_breakdown(
             frames.events,
             own,
@@ -322,7 +322,7 @@ def merge_parts(
     if wanted & {"steps", "breakdown"}:
         steps = cat("steps")
         steps["event_row"] = steps["event_row"] + steps["worker"].map(offsets).astype("int64")
-        derived["steps"], derived["methods"] = steps, cat("methods")
+        derived["steps"], derived["step_methods"] = steps, cat("step_methods")
     if "breakdown" in wanted:
         for name in ("breakdown", "before_call"):
             derived[name] = _aligned_breakdown(cat(name), cat("own_steps"), derived["steps"])
@@ -428,7 +428,7 @@ def merge_summaries(parts: Sequence[Exported]) -> dict[str, Any]:
         raise TraceParseError(
             parts[0].file if parts else "<none>", "session", f"no worker parsed ({reasons})"
         )
-    totals = ("planes", "lines", "events", "stats", "aggregates")
+    totals = ("planes", "lines", "events", "sched", "counters", "stats", "aggregates")
     return {
         "workers": [w for s in ok for w in s["workers"]],
         **{k: sum(s[k] for s in ok) for k in totals},

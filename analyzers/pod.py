@@ -32,26 +32,17 @@ def pod_view(breakdown: pd.DataFrame) -> pd.DataFrame:
         breakdown: ``analyzers.breakdown.step_breakdown`` output.
 
     Returns:
-        Columns ``worker, step, step_num, start_ns, end_ns, step_time_ns, lateness_ns,
-        excess, bottleneck, split`` plus the category ``_ns`` columns; ``bottleneck`` is the
-        largest category (missing when the worker's categories are unknown). ``lateness_ns``
-        is the start's lateness; for XLA program steps, which all start where the last
-        collective ended, the arrival's at the step's collectives (start + own work).
+        Columns ``worker, step, step_num, start_ns, end_ns, step_time_ns, excess,
+        bottleneck, split`` plus the category ``_ns`` columns; ``bottleneck`` is the largest
+        category (missing when the worker's categories are unknown). Lateness is
+        ``analyzers.attribution``'s (arrival at the collectives, not the step's start).
     """
     cols = [f"{c}_ns" for c in CATEGORY_NAMES]
     b = breakdown.sort_values("step_time_ns", ascending=False).drop_duplicates(["worker", "step"])
     b = b.sort_values(["step", "worker"], ignore_index=True)
     out = b[["worker", "step", "step_num", "start_ns", "step_time_ns", "split", *cols]].copy()
     out["end_ns"] = out["start_ns"] + out["step_time_ns"]
-    first_start = out.groupby("step")["start_ns"].transform("min")
     median_time = out.groupby("step")["step_time_ns"].transform("median")
-    out["lateness_ns"] = out["start_ns"] - first_start
-    if "method" in b and len(b) and (b["method"] == "xla_program").all():
-        # XLA program steps all start where the previous step's collectives ended: a worker is
-        # late by its arrival at the step's collectives (start + its own work), not its start
-        coll = out["device_collectives_ns"].astype("float64").fillna(0)
-        arrival = out["start_ns"] + (out["step_time_ns"] - coll)
-        out["lateness_ns"] = (arrival - arrival.groupby(out["step"]).transform("min")).round()
     out["excess"] = out["step_time_ns"] / median_time - 1.0
     values = out[cols].astype("float64").to_numpy()
     has = out["split"].to_numpy(dtype=bool) & ~np.isnan(values).any(axis=1)
@@ -193,8 +184,11 @@ def device_activity(
     Returns:
         Columns ``worker, device, events, busy_ms, busy_share, steps_busy, steps,
         compute_ms_per_step, idle``; ``busy_share`` = busy time over the span from the
-        worker's first to last device event; ``idle`` = no work event on the device. Per
-        worker the busiest devices first, idle ones last::
+        worker's first to last device event. ``idle`` is the one rule of "busy" every page
+        and finding uses: where the worker has steps, no work in any of them (a device with a
+        few events outside the steps, as a V100 capture's GPU:1 with 34 µs, is idle in the
+        steps); without steps, no work event at all. Per worker the busiest devices first,
+        idle ones last::
 
             worker  device         events  busy_ms  busy_share  steps_busy  steps  ...  idle
             w       /device:GPU:6  665     14.9     0.71        1           1      ...  False
@@ -224,7 +218,7 @@ def device_activity(
     out["steps"] = out["worker"].map(steps).fillna(0).astype("int64")
     per_step = out["compute"].astype(float) / out["steps_busy"].where(out["steps_busy"] > 0)
     out["compute_ms_per_step"] = (per_step.fillna(0.0) / 1e6).round(3)
-    out["idle"] = out["events"] == 0
+    out["idle"] = np.where(out["steps"] > 0, out["steps_busy"] == 0, out["events"] == 0)
     out = out.drop(columns="compute").sort_values(
         ["worker", "idle", "busy_ms", "device"],
         ascending=[True, True, False, True],

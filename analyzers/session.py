@@ -41,6 +41,7 @@ from analyzers._match import matches
 from analyzers.attribution import (
     arrivals,
     comparable_workers,
+    lateness,
     op_steps_of,
     roles,
     slow_steps,
@@ -73,7 +74,7 @@ from analyzers.rule_inputs import (
     rule_events,
     worker_events,
 )
-from analyzers.steps import align_steps, find_steps, step_methods
+from analyzers.steps import align_steps, find_steps, partial_steps, step_methods
 from analyzers.timeline import TimelineIndex, event_details, sched_details
 from analyzers.xla_programs import program_executions
 from trace_parsers.schema import TraceFrames
@@ -97,7 +98,7 @@ RULE_FRAMES = (
     "collective_calls",
     "xla_ops",
 )
-PER_WORKER = ("steps", "methods", "memory", "breakdown", "before_call", *RULE_FRAMES)
+PER_WORKER = ("steps", "step_methods", "memory", "breakdown", "before_call", *RULE_FRAMES)
 
 
 #: Workers whose events and timeline index a session keeps in memory.
@@ -250,15 +251,101 @@ class SessionAnalysis:
         """
         return self._alignment[0]
 
+    @cached_property
+    def partial(self) -> pd.DataFrame:
+        """The first and last aligned steps, left out of ``aligned`` as partial when there are
+        more than ``analyzers.steps.PARTIAL_AFTER`` (XProf's rule; ``partial_steps``)."""
+        return partial_steps(self.steps)
+
+    @property
+    def partial_note(self) -> str | None:
+        """What the Pod Viewer and ``podscope steps`` say of the partial steps, or None."""
+        if self.partial.empty:
+            return None
+        n = self.partial["step"].nunique()
+        return (
+            f"the first and last of {len(self.aligned['step'].unique()) + n} steps are left out "
+            "as partial (XProf's rule: the capture window cuts them, and the first carries "
+            "warm-up)"
+        )
+
+    @cached_property
+    def capture_steps(self) -> pd.DataFrame:
+        """Every worker-step of the capture (``worker, step, split``): the whole steps of the
+        pod view and the partial first and last (``step`` -1 and -2). What op times per step
+        divide by: the ops they count ran in all of them."""
+        pod = self.pod[["worker", "step", "split"]].assign(worker=self.pod["worker"].astype(str))
+        if self.partial.empty:
+            return pod.reset_index(drop=True)
+        split = pod.groupby("worker")["split"].first()
+        first = self.partial.groupby(self.partial["worker"].astype(str))["step"].transform("min")
+        extra = pd.DataFrame(
+            {
+                "worker": self.partial["worker"].astype(str).to_numpy(),
+                "step": np.where(self.partial["step"] == first, -1, -2),
+            }
+        )
+        extra["split"] = extra["worker"].map(split).fillna(False).astype(bool)
+        return pd.concat([pod, extra], ignore_index=True)
+
     @property
     def missing(self) -> pd.DataFrame:
         """(worker, step_num) pairs that some workers lack (left out of ``aligned``)."""
         return self._alignment[1]
 
     @cached_property
+    def step_methods(self) -> pd.DataFrame:
+        """Per worker, computed from its own trace: how its steps were found (``marker``,
+        ``group_id``, …) and a note; a parameter-server task (``ps_balance``: it applies
+        updates, computes no gradients and runs no step) is ``parameter_server``."""
+        methods = step_methods(self.frames.events, self.steps)
+        none = methods["method"] == "none"
+        if not none.any():
+            return methods
+        ps = none & methods["worker"].astype(str).isin(self.ps_balance["worker"].astype(str))
+        methods.loc[ps, "method"] = "parameter_server"
+        methods.loc[ps, "note"] = (
+            "parameter server: it holds variables and applies the workers' updates; the "
+            "workers run the steps"
+        )
+        return methods
+
+    @cached_property
     def methods(self) -> pd.DataFrame:
-        """Per worker: how its steps were found (``marker``, ``group_id``, …) and a note."""
-        return step_methods(self.frames.events, self.steps)
+        """``step_methods`` of every worker, where a ParameterServerStrategy job's other
+        stepless task (beside its parameter servers) is its ``coordinator``."""
+        methods = self.step_methods.copy()
+        if (methods["method"] == "parameter_server").any():
+            coordinator = methods["method"] == "none"
+            methods.loc[coordinator, "method"] = "coordinator"
+            methods.loc[coordinator, "note"] = (
+                "coordinator: it schedules the steps the workers run (ClusterCoordinator) and "
+                "runs none itself"
+            )
+        return methods
+
+    @property
+    def tasks_text(self) -> str:
+        """The session's tasks as its headers name them: "3 workers", or "2 workers · 1
+        parameter server · 1 coordinator" (one definition for the Pod Viewer and the CLI)."""
+        kinds = self.methods["method"].value_counts()
+        n_ps, n_co = int(kinds.get("parameter_server", 0)), int(kinds.get("coordinator", 0))
+        parts = [(int(kinds.sum()) - n_ps - n_co, "worker", "workers")]
+        parts += [
+            (n_ps, "parameter server", "parameter servers"),
+            (n_co, "coordinator", "coordinators"),
+        ]
+        return " · ".join(
+            f"{n} {one if n == 1 else many}" for n, one, many in parts if n or one == "worker"
+        )
+
+    @property
+    def step_time_text(self) -> str:
+        """What ``step_time_ns`` is, said where it is shown: with several devices per worker,
+        each step's time is its slowest device's (so it is above each device's own mean)."""
+        per_worker = self.breakdown.groupby(self.breakdown["worker"].astype(str))["device"]
+        several = len(self.breakdown) and per_worker.nunique().max() > 1
+        return "each step's slowest device; each device's own mean below" if several else ""
 
     # ------------------------------------------------------------------ breakdown
 
@@ -476,6 +563,22 @@ class SessionAnalysis:
             synchronous=self.synchronous or None,
             before=self.before_call,
         )
+
+    @cached_property
+    def lateness(self) -> pd.DataFrame:
+        """Per compared worker-step: ``lateness_ns``, how much later it arrived at the step's
+        collectives than the other workers' median arrival (asynchronous: how much longer its
+        step was than theirs; ``analyzers.attribution.lateness``). The one lateness: the Pod
+        Viewer's heat map shows these cells, and a straggler's "late per step" is its row's
+        mean."""
+        arr = self.arrivals
+        return pd.DataFrame(
+            {
+                "worker": arr["worker"].astype(str),
+                "step": arr["step"],
+                "lateness_ns": lateness(arr),
+            }
+        ).reset_index(drop=True)
 
     @cached_property
     def synchronous(self) -> bool:

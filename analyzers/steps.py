@@ -417,13 +417,24 @@ def _between_proven(out: np.ndarray, n_ref: int) -> np.ndarray:
     return out
 
 
-def align_steps(steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+#: XProf's overview and input pipeline drop a capture's first and last step as partial when
+#: it has more than this many (``ConvertStepEventsToStepDb``'s incomplete steps): the capture
+#: window cut them, or the first carries warm-up (a JAX loop's first execution, without the
+#: host gap before it).
+PARTIAL_AFTER = 5
+
+
+def align_steps(
+    steps: pd.DataFrame, drop_partial: bool = True
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Numbers the steps every worker has, 0..N-1 in time order (XProf's ``step``).
 
     Workers with marker ``step_num``s are aligned on it. Workers without are matched to a
     reference worker's steps by time (``match_by_time``): the worker with step numbers and the
     most steps, or, when no worker has numbers, the worker with the most steps (anchored ones
-    first), whose steps are numbered in their own order.
+    first), whose steps are numbered in their own order. With ``drop_partial``, of more than
+    ``PARTIAL_AFTER`` common steps the first and the last are left out as partial (XProf's
+    rule; ``partial_steps`` names them): counts and statistics are those of whole steps.
 
     Returns:
         ``(aligned, missing)``: ``aligned`` = steps present on every worker with column
@@ -496,4 +507,25 @@ def align_steps(steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     absent = present[~present.index.isin(common)].eq(0).stack()
     missing = absent[absent].reset_index()[["worker", "key"]].rename(columns={"key": "step_num"})
     aligned = aligned.drop(columns="key").sort_values(["worker", "step"], ignore_index=True)
+    if drop_partial:
+        aligned = whole_steps(aligned)
     return aligned, missing.sort_values(["worker", "step_num"], ignore_index=True)
+
+
+def whole_steps(aligned: pd.DataFrame) -> pd.DataFrame:
+    """``aligned`` without its first and last step when it has more than ``PARTIAL_AFTER``
+    (renumbered from 0); as it is otherwise."""
+    n = int(aligned["step"].max()) + 1 if len(aligned) else 0
+    if n <= PARTIAL_AFTER:
+        return aligned
+    kept = aligned[(aligned["step"] > 0) & (aligned["step"] < n - 1)]
+    return kept.assign(step=kept["step"] - 1).reset_index(drop=True)
+
+
+def partial_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """The aligned steps ``align_steps`` leaves out as partial (first and last), per worker."""
+    every, _ = align_steps(steps, drop_partial=False)
+    n = int(every["step"].max()) + 1 if len(every) else 0
+    if n <= PARTIAL_AFTER:
+        return every.iloc[:0]
+    return every[every["step"].isin([0, n - 1])].reset_index(drop=True)

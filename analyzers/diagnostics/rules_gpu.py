@@ -71,7 +71,7 @@ def tensor_cores(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         at_stake_ns=value
         * float(eligible["self_ps"].sum())
         / 1000
-        / max(1, inp.pod["step"].nunique()),
+        / max(1, inp.capture_steps["step"].nunique()),
         page="/ops?by=kernel",
     )
 
@@ -224,7 +224,7 @@ def _host_copies(inp: SessionAnalysis) -> pd.DataFrame:
 def copies(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     d = _device_events(inp)
     cp = d[matches(d["name"], COPY)]
-    steps = max(1, inp.pod["step"].nunique())
+    steps = max(1, inp.capture_steps["step"].nunique())
     offload = _host_copies(inp)  # XLA copies to and from host memory are such copies too
     value = (len(cp) + len(offload)) / steps / max(1, _busy_devices(inp))
     share = (
@@ -234,7 +234,7 @@ def copies(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         severity_of(value, t.copies_per_step),
         value=float(value),
         unit="per_step",
-        expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)memcpy(?:HtoD|DtoH|H2D|D2H)').sum() / max(1, i.pod.step.nunique()) / max(1, (~i.devices.idle).sum()))(i.rule_events[i.rule_events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
+        expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)memcpy(?:HtoD|DtoH|H2D|D2H)').sum() / max(1, i.capture_steps.step.nunique()) / max(1, (~i.devices.idle).sum()))(i.rule_events[i.rule_events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
         evidence={
             "copies": len(cp),
             "xla_host_memory_copies": len(offload),
@@ -286,14 +286,14 @@ def allreduce_count(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     coll = d[matches(d["name"], ALLREDUCE)]
     if coll.empty:
         return skip("no all-reduce on the devices")
-    steps = inp.pod["step"].nunique()
+    steps = inp.capture_steps["step"].nunique()
     busy = _busy_devices(inp)
     value = len(coll) / steps / max(1, busy)
     return Verdict(
         Severity.MODERATE if value > t.allreduce_per_step else Severity.NONE,
         value=float(value),
         unit="per_step",
-        expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)^nccl.*all-?reduce|all-?reduce').sum() / i.pod.step.nunique() / (~i.devices.idle).sum())(i.rule_events[i.rule_events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
+        expression="(lambda i: (lambda d: d.name.astype(str).str.contains('(?i)^nccl.*all-?reduce|all-?reduce').sum() / i.capture_steps.step.nunique() / (~i.devices.idle).sum())(i.rule_events[i.rule_events.plane.astype(str).str.match('/device:(?:GPU|TPU)')]))(prepare(frames))",
         evidence={
             "allreduce_kernels": len(coll),
             "steps": int(steps),

@@ -213,7 +213,11 @@ def cpu_only(inp: SessionAnalysis, t: Thresholds) -> Verdict:
 
 
 def _slowest(inp: SessionAnalysis, events: pd.DataFrame, q: str) -> str:
-    """The timeline at the longest of ``events``: its worker and the step it falls in."""
-    e = events.loc[events["dur_ps"].idxmax()]
-    step = step_at(inp.aligned, e["worker"], int(e["start_ns"]))
-    return page_at("/timeline", e["worker"], step, q=q)
+    """The timeline at the longest of ``events`` in a whole step (its worker and that step),
+    else at the longest of all (a partial first or last step, or between steps)."""
+    longest = events.nlargest(64, "dur_ps")
+    for e in longest.itertuples():
+        step = step_at(inp.aligned, e.worker, int(e.start_ns))
+        if step is not None:
+            return page_at("/timeline", e.worker, step, q=q)
+    return page_at("/timeline", longest["worker"].iloc[0], None, q=q)

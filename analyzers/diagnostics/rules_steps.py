@@ -250,7 +250,7 @@ def _marker_methods(inp: SessionAnalysis) -> tuple[pd.DataFrame, pd.Series]:
     python_only = inp.worker_events.set_index("worker")["traced"] == 0
     m = m.assign(python_only=m["worker"].map(python_only).fillna(False).astype(bool))
     closures = not inp.synchronous and bool((m["method"] == "function").any())
-    return m, m["method"].isin(["function", "none"]) & closures
+    return m, m["method"].isin(["function", "none", "parameter_server", "coordinator"]) & closures
 
 
 def markers_missing(inp: SessionAnalysis) -> pd.DataFrame:

@@ -76,7 +76,7 @@ def host_offload(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         return skip("no XLA copy between host memory (memory space 5) and a device in the steps")
     value = float(b["host_offload_ns"].astype(float).sum() / b["step_time_ns"].astype(float).sum())
     copies = offload_copies(inp)
-    steps = max(1, inp.pod["step"].nunique())
+    steps = max(1, inp.capture_steps["step"].nunique())
     per_step_bytes = (
         float((copies["bytes"] * copies["copies"]).sum()) / steps / max(1, b["device"].nunique())
     )

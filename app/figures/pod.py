@@ -131,9 +131,10 @@ def step_time_lines_figure(pod: pd.DataFrame, selected_step: int | None = None) 
     return fig
 
 
-def step_heatmap_figure(pod: pd.DataFrame, value: str = "lateness_ns") -> go.Figure:
-    """Worker × step heat map of ``value`` (arrival lateness by default), in ms."""
-    grid = pod.pivot_table(index="worker", columns="step", values=value, aggfunc="max") / 1e6
+def step_heatmap_figure(lateness: pd.DataFrame) -> go.Figure:
+    """Worker × step heat map of arrival lateness in ms (``SessionAnalysis.lateness``: after
+    the other workers' median arrival, so a straggler's "late per step" is its row's mean)."""
+    grid = lateness.pivot_table(index="worker", columns="step", values="lateness_ns") / 1e6
     fig = go.Figure(
         go.Heatmap(
             z=grid.to_numpy(),
@@ -144,9 +145,8 @@ def step_heatmap_figure(pod: pd.DataFrame, value: str = "lateness_ns") -> go.Fig
             hovertemplate="%{y}<br>step %{x}: %{z:.3f} ms<extra></extra>",
         )
     )
-    title = "Arrival lateness per step (ms)" if value == "lateness_ns" else value
     fig.update_layout(
-        title=title,
+        title="Arrival lateness per step: ms after the others' median arrival",
         xaxis_title="step",
         height=140 + 30 * len(grid),
         margin={"l": 10, "r": 10, "t": 50, "b": 40},
@@ -164,12 +164,14 @@ def straggler_evidence(stragglers: pd.DataFrame) -> tuple[list[str], str]:
         late = fmt_duration(max(0.0, r.late_ms) * 1e6)
         if r.mode == "synchronous":
             why = (
-                f"arrives {late} late per step, {r.score:.2f}× the median step; last in "
+                f"arrives {late} late per step, its heat-map row's mean; "
+                f"{r.score:.2f}× the median step of {fmt_duration(r.median_step_ns)}; last in "
                 f"{fmt_share(r.last_share)} of steps"
             )
         else:
             why = (
-                f"steps {late} longer than the others', {r.score:.2f}× the median step; "
+                f"steps {late} longer than the others', its heat-map row's mean; "
+                f"{r.score:.2f}× the median step of {fmt_duration(r.median_step_ns)}; "
                 f"slowest in {fmt_share(r.last_share)} of steps"
             )
         texts.append(f"straggler: {r.worker} ({why})")

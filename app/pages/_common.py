@@ -216,10 +216,11 @@ def chosen_worker(choice: str | None) -> str | None:
 
 
 def device_summary(analysis: SessionAnalysis, session: str | None = None) -> Any:
-    """The session's GPUs/TPUs: the busy ones (any work event on the device) named with their
-    busy time and, where steps exist, compute per step, each a link to the ops that ran on it
-    (when ``session`` is given); the idle ones (no work event at all) collapsed under one line
-    that says so. None when the session has no accelerator plane."""
+    """The session's GPUs/TPUs: the busy ones (``analyzers.pod.device_activity``'s one rule:
+    work in a step, or any work event without steps) named with their busy time and, where
+    steps exist, compute per step, each a link to the ops that ran on it (when ``session`` is
+    given); the idle ones collapsed under one line that says so, with the work outside the
+    steps an idle one ran. None when the session has no accelerator plane."""
     d = analysis.devices
     if d.empty:
         return None
@@ -258,10 +259,24 @@ def device_summary(analysis: SessionAnalysis, session: str | None = None) -> Any
             html.Details(
                 [
                     html.Summary(
-                        f"{len(idle)} idle (no work on the device in the capture)",
+                        f"{len(idle)} idle (no work on the device in any step, or in the "
+                        "capture when it has no steps)",
                         className="podscope-muted",
                     ),
-                    html.Ul([html.Li(label(r)) for r in idle.itertuples()]),
+                    html.Ul(
+                        [
+                            html.Li(
+                                label(r)
+                                + (
+                                    f" ({r.events} events, {fmt_duration(r.busy_ms * 1e6)}, "
+                                    "outside the steps)"
+                                    if r.events
+                                    else ""
+                                )
+                            )
+                            for r in idle.itertuples()
+                        ]
+                    ),
                 ],
                 className="mt-1",
             )

@@ -118,13 +118,13 @@ def view_of(
     """The view a URL names; unknown values fall back to the defaults."""
     by = by if by in VIEWS else "op"
     chosen = chosen_worker(worker) if worker in analysis.worker_names else None
-    whole = with_per_step(analysis.op_table_for(by, chosen), analysis.pod)
+    whole = with_per_step(analysis.op_table_for(by, chosen), analysis.capture_steps)
     devices = sorted({*whole["device"].astype(str), *_accelerators(analysis, chosen)})
     device = device if device in devices else None
     table = whole[whole["device"].astype(str) == device] if device else whole
     if by != "kernel":
         return View(by, chosen, device, devices, table, None, None, None)
-    groups = with_per_step(kernel_groups(table), analysis.pod)
+    groups = with_per_step(kernel_groups(table), analysis.capture_steps)
     kernel = kernel if kernel in set(groups["kernel"].astype(str)) else None
     children = table[table["kernel"].astype(str) == kernel] if kernel else None
     return View(by, chosen, device, devices, table, groups, kernel, children)

@@ -77,6 +77,8 @@ def layout(
                 "only steps every worker has)."
             )
         )
+    if analysis.partial_note:
+        notes.append(html.Li(analysis.partial_note[0].upper() + analysis.partial_note[1:] + "."))
     if b.empty:
         return html.Div(
             [
@@ -111,9 +113,11 @@ def layout(
                 html.Div(
                     [
                         html.Span(
-                            f"Session {session} · {plural(b['worker'].nunique(), 'worker')} · "
+                            f"Session {session} · {analysis.tasks_text} · "
                             f"{plural(n_steps, 'step')} · mean step "
-                            f"{fmt_duration(analysis.step_time_ns)}  "
+                            f"{fmt_duration(analysis.step_time_ns)}"
+                            + (f" ({analysis.step_time_text})" if analysis.step_time_text else "")
+                            + "  "
                         ),
                         *badges,
                     ],
@@ -158,8 +162,10 @@ def layout(
                     ),
                     dbc.Col(
                         card(
-                            dcc.Graph(id=ids.POD_HEATMAP, figure=step_heatmap_figure(analysis.pod))
-                            if analysis.pod["worker"].nunique() > 1
+                            dcc.Graph(
+                                id=ids.POD_HEATMAP, figure=step_heatmap_figure(analysis.lateness)
+                            )
+                            if analysis.lateness["worker"].nunique() > 1
                             else html.P(
                                 "Arrival lateness compares workers: this session has one, so "
                                 "there is no heat map.",

@@ -81,13 +81,13 @@ def test_a_straggler_whose_step_ends_late_is_matched_to_its_own_step() -> None:
     # its call ends 4.5 ms after the all-reduce: its middle (9.75 ms) lies past the chief's
     # step (9.7 ms), yet it overlaps only its own step's all-reduce
     a = session({}, lags=[4500] * 12)
-    aligned = a.aligned
-    assert aligned.groupby("worker").size().to_dict() == {"w_0": 12, "w_1": 12, "w_2": 12}
+    aligned = a.aligned  # 12 steps; the first and last left out as partial (XProf's rule)
+    assert aligned.groupby("worker").size().to_dict() == {"w_0": 10, "w_1": 10, "w_2": 10}
     mine = aligned[aligned["worker"] == "w_2"].sort_values("step")
     chief_steps = aligned[aligned["worker"] == "w_0"].sort_values("step")
     # step k of the straggler starts 7 ms into the chief's step k, not 7 ms before its end
     assert np.array_equal(
-        mine["start_ns"].to_numpy() - chief_steps["start_ns"].to_numpy(), [7_000_000] * 12
+        mine["start_ns"].to_numpy() - chief_steps["start_ns"].to_numpy(), [7_000_000] * 10
     )
     assert culprits(a) == ["w_2"]
 
@@ -101,7 +101,8 @@ def test_shifting_a_workers_window_never_changes_the_culprit(seed: int) -> None:
         for part in (0.25, 0.5, 0.75, 1.3, 2.6):
             a = session({worker: int(part * PERIOD_US)}, lags)
             assert culprits(a) == ["w_2"], (worker, part, a.roles)
-            assert len(a.aligned) >= 3 * 9  # at most the steps the window cut are left out
+            # at most the steps the window cut are left out, and the partial first and last
+            assert len(a.aligned) >= 3 * 7
 
 
 def test_an_unprovable_match_is_left_out_not_guessed() -> None:

@@ -219,7 +219,7 @@ def test_synchronous_straggler_is_the_last_to_arrive(
 def test_breakdown_scales_to_eight_workers_thousand_steps() -> None:
     """Correctness at size (the speed target lives in make bench)."""
     ev = frames_of(*[(f"w_{i}", worker_trace(f"w_{i}", 1000, input_us=50)) for i in range(8)])
-    b = step_breakdown(ev, align_steps(find_steps(ev))[0])
+    b = step_breakdown(ev, align_steps(find_steps(ev), drop_partial=False)[0])
     assert len(b) == 8000
     assert np.array_equal(
         b[CATEGORY_COLUMNS].astype("int64").sum(axis=1).to_numpy(), b["step_time_ns"].to_numpy()

@@ -29,7 +29,9 @@ def run(steps: int, ops: list[tuple[str, int]], *, step_us: int = 1000) -> tuple
             at += us * US
     b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
     frames = parse_xplane(b.bytes(), worker="w_1")
-    breakdown = step_breakdown(frames.events, align_steps(find_steps(frames.events))[0])
+    # every step, as SessionAnalysis.capture_steps gives Compare (whole and partial)
+    steps = align_steps(find_steps(frames.events), drop_partial=False)[0]
+    breakdown = step_breakdown(frames.events, steps)
     return breakdown, op_stats(frames.events)
 
 

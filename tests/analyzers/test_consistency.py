@@ -80,7 +80,7 @@ def test_a_follower_that_would_fire_is_quiet_when_its_owner_is() -> None:
     # the two busy GPUs started the step ~190 ms apart: no launch skew, and no 100 %
     assert not by["launch_skew"].applies and "apart" in by["launch_skew"].reason
     assert by["no_step_markers"].severity == "none"  # XProf groups this trace into a step
-    assert by["cpu_only"].title == "GPUs: 3 busy, 5 idle"
+    assert by["cpu_only"].title == "GPUs: 2 busy, 6 idle"  # GPU:1 ran 34 µs, none in the step
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,7 @@ def test_devices_are_busy_by_their_events_not_by_steps(
     # separate jit__psum program, outside the 100 executions of jit_f)
     assert by["host_device_copies"].applies and by["host_device_copies"].severity == "none"
     if path == "tpu_xprof":
-        assert by["allreduce_count"].evidence["steps"] == 100
+        assert by["allreduce_count"].evidence["steps"] == 100  # 98 whole, 2 partial
         assert by["allreduce_count"].severity == "none"
 
 

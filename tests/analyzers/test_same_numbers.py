@@ -87,11 +87,13 @@ def test_step_time_and_op_per_step_agree_everywhere(make, op, step_ms, tmp_path:
     if op is None:
         return
     # one op: the Ops page's per-step column, Compare's page and CLI row
-    ops_page = with_per_step(a.op_table_for("op", None), a.pod)
+    ops_page = with_per_step(a.op_table_for("op", None), a.capture_steps)
     row = ops_page[ops_page["op_name"] == op]
     per_step_us = float(row["self_per_step_ps"].iloc[0]) / 1e6
     assert per_step_us == pytest.approx(500.0)
-    cmp = compare_ops(a.op_table_for("op", None), a.op_table_for("op", None), a.pod, a.pod)
+    cmp = compare_ops(
+        a.op_table_for("op", None), a.op_table_for("op", None), a.capture_steps, a.capture_steps
+    )
     cli_ops = cli_csv("compare", str(path), str(path), "--csv", "ops", cache=tmp_path / "c")
     for table in (cmp, cli_ops):
         assert table.loc[table["op_name"] == op, "base_us"].iloc[0] == pytest.approx(per_step_us)

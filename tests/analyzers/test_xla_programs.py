@@ -90,10 +90,11 @@ def test_tpu_steps_are_jit_f_executions() -> None:
     assert set(a.steps["name"]) == {"jit_f"}  # not the 3 jit__psum calls before the loop
     raw = raw_tpu_executions(TPU, "jit_f")
     assert set(raw.values()) == {100} and len(raw) == 4
-    assert len(a.steps) == 100 and a.aligned["step"].nunique() == 100
+    # 100 executions: 98 whole steps, the first and last partial (XProf's rule)
+    assert len(a.steps) == 100 and a.aligned["step"].nunique() == 98
     b = a.breakdown
     assert sorted(b["device"].unique()) == sorted(raw)  # one row per TPU core and step
-    assert (b.groupby("device")["step"].nunique() == 100).all()
+    assert (b.groupby("device")["step"].nunique() == 98).all()
     # XProf's pod viewer finds no step here; the verdict says where the steps came from
     marker = next(f for f in a.findings if f.rule_id == "no_step_markers")
     assert "jit_f" in marker.recommendation and "StepTraceAnnotation" in marker.recommendation

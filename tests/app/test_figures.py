@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analyzers.attribution import arrivals, lateness
 from analyzers.breakdown import CATEGORIES, step_breakdown
 from analyzers.pod import pod_view
 from analyzers.steps import align_steps, find_steps
@@ -58,7 +59,8 @@ def test_lines_and_heatmap_have_one_series_per_worker() -> None:
     lines = step_time_lines_figure(pod, selected_step=2)
     assert sorted(t.name for t in lines.data) == ["w_1", "w_2"]
     assert any(s.x0 == 2 for s in lines.layout.shapes)
-    heat = step_heatmap_figure(pod)
+    arr = arrivals(pod)
+    heat = step_heatmap_figure(arr[["worker", "step"]].assign(lateness_ns=lateness(arr)))
     assert list(heat.data[0].y) == ["w_1", "w_2"] and len(heat.data[0].x) == 5
 
 
@@ -217,19 +219,22 @@ def test_the_straggler_badge_says_what_names_it() -> None:
             "late_ms": [0.4, -0.2, -0.2],
             "last_share": [1.0, 0.0, 0.0],
             "mean_step_time_ns": [1.1e6, 1.5e6, 1.5e6],
+            "median_step_ns": 1.5e6,
             "mode": "synchronous",
             "straggler": [True, False, False],
         }
     )
     texts, note = straggler_evidence(s)
     assert texts == [
-        "straggler: w2 (arrives 400 µs late per step, 0.27× the median step; last in 100.0 % of steps)"
+        "straggler: w2 (arrives 400 µs late per step, its heat-map row's mean; 0.27× the median "
+        "step of 1.500 ms; last in 100.0 % of steps)"
     ]
     assert "its own step-time line can be the lowest" in note
     assert straggler_evidence(s.assign(straggler=False)) == ([], "")
     slow = straggler_evidence(s.assign(mode="asynchronous"))[0]
     assert slow == [
-        "straggler: w2 (steps 400 µs longer than the others', 0.27× the median step; slowest in 100.0 % of steps)"
+        "straggler: w2 (steps 400 µs longer than the others', its heat-map row's mean; 0.27× the "
+        "median step of 1.500 ms; slowest in 100.0 % of steps)"
     ]
 
 
