@@ -25,6 +25,7 @@ from app.cli_cluster import cluster_cli
 from app.cli_serve import demo_command, export_command, hash_password_command, serve_command
 from app.cli_workers import collectives_command, input_command, ps_command, stragglers_command
 from app.cli_xla import hlo_command, roofline_command
+from app.terminal import say, say_session
 
 
 @click.group(no_args_is_help=True, context_settings={"show_default": True})
@@ -59,7 +60,7 @@ EXIT_BAD_INPUT = 2
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> click.exceptions.Exit:
     """Prints one error line to stderr and returns the exit to raise."""
-    click.echo(f"podscope: error: {message}", err=True)
+    say(f"podscope: error: {message}", err=True)
     return click.exceptions.Exit(code)
 
 
@@ -102,6 +103,7 @@ def parse(
         raise fail(f"--format must be parquet or csv, not {fmt!r}")
     config = ExecConfig.from_env(os.environ, scheduler=scheduler, cache=not no_cache)
     try:
+        say_session(path, session)
         files = resolve(path, session)
         target = str(out.resolve()) if out is not None else None
         args = (target, fmt, config.cache, config.cache_dir)
@@ -121,7 +123,7 @@ def parse(
 
         render(summary)
     for failure in summary["failures"]:
-        click.echo(f"podscope: warning: {failure}", err=True)
+        say(f"podscope: warning: {failure}", err=True)
 
 
 def main() -> None:

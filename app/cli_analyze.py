@@ -12,6 +12,8 @@ import click
 import pandas as pd
 
 from app.cli_table import show_table, wide_option
+from app.terminal import say, say_session
+from app.units import fmt_number
 
 if TYPE_CHECKING:
     from analyzers.session import SessionAnalysis
@@ -91,12 +93,14 @@ def steps_command(
     missing = analysis.missing
     for row in analysis.methods.itertuples():
         if row.method != "marker":
-            click.echo(f"podscope: note: {row.worker}: {row.note}", err=True)
+            say(f"podscope: note: {row.worker}: {row.note}", err=True)
     if len(missing):
-        click.echo(
+        say(
             f"podscope: note: {len(missing)} (worker, step) pairs missing on some workers were left out",
             err=True,
         )
+    if analysis.partial_note:
+        say(f"podscope: note: {analysis.partial_note}", err=True)
     if csv:
         table.to_csv(sys.stdout, index=False)
         return
@@ -120,6 +124,14 @@ SHORT = {
 
 def render_summary(table: pd.DataFrame, wide: bool = False) -> None:
     """Per worker and device: steps, mean step time, and each category's share of it."""
+    if table.empty:
+        say(
+            "podscope: no steps: no step markers, no repeated training function and no XLA "
+            "program executed more than once (an Android trace's steps are TFLite invokes, on "
+            "the dashboard's TFLite page)",
+            err=True,
+        )
+        return
     rows = []
     for (worker, device), g in table.groupby(["worker", "device"]):
         step = g["step_time_us"].mean()
@@ -164,17 +176,18 @@ def _analysis_or_exit(
 
     try:
         config = ExecConfig.from_env(os.environ, scheduler=scheduler, cache=not no_cache)
+        say_session(path, session)
         files = resolve(path, session)
         with task_progress(len(files)) as progress:
             run = run_session(files, config, parts, progress)
     except TraceParseError as e:
-        click.echo(f"podscope: error: {e}", err=True)
+        say(f"podscope: error: {e}", err=True)
         raise click.exceptions.Exit(2) from None
     except ExecutionError as e:
-        click.echo(f"podscope: error: {e}", err=True)
+        say(f"podscope: error: {e}", err=True)
         raise click.exceptions.Exit(EXIT_CLUSTER) from None
     for failed in run.failures:
-        click.echo(f"podscope: warning: {failed.worker} left out: {failed.error}", err=True)
+        say(f"podscope: warning: {failed.worker} left out: {failed.error}", err=True)
     return run.analysis
 
 
@@ -243,12 +256,15 @@ def ops_command(
     from analyzers.ops import BY
 
     if by not in BY:
-        click.echo(f"podscope: error: --by must be one of {', '.join(BY)}", err=True)
+        say(f"podscope: error: --by must be one of {', '.join(BY)}", err=True)
         raise click.exceptions.Exit(2)
     analysis = _analysis_or_exit(path, session, no_cache, frozenset({f"ops:{by}"}), scheduler)
     table = ops_table(analysis.op_table_for(by, worker))
     if csv:
         table.to_csv(sys.stdout, index=False)
+        return
+    if table.empty:
+        say(f"podscope: no ops to show ({_no_ops(analysis, by, worker)})", err=True)
         return
     name_col = {"op": "op_name", "type": "op_type", "kernel": "kernel"}[by]
     cols = ["worker", "device", name_col, "occurrences", "self_time_us", "total_time_us"]
@@ -264,6 +280,20 @@ def ops_command(
         )
     )
     show_table(shown, f"top {top} by self time, per worker and device", wide=wide, cut=name_col)
+
+
+def _no_ops(a: SessionAnalysis, by: str, worker: str | None) -> str:
+    """Why ``podscope ops`` has no rows for this session."""
+    if worker is not None and worker not in a.worker_names:
+        return f"no worker {worker!r}; workers: {', '.join(a.worker_names)}"
+    if a.trace_kind == "android":
+        return (
+            "an Android / Perfetto trace: its slices are not TensorFlow ops; TFLite invokes "
+            "and delegates are on the dashboard's TFLite page, the counts in `podscope parse`"
+        )
+    if by == "kernel":
+        return "no GPU kernel in this capture (no device plane with kernel events)"
+    return "no TensorFlow op or XLA op event in this capture"
 
 
 @click.command("compare")
@@ -291,7 +321,7 @@ def compare_command(
     from analyzers.hlo_stats import compare_hlo
 
     if csv not in (None, "steps", "ops", "xla"):
-        click.echo("podscope: error: --csv must be steps, ops or xla", err=True)
+        say("podscope: error: --csv must be steps, ops or xla", err=True)
         raise click.exceptions.Exit(2)
     parts = frozenset({"steps", "breakdown", "ops:op", "xla_ops"})
     runs = [
@@ -299,7 +329,9 @@ def compare_command(
         for path, session in ((base, base_session), (new, new_session))
     ]
     steps = compare_steps(runs[0].pod, runs[1].pod)
-    ops = compare_ops(runs[0].op_table, runs[1].op_table, runs[0].pod, runs[1].pod)
+    ops = compare_ops(
+        runs[0].op_table, runs[1].op_table, runs[0].capture_steps, runs[1].capture_steps
+    )
     xla = compare_hlo(runs[0].hlo_table(), runs[1].hlo_table())
     if csv:
         {"steps": steps, "ops": ops, "xla": xla}[csv].to_csv(sys.stdout, index=False)
@@ -370,7 +402,7 @@ def memory_command(
     a = _analysis_or_exit(path, session, no_cache, frozenset({"memory", "steps"}), scheduler)
     timeline = a.memory
     if timeline.empty:
-        click.echo(
+        say(
             "podscope: this capture has no allocator events (TF records them for BFC allocators: "
             "GPU hosts, or CPU with TF_CPU_ALLOCATOR_USE_BFC=true); nothing to show.",
             err=True,
@@ -381,12 +413,13 @@ def memory_command(
         return
     for row in report.itertuples():
         growth = (
-            f"; grows {row.growth_bytes_per_step / 2**20:,.3f} MiB per step over {row.steps} steps"
+            f"; grows {fmt_number(row.growth_bytes_per_step / 2**20)} MiB per step over "
+            f"{row.steps} steps"
             f"{' — LEAK' if row.leak else ''}"
             if row.growth_bytes_per_step == row.growth_bytes_per_step
             else ""
         )
-        click.echo(
+        say(
             f"{row.worker} {row.allocator}: peak {row.peak_bytes / 2**20:,.1f} MiB, fragmentation "
             f"{row.fragmentation_at_peak:.3f}{growth}\n  live at peak ({row.live_at_peak} blocks): "
             f"{row.top_live}"
@@ -418,13 +451,13 @@ def diagnose_command(
         return
     for f in findings:
         if not f.applies:
-            click.echo(f"  n/a       {f.rule_id}: {f.reason}")
+            say(f"  n/a       {f.rule_id}: {f.reason}")
         elif f.severity == "none":
-            click.echo(
+            say(
                 f"  ok        {f.title} ({fmt_value(f.value, f.unit)})"
                 if f.value is not None
                 else f"  ok        {f.title}"
             )
         else:
             shown = "" if f.value is None else f": {fmt_value(f.value, f.unit)}"
-            click.echo(f"{f.severity.upper():9} {f.title}{shown}\n          → {f.recommendation}")
+            say(f"{f.severity.upper():9} {f.title}{shown}\n          → {f.recommendation}")

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from app.terminal import say
+
 if TYPE_CHECKING:  # gRPC and the capture client load only when a capture runs
     from collectors.capture import CaptureOptions, CaptureResult, Target, WorkerResult
 
@@ -157,19 +159,19 @@ def capture_command(
             unsafe_full_trace=unsafe_full_trace,
         )
         if unsafe_full_trace:
-            click.echo(
+            say(
                 "podscope: warning: --unsafe-full-trace host-traces non-chief MultiWorkerMirroredStrategy "
                 "workers; TF 2.20/2.21 crash them (use-after-free in TraceMeRecorder::Consume).",
                 err=True,
             )
         result = run_capture(targets, opts, live=sys.stdout.isatty())
     except CaptureError as e:
-        click.echo(f"podscope: error: {e}", err=True)
+        say(f"podscope: error: {e}", err=True)
         raise click.exceptions.Exit(2) from None
     for w in result.workers:
         detail = f" {w.bytes / 1e6:.1f} MB -> {w.file}" if w.status == "ok" else f": {w.reason}"
         note = f" ({w.plan_note})" if w.plan_note else ""
         role = f" [{w.role}:{w.index}]" if w.role else ""
-        click.echo(f"{w.label}{role} {w.status}{detail}{note}")
-    click.echo(f"session {result.session}: {result.session_dir / 'capture.json'}")
+        say(f"{w.label}{role} {w.status}{detail}{note}")
+    say(f"session {result.session}: {result.session_dir / 'capture.json'}")
     raise click.exceptions.Exit(result.exit_code())

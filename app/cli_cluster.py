@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from app.terminal import say
 from reference_engine.config import EngineConfig, EngineError
 
 DEFAULT_RUN_DIR = Path("runs/cluster")
@@ -25,7 +26,7 @@ def cluster_cli() -> None:
 
 
 def _fail(message: str) -> click.exceptions.Exit:
-    click.echo(f"podscope: error: {message}", err=True)
+    say(f"podscope: error: {message}", err=True)
     return click.exceptions.Exit(2)
 
 
@@ -95,11 +96,11 @@ def cluster_up(
         manifest = local.up(cfg, workers=workers, ps=ps, run_dir=run_dir)
     except EngineError as e:
         raise _fail(str(e)) from None
-    click.echo(
+    say(
         f"cluster ready: {len(manifest.tasks)} tasks, manifest {Path(manifest.run_dir) / local.MANIFEST}"
     )
     for t in manifest.tasks:
-        click.echo(f"  {t.name:10} pid {t.pid:<8} tf {t.address:21} agent {t.agent_address}")
+        say(f"  {t.name:10} pid {t.pid:<8} tf {t.address:21} agent {t.agent_address}")
     if wait:
         try:
             results = local.wait(manifest, timeout_s)
@@ -108,7 +109,7 @@ def cluster_up(
             raise _fail(str(e)) from None
         local.down(manifest)
         for name, r in sorted(results.items()):
-            click.echo(
+            say(
                 f"  {name}: {r['event']} steps={r.get('steps')} loss {r.get('first_loss')} -> {r.get('last_loss')}"
             )
         if any(r["event"] != "done" for r in results.values()):
@@ -131,7 +132,7 @@ def cluster_status(run_dir: Path, as_json: bool) -> None:
         return
     for r in rows:
         state = "running" if r.alive else "stopped"
-        click.echo(
+        say(
             f"{r.name:10} pid {r.pid:<8} {state:8} last={r.last_event} steps={r.steps} loss={r.last_loss}"
         )
 
@@ -152,7 +153,7 @@ def cluster_down(run_dir: Path, grace_s: float) -> None:
         manifest = local.Manifest.load(run_dir)
     except EngineError as e:
         raise _fail(str(e)) from None
-    click.echo(local.down(manifest, grace_s).summary())
+    say(local.down(manifest, grace_s).summary())
 
 
 @cluster_cli.command("jax")
@@ -215,4 +216,4 @@ def cluster_jax(
     except EngineError as e:
         raise _fail(str(e)) from None
     session = collect_local(files, logdir, asdict(cfg), label=label or f"jax {scenario}")
-    click.echo(f"captured {len(files)} workers into {session}")
+    say(f"captured {len(files)} workers into {session}")

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from app.terminal import say
+
 if TYPE_CHECKING:  # the dashboard's modules (Flask and Dash) load only for its commands
     from app.settings import AppSettings
 
@@ -82,7 +84,7 @@ def settings_from_env() -> AppSettings:
     try:
         return AppSettings.from_env(os.environ)
     except (AuthError, ValueError) as e:
-        click.echo(f"podscope: error: {e}", err=True)
+        say(f"podscope: error: {e}", err=True)
         raise click.exceptions.Exit(2) from None
 
 
@@ -95,7 +97,7 @@ def check_exposure(settings: AppSettings) -> None:
         return
     auth = settings.auth
     if not auth.enabled:
-        click.echo(
+        say(
             f"podscope: error: --host {settings.host} serves other machines and nobody would be "
             "asked to log in. Configure a login: PODSCOPE_DASHBOARD_TOKEN=<secret> (or "
             "PODSCOPE_DASHBOARD_TOKEN_FILE=<file>), PODSCOPE_USERS_FILE=<file of name:hash lines "
@@ -106,7 +108,7 @@ def check_exposure(settings: AppSettings) -> None:
         )
         raise click.exceptions.Exit(2)
     if auth.token and len(auth.token) < MIN_TOKEN_CHARS:
-        click.echo(
+        say(
             f"podscope: error: --host {settings.host} serves other machines and the dashboard "
             f"token has {len(auth.token)} characters: anyone who can reach the port can guess "
             f"that. Use at least {MIN_TOKEN_CHARS} (python -c 'import secrets; "
@@ -135,11 +137,11 @@ def serve(settings: AppSettings) -> None:
     try:
         settings.logdir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        click.echo(f"podscope: error: cannot use the logdir {settings.logdir}: {e}", err=True)
+        say(f"podscope: error: cannot use the logdir {settings.logdir}: {e}", err=True)
         raise click.exceptions.Exit(2) from None
     app = create_app(settings)
     login = " (login required)" if settings.auth.enabled else ""
-    click.echo(f"serving on http://{settings.host}:{settings.port}{login}", err=False)
+    say(f"serving on http://{settings.host}:{settings.port}{login}", err=False)
     # A production WSGI server (Flask's own warns it is not one), quiet per request.
     import waitress
 
@@ -189,7 +191,7 @@ def demo_command(
     if not names:
         raise click.BadParameter("name at least one scenario", param_hint="--scenarios")
     if importlib.util.find_spec("tensorflow") is None:
-        click.echo(
+        say(
             "podscope: error: the demo trains TensorFlow jobs and TensorFlow is not installed: "
             "pip install 'podscope[engine]', or in Docker run the engine image "
             "(docker build --build-arg EXTRAS=engine -t podscope:engine .). "
@@ -222,7 +224,7 @@ def _demo_job(logdir: Path, scenario: str, workers: int, duration_ms: int, keep:
     from reference_engine.config import EngineConfig, EngineError
     from trace_parsers import load
 
-    click.echo(f"starting a {workers}-worker mwms-loop job (scenario {scenario})…")
+    say(f"starting a {workers}-worker mwms-loop job (scenario {scenario})…")
     try:
         m = cluster.up(
             EngineConfig(workload="mwms-loop", scenario=scenario, steps=None),
@@ -230,7 +232,7 @@ def _demo_job(logdir: Path, scenario: str, workers: int, duration_ms: int, keep:
             run_dir=logdir / "cluster" / scenario,
         )
     except EngineError as e:
-        click.echo(f"podscope: error: {e}", err=True)
+        say(f"podscope: error: {e}", err=True)
         raise click.exceptions.Exit(2) from None
     try:
         deadline = time.monotonic() + 120
@@ -239,7 +241,7 @@ def _demo_job(logdir: Path, scenario: str, workers: int, duration_ms: int, keep:
             and time.monotonic() < deadline
         ):
             time.sleep(0.3)
-        click.echo(f"capturing every worker of the {scenario} job…")
+        say(f"capturing every worker of the {scenario} job…")
         result = capture(
             [Target(t.agent_address) for t in m.tasks],
             CaptureOptions(
@@ -250,9 +252,9 @@ def _demo_job(logdir: Path, scenario: str, workers: int, duration_ms: int, keep:
             ),
         )
         for w in result.workers:
-            click.echo(f"  {w.label} [{w.role}:{w.index}] {w.status} {w.reason or w.plan_note}")
+            say(f"  {w.label} [{w.role}:{w.index}] {w.status} {w.reason or w.plan_note}")
         frames = load(result.session_dir)
-        click.echo(
+        say(
             f"session {result.session_dir.name} ({scenario}): {len(frames.events):,} events from "
             f"{len(frames.workers)} workers"
         )
@@ -283,10 +285,10 @@ def export_command(session: Path, chrome_json: Path) -> None:
     try:
         frames = load(session)
     except TraceParseError as e:
-        click.echo(f"podscope: error: {e}", err=True)
+        say(f"podscope: error: {e}", err=True)
         raise click.exceptions.Exit(2) from None
     n = write_chrome_trace(frames, chrome_json)
-    click.echo(f"wrote {n:,} events to {chrome_json}")
+    say(f"wrote {n:,} events to {chrome_json}")
 
 
 @click.command("hash-password")
@@ -305,7 +307,7 @@ def hash_password_command(user: str, capture: bool) -> None:
         raise click.BadParameter("a user name without ':'", param_hint="USER")
     password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     if len(password) < 8:
-        click.echo("podscope: error: use at least 8 characters", err=True)
+        say("podscope: error: use at least 8 characters", err=True)
         raise click.exceptions.Exit(2)
     role = "capture:" if capture else ""
     click.echo(f"{user}:{role}{generate_password_hash(password)}")

@@ -9,10 +9,13 @@ whole table however wide it is (for a wide terminal or a file).
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 import click
 import pandas as pd
+
+from app.units import fmt_number
 
 if TYPE_CHECKING:  # rich loads when a table is printed, not for CSV on stdout
     from rich.console import Console
@@ -35,8 +38,8 @@ def cell(column: str, value: object) -> str:
         return ""
     if isinstance(value, float):
         if column.endswith("share") or column == "share":
-            return f"{value * 100:.1f}%"
-        return f"{value:,.3f}"
+            return f"{fmt_number(value * 100, 1)}%"
+        return fmt_number(value)
     if isinstance(value, bool):
         return "yes" if value else ""
     return f"{value:,}" if isinstance(value, int) else str(value)
@@ -46,16 +49,9 @@ def cell(column: str, value: object) -> str:
 MIN_NAME = 20
 
 
-def _table(
-    frame: pd.DataFrame,
-    title: str,
-    stacked: bool = False,
-    cut: str | None = None,
-    cut_to: int | None = None,
-) -> Table:
+def _table(frame: pd.DataFrame, title: str, stacked: bool = False) -> Table:
     """The table, its cells on one line each; with ``stacked``, the headers of number
-    columns one word per line (``self`` / ``time`` / ``us``); the ``cut`` column at most
-    ``cut_to`` characters, ended with "…"."""
+    columns one word per line (``self`` / ``time`` / ``us``)."""
     from rich import box
     from rich.table import Table
 
@@ -75,7 +71,6 @@ def _table(
             justify="right" if numeric else "left",
             no_wrap=True,
             overflow="ellipsis",
-            max_width=cut_to if col == cut else None,
         )
     for row in frame.itertuples(index=False):
         view.add_row(*(cell(c, v) for c, v in zip(frame.columns, row, strict=True)))
@@ -87,11 +82,28 @@ def _width(console: Console, table: Table) -> int:
     return console.measure(table, options=console.options.update_width(100_000)).maximum
 
 
+def cut_distinct(names: pd.Series, width: int) -> pd.Series:
+    """Names longer than ``width`` cut in the middle (``RemoteCall__…inference_fn_212``), the
+    tail kept as long as it takes for cut names that differ to stay different."""
+    names = names.astype(str)
+    long = names.str.len() > width
+    if not long.any() or width < 5:
+        return names
+    for tail in range(width // 3, width - 1):
+        head = width - 1 - tail
+        cut = names.where(~long, names.str[:head] + "…" + names.str[-tail:])
+        if cut.nunique() == names.nunique():
+            return cut
+    return cut
+
+
 def _abbreviated(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
     """The frame with long worker labels as ``w1``, ``w2``… (in order of appearance), and
-    the legend."""
+    the legend; of one worker, no column at all (the title names it: ``_one_worker``)."""
     if "worker" not in frame or frame["worker"].astype(str).str.len().max() <= SHORT_LABEL:
         return frame, {}
+    if frame["worker"].nunique() == 1:
+        return frame.drop(columns="worker"), {}
     names = list(dict.fromkeys(frame["worker"].astype(str)))
     short = {n: f"w{i + 1}" for i, n in enumerate(names)}
     return frame.assign(worker=frame["worker"].astype(str).map(short)), short
@@ -107,8 +119,9 @@ def show_table(
 ) -> None:
     """Prints ``frame`` under ``title``: whole when it fits the terminal (or ``wide``); else
     the first of these that fits: number headers one word per line, then also worker labels
-    abbreviated (with their legend), then also the ``cut`` column (an op or kernel name)
-    ended with "…"; else one block of lines per row."""
+    abbreviated (with their legend; one worker's named in the title instead), then also the
+    ``cut`` column (an op or kernel name) cut in the middle so that its rows stay distinct
+    (``cut_distinct``); else one block of lines per row."""
     from rich.console import Console
 
     console = console or Console()
@@ -119,14 +132,20 @@ def show_table(
         console.print(whole)
         return
     short, legend = _abbreviated(frame)
+    short_title = (
+        f"{title} · worker {frame['worker'].iloc[0]}"
+        if "worker" in frame and "worker" not in short
+        else title
+    )
     empty: dict[str, str] = {}
     tries = [(empty, _table(frame, title, stacked=True))]
-    if legend:
-        tries.append((legend, _table(short, title, stacked=True)))
+    if legend or short is not frame:
+        tries.append((legend, _table(short, short_title, stacked=True)))
     if cut is not None:
-        narrow = _table(short, title, stacked=True, cut=cut, cut_to=MIN_NAME)
-        room = max(0, console.width - _width(console, narrow))
-        tries.append((legend, _table(short, title, True, cut, MIN_NAME + room)))
+        narrow = short.assign(**{cut: cut_distinct(short[cut], MIN_NAME)})
+        room = max(0, console.width - _width(console, _table(narrow, short_title, True)))
+        fitted = short.assign(**{cut: cut_distinct(short[cut], MIN_NAME + room)})
+        tries.append((legend, _table(fitted, short_title, stacked=True)))
     for names, table in tries:
         if _width(console, table) <= console.width:
             console.print(table)
@@ -143,27 +162,40 @@ def _blocks(frame: pd.DataFrame, title: str, console: Console) -> None:
         return
     keys = [c.replace("_", " ") for c in frame.columns]
     pad = max(len(k) for k in keys[1:]) if len(keys) > 1 else 0
+    hang = " " * min(pad + 4, console.width // 2)
     for row in frame.itertuples(index=False):
         values = [cell(c, v) for c, v in zip(frame.columns, row, strict=True)]
         console.print(f"── {keys[0]} {values[0]}", style="bold", highlight=False, soft_wrap=True)
         for key, value in zip(keys[1:], values[1:], strict=True):
             if value != "":
-                console.print(f"  {key:<{pad}}  {value}", highlight=False, soft_wrap=True)
+                line = f"  {key:<{pad}}  {value}"  # a long value folds under itself
+                text = textwrap.fill(line, console.width, subsequent_indent=hang)
+                console.print(text, highlight=False, soft_wrap=True)
 
 
 def render_parse_summary(summary: dict[str, Any]) -> None:
-    """Prints the summary as a table (rich)."""
+    """Prints the summary per worker (``show_table``: at the terminal's width), under a title
+    with the session's totals; counts a capture does not have are left out."""
     from rich.console import Console
-    from rich.table import Table
 
     s = summary
-    table = Table(title=f"{s['events']:,} events · {s['planes']} planes · {s['lines']} lines")
-    cols = ("worker", "planes", "lines", "events", "span_ms", "steps")
-    for col in cols:
-        table.add_column(col, justify="left" if col == "worker" else "right")
-    for w in summary["workers"]:
-        table.add_row(*(f"{w[c]:,}" if isinstance(w[c], int) else str(w[c]) for c in cols))
-    console = Console()
-    console.print(table)
+    shown = [k for k in ("events", "sched", "counters") if s.get(k)] or ["events"]
+    title = " · ".join(
+        [
+            f"{s[k]:,} {name}"
+            for k, name in (
+                ("events", "events"),
+                ("sched", "scheduling slices"),
+                ("counters", "counter samples"),
+            )
+            if k in shown
+        ]
+        + [f"{s['planes']} planes", f"{s['lines']} lines"]
+    )
+    cols = ["worker", "planes", "lines", *shown, "span_ms", "step_markers"]
+    frame = pd.DataFrame(s["workers"], columns=cols)
+    show_table(frame, title)
+    if frame.empty:
+        Console().print("no worker: nothing this parser reads is in the file", highlight=False)
     if summary.get("written"):
-        console.print(f"frames written to {summary['written']}")
+        Console().print(f"frames written to {summary['written']}", highlight=False, soft_wrap=True)

@@ -6,25 +6,56 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import pandas as pd
 
 from app.cli_analyze import _analysis_or_exit, analysis_options, csv_option
 from app.cli_table import show_table, wide_option
+from app.terminal import say
 from app.units import in_ms
+
+if TYPE_CHECKING:
+    from analyzers.session import SessionAnalysis
 
 top_option = click.option("--top", type=int, default=30, help="Rows in the table view.")
 
 
-def _show(frame: pd.DataFrame, title: str, csv: bool, top: int = 30, wide: bool = False) -> None:
+def _show(
+    frame: pd.DataFrame,
+    title: str,
+    csv: bool,
+    top: int = 30,
+    wide: bool = False,
+    why: str = "",
+) -> None:
     """The frame as CSV on stdout, or its first ``top`` rows as a table that fits the
-    terminal (``app.cli_table``)."""
+    terminal (``app.cli_table``); an empty one says ``why`` instead."""
     if csv:
         frame.to_csv(sys.stdout, index=False)
         return
     if len(frame):
         show_table(frame.head(top), title, wide=wide)
+    elif why:
+        say(f"podscope: {title.split(';')[0]}: none ({why})", err=True)
+
+
+#: Why ``podscope input`` has no rows.
+NO_ITERATORS = (
+    "no tf.data iterator events: the input was not a tf.data pipeline (JAX, an Android "
+    "trace), or the workers were traced with the Python tracer only"
+)
+
+
+def _no_comparison(a: SessionAnalysis) -> str:
+    """Why a session has no culprits and victims to show, or "" when it has."""
+    if len(a.roles):
+        return ""
+    with_steps = int((a.methods["steps"] > 0).sum())
+    if with_steps < 2:
+        return f"stragglers need steps on two workers or more; {with_steps} here has steps"
+    return "the workers' steps do not compare (different kinds of step, or no common step)"
 
 
 @click.command("collectives")
@@ -48,9 +79,9 @@ def collectives_command(
     a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
     calls = a.collective_calls
     if calls.empty:
-        click.echo("podscope: no collective ops or kernels in this capture.", err=True)
+        say("podscope: no collective ops or kernels in this capture.", err=True)
     elif a.collective_summary.empty:
-        click.echo(
+        say(
             f"podscope: {len(calls)} collective calls ({', '.join(sorted(set(calls['kind'])))}) "
             "in this capture, none inside a step (they ran outside the program the steps "
             "repeat): nothing to match across steps.",
@@ -68,7 +99,7 @@ def collectives_command(
         return
     _show(a.collective_summary, "collectives per worker", csv, top, wide)
     if not csv and len(a.collective_summary) and not (a.collective_summary["measured"] > 0).any():
-        click.echo(
+        say(
             "Each collective has one traced participant (safe plan: the chief's ops only): waits "
             "are estimated from step starts in `podscope stragglers`."
         )
@@ -90,7 +121,7 @@ def stragglers_command(
     no_cache: bool,
     scheduler: str | None,
 ) -> None:
-    """Culprits and victims in PATH (a trace file, a run folder or a logdir): per worker its late steps and its wait for the others; with
+    """Culprits and victims in PATH (a trace file, a run folder or a logdir): per worker its late steps, its mean lateness (the Pod Viewer heat map row's mean) and its wait for the others; with
     --steps, each slow worker-step's excess split into components and ops, and its cause."""
     a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
     if steps:
@@ -100,9 +131,19 @@ def stragglers_command(
             csv,
             top,
             wide,
+            why=_no_comparison(a) or "no worker-step late by 10 % of the median step or more",
         )
     else:
-        _show(a.roles, "culprits and victims", csv, top, wide)
+        late = a.stragglers.set_index("worker")["late_ms"]
+        table = a.roles.assign(late_ms=a.roles["worker"].astype(str).map(late))
+        _show(
+            table,
+            "culprits and victims; late ms: mean arrival after the others' median",
+            csv,
+            top,
+            wide,
+            why=_no_comparison(a),
+        )
 
 
 @click.command("input")
@@ -131,6 +172,7 @@ def input_command(
             csv,
             top,
             wide,
+            why=NO_ITERATORS,
         )
         return
     summary = a.input_pipeline
@@ -143,9 +185,11 @@ def input_command(
         csv,
         top,
         wide,
+        why=NO_ITERATORS,
     )
     for r in summary[summary["bottleneck"] != ""].itertuples():
-        click.echo(f"{r.worker}: bottleneck {r.bottleneck} ({r.user_name}) → {r.suggestion}")
+        named = f" ({r.user_name})" if r.user_name else ""
+        say(f"{r.worker}: bottleneck {r.bottleneck}{named}\n  → {r.suggestion}")
 
 
 @click.command("ps")
@@ -165,7 +209,7 @@ def ps_command(
     busy time, and its share of the parameter servers' load."""
     a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
     if a.ps_balance.empty and not csv:
-        click.echo(
+        say(
             "podscope: no parameter-server task in this capture (a task that applies variable "
             "updates, computes no gradients and runs no training steps).",
             err=True,

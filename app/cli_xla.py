@@ -10,6 +10,7 @@ import click
 
 from app.cli_analyze import _analysis_or_exit, analysis_options, csv_option
 from app.cli_table import show_table, wide_option
+from app.terminal import say
 
 
 @click.command("hlo")
@@ -50,7 +51,7 @@ def hlo_command(
             else "this capture has no XLA ops (no device kernel or XLA:CPU thunk names an HLO "
             "instruction: a TensorFlow graph without jit_compile, or an Android trace)"
         )
-        click.echo(f"podscope: {reason}; nothing to show.", err=True)
+        say(f"podscope: {reason}; nothing to show.", err=True)
     if csv:
         table.to_csv(sys.stdout, index=False)
         return
@@ -107,7 +108,7 @@ def roofline_command(
     a = _analysis_or_exit(path, session, no_cache, frozenset(), scheduler)
     peaks = a.device_peaks
     if peaks.empty:
-        click.echo(
+        say(
             "podscope: this capture has no GPU or TPU plane: no device peaks to read (a CPU "
             "has no roofline here).",
             err=True,

@@ -17,6 +17,12 @@ from typing import Any
 import pandas as pd
 
 
+def fmt_number(value: float, decimals: int = 3) -> str:
+    """``1,234.500``; a value that rounds to zero is ``0.000``, never ``-0.000``."""
+    text = f"{value:,.{decimals}f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.,") else text
+
+
 def fmt_duration(ns: float) -> str:
     """``950 ns``, ``12.3 µs``, ``400 µs``, ``4.560 ms``, ``1.234 s``."""
     if ns < 1_000:

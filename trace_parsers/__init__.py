@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trace_parsers.errors import TraceParseError
-    from trace_parsers.loader import PARSERS, load, resolve, sessions
+    from trace_parsers.loader import PARSERS, chosen_session, load, resolve, sessions
     from trace_parsers.schema import SCHEMA, TraceFrames, validate
 
 #: Public name → the module that defines it.
 _EXPORTS = {
     "PARSERS": "trace_parsers.loader",
+    "chosen_session": "trace_parsers.loader",
     "load": "trace_parsers.loader",
     "resolve": "trace_parsers.loader",
     "sessions": "trace_parsers.loader",
@@ -35,6 +36,7 @@ __all__ = [
     "SCHEMA",
     "TraceFrames",
     "TraceParseError",
+    "chosen_session",
     "load",
     "resolve",
     "sessions",

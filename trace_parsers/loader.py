@@ -303,15 +303,29 @@ def session_folders(logdir: Path) -> dict[str, Path]:
     }
 
 
-def resolve(path: str | Path, session: str | None = None) -> list[Path]:
-    """The capture files that ``path`` (file, run folder or logdir) designates.
+def _label(folder: Path) -> str:
+    """The label a capture gave its session (``capture.json``'s ``label``: its run name)."""
+    import json
+
+    try:
+        label = json.loads((folder / "capture.json").read_text()).get("label", "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return label if isinstance(label, str) else ""
+
+
+def chosen_session(path: str | Path, session: str | None = None) -> str | None:
+    """The session id ``resolve`` reads under ``path``: ``session`` itself, the one session of
+    that bare name in whichever run holds it, the newest session of the run (``train``) or
+    of the capture label (``podscope capture --label baseline``) it names; without
+    ``session``, the newest. None where ``path`` is a file or a folder of loose captures.
 
     Raises:
-        TraceParseError: the path does not exist, holds no capture, or names an unknown session.
+        TraceParseError: the path does not exist, holds no capture, or names no session.
     """
     p = Path(path)
     if p.is_file():
-        return [p]
+        return None
     if not p.is_dir():
         raise TraceParseError(p, "unknown", "no such file or folder")
     files = trace_files(p)
@@ -320,15 +334,7 @@ def resolve(path: str | Path, session: str | None = None) -> list[Path]:
     # beside plugins/ is not a capture).
     xplanes = files and files[0].name.endswith(PARSERS["xplane"].suffixes)
     if files and session is None and (xplanes or not found):
-        return files
-    if session is not None:
-        # A bare session name finds it in whichever run holds it, when only one does.
-        named = [s for s in found if s == session or s.rsplit("/", 1)[-1] == session]
-        if session not in found and len(named) != 1:
-            raise TraceParseError(
-                p, "unknown", f"no session {session!r}; known: {', '.join(sorted(found)) or 'none'}"
-            )
-        return trace_files(found[session if session in found else named[0]])
+        return None
     if not found:
         refused = scan(p).refused
         raise TraceParseError(
@@ -342,8 +348,39 @@ def resolve(path: str | Path, session: str | None = None) -> list[Path]:
                 else ""
             ),
         )
-    newest = max(found, key=lambda n: (_mtime(found[n]), n))
-    return trace_files(found[newest])
+    candidates = list(found)
+    if session is not None:
+        if session in found:
+            return session
+        candidates = [s for s in found if s.rsplit("/", 1)[-1] == session]
+        if len(candidates) > 1:
+            raise TraceParseError(
+                p, "unknown", f"session {session!r} is in several runs: {', '.join(candidates)}"
+            )
+        candidates = candidates or [s for s in found if s.rpartition("/")[0] == session]
+        candidates = candidates or [s for s in found if _label(found[s]) == session]
+        if not candidates:
+            raise TraceParseError(
+                p,
+                "unknown",
+                f"no session, run or capture label {session!r}; sessions: "
+                f"{', '.join(sorted(found))}",
+            )
+    return max(candidates, key=lambda n: (_mtime(found[n]), n))
+
+
+def resolve(path: str | Path, session: str | None = None) -> list[Path]:
+    """The capture files that ``path`` (file, run folder or logdir) designates: ``path``
+    itself, its loose captures, or the files of ``chosen_session``.
+
+    Raises:
+        TraceParseError: the path does not exist, holds no capture, or names an unknown session.
+    """
+    p = Path(path)
+    chosen = chosen_session(p, session)
+    if chosen is None:
+        return [p] if p.is_file() else trace_files(p)
+    return trace_files(session_folders(p)[chosen])
 
 
 def _mtime(folder: Path) -> float:

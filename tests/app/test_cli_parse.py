@@ -46,7 +46,7 @@ def test_parse_json_summary_and_csv_frames(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
     assert [w["worker"] for w in summary["workers"]] == ["localhost_2222", "localhost_2223"]
-    assert [w["steps"] for w in summary["workers"]] == [4, 4]
+    assert [w["step_markers"] for w in summary["workers"]] == [4, 4]
     assert summary["events"] == 8
     shards = sorted((out / "events").iterdir())  # one file per worker, written by its task
     assert [p.name for p in shards] == ["localhost_2222.csv", "localhost_2223.csv"]

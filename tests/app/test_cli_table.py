@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from rich.console import Console
 
 from app.cli_table import show_table
@@ -99,3 +101,112 @@ def test_podscope_stragglers_fits_80_columns(tmp_path: Path) -> None:
         table = [line for line in out.splitlines() if "bottleneck " not in line]
         assert max(map(len, table)) <= 80, (command, out)
         assert "10.128.15.203_2222" in out, (command, out)  # in the legend or a heading
+
+
+def test_names_alike_up_to_their_ends_stay_distinct_when_cut() -> None:
+    names = [f"RemoteCall____inference_train_function_{n}" for n in (2212, 2405, 2598, 2791)]
+    frame = pd.DataFrame(
+        {
+            "worker": WORKERS[:1] * 4,
+            "op_name": names,
+            "calls": [1, 2, 3, 4],
+            "self_time_us": [12_345.678, 1.0, 2.0, -0.0001],
+            "self_share": [0.5, 0.2, 0.1, -0.00001],
+        }
+    )
+    lines = _printed(frame, width=50, cut="op_name")
+    assert max(map(len, lines)) <= 50, lines
+    rows = [line for line in lines if "RemoteCall__" in line]
+    assert len(rows) == 4 and len({r.split()[0] for r in rows}) == 4, rows  # four names, not one
+    assert all("…" in r for r in rows) and any(r.split()[0].endswith("2598") for r in rows)
+    # one worker: named in the title, no w1 column or legend
+    assert lines[0].startswith("title · worker 10.128.15.201_2222"), lines
+    assert not any("w1" in line for line in lines)
+    text = "\n".join(lines)
+    assert "-0.000" not in text and "-0.0%" not in text and "0.000" in text
+
+
+def test_prose_is_wrapped_to_the_terminal_with_hanging_lines() -> None:
+    from click.testing import CliRunner
+
+    from app.terminal import say
+
+    @__import__("click").command()
+    def cmd() -> None:
+        say("HIGH      " + "word " * 30 + "\n          → " + "advice " * 20)
+        say("podscope: note: " + "x" * 200, err=True)
+
+    out = CliRunner().invoke(cmd, env={"COLUMNS": "60"}).output.splitlines()
+    assert max(map(len, out)) <= 60, out
+    assert out[1].startswith(" " * 10 + "word")  # under the title, past the label
+    arrow = next(i for i, line in enumerate(out) if "→" in line)
+    assert out[arrow + 1].startswith(" " * 12 + "advice")
+
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+COMMANDS = [
+    ["diagnose"],
+    ["input"],
+    ["input", "--iterators"],
+    ["collectives"],
+    ["stragglers"],
+    ["stragglers", "--steps"],
+    ["ops"],
+    ["ops", "--by", "kernel"],
+    ["steps"],
+    ["memory"],
+    ["ps"],
+    ["parse"],
+    ["hlo"],
+    ["roofline"],
+]
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "xplane/gpu_tf_multiworker_v100",
+        "xplane/tpu_xprof",
+        "xplane/rocm_jax_tracelens/traces__mi300__jax08_attention__tw003.xplane.pb",
+        "android/ms_test_trace.perfetto-trace",
+        "ps_baseline",
+        "regressions/straggler_python_traced",
+    ],
+)
+def test_every_command_fits_80_columns_and_says_nothing_odd(sample: str, tmp_path: Path) -> None:
+    """Every analysis command as a newcomer meets it at 80 columns: no line past the edge (an
+    error or a warning is one line, whatever its length), no ``-0.000``, no empty
+    parentheses, no ``w1`` legend for the only worker, and an empty table says why."""
+    from click.testing import CliRunner
+
+    from app.cli import cli
+    from tests.conftest import SHARED_TRACES
+
+    path = (
+        FIXTURES / sample
+        if not sample.startswith(("xplane/", "android/"))
+        else SHARED_TRACES / sample
+    )
+    if not path.exists():
+        pytest.skip(f"sample not present: {path}")
+    env = {"COLUMNS": "80", "PODSCOPE_CACHE_DIR": str(tmp_path / "cache")}
+    for command in COMMANDS:
+        result = CliRunner().invoke(cli, [*command, str(path)], env=env)
+        assert result.exit_code == 0, (command, result.output)
+        text = result.stdout + result.stderr
+        lines = [
+            ln
+            for ln in text.splitlines()
+            if not ln.startswith(("podscope: error", "podscope: warning"))
+        ]
+        assert max(map(len, lines), default=0) <= 80, (
+            command,
+            [ln for ln in lines if len(ln) > 80],
+        )
+        assert "-0.000" not in text, (command, text)
+        assert not re.search(r"(?:^|\s)\(\s*\)", text), (command, text)  # `.numpy()` is fine
+        assert not re.search(r"^\s*w1 = ", text, re.M) or re.search(r"^\s*w2 = ", text, re.M), (
+            command,
+            text,
+        )
+        assert result.stdout.strip() or result.stderr.strip(), (command, "prints nothing")
