@@ -93,6 +93,7 @@ CMP_CSV = "cmp-csv"
 CMP_PARQUET = "cmp-parquet"
 CMP_DOWNLOAD = "cmp-download"
 CMP_NOTE = "cmp-note"
+CMP_WHY = "cmp-why"
 
 # A big session being analysed (any page)
 PREP_SESSION = "prep-session"

@@ -24,7 +24,14 @@ from pathlib import Path
 from analyzers.execution import ExecConfig, ExecutionError, WorkerPart, run_session
 from analyzers.session import SessionAnalysis
 from trace_parsers import TraceParseError, layout, load
-from trace_parsers.loader import format_of, scan, session_folders, trace_files, worker_label
+from trace_parsers.loader import (
+    PARSERS,
+    format_of,
+    scan,
+    session_folders,
+    trace_files,
+    worker_label,
+)
 from trace_parsers.schema import PARSER_VERSION
 
 #: Characters an uploaded file name may keep; others become ``_``.
@@ -46,6 +53,8 @@ class SessionSummary:
         modified: the newest file's mtime (epoch seconds).
         manifest: its ``capture.json``, None when it has none (an upload).
         manifest_error: why ``capture.json`` could not be read, else "".
+        kind: ``xplane`` (a TensorFlow or JAX profiler capture) or ``android`` (systrace,
+            Perfetto, Chrome JSON), from its files' names: what Compare pairs it with.
     """
 
     @property
@@ -67,6 +76,7 @@ class SessionSummary:
     modified: float
     manifest: layout.CaptureManifest | None
     manifest_error: str = ""
+    kind: str = "xplane"
 
 
 @dataclass(frozen=True)
@@ -196,6 +206,9 @@ class SessionStore:
                     modified=max(s.st_mtime for s in stats),
                     manifest=manifest,
                     manifest_error=error,
+                    kind="xplane"
+                    if any(f.name.endswith(PARSERS["xplane"].suffixes) for f in files)
+                    else "android",
                 )
             )
         return out

@@ -25,6 +25,7 @@ from app.pages._common import (
     session_of,
     with_query,
 )
+from app.store import SessionSummary
 from app.units import grid_columns
 
 dash.register_page(__name__, path="/compare", name="Compare", order=5)
@@ -34,14 +35,20 @@ def layout(session: str | None = None, baseline: str | None = None, **_: str) ->
     session, analysis, alert = load_session(session)
     if analysis is None:
         return alert
-    names = current().store.names()  # newest first
-    others = [n for n in names if n != session]
+    summaries = current().store.summaries()  # newest first
+    others = [s.name for s in summaries if s.name != session]
     if not others:
         return dbc.Alert(
             "Comparing needs two sessions: capture or upload another one.", color="info"
         )
-    if baseline not in others:
-        baseline = default_baseline(names, str(session))
+    why, problem = "", None
+    if baseline is None:
+        baseline, why = default_baseline(summaries, str(session))
+    elif baseline == session:
+        problem = f"The baseline in this link, {baseline}, is the session itself: pick another."
+    elif baseline not in others:
+        problem = f"The baseline in this link, {baseline}, is not a session here: pick one."
+    shown = None if problem else baseline
     return html.Div(
         [
             card(
@@ -52,8 +59,9 @@ def layout(session: str | None = None, baseline: str | None = None, **_: str) ->
                             dcc.Dropdown(
                                 id=ids.CMP_BASELINE,
                                 options=others,
-                                value=baseline,
+                                value=shown,
                                 clearable=False,
+                                placeholder="pick a baseline session",
                             ),
                             md=5,
                         ),
@@ -65,9 +73,17 @@ def layout(session: str | None = None, baseline: str | None = None, **_: str) ->
                         ),
                     ]
                 ),
+                html.Div(why, id=ids.CMP_WHY, className="podscope-muted mt-1"),
                 dcc.Download(id=ids.CMP_DOWNLOAD),
             ),
-            html.Div(body(f"?{urlencode({'session': session})}", baseline), id=ids.CMP_BODY),
+            html.Div(
+                dbc.Alert(problem, color="warning")
+                if problem
+                else body(f"?{urlencode({'session': session})}", shown)
+                if shown
+                else dbc.Alert(why, color="info"),
+                id=ids.CMP_BODY,
+            ),
         ]
     )
 
@@ -83,7 +99,10 @@ def _compare(
         return session, None, None, alert or base_alert
     steps = compare_steps(base.pod, new.pod)
     ops = compare_ops(
-        base.op_table_for("op", None), new.op_table_for("op", None), base.pod, new.pod
+        base.op_table_for("op", None),
+        new.op_table_for("op", None),
+        base.capture_steps,
+        new.capture_steps,
     )
     left_out = sorted(
         {f"{w} ({run})" for run, a in (("baseline", base), ("new", new)) for w in a.pod["worker"]}
@@ -106,11 +125,27 @@ def _percent(change: pd.Series) -> pd.Series:
     return change.map(lambda c: None if pd.isna(c) else f"{c:+.1%}")
 
 
-def default_baseline(names: list[str], session: str) -> str | None:
-    """The session before this one (names are newest first), else the newest other one."""
-    others = [n for n in names if n != session]
-    older = names[names.index(session) + 1 :] if session in names else []
-    return older[0] if older else others[0] if others else None
+def default_baseline(summaries: list[SessionSummary], session: str) -> tuple[str | None, str]:
+    """The baseline Compare proposes for ``session`` (``summaries`` newest first) and why: the
+    session before it in its run with the same kind of trace, else the newest earlier one of
+    that kind in another run; (None, why) when there is none (an Android upload is never the
+    baseline of a TensorFlow capture)."""
+    by_name = {s.name: s for s in summaries}
+    me = by_name.get(session)
+    if me is None:
+        return None, f"{session} is not a session here."
+    names = [s.name for s in summaries]
+    older = [by_name[n] for n in names[names.index(session) + 1 :] if by_name[n].kind == me.kind]
+    same_run = [s for s in older if s.run == me.run]
+    run = f"run {me.run}" if me.run else "the logdir's own run"
+    if same_run:
+        return same_run[0].name, f"Default baseline: the session before this one in {run}."
+    if older:
+        return (
+            older[0].name,
+            f"Default baseline: the newest earlier {me.kind} session ({run} has no earlier one).",
+        )
+    return None, f"No earlier {me.kind} session to compare with: pick a baseline."
 
 
 @dash.callback(
@@ -121,10 +156,11 @@ def default_baseline(names: list[str], session: str) -> str | None:
     prevent_initial_call=True,
 )
 def choose(baseline: str | None, _body: str, search: str | None) -> Any:
-    """The baseline goes into the URL (unless it is the default); the page is drawn from it."""
-    names = current().store.names()
-    default = default_baseline(names, session_of(search) or (names[0] if names else ""))
-    return with_query(search, baseline=None if baseline == default else baseline)
+    """A baseline a person picks goes into the URL, default or not: the link reopens this
+    very comparison however many sessions arrive later; the page is drawn from the URL."""
+    if baseline is None:
+        return dash.no_update
+    return with_query(search, baseline=baseline)
 
 
 def body(search: str | None, baseline: str | None) -> Any:

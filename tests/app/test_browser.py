@@ -265,6 +265,35 @@ def test_compare_shows_what_changed_between_two_sessions(page, server) -> None: 
     assert page.errors == []
 
 
+def test_compare_proposes_the_previous_session_of_its_kind_and_never_swaps(page, server) -> None:  # type: ignore[no-untyped-def]
+    # the newest session is an Android upload: never the baseline of a TensorFlow capture
+    page.goto(server + "/compare?session=2026_01_02_00_00_00")
+    settle(page)
+    assert "2026_01_01_00_00_00" in page.inner_text("#cmp-baseline")
+    assert "the session before this one" in page.inner_text("#cmp-why")
+    assert "+150.0%" in page.locator("tr", has_text="input").inner_text()
+    # a link whose baseline is the session itself says so, and shows no comparison
+    page.goto(server + "/compare?session=2026_01_02_00_00_00&baseline=2026_01_02_00_00_00")
+    settle(page)
+    assert "is the session itself" in page.inner_text("#cmp-body")
+    assert page.get_by_text("Ops by change in self time").count() == 0
+    assert "baseline=2026_01_02_00_00_00" in page.url  # the URL is what the page shows
+    # picking a baseline puts it in the URL, and the comparison stays
+    page.click("#cmp-baseline")
+    page.get_by_text("2026_01_01_00_00_00", exact=True).click()
+    page.wait_for_url("**baseline=2026_01_01_00_00_00**")
+    settle(page)
+    page.get_by_text("Ops by change in self time").wait_for(timeout=10_000)
+    page.reload()
+    settle(page)
+    assert "+150.0%" in page.locator("tr", has_text="input").inner_text()
+    # the oldest capture has no earlier one of its kind: nothing is proposed
+    page.goto(server + "/compare?session=2026_01_01_00_00_00")
+    settle(page)
+    assert "No earlier xplane session" in page.inner_text("#cmp-body")
+    assert page.errors == []
+
+
 def test_kernel_table_of_a_cpu_capture_says_why_it_is_empty(page, server) -> None:  # type: ignore[no-untyped-def]
     page.goto(server + "/ops?session=2026_01_01_00_00_00&by=kernel")
     settle(page)
@@ -348,7 +377,7 @@ def test_csv_download(page, server) -> None:  # type: ignore[no-untyped-def]
         page.click("#pod-csv")
     text = Path(dl.value.path()).read_text()
     assert text.splitlines()[0].startswith("worker,device,step,step_num")
-    assert len(text.splitlines()) == 1 + 2 * 30
+    assert len(text.splitlines()) == 1 + 2 * 28  # 30 steps, the partial first and last left out
 
 
 GD = "document.querySelector('#tl-graph .js-plotly-plot')"
@@ -775,7 +804,7 @@ def test_step_slider_is_off_while_all_steps_are_shown(page, server) -> None:  # 
     settle(page)
     title = page.locator("#pod-bars .gtitle")
     handle = page.locator("#pod-step [role=slider]")
-    assert (title.text_content() or "").startswith("All 30 steps")
+    assert (title.text_content() or "").startswith("All 28 steps")  # 30, less the partial two
     assert handle.get_attribute("aria-disabled") == "true" or handle.is_disabled()
     page.get_by_label("One step").check()
     page.wait_for_url(re.compile(r"step=0"))  # the page is drawn again from the URL
@@ -795,7 +824,7 @@ def test_step_slider_is_off_while_all_steps_are_shown(page, server) -> None:  # 
     settle(page)
     page.wait_for_timeout(1000)
     assert handle.get_attribute("aria-disabled") == "true" or handle.is_disabled()
-    assert (title.text_content() or "").startswith("All 30 steps")
+    assert (title.text_content() or "").startswith("All 28 steps")  # 30, less the partial two
     # back and forward walk the steps chosen, each drawn from its URL
     page.go_back()
     page.wait_for_function(
