@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,15 @@ def targets_from(addresses: str | None, cluster_manifest: Path | None) -> list[T
             "give worker addresses (host:port,host:port) or --cluster MANIFEST, not both"
         )
     if addresses:
-        return [Target(a.strip()) for a in addresses.split(",") if a.strip()]
+        given = [a.strip() for a in addresses.split(",") if a.strip()]
+        bad = [f"{a[:60]!r}: {why}" for a in given if (why := address_problem(a))]
+        if bad:
+            raise CaptureError(
+                "; ".join(bad[:5])
+                + (f"; … {len(bad) - 5} more" if len(bad) > 5 else "")
+                + " (a worker address is host:port, e.g. 10.0.0.5:6010 or [::1]:6010)"
+            )
+        return [Target(a) for a in given]
     from reference_engine.cluster import Manifest
     from reference_engine.config import EngineError
 
@@ -29,6 +38,24 @@ def targets_from(addresses: str | None, cluster_manifest: Path | None) -> list[T
     except EngineError as e:
         raise CaptureError(str(e)) from None
     return [Target(t.agent_address) for t in manifest.tasks]
+
+
+_HOST = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)$")
+
+
+def address_problem(address: str) -> str | None:
+    """Why ``address`` cannot be dialed as a worker's ``host:port``, or None: checked before
+    any worker is called, so a typo fails at once instead of after every retry."""
+    host, sep, port = address.rpartition(":")
+    if not sep or (":" in host and not host.startswith("[")):
+        return "no port" if ":" not in address else "an IPv6 address needs [brackets]"
+    if not host:
+        return "no host"
+    if not _HOST.match(host):
+        return "not a host name or IP address"
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        return f"port {port[:10]!r} is not 1-65535"
+    return None
 
 
 #: What the Capture page accepts (the server checks; the form's own limits are only a help).

@@ -157,6 +157,17 @@ def status_table(workers: list[WorkerResult]) -> dbc.Table:
     return dbc.Table([head, body], size="sm", className="mb-0")
 
 
+# A new capture's result replaces the last one's: the click clears both at once, before the
+# server answers (an error for a new run never sits under the previous run's table).
+dash.clientside_callback(
+    "function(n) { return [null, null]; }",
+    Output(ids.CAP_PROGRESS, "children", allow_duplicate=True),
+    Output(ids.CAP_RESULT, "children", allow_duplicate=True),
+    Input(ids.CAP_START, "n_clicks"),
+    prevent_initial_call=True,
+)
+
+
 @dash.callback(
     Output(ids.CAP_RESULT, "children"),
     Input(ids.CAP_START, "n_clicks"),

@@ -85,7 +85,7 @@ def test_runs_at_any_depth_are_listed_by_run_and_open(pg) -> None:  # type: igno
     pg.wait_for_url(re.compile(r"/pod\?"))
     settle(pg)
     assert _query(pg.url)["session"] == NESTED
-    assert "12 steps" in pg.inner_text("#pod-badges")  # the nested run's capture, analysed
+    assert "10 steps" in pg.inner_text("#pod-badges")  # the nested run's 12, less the partial two
     assert pg.errors == []
 
 
@@ -245,6 +245,24 @@ def test_the_capture_page_speaks_in_its_own_terms(pg) -> None:  # type: ignore[n
         "document.querySelector('#cap-result')?.innerText.includes('Duration (ms)')"
     )
     assert "5 is outside 100–60,000" in pg.inner_text("#cap-result")
+    # a capture that reaches no worker: its statuses, and why there is no session
+    pg.fill("#cap-duration", "200")
+    pg.fill("#cap-retries", "0")
+    pg.locator("#cap-start").click()
+    pg.wait_for_function(
+        "document.querySelector('#cap-result')?.innerText.includes('No worker was captured')",
+        timeout=60_000,
+    )
+    assert "127.0.0.1:1" in pg.inner_text("#cap-progress")
+    # an address without a port is refused before anything is dialed, and the new answer
+    # replaces the last run's table instead of sitting under it
+    pg.fill("#cap-addresses", "127.0.0.1")
+    pg.locator("#cap-start").click()
+    pg.wait_for_function("document.querySelector('#cap-result')?.innerText.includes('no port')")
+    settle(pg)
+    assert "'127.0.0.1': no port" in pg.inner_text("#cap-result")
+    assert pg.inner_text("#cap-progress").strip() == ""
+    assert "No worker was captured" not in pg.inner_text("#cap-result")
     assert pg.errors == []
 
 
