@@ -53,10 +53,12 @@ test: lint typecheck pytest
 fuzz: install-test
 	PODSCOPE_FUZZ_N=5000 $(VENV)/bin/pytest -q tests/test_fuzz.py
 
-# Verdicts over a seeded, randomized matrix of engine runs (30-60 min); writes verify/REPORT.md.
+# Verdicts over a seeded, randomized matrix of engine runs (30-60 min); writes verify/REPORT.md;
+# then 30 engine starts beside busy loops (verify/STARTS.md).
 verify: install-test browser
 	@mkdir -p $(BUILD_TMP)
 	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m verify $(VERIFY_ARGS)
+	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m verify.starts --n 30 --busy 2
 
 demo: install-engine
 	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/podscope demo

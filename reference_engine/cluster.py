@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -147,11 +148,42 @@ class Manifest:
         )
 
 
-def free_ports(n: int) -> list[int]:
-    """n distinct free TCP ports on 127.0.0.1 (held open together so they differ)."""
-    socks = []
+#: Where ``free_ports`` looks first: below the kernel's ephemeral range, which outgoing
+#: connections draw from (a port picked there can be taken by any connect() in the ~10 s
+#: before TensorFlow binds it: 3 of ~15 starts failed on a busy machine).
+LOW_PORTS = 20_000
+
+
+def _ephemeral_range() -> tuple[int, int]:
     try:
-        for _ in range(n):
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32_768, 60_999
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct TCP ports free on 127.0.0.1 now, outside the ephemeral range when it leaves
+    room (no outgoing connection takes them while the tasks start), else any free ones; held
+    open together so that they differ."""
+    import random
+
+    lo, _ = _ephemeral_range()
+    pool = list(range(LOW_PORTS, lo))
+    random.shuffle(pool)
+    socks: list[socket.socket] = []
+    try:
+        for port in pool:
+            if len(socks) == n:
+                break
+            s = socket.socket()
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        while len(socks) < n:  # no room below the ephemeral range: the kernel's choice
             s = socket.socket()
             s.bind((HOST, 0))
             socks.append(s)
@@ -193,10 +225,20 @@ def _slow_link(cfg: EngineConfig, cluster: dict[str, list[str]], proxy_port: int
     return f"{proxy_port}:{target}:{cfg.link_delay_ms}"
 
 
+#: Starts tried, each on fresh ports, while a task dies because its port was taken.
+START_ATTEMPTS = 3
+#: What a task's log says when its TensorFlow or agent port was taken before it bound it.
+PORT_TAKEN = re.compile(r"Failed to add port|Could not start gRPC server|[Aa]ddress already in use")
+
+
 def up(
     cfg: EngineConfig, *, workers: int, ps: int = 0, run_dir: Path, ready_timeout_s: float = 180.0
 ) -> Manifest:
-    """Starts every task and returns once all report ready.
+    """Starts every task and returns once each serves: its TensorFlow server bound (a PS
+    job's coordinator, which has none: its agent up). Ports are picked free just before; a
+    start whose task died because another process took its port in between is run again on
+    fresh ports (``START_ATTEMPTS`` in all; the failed attempts' logs are kept as
+    ``task.attemptN.log``).
 
     Raises:
         EngineError: bad config, or a task exited / was not ready in time (the others are
@@ -208,19 +250,29 @@ def up(
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "engine.json").write_text(cfg.to_json())
     roles = _roles(cfg.workload, workers, ps)
-    ports = free_ports(2 * len(roles) + 1)
-    cluster: dict[str, list[str]] = {}
-    for (role, _), port in zip(roles, ports, strict=False):
-        cluster.setdefault(role, []).append(f"{HOST}:{port}")
-    slow_link = _slow_link(cfg, cluster, ports[-1])
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        manifest = _start_tasks(cfg, roles, cluster, ports, slow_link, run_dir, procs)
-        _wait_ready(manifest, ready_timeout_s)
-    except BaseException:  # a task failed, Ctrl-C or SIGTERM: no task outlives this call
-        _stop_started(procs)
-        raise
-    return manifest
+    for attempt in range(1, START_ATTEMPTS + 1):
+        ports = free_ports(2 * len(roles) + 1)
+        cluster: dict[str, list[str]] = {}
+        for (role, _), port in zip(roles, ports, strict=False):
+            cluster.setdefault(role, []).append(f"{HOST}:{port}")
+        slow_link = _slow_link(cfg, cluster, ports[-1])
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            manifest = _start_tasks(cfg, roles, cluster, ports, slow_link, run_dir, procs)
+            _wait_ready(manifest, ready_timeout_s)
+            return manifest
+        except EngineError as e:
+            _stop_started(procs)
+            if attempt == START_ATTEMPTS or not PORT_TAKEN.search(str(e)):
+                raise
+            for role, index in roles:  # each log kept beside the next attempt's
+                log = run_dir / f"{role}-{index}" / "task.log"
+                with contextlib.suppress(OSError):
+                    log.replace(log.with_name(f"task.attempt{attempt}.log"))
+        except BaseException:  # Ctrl-C or SIGTERM: no task outlives this call
+            _stop_started(procs)
+            raise
+    raise AssertionError("unreachable")  # every attempt returns or raises
 
 
 def _stop_started(procs: list[subprocess.Popen[bytes]], grace_s: float = 5.0) -> None:
@@ -368,12 +420,21 @@ def _tail(task: TaskInfo, n: int = 8) -> str:
     return "\n".join(lines[-n:])
 
 
+def serves_tf(workload: str, role: str) -> bool:
+    """Whether the task runs a TensorFlow server on its TF_CONFIG port (a PS job's
+    coordinator does not)."""
+    return workload != "ps" or role in ("worker", "ps")
+
+
 def _wait_ready(manifest: Manifest, timeout_s: float) -> None:
+    """Until every task serves (``up``): it logged ``serving`` once its TensorFlow server
+    was bound, or ``ready`` (its agent up) where it runs none."""
     deadline = time.monotonic() + timeout_s
     pending = {t.name: t for t in manifest.tasks}
     while pending:
         for name, task in list(pending.items()):
-            if any(e["event"] in ("ready", "serving") for e in events(task)):
+            wanted = "serving" if serves_tf(manifest.workload, task.role) else "ready"
+            if any(e["event"] == wanted for e in events(task)):
                 del pending[name]
             elif not alive(task.pid):
                 _reap(task.pid)

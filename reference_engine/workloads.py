@@ -113,6 +113,7 @@ def run_mwms_loop(cfg: EngineConfig, task: Task, tf: Any, report: Report) -> lis
     """MultiWorkerMirroredStrategy + custom loop: strategy.run, optimizer.minimize(tape=tape)."""
     scenario = SCENARIOS[cfg.scenario]
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    report("serving")  # its TensorFlow server is bound: the cluster is up (cluster.up)
     _setup_precision(cfg, tf)
     global_batch = cfg.batch_size * strategy.num_replicas_in_sync
     with strategy.scope():
@@ -167,6 +168,7 @@ def run_mwms_fit(cfg: EngineConfig, task: Task, tf: Any, report: Report) -> list
     """MultiWorkerMirroredStrategy + tf-keras fit, BackupAndRestore, distributed save/reload."""
     scenario = SCENARIOS[cfg.scenario]
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    report("serving")  # its TensorFlow server is bound: the cluster is up (cluster.up)
     _setup_precision(cfg, tf)
     global_batch = cfg.batch_size * strategy.num_replicas_in_sync
     with strategy.scope():

@@ -143,3 +143,95 @@ def test_up_interrupted_leaves_no_task_running(
         cluster.up(EngineConfig(steps=5), workers=2, run_dir=tmp_path / "run")
     assert len(started) == 2
     assert not [pid for pid in started if cluster.alive(pid)]
+
+
+def test_ports_are_picked_outside_the_ephemeral_range() -> None:
+    """Outgoing connections draw their ports from the ephemeral range: a port picked there
+    can be gone by the time TensorFlow binds it."""
+    lo, _ = cluster._ephemeral_range()
+    ports = cluster.free_ports(9)
+    assert len(set(ports)) == 9
+    if lo - cluster.LOW_PORTS > 100:
+        assert all(cluster.LOW_PORTS <= p < lo for p in ports), ports
+
+
+def test_a_start_whose_port_was_taken_runs_again_on_fresh_ports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reference_engine.config import EngineConfig
+
+    picks: list[list[int]] = []
+    real_free = cluster.free_ports
+    monkeypatch.setattr(cluster, "free_ports", lambda n: picks.append(real_free(n)) or picks[-1])
+    first: list[int] = []
+
+    def wait(manifest: cluster.Manifest, timeout_s: float) -> None:
+        if not first:
+            first.extend(t.pid for t in manifest.tasks)
+            raise EngineError(
+                "task worker:1 exited before it was ready:\n... Could not start gRPC server "
+                "... UNKNOWN: Failed to add port to server"
+            )
+
+    monkeypatch.setattr(cluster, "_wait_ready", wait)
+    run = tmp_path / "run"
+    m = cluster.up(EngineConfig(steps=5), workers=2, run_dir=run)
+    try:
+        assert len(picks) == 2 and picks[0] != picks[1]
+        assert m.tasks[0].address == f"127.0.0.1:{picks[1][0]}"  # the second attempt's
+        assert not [pid for pid in first if cluster.alive(pid)]  # the first attempt stopped
+        assert (run / "worker-0" / "task.attempt1.log").exists()
+    finally:
+        cluster.down(m)
+
+
+def test_a_start_that_fails_otherwise_is_not_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reference_engine.config import EngineConfig
+
+    calls: list[int] = []
+
+    def wait(manifest: cluster.Manifest, timeout_s: float) -> None:
+        calls.append(1)
+        raise EngineError("task worker:0 exited before it was ready:\nImportError: no module")
+
+    monkeypatch.setattr(cluster, "_wait_ready", wait)
+    with pytest.raises(EngineError, match="ImportError"):
+        cluster.up(EngineConfig(steps=5), workers=2, run_dir=tmp_path / "run")
+    assert calls == [1]
+
+
+@pytest.mark.cluster
+def test_a_taken_tensorflow_port_costs_a_retry_not_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real thing: another process listens on the port picked for worker 1's TensorFlow
+    server; TF fails to bind it, and the cluster comes up on fresh ports."""
+    import socket
+
+    from reference_engine.config import EngineConfig
+
+    thief = socket.socket()
+    thief.bind(("127.0.0.1", 0))
+    thief.listen()
+    real_free = cluster.free_ports
+    picks: list[list[int]] = []
+
+    def free(n: int) -> list[int]:
+        ports = real_free(n)
+        if not picks:
+            ports[1] = thief.getsockname()[1]  # worker 1's TF port, already taken
+        picks.append(ports)
+        return ports
+
+    monkeypatch.setattr(cluster, "free_ports", free)
+    run = tmp_path / "run"
+    m = cluster.up(EngineConfig(steps=None), workers=2, run_dir=run)
+    try:
+        assert len(picks) == 2
+        assert "port" in (run / "worker-1" / "task.attempt1.log").read_text()
+        assert all(cluster.alive(t.pid) for t in m.tasks)
+    finally:
+        cluster.down(m)
+        thief.close()
