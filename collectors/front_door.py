@@ -496,6 +496,8 @@ class FrontDoor:
             )
             self._refuse_calls(p)
             self._hang_up(p)
+            for _ in p.opening.streams:  # counted once hung up: a ban drops pending
+                self.refused(p.peer)  # connections, and this one must still read why
             return
         self._release(p)
         self._held[p.peer] += 1  # _release let go of it as pending; it stays held, relayed
@@ -520,8 +522,6 @@ class FrontDoor:
         )
         with contextlib.suppress(OSError):
             p.sock.send(frames)
-        for _ in p.opening.streams:
-            self.refused(p.peer)
 
     def _hang_up(self, p: _Pending) -> None:
         """Ends a refused connection: the client reads the refusals, then the end of the

@@ -123,7 +123,11 @@ def agent(tmp_path: Path, **door: object) -> Iterator[tuple[AgentServer, str]]:
 
 
 def hello(address: str, metadata: object = GOOD, timeout_s: float = 10) -> str:
-    with grpc.insecure_channel(address) as ch:
+    """One Hello on a connection of its own: gRPC otherwise shares a process's connections
+    between channels to one address, and a call could go out on the connection the door
+    has just hung up (UNAVAILABLE, on a busy machine), not on a new one as a client's next
+    guess does."""
+    with grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)]) as ch:
         stub = pb_grpc.TraceExportStub(ch)
         return str(stub.Hello(pb.HelloRequest(), metadata=metadata, timeout=timeout_s).role)
 
@@ -185,8 +189,10 @@ def test_wrong_tokens_are_answered_then_banned_and_logged_once_a_minute(
             connect(server.port, "127.0.4.1", timeout_s=1)
         assert hello(addr) == "worker"  # another address is not affected
     lines = [r.getMessage() for r in caplog.records if "127.0.4.1" in r.getMessage()]
-    assert len(lines) == 2, lines  # the refusal and the ban
-    assert "wrong or missing PodScope token" in lines[0] and "5 times" in lines[1]
+    # the refusal and the ban, and, when a guess reached the door before the kernel's filter
+    # took the ban, that connection's close: one line of each kind
+    assert "wrong or missing PodScope token" in lines[0] and "5 times" in lines[1], lines
+    assert len(lines) == 2 or (len(lines) == 3 and "closed: refused repeatedly" in lines[2]), lines
 
 
 def test_a_trusted_collector_is_never_banned(tmp_path: Path) -> None:
