@@ -363,8 +363,7 @@ def chosen_session(path: str | Path, session: str | None = None) -> str | None:
             raise TraceParseError(
                 p,
                 "unknown",
-                f"no session, run or capture label {session!r}; sessions: "
-                f"{', '.join(sorted(found))}",
+                f"no session, run or capture label {session!r}; known: {', '.join(sorted(found))}",
             )
     return max(candidates, key=lambda n: (_mtime(found[n]), n))
 

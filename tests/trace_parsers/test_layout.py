@@ -68,6 +68,30 @@ def test_runs_are_found_at_any_depth_as_tensorboard_finds_them(tmp_path: Path) -
         resolve(tmp_path, session="nope")
 
 
+def test_a_run_name_or_a_capture_label_names_the_newest_session_of_it(tmp_path: Path) -> None:
+    import json
+    import os
+
+    from trace_parsers.loader import chosen_session
+
+    for i, (sid, label) in enumerate(
+        (("train/s1", "baseline"), ("train/s2", "tuned"), ("eval/s1", ""), ("s9", "baseline"))
+    ):
+        d = layout.session_dir(tmp_path, sid)
+        d.mkdir(parents=True)
+        (d / "h.xplane.pb").write_bytes(b"x")
+        os.utime(d / "h.xplane.pb", (1_000 + i, 1_000 + i))  # in this order, oldest first
+        (d / "capture.json").write_text(json.dumps({"session": sid, "label": label}))
+    assert chosen_session(tmp_path) == "s9"  # the newest
+    assert chosen_session(tmp_path, "train") == "train/s2"  # the run's newest
+    assert chosen_session(tmp_path, "tuned") == "train/s2"  # a capture label
+    assert chosen_session(tmp_path, "baseline") == "s9"  # the newest so labelled
+    assert chosen_session(tmp_path, "train/s1") == "train/s1"
+    with pytest.raises(Exception, match="in several runs: eval/s1, train/s1"):
+        chosen_session(tmp_path, "s1")
+    assert chosen_session(tmp_path / "train" / "plugins" / "profile" / "s1") is None  # files
+
+
 def test_a_bare_session_name_finds_its_only_run(tmp_path: Path) -> None:
     d = layout.session_dir(tmp_path, "train/s1")
     d.mkdir(parents=True)
