@@ -135,20 +135,26 @@ def _radios(v: Visit, group: str) -> None:
 
 
 def _dropdown(v: Visit, dropdown: str, limit: int = 3) -> None:
-    """Picks each of the first ``limit`` options of a dcc.Dropdown, as a person would."""
+    """Picks each of the first ``limit`` options of a dcc.Dropdown, as a person would: opens
+    it, waits for its list (Dash draws it outside the component, as ``role=option``s), clicks
+    one, and requires the choice to stay shown once the page has settled."""
     box = v.page.locator(f"#{dropdown}")
     if not box.count():
         return
     for i in range(limit):
         box.click()
-        options = v.page.locator(
-            f"#{dropdown} .Select-option, #{dropdown} .VirtualizedSelectOption"
-        )
+        options = v.page.get_by_role("option")
+        options.first.wait_for(timeout=10_000)
         if options.count() <= i:
             v.page.keyboard.press("Escape")
             return
+        name = options.nth(i).inner_text().strip()
         options.nth(i).click()
+        if options.count():  # the value it had: the list stays open until dismissed
+            v.page.keyboard.press("Escape")
         settle(v.page)
+        shown = v.page.locator(f"#{dropdown}").inner_text()
+        assert name in shown, (dropdown, name, shown)
 
 
 def crawl_pod(v: Visit) -> None:
