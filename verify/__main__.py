@@ -324,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     _unwind_on_sigterm()
     if args.from_csv:
-        rows = pd.read_csv(args.from_csv).fillna({"error": "", "session": ""})
+        rows = pd.read_csv(args.from_csv, dtype={"error": str, "session": str})
+        rows = rows.fillna({"error": "", "session": ""})
         if args.rejudge:
             for i, r in rows[rows["session"] != ""].iterrows():
                 v = judge(Path(str(r["session"])))

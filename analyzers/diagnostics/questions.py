@@ -182,7 +182,8 @@ def contradictions(findings: list[Finding]) -> list[str]:
 #: all-reduce for whatever slows any worker, so time in collectives follows from each cause of
 #: slowness; a late worker's gaps between its steps are its lateness (straggler_cause splits
 #: them out); a slow link staggers the arrivals at the next collective, so waits there follow
-#: from it; Python time inside steps follows from eager dispatch and tiny ops.
+#: from it; Python time inside steps follows from eager dispatch and tiny ops, and from a
+#: straggler whose own in-step Python (callbacks) it mostly is.
 SYMPTOM_OF: dict[str, tuple[str, ...]] = {
     "collectives": (
         "straggler",
@@ -199,7 +200,7 @@ SYMPTOM_OF: dict[str, tuple[str, ...]] = {
     "collective_wait": ("straggler", "slow_collective"),
     "straggler_cause": ("straggler",),
     "step_gaps": ("straggler",),
-    "all_others": ("eager", "tiny_ops"),
+    "all_others": ("eager", "tiny_ops", "straggler"),
     "slow_iterator": ("input_bound", "input_stage"),
     "no_prefetch": ("input_bound", "input_stage"),
     "input_bound": ("input_stage",),
@@ -212,11 +213,15 @@ SAME_WORKER = frozenset({"step_gaps"})
 
 
 def _explains(cause: Finding, symptom: Finding) -> bool:
+    culprits = _named(cause, "straggler") | _named(cause, "culprit")
+    if symptom.rule_id == "all_others" and cause.rule_id == "straggler":
+        # a straggler's own Python in its step (Keras callbacks, a loop's work before the
+        # call) is unattributed time on it: the finding follows when the culprit holds most
+        shares = symptom.evidence.get("share_by_worker") or {}
+        return bool(shares) and str(max(shares, key=shares.__getitem__)) in culprits
     if symptom.rule_id not in SAME_WORKER:
         return True
-    return str(symptom.evidence.get("worker")) in _named(cause, "straggler") | _named(
-        cause, "culprit"
-    )
+    return str(symptom.evidence.get("worker")) in culprits
 
 
 def rank(findings: list[Finding]) -> list[Finding]:
