@@ -20,6 +20,7 @@ from typing import Any
 
 from collectors import agent
 from reference_engine import netdelay
+from reference_engine.cluster import serves_tf
 from reference_engine.config import EngineConfig
 from reference_engine.workloads import WORKLOADS, Task
 
@@ -81,7 +82,7 @@ def _start_agent(
     """The agent traces this task through the tf.distribute server it already runs on its
     TF_CONFIG port (a PS job's chief has none: in-process); it opens no TF port of its own."""
     strategy = "ParameterServerStrategy" if cfg.workload == "ps" else "MultiWorkerMirroredStrategy"
-    own_server = cfg.workload != "ps" or task.role in ("worker", "ps")
+    own_server = serves_tf(cfg.workload, task.role)
     return agent.start(
         host=host,
         port=port,
