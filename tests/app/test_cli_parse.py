@@ -138,3 +138,14 @@ def test_a_tensorboard_logdir_with_a_stray_file_parses(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert len(out.stdout.strip().splitlines()) == 1 + 2 * 4
+
+
+def test_version_is_the_installed_distributions() -> None:
+    from importlib.metadata import version
+
+    from click.testing import CliRunner
+
+    from app.cli import cli
+
+    result = CliRunner().invoke(cli, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"podscope {version('podscope')}"
