@@ -144,7 +144,7 @@ def start(
     *,
     port: int = 0,
     host: str = "127.0.0.1",
-    repository_root: Path | None = None,
+    repository_root: str | os.PathLike[str] | None = None,
     token: str | None = None,
     strategy: str = "",
     task: tuple[str, int] | None = None,
@@ -159,7 +159,8 @@ def start(
     Args:
         port: the agent's port (0: any free port).
         host: interface to bind (127.0.0.1 by default; 0.0.0.0 to serve other machines).
-        repository_root: where traces are kept (default: a new temporary folder).
+        repository_root: where traces are kept, a ``str`` or any ``os.PathLike`` (default: a
+            new temporary folder).
         token: shared secret the collector must send; required when ``host`` is not a
             loopback address, and then of at least ``MIN_TOKEN_CHARS`` (``AgentError``
             otherwise).
@@ -203,7 +204,11 @@ def start(
         tf.profiler.experimental.server.start(tf_profiler_port)
         log.warning(TF_SERVER_WARNING, tf_profiler_port)
         profiler_address = profiler_address or f"127.0.0.1:{tf_profiler_port}"
-    root = repository_root or Path(tempfile.mkdtemp(prefix="podscope-traces-"))
+    root = Path(
+        repository_root
+        if repository_root is not None
+        else tempfile.mkdtemp(prefix="podscope-traces-")
+    )
     root.mkdir(parents=True, exist_ok=True)
     role, index = task if task is not None else task_from_tf_config(os.environ.get("TF_CONFIG"))
     info = WorkerInfo(

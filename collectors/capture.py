@@ -63,7 +63,8 @@ class CaptureOptions:
     """How to capture.
 
     Attributes:
-        logdir: traces land in ``<logdir>/plugins/profile/<session>/``.
+        logdir: traces land in ``<logdir>/plugins/profile/<session>/`` (a ``str`` or any
+            ``os.PathLike``).
         duration_ms: trace window length.
         delay_ms: the window starts this long after the requests are sent (same instant for
             every worker), so all of them are tracing before it opens.
@@ -94,6 +95,10 @@ class CaptureOptions:
     unsafe_full_trace: bool = False
     label: str = ""
     note: str = ""
+
+    def __post_init__(self) -> None:
+        # a str or any os.PathLike, as every public path argument: kept as a Path
+        object.__setattr__(self, "logdir", Path(self.logdir))
 
     def deadline_s(self) -> float:
         return (

@@ -380,7 +380,7 @@ class AgentServer:
 
 
 def serve(
-    root: Path,
+    root: str | os.PathLike[str],
     *,
     port: int = 0,
     host: str = "127.0.0.1",
@@ -400,6 +400,7 @@ def serve(
     Raises:
         OSError: the port could not be bound.
     """
+    root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     gate = Gate(limits or Limits(), Peers())
     service = _Service(root, info or WorkerInfo(), tracer or _unavailable_tracer, gate)

@@ -108,3 +108,10 @@ def test_an_agent_on_a_non_loopback_address_needs_a_token(tmp_path: Path) -> Non
     ok.stop()
     local = agent.start(repository_root=tmp_path, tf=object())  # loopback
     local.stop()
+    # a path as a str, as the README's example writes it (it raised AttributeError: mkdir)
+    as_text = agent.start(repository_root=str(tmp_path / "traces"), tf=object())
+    as_text.stop()
+    assert (tmp_path / "traces").is_dir()
+    from collectors.capture import CaptureOptions
+
+    assert CaptureOptions(logdir=str(tmp_path)).logdir == tmp_path  # type: ignore[arg-type]
