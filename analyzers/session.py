@@ -74,7 +74,13 @@ from analyzers.rule_inputs import (
     rule_events,
     worker_events,
 )
-from analyzers.steps import align_steps, find_steps, partial_steps, step_methods
+from analyzers.steps import (
+    align_steps,
+    find_steps,
+    partial_steps,
+    step_methods,
+    whole_steps,
+)
 from analyzers.timeline import TimelineIndex, event_details, sched_details
 from analyzers.xla_programs import program_executions
 from trace_parsers.schema import TraceFrames
@@ -241,21 +247,23 @@ class SessionAnalysis:
 
     @cached_property
     def _alignment(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        return align_steps(self.steps)
+        """Every aligned step, partial ones included, and the missing ones: aligned once."""
+        return align_steps(self.steps, drop_partial=False)
 
-    @property
+    @cached_property
     def aligned(self) -> pd.DataFrame:
-        """Steps every worker has, numbered 0..N-1 in column ``step`` (``align_steps``)::
+        """Steps every worker has, numbered 0..N-1 in column ``step`` (``align_steps``; the
+        partial first and last left out, ``partial``)::
 
         steps: w0 12, w0 13, w1 13   →   aligned: w0 step 0 (13), w1 step 0 (13)
         """
-        return self._alignment[0]
+        return whole_steps(self._alignment[0])
 
     @cached_property
     def partial(self) -> pd.DataFrame:
         """The first and last aligned steps, left out of ``aligned`` as partial when there are
         more than ``analyzers.steps.PARTIAL_AFTER`` (XProf's rule; ``partial_steps``)."""
-        return partial_steps(self.steps)
+        return partial_steps(self._alignment[0])
 
     @property
     def partial_note(self) -> str | None:
@@ -326,8 +334,8 @@ class SessionAnalysis:
 
     @property
     def tasks_text(self) -> str:
-        """The session's tasks as its headers name them: "3 workers", or "2 workers · 1
-        parameter server · 1 coordinator" (one definition for the Pod Viewer and the CLI)."""
+        """The session's tasks as the Pod Viewer's header names them: "3 workers", or "2
+        workers · 1 parameter server · 1 coordinator"."""
         kinds = self.methods["method"].value_counts()
         n_ps, n_co = int(kinds.get("parameter_server", 0)), int(kinds.get("coordinator", 0))
         parts = [(int(kinds.sum()) - n_ps - n_co, "worker", "workers")]

@@ -522,9 +522,9 @@ def whole_steps(aligned: pd.DataFrame) -> pd.DataFrame:
     return kept.assign(step=kept["step"] - 1).reset_index(drop=True)
 
 
-def partial_steps(steps: pd.DataFrame) -> pd.DataFrame:
-    """The aligned steps ``align_steps`` leaves out as partial (first and last), per worker."""
-    every, _ = align_steps(steps, drop_partial=False)
+def partial_steps(every: pd.DataFrame) -> pd.DataFrame:
+    """Of ``every`` aligned step (``align_steps(…, drop_partial=False)``), the first and the
+    last, which ``whole_steps`` leaves out as partial; none when there are too few."""
     n = int(every["step"].max()) + 1 if len(every) else 0
     if n <= PARTIAL_AFTER:
         return every.iloc[:0]
