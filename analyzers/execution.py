@@ -243,20 +243,17 @@ def _reduce(frames: TraceFrames, parts: frozenset[str], label: str, file: str) -
         out["steps"], out["step_methods"] = a.steps, a.step_methods
     if "breakdown" in parts:
         own, _ = align_steps(a.steps, drop_partial=False)  # all its steps; the driver picks
-        out["breakdown"] = step_breakdown(
-            frames.events,
-            own,
-            frames.stats,
-            hlo_ops=frames.hlo_ops,
-            metadata_stats=frames.metadata_stats,
-        )
-        out["before_call"] = before_call_breakdown(
-            frames.events,
-            own,
-            frames.stats,
-            hlo_ops=frames.hlo_ops,
-            metadata_stats=frames.metadata_stats,
-        )
+        for name, breakdown in (
+            ("breakdown", step_breakdown),
+            ("before_call", before_call_breakdown),
+        ):
+            out[name] = breakdown(
+                frames.events,
+                own,
+                frames.stats,
+                hlo_ops=frames.hlo_ops,
+                metadata_stats=frames.metadata_stats,
+            )
         out["own_steps"] = own[["worker", "step", "start_ns", "end_ns"]]
     if "memory" in parts:
         out["memory"] = a.memory

@@ -107,6 +107,24 @@ RULE_FRAMES = (
 PER_WORKER = ("steps", "step_methods", "memory", "breakdown", "before_call", *RULE_FRAMES)
 
 
+#: What the notes say of a ParameterServerStrategy job's stepless tasks.
+PS_NOTE = (
+    "parameter server: it holds variables and applies the workers' updates; the workers run "
+    "the steps"
+)
+COORDINATOR_NOTE = (
+    "coordinator: it schedules the steps the workers run (ClusterCoordinator) and runs none itself"
+)
+
+
+def _relabel(methods: pd.DataFrame, rows: pd.Series, method: str, note: str) -> pd.DataFrame:
+    """``methods`` (a copy) with ``rows`` given ``method`` and ``note``."""
+    methods = methods.copy()
+    methods.loc[rows, "method"] = method
+    methods.loc[rows, "note"] = note
+    return methods
+
+
 #: Workers whose events and timeline index a session keeps in memory.
 WORKERS_KEPT = 4
 
@@ -311,26 +329,16 @@ class SessionAnalysis:
         if not none.any():
             return methods
         ps = none & methods["worker"].astype(str).isin(self.ps_balance["worker"].astype(str))
-        methods.loc[ps, "method"] = "parameter_server"
-        methods.loc[ps, "note"] = (
-            "parameter server: it holds variables and applies the workers' updates; the "
-            "workers run the steps"
-        )
-        return methods
+        return _relabel(methods, ps, "parameter_server", PS_NOTE)
 
     @cached_property
     def methods(self) -> pd.DataFrame:
         """``step_methods`` of every worker, where a ParameterServerStrategy job's other
         stepless task (beside its parameter servers) is its ``coordinator``."""
-        methods = self.step_methods.copy()
-        if (methods["method"] == "parameter_server").any():
-            coordinator = methods["method"] == "none"
-            methods.loc[coordinator, "method"] = "coordinator"
-            methods.loc[coordinator, "note"] = (
-                "coordinator: it schedules the steps the workers run (ClusterCoordinator) and "
-                "runs none itself"
-            )
-        return methods
+        methods = self.step_methods
+        if not (methods["method"] == "parameter_server").any():
+            return methods
+        return _relabel(methods, methods["method"] == "none", "coordinator", COORDINATOR_NOTE)
 
     @property
     def tasks_text(self) -> str:
