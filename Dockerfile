@@ -1,6 +1,6 @@
 # PodScope dashboard image (README "Docker"). Works with the classic builder and BuildKit.
-#   docker build -t podscope .                                   # viewer: parse + serve
-#   docker build -t podscope:engine --build-arg EXTRAS=engine .  # + TensorFlow for `podscope demo`
+#   docker build -t podscope .                                # viewer: parse + serve
+#   docker build -t podscope:engine --build-arg EXTRAS=all .  # + TensorFlow for `podscope demo`
 #   docker run -p 127.0.0.1:8050:8050 -e PODSCOPE_DASHBOARD_TOKEN=... -v $PWD/runs:/data podscope
 # Corporate mirrors and proxies: --build-arg BASE_IMAGE=..., PIP_INDEX_URL, PIP_EXTRA_INDEX_URL,
 # PIP_TRUSTED_HOST; extra CA certificates (*.crt) in docker/certs/ are trusted while building.
@@ -18,6 +18,7 @@ COPY docker/trust-certs.sh /usr/local/bin/
 RUN trust-certs.sh
 WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
+COPY podscope podscope
 COPY trace_parsers trace_parsers
 COPY analyzers analyzers
 COPY collectors collectors
@@ -28,7 +29,7 @@ RUN pip wheel --no-deps --wheel-dir /wheels .
 
 # Runtime stage: no compiler, non-root, non-editable install.
 FROM ${BASE_IMAGE}
-ARG EXTRAS=""
+ARG EXTRAS=dashboard
 ARG PIP_INDEX_URL
 ARG PIP_EXTRA_INDEX_URL
 ARG PIP_TRUSTED_HOST

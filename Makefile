@@ -10,7 +10,6 @@ PIP := PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip
 # packages once).
 STAMP = $(VENV)/.installed-$(1)-$(shell (cat pyproject.toml setup.py trace_parsers/*.c trace_parsers/*.h; ls -d */__init__.py) | sha1sum | cut -c1-12)
 BUILD_TMP := $(CURDIR)/build/tmp
-PACKAGES := app collectors trace_parsers analyzers reference_engine
 
 .PHONY: test lint typecheck pytest bench demo fuzz verify install-test install-engine browser clean docker-test plotly-bundle
 
@@ -34,7 +33,7 @@ lint: install-test
 	$(VENV)/bin/ruff format --check .
 
 typecheck: install-test
-	$(VENV)/bin/mypy $(wildcard $(PACKAGES)) bench verify
+	$(VENV)/bin/mypy podscope bench verify
 
 # Debian packages the tests need (root or sudo): headless Chromium for the browser tests, and
 # jemalloc, with which TF 2.20/2.21 can host-trace every MWMS worker (slow-allreduce's test).

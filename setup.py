@@ -1,15 +1,21 @@
 """Build hook for the C extensions (the XSpace wire decoder, the ftrace text reader, the column
-kernels every parser shares); metadata is in pyproject.toml."""
+kernels every parser shares); metadata is in pyproject.toml.
+
+They are optional: without a C compiler the install still succeeds (the agent and the capture
+client never import them), and parsing then stops with one line saying what to install
+(``podscope.trace_parsers.compiled``). `make wheel` builds the platform wheel that carries them.
+"""
 
 from setuptools import Extension, setup
 
 setup(
     ext_modules=[
         Extension(
-            f"trace_parsers.{name}",
+            f"podscope.trace_parsers.{name}",
             sources=[f"trace_parsers/{name}.c"],
             depends=["trace_parsers/_cols.h", "trace_parsers/_hash.h"],
             extra_compile_args=["-O3", "-std=gnu99", "-Wall", "-Wno-unused-function"],
+            optional=True,
         )
         for name in ("_xplane_fast", "_ftrace_fast", "_column_kernels")
     ]

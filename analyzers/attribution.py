@@ -52,8 +52,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from analyzers.breakdown import CATEGORIES
-from analyzers.pod import is_synchronous
+from podscope.analyzers.breakdown import CATEGORIES
+from podscope.analyzers.pod import is_synchronous
 
 OWN_WORK = [c for c in CATEGORIES if c != "device_collectives"]
 LATE = "late start"

@@ -24,16 +24,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzers._match import isin, matches
-from analyzers.groups import DERIVED_LINES, device_spans, step_groups
-from analyzers.hlo_stats import host_copies
-from analyzers.xla_programs import (
+from podscope.analyzers._match import isin, matches
+from podscope.analyzers.groups import DERIVED_LINES, device_spans, step_groups
+from podscope.analyzers.hlo_stats import host_copies
+from podscope.analyzers.xla_programs import (
     XLA_COLLECTIVE,
     XLA_DEVICE_COPY,
     device_steps,
     program_executions,
 )
-from trace_parsers.nesting import top_type_times
+from podscope.trace_parsers.nesting import top_type_times
 
 # Event types, low → high priority (XProf generic model).
 PRIORITY = (
@@ -236,7 +236,7 @@ def xla_types(
     out = np.full(len(events), -1, dtype=np.int8)
     if hlo_ops is None or hlo_ops.empty or events.empty:
         return out
-    from analyzers.hlo_stats import event_instructions  # hlo_stats imports this module
+    from podscope.analyzers.hlo_stats import event_instructions  # hlo_stats imports this module
 
     inst = event_instructions(events, stats, metadata_stats)
     if inst.empty:

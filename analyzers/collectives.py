@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzers._match import isin, matches
+from podscope.analyzers._match import isin, matches
 
 #: Host TF ops that are collectives (their op type), and device kernels / HLO ops by name.
 HOST_COLLECTIVE = r"^(?:Collective\w*|NcclAllReduce|NcclReduce|NcclBroadcast)$"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzers.breakdown import CATEGORIES
+from podscope.analyzers.breakdown import CATEGORIES
 
 STEP_METRICS = ("step_time (mean)", "step_time (p50)", "step_time (p95)", *CATEGORIES)
 

@@ -21,6 +21,7 @@ processes sized to the machine, or an existing cluster named by ``scheduler``
 from __future__ import annotations
 
 import concurrent.futures
+import importlib.util
 import json
 import logging
 import multiprocessing
@@ -39,15 +40,15 @@ import pandas as pd
 import pyarrow as pa
 from pyarrow import feather
 
-from analyzers.breakdown import before_call_breakdown, step_breakdown
-from analyzers.ops import BY, OP_STATS_KEYS
-from analyzers.session import RULE_FRAMES, SessionAnalysis
-from analyzers.steps import align_steps
-from analyzers.summary import summarize
-from trace_parsers import TraceParseError, load
-from trace_parsers.cache import FrameCache
-from trace_parsers.loader import resolve, worker_label
-from trace_parsers.schema import TraceFrames, empty_frame
+from podscope.analyzers.breakdown import before_call_breakdown, step_breakdown
+from podscope.analyzers.ops import BY, OP_STATS_KEYS
+from podscope.analyzers.session import RULE_FRAMES, SessionAnalysis
+from podscope.analyzers.steps import align_steps
+from podscope.analyzers.summary import summarize
+from podscope.trace_parsers import TraceParseError, load
+from podscope.trace_parsers.cache import FrameCache
+from podscope.trace_parsers.loader import resolve, worker_label
+from podscope.trace_parsers.schema import TraceFrames, empty_frame
 
 #: Derived frames a task can compute; ``ops:<by>`` for each op table; ``rules``: what the
 #: diagnostics rules read (``analyzers.rule_inputs``; with it, the findings need no events).
@@ -119,7 +120,7 @@ def _analyzer_version() -> str:
     derived shard is used only by the code that wrote it."""
     import hashlib
 
-    import analyzers
+    from podscope import analyzers
 
     digest = hashlib.blake2b(digest_size=8)
     for source in [*sorted(Path(analyzers.__file__).parent.rglob("*.py")), Path(__file__)]:
@@ -503,7 +504,8 @@ def _client(config: ExecConfig, n_files: int) -> Iterator[tuple[Any, str]]:
     """Where tasks run: a Dask client (an existing cluster, or a ``LocalCluster`` for a big
     session), a pool of local processes for a small session on a machine with several cores
     (``_pool_start``), or None (one file, one core)."""
-    if config.scheduler is None and n_files < config.in_process_below:
+    has_dask = importlib.util.find_spec("distributed") is not None  # the [dask] extra
+    if config.scheduler is None and (n_files < config.in_process_below or not has_dask):
         n = _local_processes(config, n_files)
         method = _pool_start() if config.fork else None
         if n < 2 or method is None:
@@ -517,6 +519,10 @@ def _client(config: ExecConfig, n_files: int) -> Iterator[tuple[Any, str]]:
         ) as pool:
             yield pool, f"{n} {_POOLS[method]}"
         return
+    if not has_dask:
+        raise ExecutionError(
+            f"--scheduler {config.scheduler} needs the dask extra: pip install 'podscope[dask]'"
+        )
     from distributed import Client, LocalCluster
 
     if config.scheduler is not None:

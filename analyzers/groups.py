@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzers._match import isin
+from podscope.analyzers._match import isin
 
 _MAX_ROUNDS = 8
 #: Device lines that repeat other lines' events (TF/XLA derived lines): not counted twice.

@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analyzers._match import isin, matches
-from analyzers.groups import DERIVED_LINES
-from analyzers.roofline import GIB
-from trace_parsers.nesting import self_times
-from trace_parsers.schema import HOST_MEMORY_SPACE
+from podscope.analyzers._match import isin, matches
+from podscope.analyzers.groups import DERIVED_LINES
+from podscope.analyzers.roofline import GIB
+from podscope.trace_parsers.nesting import self_times
+from podscope.trace_parsers.schema import HOST_MEMORY_SPACE
 
 OCCURRENCE_COLUMNS = [
     "worker",

@@ -27,8 +27,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from analyzers._match import matches
-from trace_parsers.nesting import nest_columns
+from podscope.analyzers._match import matches
+from podscope.trace_parsers.nesting import nest_columns
 
 #: Stages that produce on background threads: their self time on a caller's thread is waiting.
 ASYNC_STAGES = frozenset(

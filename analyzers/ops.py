@@ -16,12 +16,12 @@ import re
 import numpy as np
 import pandas as pd
 
-import trace_parsers._column_kernels as kernels
-from analyzers._match import isin, matches
-from analyzers.groups import DERIVED_LINES
-from analyzers.rule_inputs import op_counts, per_aligned_step
-from trace_parsers.nesting import self_times
-from trace_parsers.tfop import parse_tf_op
+from podscope.analyzers._match import isin, matches
+from podscope.analyzers.groups import DERIVED_LINES
+from podscope.analyzers.rule_inputs import op_counts, per_aligned_step
+from podscope.trace_parsers.nesting import _column_kernels as kernels
+from podscope.trace_parsers.nesting import self_times
+from podscope.trace_parsers.tfop import parse_tf_op
 
 BY = ("op", "type", "kernel")
 #: Kernel names that use Tensor Cores (NVIDIA naming: mma shapes and generators).

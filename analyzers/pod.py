@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzers.breakdown import CATEGORIES
+from podscope.analyzers.breakdown import CATEGORIES
 
 CATEGORY_NAMES = list(CATEGORIES)
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analyzers._match import matches
+from podscope.analyzers._match import matches
 
 GIB = 2**30
 PEAK_COLUMNS = [

@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzers._match import isin, matches
-from analyzers.groups import DERIVED_LINES
+from podscope.analyzers._match import isin, matches
+from podscope.analyzers.groups import DERIVED_LINES
 
 #: An op execution shorter than this is tiny (the ``tiny_ops`` rule's short-op share).
 TINY_OP_PS = 20_000_000

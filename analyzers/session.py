@@ -3,7 +3,7 @@
 The CLI, the dashboard, the benchmarks and the diagnostics rules all read a session through
 ``SessionAnalysis``; none of them chains the analyzers by hand.
 
-    >>> from analyzers.session import SessionAnalysis
+    >>> from podscope.analyzers.session import SessionAnalysis
     >>> a = SessionAnalysis(trace_parsers.load("runs/job"))
     >>> a.breakdown.groupby("worker")["input_ns"].mean()     # steps found and aligned first
     >>> a.op_table_for("kernel", worker=None).head()
@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from analyzers._match import matches
-from analyzers.attribution import (
+from podscope.analyzers._match import matches
+from podscope.analyzers.attribution import (
     arrivals,
     comparable_workers,
     lateness,
@@ -47,14 +47,14 @@ from analyzers.attribution import (
     slow_steps,
     stragglers,
 )
-from analyzers.breakdown import before_call_breakdown, step_breakdown
-from analyzers.collectives import collective_events, collective_summary, match_collectives
-from analyzers.compare import traced_steps
-from analyzers.hlo_stats import hlo_stats, with_executions, xla_op_occurrences
-from analyzers.input_pipeline import iterator_table, pipeline_summary
-from analyzers.memory import memory_summary
-from analyzers.ops import memory_timeline, op_events, op_stats
-from analyzers.pod import (
+from podscope.analyzers.breakdown import before_call_breakdown, step_breakdown
+from podscope.analyzers.collectives import collective_events, collective_summary, match_collectives
+from podscope.analyzers.compare import traced_steps
+from podscope.analyzers.hlo_stats import hlo_stats, with_executions, xla_op_occurrences
+from podscope.analyzers.input_pipeline import iterator_table, pipeline_summary
+from podscope.analyzers.memory import memory_summary
+from podscope.analyzers.ops import memory_timeline, op_events, op_stats
+from podscope.analyzers.pod import (
     anchored,
     device_activity,
     pod_view,
@@ -62,9 +62,9 @@ from analyzers.pod import (
     with_calls,
     worker_summary,
 )
-from analyzers.ps_balance import ps_load
-from analyzers.roofline import device_peaks
-from analyzers.rule_inputs import (
+from podscope.analyzers.ps_balance import ps_load
+from podscope.analyzers.roofline import device_peaks
+from podscope.analyzers.rule_inputs import (
     device_busy,
     first_device_starts,
     first_starts_per_aligned_step,
@@ -74,19 +74,19 @@ from analyzers.rule_inputs import (
     rule_events,
     worker_events,
 )
-from analyzers.steps import (
+from podscope.analyzers.steps import (
     align_steps,
     find_steps,
     partial_steps,
     step_methods,
     whole_steps,
 )
-from analyzers.timeline import TimelineIndex, event_details, sched_details
-from analyzers.xla_programs import program_executions
-from trace_parsers.schema import TraceFrames
+from podscope.analyzers.timeline import TimelineIndex, event_details, sched_details
+from podscope.analyzers.xla_programs import program_executions
+from podscope.trace_parsers.schema import TraceFrames
 
 if TYPE_CHECKING:
-    from analyzers.diagnostics.base import Finding
+    from podscope.analyzers.diagnostics.base import Finding
 
 
 #: Derived frames that a per-worker analysis computes for each worker and concatenates
@@ -220,7 +220,7 @@ class SessionAnalysis:
             trace_parsers.TraceParseError: no capture there, or no file could be parsed.
             analyzers.execution.ExecutionError: the scheduler is unreachable or lost.
         """
-        from analyzers.execution import ExecConfig, analyze_path
+        from podscope.analyzers.execution import ExecConfig, analyze_path
 
         return analyze_path(path, session, ExecConfig(scheduler=scheduler, cache_dir=cache_dir))
 
@@ -739,6 +739,6 @@ class SessionAnalysis:
     @cached_property
     def findings(self) -> list[Finding]:
         """Every diagnostics rule's finding with default thresholds, ranked."""
-        from analyzers.diagnostics import diagnose  # the rules import this module
+        from podscope.analyzers.diagnostics import diagnose  # the rules import this module
 
         return diagnose(self)

@@ -51,10 +51,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzers._match import isin, matches
-from analyzers.collectives import DEVICE_COLLECTIVE, HOST_COLLECTIVE
-from analyzers.groups import DERIVED_LINES, device_spans
-from analyzers.xla_programs import XLA_COLLECTIVE, xla_steps
+from podscope.analyzers._match import isin, matches
+from podscope.analyzers.collectives import DEVICE_COLLECTIVE, HOST_COLLECTIVE
+from podscope.analyzers.groups import DERIVED_LINES, device_spans
+from podscope.analyzers.xla_programs import XLA_COLLECTIVE, xla_steps
 
 METHODS = ("marker", "group_id", "function", "python_call", "xla_program")
 _FUNCTION = r"^EagerLocalExecute: __inference_\w*train\w*"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from trace_parsers.schema import TraceFrames
+from podscope.trace_parsers.schema import TraceFrames
 
 
 def summarize(frames: TraceFrames) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trace_parsers.tflite import sections
+from podscope.trace_parsers.tflite import sections
 
 
 def _with_sections(events: pd.DataFrame) -> pd.DataFrame:

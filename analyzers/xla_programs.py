@@ -48,7 +48,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from analyzers._match import matches
+from podscope.analyzers._match import matches
 
 #: XLA collective ops by HLO name (``all-reduce.3``, ``%all-gather-start = …``) or NCCL/RCCL
 #: kernel name.

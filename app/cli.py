@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from app.cli_analyze import (
+from podscope.app.cli_analyze import (
     analysis_options,
     compare_command,
     diagnose_command,
@@ -20,12 +20,22 @@ from app.cli_analyze import (
     ops_command,
     steps_command,
 )
-from app.cli_capture import capture_command
-from app.cli_cluster import cluster_cli
-from app.cli_serve import demo_command, export_command, hash_password_command, serve_command
-from app.cli_workers import collectives_command, input_command, ps_command, stragglers_command
-from app.cli_xla import hlo_command, roofline_command
-from app.terminal import say, say_session
+from podscope.app.cli_capture import capture_command
+from podscope.app.cli_cluster import cluster_cli
+from podscope.app.cli_serve import (
+    demo_command,
+    export_command,
+    hash_password_command,
+    serve_command,
+)
+from podscope.app.cli_workers import (
+    collectives_command,
+    input_command,
+    ps_command,
+    stragglers_command,
+)
+from podscope.app.cli_xla import hlo_command, roofline_command
+from podscope.app.terminal import say, say_session
 
 
 @click.group(no_args_is_help=True, context_settings={"show_default": True})
@@ -90,15 +100,15 @@ def parse(
     own frames to OUT/<frame>/<worker>.parquet (or .csv), so no process holds the session."""
     import os
 
-    from analyzers.execution import (
+    from podscope.analyzers.execution import (
         ExecConfig,
         ExecutionError,
         export_file,
         merge_summaries,
         run_tasks,
     )
-    from app.cli_analyze import EXIT_CLUSTER, task_progress
-    from trace_parsers import TraceParseError, resolve
+    from podscope.app.cli_analyze import EXIT_CLUSTER, task_progress
+    from podscope.trace_parsers import TraceParseError, resolve
 
     if fmt not in ("parquet", "csv"):
         raise fail(f"--format must be parquet or csv, not {fmt!r}")
@@ -120,7 +130,7 @@ def parse(
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:
-        from app.cli_table import render_parse_summary as render
+        from podscope.app.cli_table import render_parse_summary as render
 
         render(summary)
     for failure in summary["failures"]:
@@ -137,10 +147,15 @@ def main() -> None:
     import atexit
     import os
 
+    from podscope.trace_parsers.compiled import CompiledReadersMissing
+
     try:
         cli(prog_name="podscope")
     except SystemExit as e:
         code = e.code
+    except CompiledReadersMissing as e:  # one line, as every other error, not a traceback
+        say(f"podscope: error: {e}", err=True)
+        code = EXIT_BAD_INPUT
     else:
         code = 0
     if isinstance(code, str):  # sys.exit("message"), as the interpreter would print it

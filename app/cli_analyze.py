@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 import click
 import pandas as pd
 
-from app.cli_table import show_table, wide_option
-from app.terminal import say, say_session
-from app.units import fmt_number
+from podscope.app.cli_table import show_table, wide_option
+from podscope.app.terminal import say, say_session
+from podscope.app.units import fmt_number
 
 if TYPE_CHECKING:
-    from analyzers.session import SessionAnalysis
+    from podscope.analyzers.session import SessionAnalysis
 
 #: PATH: a trace file, a run folder or a logdir (each command's help says so).
 path_argument = click.argument("path", type=click.Path(path_type=Path))
@@ -171,8 +171,8 @@ def _analysis_or_exit(
     lost cluster exit code 4."""
     import os
 
-    from analyzers.execution import ExecConfig, ExecutionError, run_session
-    from trace_parsers import TraceParseError, resolve
+    from podscope.analyzers.execution import ExecConfig, ExecutionError, run_session
+    from podscope.trace_parsers import TraceParseError, resolve
 
     try:
         config = ExecConfig.from_env(os.environ, scheduler=scheduler, cache=not no_cache)
@@ -253,7 +253,7 @@ def ops_command(
 ) -> None:
     """Per-op time per worker and device of PATH (a trace file, a run folder or a logdir):
     occurrences, total and self time, percentiles."""
-    from analyzers.ops import BY
+    from podscope.analyzers.ops import BY
 
     if by not in BY:
         say(f"podscope: error: --by must be one of {', '.join(BY)}", err=True)
@@ -317,8 +317,8 @@ def compare_command(
 ) -> None:
     """Two runs side by side: step time and its categories per step, and the ops that changed.
     BASE is the baseline, NEW the new run: each a trace file, a run folder or a logdir."""
-    from analyzers.compare import compare_ops, compare_steps
-    from analyzers.hlo_stats import compare_hlo
+    from podscope.analyzers.compare import compare_ops, compare_steps
+    from podscope.analyzers.hlo_stats import compare_hlo
 
     if csv not in (None, "steps", "ops", "xla"):
         say("podscope: error: --csv must be steps, ops or xla", err=True)
@@ -443,7 +443,7 @@ def diagnose_command(
     import dataclasses
     import json
 
-    from app.units import fmt_value
+    from podscope.app.units import fmt_value
 
     findings = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler).findings
     if as_json:

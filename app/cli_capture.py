@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from app.terminal import say
+from podscope.app.terminal import say
 
 if TYPE_CHECKING:  # gRPC and the capture client load only when a capture runs
-    from collectors.capture import CaptureOptions, CaptureResult, Target, WorkerResult
+    from podscope.collectors.capture import CaptureOptions, CaptureResult, Target, WorkerResult
 
 #: Rich colour per ``Status.tone``.
 STATUS_STYLE = {"ok": "green", "lost": "red", "retry": "yellow", "running": "cyan"}
@@ -49,7 +49,7 @@ def _table(workers: list[WorkerResult]) -> object:
 
 def run_capture(targets: list[Target], opts: CaptureOptions, live: bool) -> CaptureResult:
     """Runs the capture, redrawing a per-worker table while it goes when ``live``."""
-    from collectors.capture import WorkerResult, capture
+    from podscope.collectors.capture import WorkerResult, capture
 
     if not live:
         return capture(targets, opts)
@@ -136,9 +136,9 @@ def capture_command(
 ) -> None:
     """Capture every worker of a job in one window and bring the traces home. ADDRESSES:
     host:port[,host:port…] of the workers' PodScope agents (or --cluster)."""
-    from app.targets import targets_from
-    from collectors.capture import CaptureOptions
-    from collectors.errors import CaptureError
+    from podscope.app.targets import targets_from
+    from podscope.collectors.capture import CaptureOptions
+    from podscope.collectors.errors import CaptureError
 
     try:
         targets = targets_from(addresses, cluster)

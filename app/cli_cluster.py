@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from app.terminal import say
-from reference_engine.config import EngineConfig, EngineError
+from podscope.app.terminal import say
+from podscope.reference_engine.config import EngineConfig, EngineError
 
 DEFAULT_RUN_DIR = Path("runs/cluster")
 run_dir_option = click.option(
@@ -76,7 +76,7 @@ def cluster_up(
     timeout_s: float,
 ) -> None:
     """Start a local cluster; returns when every task is ready (or, with --wait, when done)."""
-    from reference_engine import cluster as local  # TF's launcher: only for these commands
+    from podscope.reference_engine import cluster as local  # TF's launcher: only for these commands
 
     if tf32 not in ("on", "off"):
         raise _fail("--tf32 must be on or off")
@@ -121,7 +121,7 @@ def cluster_up(
 @click.option("--json", "as_json", is_flag=True, help="Every task as JSON.")
 def cluster_status(run_dir: Path, as_json: bool) -> None:
     """Show each task: alive, last event, steps, last loss."""
-    from reference_engine import cluster as local  # TF's launcher: only for these commands
+    from podscope.reference_engine import cluster as local  # TF's launcher: only for these commands
 
     try:
         rows = local.status(local.Manifest.load(run_dir))
@@ -147,7 +147,7 @@ def cluster_status(run_dir: Path, as_json: bool) -> None:
 )
 def cluster_down(run_dir: Path, grace_s: float) -> None:
     """Stop every process the cluster started (no orphans)."""
-    from reference_engine import cluster as local  # TF's launcher: only for these commands
+    from podscope.reference_engine import cluster as local  # TF's launcher: only for these commands
 
     try:
         manifest = local.Manifest.load(run_dir)
@@ -200,8 +200,8 @@ def cluster_jax(
 ) -> None:
     """Run the engine's JAX loop (jax.distributed on loopback), each process profiling itself
     with jax.profiler, and bring the traces into one session."""
-    from collectors.local import collect_local
-    from reference_engine.jax_workload import JaxConfig, run
+    from podscope.collectors.local import collect_local
+    from podscope.reference_engine.jax_workload import JaxConfig, run
 
     cfg = JaxConfig(
         workers=workers,

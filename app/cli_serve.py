@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from app.terminal import say
+from podscope.app.terminal import say
 
 if TYPE_CHECKING:  # the dashboard's modules (Flask and Dash) load only for its commands
-    from app.settings import AppSettings
+    from podscope.app.settings import AppSettings
 
 HOST_HELP = "Interface to bind (default $PODSCOPE_HOST or 127.0.0.1: this machine only)."
 PORT_HELP = "Port (default $PODSCOPE_PORT or 8050)."
@@ -61,6 +61,7 @@ def serve_command(
 ) -> None:
     """Serve the dashboard for a logdir. Binding anything but loopback needs a login
     configured (PODSCOPE_DASHBOARD_TOKEN, PODSCOPE_USERS_FILE or PODSCOPE_TRUST_PROXY_HEADER)."""
+    require_extra("dashboard", "serve")
     env = settings_from_env()
     settings = dataclasses.replace(
         env,
@@ -76,10 +77,33 @@ def serve_command(
     serve(settings)
 
 
+#: The modules each optional extra of pyproject.toml brings (import names).
+EXTRAS = {
+    "dashboard": ("dash", "plotly", "dash_ag_grid", "dash_bootstrap_components", "waitress"),
+}
+
+
+def require_extra(extra: str, command: str) -> None:
+    """One line and exit 2 when ``podscope <command>`` needs an extra that is not installed
+    (the base ``pip install podscope`` is the agent, the capture client, the parsers, the
+    analyses and the CLI)."""
+    import importlib.util
+
+    absent = [m for m in EXTRAS[extra] if importlib.util.find_spec(m) is None]
+    if absent:
+        say(
+            f"podscope: error: podscope {command} needs the {extra} extra, and "
+            f"{', '.join(absent)} {'is' if len(absent) == 1 else 'are'} not installed: "
+            f"pip install 'podscope[{extra}]'",
+            err=True,
+        )
+        raise click.exceptions.Exit(2)
+
+
 def settings_from_env() -> AppSettings:
     """``AppSettings`` from ``PODSCOPE_*``, read once here; a bad value is one error line."""
-    from app.auth import AuthError
-    from app.settings import AppSettings
+    from podscope.app.auth import AuthError
+    from podscope.app.settings import AppSettings
 
     try:
         return AppSettings.from_env(os.environ)
@@ -90,8 +114,8 @@ def settings_from_env() -> AppSettings:
 
 def check_exposure(settings: AppSettings) -> None:
     """Refuses to serve other machines with nobody asked to log in, and says how to fix it."""
-    from app.auth import MIN_TOKEN_CHARS
-    from collectors.agent import is_loopback
+    from podscope.app.auth import MIN_TOKEN_CHARS
+    from podscope.collectors.agent import is_loopback
 
     if is_loopback(settings.host):
         return
@@ -131,7 +155,7 @@ def _stop_on_signals() -> None:
 
 
 def serve(settings: AppSettings) -> None:
-    from app.main import create_app
+    from podscope.app.main import create_app
 
     _stop_on_signals()
     try:
@@ -185,16 +209,17 @@ def demo_command(
     only then offered on the Capture page). Ctrl-C stops everything."""
     import importlib.util
 
-    from reference_engine import cluster
+    from podscope.reference_engine import cluster
 
     names = [s.strip() for s in scenarios.split(",") if s.strip()]
     if not names:
         raise click.BadParameter("name at least one scenario", param_hint="--scenarios")
+    require_extra("dashboard", "demo")
     if importlib.util.find_spec("tensorflow") is None:
         say(
             "podscope: error: the demo trains TensorFlow jobs and TensorFlow is not installed: "
-            "pip install 'podscope[engine]', or in Docker run the engine image "
-            "(docker build --build-arg EXTRAS=engine -t podscope:engine .). "
+            "pip install 'podscope[all]', or in Docker run the engine image "
+            "(docker build --build-arg EXTRAS=all -t podscope:engine .). "
             "This image serves and parses traces: podscope serve.",
             err=True,
         )
@@ -219,10 +244,10 @@ def demo_command(
 def _demo_job(logdir: Path, scenario: str, workers: int, duration_ms: int, keep: bool) -> Any:
     """One engine job of ``scenario``, captured once; returns its manifest when ``keep``,
     else stops it and returns None."""
-    from collectors.capture import CaptureOptions, Target, capture
-    from reference_engine import cluster
-    from reference_engine.config import EngineConfig, EngineError
-    from trace_parsers import load
+    from podscope.collectors.capture import CaptureOptions, Target, capture
+    from podscope.reference_engine import cluster
+    from podscope.reference_engine.config import EngineConfig, EngineError
+    from podscope.trace_parsers import load
 
     say(f"starting a {workers}-worker mwms-loop job (scenario {scenario})…")
     try:
@@ -279,8 +304,8 @@ def _demo_job(logdir: Path, scenario: str, workers: int, duration_ms: int, keep:
 def export_command(session: Path, chrome_json: Path) -> None:
     """Export SESSION (a session folder, a logdir's newest session, or a file) as Chrome trace
     JSON."""
-    from trace_parsers import TraceParseError, load
-    from trace_parsers.chrome import write_chrome_trace
+    from podscope.trace_parsers import TraceParseError, load
+    from podscope.trace_parsers.chrome import write_chrome_trace
 
     try:
         frames = load(session)
@@ -301,6 +326,7 @@ def export_command(session: Path, chrome_json: Path) -> None:
 def hash_password_command(user: str, capture: bool) -> None:
     """Print a PODSCOPE_USERS_FILE line (name:hash, or name:capture:hash; werkzeug's scrypt)
     for USER, the name to log in with, and a password typed twice."""
+    require_extra("dashboard", "hash-password")
     from werkzeug.security import generate_password_hash
 
     if ":" in user or not user.strip():

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import pandas as pd
 
-from app.units import fmt_number
+from podscope.app.units import fmt_number
 
 if TYPE_CHECKING:  # rich loads when a table is printed, not for CSV on stdout
     from rich.console import Console

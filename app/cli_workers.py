@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 import click
 import pandas as pd
 
-from app.cli_analyze import _analysis_or_exit, analysis_options, csv_option
-from app.cli_table import show_table, wide_option
-from app.terminal import say
-from app.units import in_ms
+from podscope.app.cli_analyze import _analysis_or_exit, analysis_options, csv_option
+from podscope.app.cli_table import show_table, wide_option
+from podscope.app.terminal import say
+from podscope.app.units import in_ms
 
 if TYPE_CHECKING:
-    from analyzers.session import SessionAnalysis
+    from podscope.analyzers.session import SessionAnalysis
 
 top_option = click.option("--top", type=int, default=30, help="Rows in the table view.")
 

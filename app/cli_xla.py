@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from app.cli_analyze import _analysis_or_exit, analysis_options, csv_option
-from app.cli_table import show_table, wide_option
-from app.terminal import say
+from podscope.app.cli_analyze import _analysis_or_exit, analysis_options, csv_option
+from podscope.app.cli_table import show_table, wide_option
+from podscope.app.terminal import say
 
 
 @click.command("hlo")

@@ -3,7 +3,7 @@
 ``create_app`` builds one ``AppContext`` and attaches it to the app's Flask server; pages and
 callbacks reach it through ``current()``. Two apps in one process each keep their own.
 
-    >>> from app.context import current
+    >>> from podscope.app.context import current
     >>> analysis = current().store.get("2026_12_01_10_00_00")
 """
 
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import flask
 
-from analyzers.execution import ExecConfig
-from app.settings import AppSettings
-from app.store import SessionStore
-from app.targets import targets_from
-from collectors.capture import Target
-from collectors.errors import CaptureError
+from podscope.analyzers.execution import ExecConfig
+from podscope.app.settings import AppSettings
+from podscope.app.store import SessionStore
+from podscope.app.targets import targets_from
+from podscope.collectors.capture import Target
+from podscope.collectors.errors import CaptureError
 
 #: Key of the context in ``flask.Flask.extensions``.
 EXTENSION = "podscope"
@@ -96,7 +96,9 @@ class AppContext:
             collectors.errors.CaptureError: outside the allowed folders, not a regular file,
                 or over ``MAX_MANIFEST_BYTES``.
         """
-        from reference_engine.cluster import MANIFEST  # the engine only when a manifest is named
+        from podscope.reference_engine.cluster import (
+            MANIFEST,  # the engine only when a manifest is named
+        )
 
         path = Path(manifest).expanduser().resolve()
         if path.is_dir():

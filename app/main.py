@@ -1,7 +1,7 @@
 """The Dash app: ``create_app(settings)``; ``server = app.server`` for gunicorn (app.wsgi).
 
-    >>> from app.main import create_app
-    >>> from app.settings import AppSettings
+    >>> from podscope.app.main import create_app
+    >>> from podscope.app.settings import AppSettings
     >>> create_app(AppSettings(logdir=Path("runs"))).run(host="127.0.0.1", port=8050)
 
 Pages live in ``app/pages`` (one per file, ``dash.register_page``). Everything is served from
@@ -31,15 +31,15 @@ import plotly.graph_objects as go
 from dash import ALL, ClientsideFunction, Input, Output, State, dcc, html
 from flask import Flask, has_request_context, jsonify, request
 
-from app import ids
-from app.auth import current_user
-from app.auth import install as install_auth
-from app.context import AppContext, attach, current
-from app.hosts import answered_names
-from app.hosts import install as install_hosts
-from app.settings import AppSettings
-from app.store import SessionStore
-from trace_parsers.schema import SCHEMA, empty_frame
+from podscope.app import ids
+from podscope.app.auth import current_user
+from podscope.app.auth import install as install_auth
+from podscope.app.context import AppContext, attach, current
+from podscope.app.hosts import answered_names
+from podscope.app.hosts import install as install_hosts
+from podscope.app.settings import AppSettings
+from podscope.app.store import SessionStore
+from podscope.trace_parsers.schema import SCHEMA, empty_frame
 
 PAGES_DIR = Path(__file__).parent / "pages"
 #: Code Dash fetches only when a page first mounts a dropdown (every page's session picker), a
@@ -80,7 +80,7 @@ def plotly_bundle_fits() -> bool:
     from plotly.offline import get_plotlyjs_version
 
     try:
-        with resources.files("assets").joinpath(PLOTLY_BUNDLE).open(encoding="utf-8") as f:
+        with resources.files("podscope.assets").joinpath(PLOTLY_BUNDLE).open(encoding="utf-8") as f:
             ours = re.search(r"plotly\.js v(\d+)\.", f.readline())
     except OSError:  # not installed with the package: Dash's own is there
         return False
@@ -145,13 +145,13 @@ def create_app(config: AppSettings) -> dash.Dash:
     """Builds the Dash app for ``config`` (one logdir); its ``AppContext`` rides on the Flask
     server (``app.context.current()``)."""
     context = AppContext.build(config)
-    from app.background import manager
+    from podscope.app.background import manager
 
     app = dash.Dash(
         __name__,
         use_pages=True,
         pages_folder=str(PAGES_DIR),
-        assets_folder=str(resources.files("assets")),
+        assets_folder=str(resources.files("podscope.assets")),
         # window.Plotly from the bundle: dcc.Graph then loads no plotly.js of its own
         assets_ignore="" if plotly_bundle_fits() else re.escape(PLOTLY_BUNDLE),
         serve_locally=True,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.auth import AuthSettings, read_token, read_users
+from podscope.app.auth import AuthSettings, read_token, read_users
 
 ENV_PREFIX = "PODSCOPE_"
 

@@ -21,10 +21,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from analyzers.execution import ExecConfig, ExecutionError, WorkerPart, run_session
-from analyzers.session import SessionAnalysis
-from trace_parsers import TraceParseError, layout, load
-from trace_parsers.loader import (
+from podscope.analyzers.execution import ExecConfig, ExecutionError, WorkerPart, run_session
+from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers import TraceParseError, layout, load
+from podscope.trace_parsers.loader import (
     PARSERS,
     format_of,
     scan,
@@ -32,7 +32,7 @@ from trace_parsers.loader import (
     trace_files,
     worker_label,
 )
-from trace_parsers.schema import PARSER_VERSION
+from podscope.trace_parsers.schema import PARSER_VERSION
 
 #: Characters an uploaded file name may keep; others become ``_``.
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from collectors.capture import Target
-from collectors.errors import CaptureError
+from podscope.collectors.capture import Target
+from podscope.collectors.errors import CaptureError
 
 
 def targets_from(addresses: str | None, cluster_manifest: Path | None) -> list[Target]:
@@ -30,8 +30,8 @@ def targets_from(addresses: str | None, cluster_manifest: Path | None) -> list[T
                 + " (a worker address is host:port, e.g. 10.0.0.5:6010 or [::1]:6010)"
             )
         return [Target(a) for a in given]
-    from reference_engine.cluster import Manifest
-    from reference_engine.config import EngineError
+    from podscope.reference_engine.cluster import Manifest
+    from podscope.reference_engine.config import EngineError
 
     try:
         manifest = Manifest.load(Path(cluster_manifest))  # type: ignore[arg-type]

@@ -50,8 +50,8 @@ def say_session(path: object, session: str | None) -> None:
     Raises:
         trace_parsers.TraceParseError: as ``trace_parsers.chosen_session``.
     """
-    from trace_parsers import chosen_session
-    from trace_parsers.loader import session_folders
+    from podscope.trace_parsers import chosen_session
+    from podscope.trace_parsers.loader import session_folders
 
     chosen = chosen_session(str(path), session)
     if chosen is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.main import create_app
-from app.settings import AppSettings
+from podscope.app.main import create_app
+from podscope.app.settings import AppSettings
 
 server = create_app(AppSettings.from_env()).server

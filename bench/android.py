@@ -51,7 +51,7 @@ def generated_atrace(path: Path, target_mb: int) -> Path:
 
 
 def _measure(path: Path, repeat: int) -> dict[str, Any]:
-    from trace_parsers import load
+    from podscope.trace_parsers import load
 
     data = path.read_bytes()
     runs, events = [], 0

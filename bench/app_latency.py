@@ -62,7 +62,7 @@ class _Server:
                 s.bind(("127.0.0.1", 0))
                 port = int(s.getsockname()[1])
         self.port = port
-        cmd = [sys.executable, "-m", "app", "serve", "--logdir", str(logdir)]
+        cmd = [sys.executable, "-m", "podscope", "serve", "--logdir", str(logdir)]
         self.proc = subprocess.Popen(
             [*cmd, "--port", str(self.port), "--cache-dir", str(cache)],
             stdout=subprocess.DEVNULL,

@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from collectors.capture import CaptureOptions, Target, capture
-from reference_engine import cluster
-from reference_engine.config import EngineConfig
+from podscope.collectors.capture import CaptureOptions, Target, capture
+from podscope.reference_engine import cluster
+from podscope.reference_engine.config import EngineConfig
 
 
 def rss_mb(pid: int) -> float:

@@ -41,11 +41,11 @@ def _median_s(fn: Any, repeat: int) -> float:
 def bench_folders(repeat: int = 3) -> dict[str, Any]:
     """Seconds per file of the session list (a fresh store each time: the dashboard's start)
     and of ``load`` (no cache), per file count; /healthz with a 100,000-file session."""
-    from app.main import create_app
-    from app.settings import AppSettings
-    from app.store import SessionStore
-    from trace_parsers import load
-    from trace_parsers.loader import max_session_files
+    from podscope.app.main import create_app
+    from podscope.app.settings import AppSettings
+    from podscope.app.store import SessionStore
+    from podscope.trace_parsers import load
+    from podscope.trace_parsers.loader import max_session_files
 
     data = synth_xspace(1, ops_per_step=1, threads=1)
     out: dict[str, Any] = {"listing": {}, "load": {}}

@@ -15,7 +15,7 @@ from typing import Any
 
 
 def _podscope_parse(path: str, cache_dir: str | None) -> dict[str, Any]:
-    from trace_parsers import load
+    from podscope.trace_parsers import load
 
     t = time.perf_counter()
     frames = load(path, cache=cache_dir is not None, cache_dir=cache_dir)
@@ -34,7 +34,7 @@ def _podscope_parse(path: str, cache_dir: str | None) -> dict[str, Any]:
 def _podscope_reload(path: str, cache_dir: str | None) -> dict[str, Any]:
     """A warm-cache load in a process that has loaded a capture before (a dashboard or
     notebook session): the one-time costs of pandas' first frames are already paid."""
-    from trace_parsers import load
+    from podscope.trace_parsers import load
 
     load(path, cache=True, cache_dir=cache_dir)  # fills the cache if it is empty
     t = time.perf_counter()
@@ -44,8 +44,8 @@ def _podscope_reload(path: str, cache_dir: str | None) -> dict[str, Any]:
 
 def _podscope_op_table(path: str, cache_dir: str | None) -> dict[str, Any]:
     """Parse (or warm load) + ``analyzers.ops.op_stats``: what framework_op_stats shows."""
-    from analyzers.ops import op_stats
-    from trace_parsers import load
+    from podscope.analyzers.ops import op_stats
+    from podscope.trace_parsers import load
 
     t = time.perf_counter()
     table = op_stats(load(path, cache=cache_dir is not None, cache_dir=cache_dir).events)
@@ -57,7 +57,7 @@ def _podscope_analyze(path: str, cache_dir: str | None) -> dict[str, Any]:
     steps, breakdown, op tables, memory and what the rules read), no cache, on one core: the
     second run in this process (a Dask worker's state after its first task). ``first_seconds``
     is the first run, first-use costs included."""
-    from analyzers.execution import PARTS, analyze_file
+    from podscope.analyzers.execution import PARTS, analyze_file
 
     t = time.perf_counter()
     analyze_file(path, PARTS, False, None)

@@ -55,8 +55,8 @@ def worker_bytes(steps: int, straggler_us: int = 0) -> bytes:
 
 
 def bench_pod(workers: int = 8, steps: int = 1000, repeat: int = 3) -> dict[str, Any]:
-    from analyzers.session import SessionAnalysis
-    from trace_parsers import load
+    from podscope.analyzers.session import SessionAnalysis
+    from podscope.trace_parsers import load
 
     with tempfile.TemporaryDirectory(prefix="podscope-pod-") as tmp:
         run = Path(tmp)

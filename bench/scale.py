@@ -49,8 +49,8 @@ def _cluster_run(folder: str, processes: int) -> dict[str, Any]:
     of every worker, the merged result; wall time and peak RSS of the driver and workers."""
     from distributed import Client, LocalCluster
 
-    from analyzers.execution import ExecConfig, run_session
-    from trace_parsers import resolve
+    from podscope.analyzers.execution import ExecConfig, run_session
+    from podscope.trace_parsers import resolve
 
     files = resolve(folder)
     with (
@@ -81,7 +81,7 @@ def _cluster_run(folder: str, processes: int) -> dict[str, Any]:
 def _single_parse_peak(path: str) -> dict[str, Any]:
     """Peak RSS of a process that parses one worker and builds all its parts (the floor a
     Dask worker process cannot go under)."""
-    from analyzers.execution import PARTS, analyze_file
+    from podscope.analyzers.execution import PARTS, analyze_file
 
     analyze_file(path, PARTS, False, None)
     return {"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
@@ -130,7 +130,7 @@ def small_session_ops(capture: Path, root: Path, repeat: int) -> dict[str, float
     the same 4 copies of ``capture``."""
     folder = session(root / "ops", 4, capture)
     ours = _whole_process(
-        [sys.executable, "-m", "app", "ops", str(folder), "--no-cache", "--csv"], repeat
+        [sys.executable, "-m", "podscope", "ops", str(folder), "--no-cache", "--csv"], repeat
     )
     theirs = _whole_process([sys.executable, "-c", XPROF_OPS, str(folder)], repeat)
     return {"podscope_s": ours, "xprof_s": theirs, "ratio": theirs / ours}

@@ -12,8 +12,8 @@ from typing import Any
 
 import grpc
 
-from collectors.capture import CaptureOptions, WorkerResult, fetch_trace
-from collectors.export_service import grpc_options, serve
+from podscope.collectors.capture import CaptureOptions, WorkerResult, fetch_trace
+from podscope.collectors.export_service import grpc_options, serve
 
 
 def bench_transfer(size_mb: int = 200, repeat: int = 3) -> dict[str, Any]:

@@ -2,8 +2,8 @@
 
 Two lines in a training script::
 
-    from collectors import agent
-    podscope = agent.start(port=6010)            # before training; podscope.stop() at the end
+    import podscope
+    agent = podscope.agent.start(port=6010)      # before training; agent.stop() at the end
 
 The agent's one gRPC port (``collectors.export_service``) answers PodScope's ``Hello``,
 ``Trace``, ``List`` and ``Fetch``, and writes every trace under the agent's own folder,
@@ -37,7 +37,7 @@ from typing import Any
 
 import grpc
 
-from collectors.export_service import (
+from podscope.collectors.export_service import (
     AgentServer,
     Limits,
     TraceLevels,
@@ -46,8 +46,8 @@ from collectors.export_service import (
     WorkerInfo,
     serve,
 )
-from collectors.front_door import DoorLimits
-from collectors.tf_profiler import call_profile, profile_request
+from podscope.collectors.front_door import DoorLimits
+from podscope.collectors.tf_profiler import call_profile, profile_request
 
 log = logging.getLogger("podscope.agent")
 

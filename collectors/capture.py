@@ -1,6 +1,6 @@
 """Capture every worker of a job in one window over gRPC, and bring the traces home.
 
-    >>> from collectors.capture import CaptureOptions, Target, capture
+    >>> from podscope.collectors.capture import CaptureOptions, Target, capture
     >>> result = capture([Target("127.0.0.1:6010"), Target("127.0.0.1:6011")],
     ...                  CaptureOptions(logdir=Path("runs/demo"), duration_ms=2000))
     >>> [(w.label, w.status) for w in result.workers]
@@ -32,14 +32,14 @@ from typing import Any
 
 import grpc
 
-from collectors import tf_profiler
-from collectors.errors import CaptureError
-from collectors.export_service import TOKEN_HEADER, grpc_options
-from collectors.proto import trace_export_pb2 as pb
-from collectors.proto import trace_export_pb2_grpc as pb_grpc
-from collectors.status import Status
-from collectors.tf_profiler import TraceLevels
-from trace_parsers import layout
+from podscope.collectors import tf_profiler
+from podscope.collectors.errors import CaptureError
+from podscope.collectors.export_service import TOKEN_HEADER, grpc_options
+from podscope.collectors.proto import trace_export_pb2 as pb
+from podscope.collectors.proto import trace_export_pb2_grpc as pb_grpc
+from podscope.collectors.status import Status
+from podscope.collectors.tf_profiler import TraceLevels
+from podscope.trace_parsers import layout
 
 MWMS = "MultiWorkerMirroredStrategy"
 EXIT_OK, EXIT_PARTIAL, EXIT_FAILED = 0, 3, 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from collectors.status import Status
+from podscope.collectors.status import Status
 
 
 class CaptureError(Exception):

@@ -27,12 +27,12 @@ from typing import Any, Protocol
 
 import grpc
 
-from collectors.front_door import DoorLimits, FrontDoor
-from collectors.guard import TOKEN_HEADER, Gate, Limits, Peers, TokenInterceptor
-from collectors.proto import trace_export_pb2 as pb
-from collectors.proto import xspace_events_pb2 as xspace
-from collectors.tf_profiler import TraceLevels
-from trace_parsers import layout
+from podscope.collectors.front_door import DoorLimits, FrontDoor
+from podscope.collectors.guard import TOKEN_HEADER, Gate, Limits, Peers, TokenInterceptor
+from podscope.collectors.proto import trace_export_pb2 as pb
+from podscope.collectors.proto import xspace_events_pb2 as xspace
+from podscope.collectors.tf_profiler import TraceLevels
+from podscope.trace_parsers import layout
 
 __all__ = [
     "TOKEN_HEADER",

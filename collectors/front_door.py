@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 
 import hpack
 
-from collectors.syn_filter import drop_sources
+from podscope.collectors.syn_filter import drop_sources
 
 log = logging.getLogger("podscope.agent")
 

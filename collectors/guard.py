@@ -26,7 +26,7 @@ from typing import Any, NoReturn, TypeVar
 
 import grpc
 
-from collectors.front_door import TOKEN_HEADER, FrontDoor, Quiet
+from podscope.collectors.front_door import TOKEN_HEADER, FrontDoor, Quiet
 
 log = logging.getLogger("podscope.agent")
 T = TypeVar("T")

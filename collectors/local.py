@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from trace_parsers import layout
+from podscope.trace_parsers import layout
 
 
 def collect_local(

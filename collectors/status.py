@@ -1,6 +1,6 @@
 """Per-worker capture statuses: what happened to each worker of a capture.
 
->>> from collectors.status import Status
+>>> from podscope.collectors.status import Status
 >>> Status.OK == "ok", str(Status.TRANSFER_FAILED)
 (True, 'transfer_failed')
 """

@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 
-from collectors.proto import profiler_service_pb2 as tsl
+from podscope.collectors.proto import profiler_service_pb2 as tsl
 
 PROFILE_METHOD = "/tensorflow.ProfilerService/Profile"
 

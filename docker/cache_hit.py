@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from trace_parsers.cache import FrameCache
-from trace_parsers.loader import session_folders, trace_files
+from podscope.trace_parsers.cache import FrameCache
+from podscope.trace_parsers.loader import session_folders, trace_files
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ trap cleanup EXIT
 
 build() { docker build ${DOCKER_BUILD_ARGS:-} "$@" .; }
 t0=$(date +%s); build -q -t $TAG:viewer >/dev/null; echo "viewer image built in $(( $(date +%s) - t0 )) s"
-t0=$(date +%s); build -q --build-arg EXTRAS=engine -t $TAG:engine >/dev/null; echo "engine image built in $(( $(date +%s) - t0 )) s"
+t0=$(date +%s); build -q --build-arg EXTRAS=all -t $TAG:engine >/dev/null; echo "engine image built in $(( $(date +%s) - t0 )) s"
 
 wait_healthy() {  # the container's own health check, as Docker reports it
     for _ in $(seq 300); do

@@ -1,6 +1,6 @@
 """Local cluster: spawns the tasks of a run as processes on 127.0.0.1 and stops them all.
 
-    >>> from reference_engine.cluster import up, wait, down
+    >>> from podscope.reference_engine.cluster import up, wait, down
     >>> m = up(EngineConfig(workload="mwms-loop", steps=20), workers=2, run_dir=Path("runs/x"))
     >>> results = wait(m, timeout_s=300); down(m)
 
@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from reference_engine import netdelay
-from reference_engine.config import EngineConfig, EngineError
-from reference_engine.scenarios import SCENARIOS
-from reference_engine.workloads import validate_config
+from podscope.reference_engine import netdelay
+from podscope.reference_engine.config import EngineConfig, EngineError
+from podscope.reference_engine.scenarios import SCENARIOS
+from podscope.reference_engine.workloads import validate_config
 
 MANIFEST = "cluster.json"
 HOST = "127.0.0.1"
@@ -335,7 +335,7 @@ def _start_tasks(
         cmd = [
             sys.executable,
             "-m",
-            "reference_engine.worker",
+            "podscope.reference_engine.worker",
             "--config",
             str((run_dir / "engine.json").resolve()),
         ]
@@ -531,7 +531,7 @@ def started_by(manifest: Manifest, task: TaskInfo) -> bool:
     except (OSError, ProcessLookupError):
         return False
     config = str((Path(manifest.run_dir) / "engine.json").resolve()).encode()
-    return b"reference_engine.worker" in argv and config in argv
+    return b"podscope.reference_engine.worker" in argv and config in argv
 
 
 def kill_task(task: TaskInfo, manifest: Manifest | None = None) -> None:

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from reference_engine.config import EngineConfig
-from reference_engine.models import MODELS, NUM_CLASSES
-from reference_engine.scenarios import SCENARIOS
+from podscope.reference_engine.config import EngineConfig
+from podscope.reference_engine.models import MODELS, NUM_CLASSES
+from podscope.reference_engine.scenarios import SCENARIOS
 
 EXAMPLES = 2048
 #: File each ``ps`` worker reads (relative to its working directory) for its per-batch delay.

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from reference_engine.config import EngineError
+from podscope.reference_engine.config import EngineError
 
 SCENARIOS = ("baseline", "slow-host", "slow-device")
 DTYPES = ("f32", "bf16")
@@ -98,7 +98,7 @@ def run(cfg: JaxConfig, run_dir: Path, timeout_s: float = 600.0) -> dict[str, Pa
         EngineError: a worker failed, wrote no trace, or the run timed out (with the first
             failed worker's last log lines).
     """
-    from reference_engine.cluster import free_ports
+    from podscope.reference_engine.cluster import free_ports
 
     cfg.check()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -112,7 +112,7 @@ def run(cfg: JaxConfig, run_dir: Path, timeout_s: float = 600.0) -> dict[str, Pa
         cmd = [
             sys.executable,
             "-m",
-            "reference_engine.jax_workload",
+            "podscope.reference_engine.jax_workload",
             str(run_dir),
             str(i),
             str(port),

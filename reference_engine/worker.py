@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from collectors import agent
-from reference_engine import netdelay
-from reference_engine.cluster import serves_tf
-from reference_engine.config import EngineConfig
-from reference_engine.workloads import WORKLOADS, Task
+from podscope.collectors import agent
+from podscope.reference_engine import netdelay
+from podscope.reference_engine.cluster import serves_tf
+from podscope.reference_engine.config import EngineConfig
+from podscope.reference_engine.workloads import WORKLOADS, Task
 
 
 def report(event: str, **fields: Any) -> None:

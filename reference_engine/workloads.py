@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reference_engine.config import EngineConfig, EngineError
-from reference_engine.data import make_dataset
-from reference_engine.models import MODELS
-from reference_engine.scenarios import SCENARIOS
+from podscope.reference_engine.config import EngineConfig, EngineError
+from podscope.reference_engine.data import make_dataset
+from podscope.reference_engine.models import MODELS
+from podscope.reference_engine.scenarios import SCENARIOS
 
 Report = Callable[..., None]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from reference_engine import cluster
+from podscope.reference_engine import cluster
 
 StartCluster = Callable[..., cluster.Manifest]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from reference_engine import cluster
-from reference_engine.config import EngineConfig
+from podscope.reference_engine import cluster
+from podscope.reference_engine.config import EngineConfig
 from verify.run import ScenarioCapture, capture_scenario
 
 REPO = Path(__file__).resolve().parents[1]

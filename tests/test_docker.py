@@ -23,9 +23,11 @@ def requirements_module():  # type: ignore[no-untyped-def]
 
 
 def test_dependency_layer_lists_the_project_and_its_extras() -> None:
-    reqs = requirements_module().requirements(str(ROOT / "pyproject.toml"), [])
+    base = requirements_module().requirements(str(ROOT / "pyproject.toml"), [])
+    assert any(r.startswith("grpcio") for r in base) and not any("dash" in r for r in base)
+    reqs = requirements_module().requirements(str(ROOT / "pyproject.toml"), ["dashboard"])
     assert any(r.startswith("dash") for r in reqs) and not any("tensorflow" in r for r in reqs)
-    engine = requirements_module().requirements(str(ROOT / "pyproject.toml"), ["engine"])
+    engine = requirements_module().requirements(str(ROOT / "pyproject.toml"), ["all"])
     assert any(r.startswith("tensorflow") for r in engine) and set(reqs) < set(engine)
     dev = requirements_module().requirements(str(ROOT / "pyproject.toml"), ["dev"])
     assert not any(r.startswith("podscope") for r in dev)  # self-references expanded

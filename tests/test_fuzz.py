@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from podscope.trace_parsers import TraceParseError, load
 from tests.analyzers.test_breakdown import worker_trace
 from tests.conftest import SHARED_TRACES
-from trace_parsers import TraceParseError, load
 
 N = int(os.environ.get("PODSCOPE_FUZZ_N", "300"))
 ATRACE = (
@@ -126,7 +126,7 @@ MANIFEST = json.dumps(
 def test_capture_manifest_mutations_read_or_raise_layout_error(tmp_path: Path) -> None:
     """A session's capture.json, mutated: a manifest, or a LayoutError (which marks only that
     session on the Sessions page)."""
-    from trace_parsers import layout
+    from podscope.trace_parsers import layout
 
     rng = random.Random("podscope-manifest")
     for _ in range(N):
@@ -138,7 +138,7 @@ def test_capture_manifest_mutations_read_or_raise_layout_error(tmp_path: Path) -
 def test_upload_mutations_import_or_report(tmp_path: Path) -> None:
     """Uploads of every format, mutated, through the dashboard's store: a session, or one
     "name: reason" per file; never an exception (the page would answer HTTP 500)."""
-    from app.store import SessionStore
+    from podscope.app.store import SessionStore
 
     store = SessionStore(tmp_path)
     rng = random.Random("podscope-upload")

@@ -1,10 +1,12 @@
 """The import arrows of ../shared/GUIDE.md, checked per module: each module imports only the
 modules of ours its layer may, no third-party package its layer must not, and no module-level
-import cycle runs through our modules."""
+import cycle runs through our modules. Our modules are ``podscope.<layer>...``; the layers below
+are named without the ``podscope.`` prefix."""
 
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+TOP = "podscope"
 OURS = ("app", "collectors", "trace_parsers", "analyzers", "reference_engine")
 
 #: Per layer, the modules of ours it may import (a name covers its submodules).
@@ -19,15 +22,14 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "trace_parsers": ("trace_parsers",),
     # GUIDE: "trace_parsers (schema only)". Also the pure helpers the parsers own and analyzers
     # must not re-implement: nesting (self time among a subset of events), the TFLite
-    # section-name grammar and XProf's op-name grammar (an XLA kernel's framework op); and the
-    # C column kernels, for the op tables' per-group statistics.
+    # section-name grammar and XProf's op-name grammar (an XLA kernel's framework op; nesting
+    # also lends the C column kernels, for the op tables' per-group statistics).
     "analyzers": (
         "analyzers",
         "trace_parsers.schema",
         "trace_parsers.nesting",
         "trace_parsers.tflite",
         "trace_parsers.tfop",
-        "trace_parsers._column_kernels",
     ),
     # The one place analyses meet files: the per-worker tasks parse their worker's trace
     # (GUIDE: scale-out lives below app/, callable by a library user). Deviation from the
@@ -55,7 +57,7 @@ def _module_of(path: Path) -> str:
 
 
 def _is_module(name: str) -> bool:
-    base = REPO.joinpath(*name.split("."))
+    base = REPO.joinpath(*name.split("."))  # podscope.x.y: REPO/podscope links to the layers
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
@@ -88,7 +90,7 @@ def imports(path: Path, *, top_level_only: bool = False) -> set[str]:
             visit(child, in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef))
 
     visit(tree, False)
-    return found
+    return {m.removeprefix(f"{TOP}.") if m != TOP else m for m in found}
 
 
 def package_files() -> list[tuple[str, Path]]:
@@ -160,12 +162,52 @@ def test_reference_engine_config_does_not_import_workloads() -> None:
     assert "reference_engine.workloads" not in imports(REPO / "reference_engine" / "config.py")
 
 
-@pytest.mark.parametrize("module", ["trace_parsers.layout", "collectors.capture"])
-def test_light_modules_do_not_pull_in_pandas(module: str) -> None:
-    """The capture side and the layout contract work without pandas (and do not pay for it)."""
-    code = f"import sys, {module}; print(sorted(m for m in ('pandas', 'numpy', 'pyarrow') if m in sys.modules))"
+LIGHT_CHECK = """
+import importlib, json, sys
+importlib.import_module(sys.argv[1])
+heavy = ("pandas", "numpy", "pyarrow", "dash", "plotly", "dask", "distributed", "waitress")
+print(json.dumps({
+    "heavy": sorted(m for m in heavy if m in sys.modules),
+    "compiled": sorted(
+        name for name, m in list(sys.modules.items())
+        if name.startswith("podscope") and str(getattr(m, "__file__", "")).endswith((".so", ".pyd"))
+    ),
+}))
+"""
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["podscope", "podscope.agent", "podscope.trace_parsers.layout", "podscope.collectors.capture"],
+)
+def test_light_modules_pull_in_no_heavy_package_and_no_compiled_extension(module: str) -> None:
+    """The agent and the capture client run in training images: no pandas (they do not pay for
+    it), nothing of the dashboard or Dask (the base install has neither), and none of our C
+    extensions (an install without a compiler has none)."""
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", LIGHT_CHECK, module],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]", f"{module} imports {out.stdout.strip()}"
+    found = json.loads(out.stdout)
+    assert found == {"heavy": [], "compiled": []}, f"{module} imports {found}"
+
+
+def test_every_import_of_ours_goes_through_podscope() -> None:
+    """``from app import ...`` would load a second copy of a module (or a user's own ``app``)."""
+    bare = []
+    for path in [*REPO.joinpath(TOP).glob("*.py"), *(p for _, p in package_files())]:
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                else []
+            )
+            bare += [f"{path.relative_to(REPO)}: {n}" for n in names if n.split(".")[0] in OURS]
+    assert not bare, bare

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 import verify.run
-from reference_engine.config import EngineConfig
-from reference_engine.scenarios import SCENARIOS
+from podscope.reference_engine.config import EngineConfig
+from podscope.reference_engine.scenarios import SCENARIOS
 from verify.__main__ import correct, report
 from verify.matrix import EXPECTED, SCENARIO_WEIGHTS, draw
 from verify.run import RunError, capture_scenario

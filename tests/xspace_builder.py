@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trace_parsers.proto import xplane_pb2 as xp
+from podscope.trace_parsers.proto import xplane_pb2 as xp
 
 
 @dataclass

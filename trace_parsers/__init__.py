@@ -1,6 +1,7 @@
 """PodScope trace parsers: profiler traces → typed pandas frames, usable without the dashboard.
 
->>> import trace_parsers
+>>> from podscope import trace_parsers
+
 >>> frames = trace_parsers.load("logdir")            # newest session, every worker
 >>> frames.events.groupby(["worker", "op_type"], observed=True)["self_ps"].sum()
 
@@ -14,21 +15,21 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trace_parsers.errors import TraceParseError
-    from trace_parsers.loader import PARSERS, chosen_session, load, resolve, sessions
-    from trace_parsers.schema import SCHEMA, TraceFrames, validate
+    from podscope.trace_parsers.errors import TraceParseError
+    from podscope.trace_parsers.loader import PARSERS, chosen_session, load, resolve, sessions
+    from podscope.trace_parsers.schema import SCHEMA, TraceFrames, validate
 
 #: Public name → the module that defines it.
 _EXPORTS = {
-    "PARSERS": "trace_parsers.loader",
-    "chosen_session": "trace_parsers.loader",
-    "load": "trace_parsers.loader",
-    "resolve": "trace_parsers.loader",
-    "sessions": "trace_parsers.loader",
-    "SCHEMA": "trace_parsers.schema",
-    "TraceFrames": "trace_parsers.schema",
-    "validate": "trace_parsers.schema",
-    "TraceParseError": "trace_parsers.errors",
+    "PARSERS": "podscope.trace_parsers.loader",
+    "chosen_session": "podscope.trace_parsers.loader",
+    "load": "podscope.trace_parsers.loader",
+    "resolve": "podscope.trace_parsers.loader",
+    "sessions": "podscope.trace_parsers.loader",
+    "SCHEMA": "podscope.trace_parsers.schema",
+    "TraceFrames": "podscope.trace_parsers.schema",
+    "validate": "podscope.trace_parsers.schema",
+    "TraceParseError": "podscope.trace_parsers.errors",
 }
 
 __all__ = [

@@ -13,8 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from trace_parsers._ftrace_fast import read_ftrace
-from trace_parsers._slices import SliceBuilder
+from podscope.trace_parsers import compiled
+
+try:
+    from podscope.trace_parsers import _ftrace_fast
+except ImportError as e:  # installed without a C compiler
+    _ftrace_fast = compiled.missing(e)
+from podscope.trace_parsers._slices import SliceBuilder
 
 _COUNTS = ("skipped_lines", "clock_sync", "markers", "unknown_marker", "unmatched_end")
 _IF_ANY = ("bad_counter", "sched_switch", "bad_sched_switch")
@@ -25,7 +30,7 @@ class _Columns:
     maps a string-code column to its strings."""
 
     def __init__(self, text: str | bytes) -> None:
-        self.r: dict[str, Any] = read_ftrace(
+        self.r: dict[str, Any] = _ftrace_fast.read_ftrace(
             text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
         )
         self.strings = np.array(self.r["strings"], dtype=object)

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trace_parsers._columns import cat, id_cat, missing
-from trace_parsers.nesting import depth_column, nest_columns
-from trace_parsers.schema import SCHEMA, TraceFrames
+from podscope.trace_parsers._columns import cat, id_cat, missing
+from podscope.trace_parsers.nesting import depth_column, nest_columns
+from podscope.trace_parsers.schema import SCHEMA, TraceFrames
 
 
 class SliceBuilder:
@@ -247,7 +247,7 @@ class SliceBuilder:
 def _tflite_ops(names: pd.Categorical) -> tuple[pd.Categorical, pd.Categorical]:
     """TFLite op sections (``CONV_2D@31/0``, delegate kernels) as op name and op type, so the
     op tables work on Android traces; other slices get none. Parsed once per distinct name."""
-    from trace_parsers.tflite import section
+    from podscope.trace_parsers.tflite import section
 
     labels = [section(str(c)) for c in names.categories]
     ops = [p if p and p.kind in ("op", "delegate") else None for p in labels]

@@ -1,7 +1,7 @@
 """Android ftrace/atrace text (systrace), ``atrace -z`` (``TRACE:`` + zlib) and systrace HTML →
 ``TraceFrames``.
 
-    >>> from trace_parsers.atrace import parse_atrace
+    >>> from podscope.trace_parsers.atrace import parse_atrace
     >>> frames = parse_atrace(open("trace.html", "rb").read(), worker="pixel7")
     >>> frames.events[["plane", "line", "name", "start_ns", "dur_ps", "depth"]]
 
@@ -25,12 +25,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from trace_parsers._ftrace import read_text
-from trace_parsers._ftrace_fast import unescape_js
-from trace_parsers._slices import SliceBuilder
-from trace_parsers.budget import Budget
-from trace_parsers.errors import TraceParseError
-from trace_parsers.schema import TraceFrames, validate
+from podscope.trace_parsers._ftrace import _ftrace_fast, read_text
+from podscope.trace_parsers._slices import SliceBuilder
+from podscope.trace_parsers.budget import Budget
+from podscope.trace_parsers.errors import TraceParseError
+from podscope.trace_parsers.schema import TraceFrames, validate
 
 FORMAT = "atrace"
 _KV = re.compile(r"(\w+)=(\S+)")
@@ -136,7 +135,7 @@ def _legacy_block(data: bytes) -> bytes | None:
         end = data.find(b'";', start)
         if end < 0:
             return None
-    return unescape_js(memoryview(data)[start:end])
+    return _ftrace_fast.unescape_js(memoryview(data)[start:end])
 
 
 def _marker(st: SliceBuilder, tid: int, tgid: int, ts: int, payload: str) -> None:
@@ -205,7 +204,7 @@ def parse_atrace(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceF
         budget.charge_rows(st.rows() - budget.rows)
     for doc in jsons:  # the systrace controller's JSON block(s)
         if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
-            from trace_parsers.chrome_json import add_events
+            from podscope.trace_parsers.chrome_json import add_events
 
             add_events(st, doc["traceEvents"])
     st.notes["json_blocks"] = len(jsons)

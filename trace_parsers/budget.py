@@ -26,8 +26,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trace_parsers.compression import inflate, inflate_zlib, max_bytes, too_big
-from trace_parsers.errors import TraceParseError
+from podscope.trace_parsers.compression import inflate, inflate_zlib, max_bytes, too_big
+from podscope.trace_parsers.errors import TraceParseError
 
 #: Rows any file may make, whatever its size (a few KB of gzip can legitimately hold this many).
 ROWS_FLOOR = 2_000_000

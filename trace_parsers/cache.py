@@ -17,7 +17,7 @@ XPlane again; Arrow IPC in this layout 0.04 s (a 906 k-event capture's warm load
 19 ms read). Exports (``podscope parse --out``) stay Parquet/CSV; the cache is an internal
 format.
 
->>> from trace_parsers.cache import FrameCache
+>>> from podscope.trace_parsers.cache import FrameCache
 >>> store = FrameCache(FrameCache.default_dir(os.environ))
 >>> key = store.key(path); frames = store.get(key) or parse(data)
 """
@@ -44,7 +44,7 @@ import pyarrow as pa
 import xxhash
 from pyarrow import feather, ipc
 
-from trace_parsers.schema import (
+from podscope.trace_parsers.schema import (
     CAT,
     CAT_ID,
     PARSER_VERSION,

@@ -1,6 +1,6 @@
 """Export parsed frames as Chrome trace JSON (opens in Perfetto's UI and chrome://tracing).
 
-    >>> from trace_parsers.chrome import write_chrome_trace
+    >>> from podscope.trace_parsers.chrome import write_chrome_trace
     >>> write_chrome_trace(frames, Path("session.json.gz"))  # gzip when the name ends in .gz
 
 Processes are workers (× plane), threads are lines; ``ts``/``dur`` are microseconds from the
@@ -17,7 +17,7 @@ from typing import IO
 
 import numpy as np
 
-from trace_parsers.schema import TraceFrames
+from podscope.trace_parsers.schema import TraceFrames
 
 CHUNK = 200_000
 

@@ -1,7 +1,7 @@
 """Chrome trace JSON (chrome://tracing, Perfetto's legacy JSON, systrace controller output) →
 ``TraceFrames``.
 
-    >>> from trace_parsers.chrome_json import parse_chrome_json
+    >>> from podscope.trace_parsers.chrome_json import parse_chrome_json
     >>> frames = parse_chrome_json(open("trace.json", "rb").read(), worker="app")
 
 Accepts the array form (the closing ``]`` may be missing, a trailing comma is fine) and the
@@ -20,10 +20,10 @@ import zlib
 from collections import OrderedDict
 from typing import Any
 
-from trace_parsers._slices import SliceBuilder
-from trace_parsers.budget import Budget
-from trace_parsers.errors import TraceParseError
-from trace_parsers.schema import TraceFrames, validate
+from podscope.trace_parsers._slices import SliceBuilder
+from podscope.trace_parsers.budget import Budget
+from podscope.trace_parsers.errors import TraceParseError
+from podscope.trace_parsers.schema import TraceFrames, validate
 
 FORMAT = "chrome_json"
 
@@ -206,7 +206,7 @@ def parse_chrome_json(data: bytes, *, worker: str, source: str = "<bytes>") -> T
         events = doc.get("traceEvents", [])
         system = doc.get("systemTraceEvents")
         if isinstance(system, str):
-            from trace_parsers._ftrace import read_text
+            from podscope.trace_parsers._ftrace import read_text
 
             read_text(sb, system)
         if not isinstance(events, list):

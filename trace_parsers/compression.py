@@ -17,7 +17,7 @@ import os
 import zlib
 from collections.abc import Mapping
 
-from trace_parsers.errors import TraceParseError
+from podscope.trace_parsers.errors import TraceParseError
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"

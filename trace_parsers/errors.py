@@ -1,6 +1,6 @@
 """Typed errors of the trace parsers: every failure names the file, the format and the reason.
 
->>> from trace_parsers.errors import TraceParseError
+>>> from podscope.trace_parsers.errors import TraceParseError
 >>> str(TraceParseError("w0.xplane.pb", "xplane", "truncated varint at byte 12"))
 'w0.xplane.pb: cannot parse as xplane: truncated varint at byte 12'
 """

@@ -13,7 +13,7 @@ fusion computations are not rows (they run as their fusion); their FLOPs and byt
 (``trace_parsers.hlo_cost``, XLA's GPU rules on a capture with GPU planes, the base rules
 otherwise).
 
-    >>> from trace_parsers.hlo import hlo_ops
+    >>> from podscope.trace_parsers.hlo import hlo_ops
     >>> hlo_ops(open("host.xplane.pb", "rb").read(), worker="host").head()
 """
 
@@ -25,10 +25,10 @@ from typing import Any
 
 import pandas as pd
 
-from trace_parsers.budget import Budget
-from trace_parsers.errors import TraceParseError
-from trace_parsers.hlo_cost import CostUnknown, module_costs
-from trace_parsers.hlo_module import (
+from podscope.trace_parsers.budget import Budget
+from podscope.trace_parsers.errors import TraceParseError
+from podscope.trace_parsers.hlo_cost import CostUnknown, module_costs
+from podscope.trace_parsers.hlo_module import (
     Module,
     category,
     compute_dtype,
@@ -36,7 +36,7 @@ from trace_parsers.hlo_module import (
     decode_module,
     expression,
 )
-from trace_parsers.schema import SCHEMA, empty_frame
+from podscope.trace_parsers.schema import SCHEMA, empty_frame
 
 METADATA_PLANE = "/host:metadata"
 HLO_PROTO_STAT = "Hlo Proto"
@@ -119,7 +119,7 @@ def modules(data: bytes, budget: Budget) -> Iterator[Module]:
     """
     from google.protobuf.message import DecodeError
 
-    from trace_parsers.proto import xplane_pb2
+    from podscope.trace_parsers.proto import xplane_pb2
 
     for raw in _metadata_planes(data):
         try:
@@ -281,7 +281,7 @@ def breakdown_stats(data: bytes, *, worker: str) -> pd.DataFrame:
     """
     from google.protobuf.message import DecodeError
 
-    from trace_parsers.proto import xplane_pb2
+    from podscope.trace_parsers.proto import xplane_pb2
 
     rows = []
     for number, plane in _fields(memoryview(data)):

@@ -25,7 +25,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from trace_parsers.hlo_module import (
+from podscope.trace_parsers.hlo_module import (
     PRIMITIVE,
     Computation,
     Instruction,

@@ -4,7 +4,7 @@ export service, the loader, the dashboard).
 
 Standard library only, so that ``collectors`` (which must not pull in pandas) can import it.
 
-    >>> from trace_parsers import layout
+    >>> from podscope.trace_parsers import layout
     >>> d = layout.session_dir(Path("runs"), "2026_12_01_10_00_00")
     >>> d / layout.xplane_name("10.0.0.1_6009")
     PosixPath('runs/plugins/profile/2026_12_01_10_00_00/10.0.0.1_6009.xplane.pb')

@@ -12,7 +12,7 @@ Workers are labelled by file name (``host_port``), so two workers on one host ne
 One bad worker file does not lose the others: they load, and the failure is listed in
 ``frames.failures``.
 
-    >>> from trace_parsers import load
+    >>> from podscope.trace_parsers import load
     >>> frames = load("runs/demo", session="2026_11_30_07_00_00")
     >>> frames.workers[["worker", "capture_start_ns"]]
 """
@@ -34,14 +34,14 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from trace_parsers import layout
-from trace_parsers.atrace import looks_like_atrace, parse_atrace
-from trace_parsers.cache import FrameCache
-from trace_parsers.chrome_json import looks_like_chrome_json, parse_chrome_json
-from trace_parsers.errors import TraceParseError
-from trace_parsers.perfetto import parse_perfetto
-from trace_parsers.schema import CAT, CAT_ID, SCHEMA, TraceFrames, validate
-from trace_parsers.xplane import parse_xplane
+from podscope.trace_parsers import layout
+from podscope.trace_parsers.atrace import looks_like_atrace, parse_atrace
+from podscope.trace_parsers.cache import FrameCache
+from podscope.trace_parsers.chrome_json import looks_like_chrome_json, parse_chrome_json
+from podscope.trace_parsers.errors import TraceParseError
+from podscope.trace_parsers.perfetto import parse_perfetto
+from podscope.trace_parsers.schema import CAT, CAT_ID, SCHEMA, TraceFrames, validate
+from podscope.trace_parsers.xplane import parse_xplane
 
 Parser = Callable[..., TraceFrames]
 

@@ -2,7 +2,7 @@
 typed events, which type is on top at each instant (``top_type_times``).
 
 >>> import numpy as np
->>> from trace_parsers.nesting import nest_columns
+>>> from podscope.trace_parsers.nesting import nest_columns
 >>> depth, parent, self_t = nest_columns(np.zeros(2, np.int64), np.array([0, 2]), np.array([10, 5]))
 >>> depth.tolist(), parent.tolist(), self_t.tolist()
 ([0, 1], [-1, 0], [7, 3])
@@ -13,7 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trace_parsers import _column_kernels
+from podscope.trace_parsers import compiled
+
+try:
+    from podscope.trace_parsers import _column_kernels
+except ImportError as e:  # installed without a C compiler
+    _column_kernels = compiled.missing(e)
 
 
 def nest_columns(

@@ -1,7 +1,7 @@
 """Perfetto protobuf traces (``.perfetto-trace``, ``.pftrace``; plain, gzip or zstd) →
 ``TraceFrames``, with the protos of the ``perfetto`` PyPI package (no trace_processor binary).
 
-    >>> from trace_parsers.perfetto import parse_perfetto
+    >>> from podscope.trace_parsers.perfetto import parse_perfetto
     >>> frames = parse_perfetto(open("trace.pftrace", "rb").read(), worker="pixel7")
 
 Read packet by packet, so a truncated file keeps every complete packet (the cut is counted in
@@ -19,10 +19,10 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from trace_parsers._slices import SliceBuilder
-from trace_parsers.budget import Budget, rows_error
-from trace_parsers.errors import TraceParseError
-from trace_parsers.schema import TraceFrames, validate
+from podscope.trace_parsers._slices import SliceBuilder
+from podscope.trace_parsers.budget import Budget, rows_error
+from podscope.trace_parsers.errors import TraceParseError
+from podscope.trace_parsers.schema import TraceFrames, validate
 
 FORMAT = "perfetto"
 BOOTTIME = 6
@@ -223,7 +223,7 @@ class _Reader:
             sb.notes["legacy_or_untyped_events"] += 1
 
     def ftrace(self, bundle: Any) -> None:
-        from trace_parsers.atrace import _marker, _sched_switch
+        from podscope.trace_parsers.atrace import _marker, _sched_switch
 
         sb = self.sb
         cpu = bundle.cpu

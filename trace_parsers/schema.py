@@ -5,7 +5,7 @@ Times are integers with the unit in the name (``start_ns``, ``dur_ps``); strings
 categoricals, as are the ids repeated on every event (``CAT_ID``); optional numbers use pandas'
 nullable dtypes (``Int64``, ``boolean``).
 
-    >>> from trace_parsers import load
+    >>> from podscope.trace_parsers import load
     >>> frames = load("run/plugins/profile/2026_01_01_00_00_00")
     >>> frames.events[["worker", "name", "start_ns", "dur_ps"]].head()
 """
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trace_parsers.errors import SchemaError
+from podscope.trace_parsers.errors import SchemaError
 
 CAT = "category"
 #: XLA's memory space of host memory (``Layout::kHostMemorySpace``, ``S(5)`` in HLO text): the

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from trace_parsers.errors import TraceParseError
+from podscope.trace_parsers.errors import TraceParseError
 
 _INT = re.compile(r"-?\d+\Z")
 

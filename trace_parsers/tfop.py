@@ -8,7 +8,7 @@ from the name's last scope without a numeric ``_N`` suffix (``jit(f)/jit(main)/a
 ``model/dense/MatMul:`` → ``MatMul``). Parsing runs once per distinct string (on the
 categories), never per row.
 
-    >>> from trace_parsers.tfop import parse_tf_op
+    >>> from podscope.trace_parsers.tfop import parse_tf_op
     >>> parse_tf_op("dense/MatMul:_MklMatMul"), parse_tf_op("ThreadpoolListener::Record")
     (('dense/MatMul', '_MklMatMul'), None)
     >>> parse_tf_op("jit(f)/jit(main)/reduce_sum:")
@@ -22,7 +22,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from trace_parsers._columns import cat
+from podscope.trace_parsers._columns import cat
 
 _NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>\-]*\Z")
 _TYPE = re.compile(r"[A-Z_][A-Za-z0-9_]*\Z")

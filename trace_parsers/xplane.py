@@ -4,7 +4,7 @@ The wire format is decoded by the C extension ``_xplane_fast`` into flat columns
 turns those into the typed frames of ``trace_parsers.schema`` with numpy, never looping over
 events in Python.
 
-    >>> from trace_parsers.xplane import parse_xplane
+    >>> from podscope.trace_parsers.xplane import parse_xplane
     >>> frames = parse_xplane(open("host_6000.xplane.pb", "rb").read(), worker="host_6000")
     >>> frames.events.groupby("name", observed=True)["dur_ps"].sum().nlargest(5)
 """
@@ -19,8 +19,13 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from trace_parsers import _column_kernels, _xplane_fast
-from trace_parsers._columns import (
+from podscope.trace_parsers import compiled
+
+try:
+    from podscope.trace_parsers import _column_kernels, _xplane_fast
+except ImportError as e:  # installed without a C compiler
+    _column_kernels = _xplane_fast = compiled.missing(e)
+from podscope.trace_parsers._columns import (
     cat,
     cat_of,
     code_dtype,
@@ -29,12 +34,12 @@ from trace_parsers._columns import (
     id_cat,
     missing,
 )
-from trace_parsers.budget import Budget, rows_error
-from trace_parsers.errors import TraceParseError
-from trace_parsers.hlo import METADATA_PLANE, breakdown_stats, hlo_ops
-from trace_parsers.nesting import depth_column, nest_columns, nest_if_sorted
-from trace_parsers.schema import CAT, PROMOTED_STATS, SCHEMA, TraceFrames, validate
-from trace_parsers.tfop import split_tf_op
+from podscope.trace_parsers.budget import Budget, rows_error
+from podscope.trace_parsers.errors import TraceParseError
+from podscope.trace_parsers.hlo import METADATA_PLANE, breakdown_stats, hlo_ops
+from podscope.trace_parsers.nesting import depth_column, nest_columns, nest_if_sorted
+from podscope.trace_parsers.schema import CAT, PROMOTED_STATS, SCHEMA, TraceFrames, validate
+from podscope.trace_parsers.tfop import split_tf_op
 
 FORMAT = "xplane"
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyzers.diagnostics import diagnose
-from analyzers.session import SessionAnalysis
-from trace_parsers import load
+from podscope.analyzers.diagnostics import diagnose
+from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers import load
 from verify.jax_matrix import draw_jax, run_jax
 from verify.matrix import EXPECTED, Run, draw
 from verify.run import capture_scenario

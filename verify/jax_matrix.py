@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from analyzers.diagnostics import diagnose
-from analyzers.session import SessionAnalysis
-from collectors.local import collect_local
-from reference_engine.jax_workload import PREFIX, JaxConfig, run
+from podscope.analyzers.diagnostics import diagnose
+from podscope.analyzers.session import SessionAnalysis
+from podscope.collectors.local import collect_local
+from podscope.reference_engine.jax_workload import PREFIX, JaxConfig, run
 
 SCENARIOS = ("baseline", "slow-host", "slow-device")
 #: Rule ids that count as the injected cause being the top finding.

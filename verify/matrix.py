@@ -21,8 +21,8 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from reference_engine.config import EngineConfig
-from reference_engine.scenarios import SCENARIOS
+from podscope.reference_engine.config import EngineConfig
+from podscope.reference_engine.scenarios import SCENARIOS
 
 #: The scenarios of the matrix, and the share of runs each gets (straggler twice).
 SCENARIO_WEIGHTS = {

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collectors.capture import CaptureOptions, Target, capture
-from collectors.status import Status
-from reference_engine import cluster
-from reference_engine.config import EngineConfig
+from podscope.collectors.capture import CaptureOptions, Target, capture
+from podscope.collectors.status import Status
+from podscope.reference_engine import cluster
+from podscope.reference_engine.config import EngineConfig
 
 #: Steps the trainer must have logged before the capture starts (past tracing and warm-up).
 WARM_STEPS = 5

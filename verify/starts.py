@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="podscope-starts-") as tmp:
             for i in range(args.n):
                 run_dir = Path(tmp) / f"run{i:02d}"
-                cmd = [sys.executable, "-m", "app", "cluster"]
+                cmd = [sys.executable, "-m", "podscope", "cluster"]
                 t0 = time.monotonic()
                 up = subprocess.run(
                     [

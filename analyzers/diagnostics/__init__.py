@@ -1,7 +1,7 @@
 """Diagnostics that follow TensorFlow's GPU performance guide: a registry of rules, each a pure
 function (``SessionAnalysis``, thresholds) → ``Finding`` with its evidence.
 
-    >>> from analyzers.diagnostics import diagnose, prepare
+    >>> from podscope.analyzers.diagnostics import diagnose, prepare
     >>> findings = diagnose(prepare(frames))
     >>> [(f.rule_id, f.severity) for f in findings if f.severity != "none"]
 
@@ -12,7 +12,7 @@ reproduces its main number, so users can check it: ``eval(f.expression, {"frames
 
 from __future__ import annotations
 
-from analyzers.diagnostics.base import (
+from podscope.analyzers.diagnostics.base import (
     RULES,
     Finding,
     Need,
@@ -37,5 +37,5 @@ __all__ = [
 ]
 
 # Rules register themselves in RULES on import; this order is the report's order among equals.
-from analyzers.diagnostics import rules_steps  # noqa: F401, I001
-from analyzers.diagnostics import rules_gpu, rules_host, rules_workers, rules_xla  # noqa: F401
+from podscope.analyzers.diagnostics import rules_steps  # noqa: F401, I001
+from podscope.analyzers.diagnostics import rules_gpu, rules_host, rules_workers, rules_xla  # noqa: F401

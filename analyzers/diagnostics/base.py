@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.session import SessionAnalysis
-from trace_parsers.schema import TraceFrames
+from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers.schema import TraceFrames
 
 GUIDE = "https://www.tensorflow.org/guide/gpu_performance_analysis"
 
@@ -231,7 +231,7 @@ class Rule:
         """The finding, in the capture's terms (``speech``): not applicable where the rule is
         about another framework's or vendor's feature, or for the first unmet requirement;
         else the verdict."""
-        from analyzers.diagnostics.speech import in_its_terms, scope_reason
+        from podscope.analyzers.diagnostics.speech import in_its_terms, scope_reason
 
         reason = scope_reason(analysis, self.rule_id)
         for need in self.needs:
@@ -374,6 +374,8 @@ def diagnose(
         raise KeyError(f"unknown rules {unknown}; known: {', '.join(RULES)}")
     findings = [RULES[r](analysis, t) for r in ids]
     ranked = sorted(findings, key=lambda f: (-f.severity.rank, -f.at_stake_ns, not f.applies))
-    from analyzers.diagnostics.questions import rank  # the tables beside the rules import this
+    from podscope.analyzers.diagnostics.questions import (
+        rank,  # the tables beside the rules import this
+    )
 
     return rank(ranked)

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from analyzers.diagnostics.base import Finding, Severity, Thresholds, Verdict, skip
-from analyzers.session import SessionAnalysis
+from podscope.analyzers.diagnostics.base import Finding, Severity, Thresholds, Verdict, skip
+from podscope.analyzers.session import SessionAnalysis
 
 
 def input_share(inp: SessionAnalysis) -> float | None:

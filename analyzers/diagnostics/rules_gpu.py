@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzers._match import isin, matches
-from analyzers.diagnostics.base import (
+from podscope.analyzers._match import isin, matches
+from podscope.analyzers.diagnostics.base import (
     DEVICE,
     STEPS,
     Severity,
@@ -16,10 +16,10 @@ from analyzers.diagnostics.base import (
     severity_of,
     skip,
 )
-from analyzers.hlo_stats import host_copies
-from analyzers.ops import TENSOR_CORE_ELIGIBLE
-from analyzers.rule_inputs import ALLREDUCE, COPY, DEVICE_PLANE
-from analyzers.session import SessionAnalysis
+from podscope.analyzers.hlo_stats import host_copies
+from podscope.analyzers.ops import TENSOR_CORE_ELIGIBLE
+from podscope.analyzers.rule_inputs import ALLREDUCE, COPY, DEVICE_PLANE
+from podscope.analyzers.session import SessionAnalysis
 
 COMPUTE_HEAVY = frozenset(
     TENSOR_CORE_ELIGIBLE | {"Conv2D", "MatMul", "BiasAdd", "Softmax", "FusedBatchNormV3"}
@@ -103,7 +103,7 @@ def mixed_precision(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             .to_dict(),
             "largest_ops_us": {f"{op} ({dt})": round(v / 1e6, 1) for (op, dt), v in top.items()},
         }
-        expression = "(lambda o: o[o.compute_dtype.isin(['bf16', 'f16'])].self_ps.sum() / o.self_ps.sum())(__import__('analyzers.diagnostics.rules_gpu', fromlist=['x']).xla_compute(prepare(frames)))"
+        expression = "(lambda o: o[o.compute_dtype.isin(['bf16', 'f16'])].self_ps.sum() / o.self_ps.sum())(__import__('podscope.analyzers.diagnostics.rules_gpu', fromlist=['x']).xla_compute(prepare(frames)))"
     else:
         b = inp.split
         if b.empty or float(b["device_compute_ns"].astype(float).sum()) == 0:
@@ -261,7 +261,7 @@ def ops_on_host(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     return Verdict(
         Severity.MODERATE if value >= t.ops_on_host else Severity.NONE,
         value=value,
-        expression="(lambda o: o[~o.plane.astype(str).str.startswith('/device:') & o.op_type.astype(str).isin(__import__('analyzers.diagnostics.rules_gpu', fromlist=['x']).COMPUTE_HEAVY)].op_self_ps.sum() / o.op_self_ps.sum())(prepare(frames).ops)",
+        expression="(lambda o: o[~o.plane.astype(str).str.startswith('/device:') & o.op_type.astype(str).isin(__import__('podscope.analyzers.diagnostics.rules_gpu', fromlist=['x']).COMPUTE_HEAVY)].op_self_ps.sum() / o.op_self_ps.sum())(prepare(frames).ops)",
         evidence={
             "executions_on_the_host": host_ops.groupby("op_name")["n"]
             .sum()
@@ -442,7 +442,7 @@ def memory(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     return Verdict(
         severity_of(value, t.memory_use),
         value=value,
-        expression="float((lambda d: (d.peak_bytes / d.capacity_bytes).max())(__import__('analyzers.diagnostics.rules_gpu', fromlist=['x']).device_memory(prepare(frames))))",
+        expression="float((lambda d: (d.peak_bytes / d.capacity_bytes).max())(__import__('podscope.analyzers.diagnostics.rules_gpu', fromlist=['x']).device_memory(prepare(frames))))",
         evidence={
             "peak_bytes": {f"{r.worker} {r.allocator}": int(r.peak_bytes) for r in dm.itertuples()},
             "capacity_bytes": int(worst["capacity_bytes"]),

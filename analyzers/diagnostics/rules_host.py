@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzers._match import matches
-from analyzers.diagnostics.base import (
+from podscope.analyzers._match import matches
+from podscope.analyzers.diagnostics.base import (
     Severity,
     Thresholds,
     Verdict,
@@ -16,9 +16,9 @@ from analyzers.diagnostics.base import (
     skip,
     step_at,
 )
-from analyzers.diagnostics.questions import input_gate, quiet_because_input
-from analyzers.rule_inputs import COMPILE, EAGER_OP
-from analyzers.session import SessionAnalysis
+from podscope.analyzers.diagnostics.questions import input_gate, quiet_because_input
+from podscope.analyzers.rule_inputs import COMPILE, EAGER_OP
+from podscope.analyzers.session import SessionAnalysis
 
 
 @rule("eager", "Ops run eagerly (outside tf.function)", levels="eager")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analyzers.diagnostics.base import (
+from podscope.analyzers.diagnostics.base import (
     DEVICE,
     GUIDE,
     JAX_GUIDE,
@@ -20,8 +20,8 @@ from analyzers.diagnostics.base import (
     step_at,
     worst_step,
 )
-from analyzers.pod import device_imbalance, is_synchronous
-from analyzers.session import SessionAnalysis
+from podscope.analyzers.pod import device_imbalance, is_synchronous
+from podscope.analyzers.session import SessionAnalysis
 
 
 def _category(
@@ -230,7 +230,7 @@ def no_step_markers(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         severity,
         value=float(len(missing)),
         unit="count",
-        expression="len(__import__('analyzers.diagnostics.rules_steps', fromlist=['x']).markers_missing(prepare(frames)))",
+        expression="len(__import__('podscope.analyzers.diagnostics.rules_steps', fromlist=['x']).markers_missing(prepare(frames)))",
         evidence={
             "workers": {r.worker: r.method for r in missing.itertuples()},
             "notes": {r.worker: r.note for r in missing.itertuples()},
@@ -366,7 +366,7 @@ def imbalance(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     return Verdict(
         severity_of(value, t.device_imbalance),
         value=value,
-        expression="float(__import__('analyzers.pod', fromlist=['x']).device_imbalance(prepare(frames).breakdown).imbalance.max())",
+        expression="float(__import__('podscope.analyzers.pod', fromlist=['x']).device_imbalance(prepare(frames).breakdown).imbalance.max())",
         evidence={"by_worker": im.set_index("worker")["imbalance"].round(3).to_dict()},
         recommendation="Replicas should do the same work: check per-replica batch sizes and data sharding, and "
         "host-thread contention when launching (see the launch skew finding).",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analyzers.attribution import BEFORE_CALL
-from analyzers.diagnostics.base import (
+from podscope.analyzers.attribution import BEFORE_CALL
+from podscope.analyzers.diagnostics.base import (
     Severity,
     Thresholds,
     Verdict,
@@ -15,10 +15,10 @@ from analyzers.diagnostics.base import (
     severity_of,
     skip,
 )
-from analyzers.diagnostics.questions import input_share
-from analyzers.input_pipeline import suggestion
-from analyzers.pod import is_synchronous
-from analyzers.session import SessionAnalysis
+from podscope.analyzers.diagnostics.questions import input_share
+from podscope.analyzers.input_pipeline import suggestion
+from podscope.analyzers.pod import is_synchronous
+from podscope.analyzers.session import SessionAnalysis
 
 
 @rule(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzers.diagnostics.base import (
+from podscope.analyzers.diagnostics.base import (
     SPLIT,
     Thresholds,
     Verdict,
@@ -14,9 +14,9 @@ from analyzers.diagnostics.base import (
     skip,
     worst_step,
 )
-from analyzers.hlo_stats import host_copies, unsigned_id
-from analyzers.session import SessionAnalysis
-from trace_parsers.schema import HOST_MEMORY_SPACE
+from podscope.analyzers.hlo_stats import host_copies, unsigned_id
+from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers.schema import HOST_MEMORY_SPACE
 
 _SHAPE = r"^%?[^\s=]+ = (\S+\[[^\]]*\])"
 

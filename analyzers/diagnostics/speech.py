@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from analyzers.session import SessionAnalysis
+from podscope.analyzers.session import SessionAnalysis
 
 
 def audience(a: SessionAnalysis) -> str:

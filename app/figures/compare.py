@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyzers.breakdown import CATEGORIES
+from podscope.analyzers.breakdown import CATEGORIES
 
 
 def compare_steps_figure(table: pd.DataFrame, base: str, new: str) -> go.Figure:

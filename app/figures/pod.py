@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyzers.breakdown import CATEGORIES
-from app.units import fmt_duration, fmt_share
+from podscope.analyzers.breakdown import CATEGORIES
+from podscope.app.units import fmt_duration, fmt_share
 
 COLORS = {
     "device_compute": "#1f77b4",

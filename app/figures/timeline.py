@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyzers.timeline import COUNTER_PLANE, TimelineIndex
+from podscope.analyzers.timeline import COUNTER_PLANE, TimelineIndex
 
 PIXELS = 1600
 MAX_SHAPES = 20_000

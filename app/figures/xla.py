@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyzers.roofline import GIB
+from podscope.analyzers.roofline import GIB
 
 #: One colour per XLA category (the rest grey), stable across pages.
 _PALETTE = (

@@ -12,12 +12,12 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
-from analyzers.session import SessionAnalysis
-from app import ids
-from app.context import current
-from app.store import Job, SessionError, SessionPreparing
-from app.units import fmt_duration, fmt_share, plural
-from trace_parsers import TraceParseError
+from podscope.analyzers.session import SessionAnalysis
+from podscope.app import ids
+from podscope.app.context import current
+from podscope.app.store import Job, SessionError, SessionPreparing
+from podscope.app.units import fmt_duration, fmt_share, plural
+from podscope.trace_parsers import TraceParseError
 
 #: What to do about a session without steps, in the terms of what wrote it.
 NO_STEPS_HINT = {

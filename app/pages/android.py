@@ -8,12 +8,12 @@ import dash
 import dash_ag_grid as dag
 from dash import Input, Output, State, dcc, html
 
-from analyzers.session import SessionAnalysis
-from analyzers.tflite import invokes, tflite_op_stats
-from app import ids
-from app.figures.tflite import cpu_figure, invoke_latency_figure, waterfall_figure
-from app.grid_source import records
-from app.pages._common import (
+from podscope.analyzers.session import SessionAnalysis
+from podscope.analyzers.tflite import invokes, tflite_op_stats
+from podscope.app import ids
+from podscope.app.figures.tflite import cpu_figure, invoke_latency_figure, waterfall_figure
+from podscope.app.grid_source import records
+from podscope.app.pages._common import (
     card,
     download_frame,
     index_of,
@@ -22,7 +22,7 @@ from app.pages._common import (
     table_header,
     with_query,
 )
-from app.units import fmt_duration, grid_columns, plural
+from podscope.app.units import fmt_duration, grid_columns, plural
 
 dash.register_page(__name__, path="/android", name="TFLite", order=6)
 

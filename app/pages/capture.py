@@ -10,18 +10,18 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, dcc, html
 
-from app import ids
-from app.auth import current_user, may_capture
-from app.background import manager
-from app.context import current
-from app.pages._common import card
-from app.targets import MAX_TARGETS, capture_form, page_targets_problem
-from app.units import plural
-from collectors.capture import CaptureOptions, WorkerResult, capture
-from collectors.errors import CaptureError
-from collectors.status import Status
-from trace_parsers import layout as capture_layout
-from trace_parsers.layout import profile_root
+from podscope.app import ids
+from podscope.app.auth import current_user, may_capture
+from podscope.app.background import manager
+from podscope.app.context import current
+from podscope.app.pages._common import card
+from podscope.app.targets import MAX_TARGETS, capture_form, page_targets_problem
+from podscope.app.units import plural
+from podscope.collectors.capture import CaptureOptions, WorkerResult, capture
+from podscope.collectors.errors import CaptureError
+from podscope.collectors.status import Status
+from podscope.trace_parsers import layout as capture_layout
+from podscope.trace_parsers.layout import profile_root
 
 dash.register_page(__name__, path="/capture", name="Capture", order=7)
 

@@ -11,13 +11,13 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
-from analyzers.compare import compare_ops, compare_steps, traced_steps
-from app import ids
-from app.context import current
-from app.figures.compare import compare_steps_figure
-from app.figures.pod import LABELS
-from app.grid_source import records
-from app.pages._common import (
+from podscope.analyzers.compare import compare_ops, compare_steps, traced_steps
+from podscope.app import ids
+from podscope.app.context import current
+from podscope.app.figures.compare import compare_steps_figure
+from podscope.app.figures.pod import LABELS
+from podscope.app.grid_source import records
+from podscope.app.pages._common import (
     card,
     download_buttons,
     download_frame,
@@ -25,8 +25,8 @@ from app.pages._common import (
     session_of,
     with_query,
 )
-from app.store import SessionSummary
-from app.units import grid_columns
+from podscope.app.store import SessionSummary
+from podscope.app.units import grid_columns
 
 dash.register_page(__name__, path="/compare", name="Compare", order=5)
 
@@ -215,7 +215,7 @@ def _xla_section(search: str | None, baseline: str | None) -> list[Any]:
     """Both sessions' XLA ops, op by op (``analyzers.hlo_stats.compare_hlo``): which HLO
     instruction got slower per occurrence, and what that costs the new session; nothing when
     either session runs no XLA program."""
-    from analyzers.hlo_stats import compare_hlo
+    from podscope.analyzers.hlo_stats import compare_hlo
 
     _, new, _ = load_session(session_of(search))
     _, base, _ = load_session(baseline) if baseline else (None, None, None)

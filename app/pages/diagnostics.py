@@ -9,9 +9,9 @@ import dash_bootstrap_components as dbc
 import plotly.graph_objects as go
 from dash import dcc, html
 
-from analyzers.diagnostics import Finding
-from app.pages._common import card, device_summary, load_session
-from app.units import fmt_evidence, fmt_value
+from podscope.analyzers.diagnostics import Finding
+from podscope.app.pages._common import card, device_summary, load_session
+from podscope.app.units import fmt_evidence, fmt_value
 
 dash.register_page(__name__, path="/diagnostics", name="Diagnostics", order=4)
 

@@ -11,13 +11,13 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
-from analyzers.compare import with_per_step
-from analyzers.ops import kernel_groups, op_comparison
-from analyzers.session import SessionAnalysis
-from app import ids
-from app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure, short_name
-from app.grid_source import BLOCK, block, column_filters, records
-from app.pages._common import (
+from podscope.analyzers.compare import with_per_step
+from podscope.analyzers.ops import kernel_groups, op_comparison
+from podscope.analyzers.session import SessionAnalysis
+from podscope.app import ids
+from podscope.app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure, short_name
+from podscope.app.grid_source import BLOCK, block, column_filters, records
+from podscope.app.pages._common import (
     ALL_WORKERS,
     card,
     chosen_worker,
@@ -29,7 +29,7 @@ from app.pages._common import (
     with_query,
     worker_picker,
 )
-from app.units import grid_columns, plural
+from podscope.app.units import grid_columns, plural
 
 dash.register_page(__name__, path="/ops", name="Ops", order=2)
 

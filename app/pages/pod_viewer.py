@@ -9,17 +9,17 @@ import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, dcc, html
 
-from analyzers.session import SessionAnalysis
-from app import ids
-from app.context import current
-from app.figures.pod import (
+from podscope.analyzers.session import SessionAnalysis
+from podscope.app import ids
+from podscope.app.context import current
+from podscope.app.figures.pod import (
     breakdown_bars_figure,
     step_heatmap_figure,
     step_time_lines_figure,
     straggler_evidence,
 )
-from app.grid_source import records
-from app.pages._common import (
+from podscope.app.grid_source import records
+from podscope.app.pages._common import (
     NO_STEPS_HINT,
     card,
     device_summary,
@@ -31,7 +31,7 @@ from app.pages._common import (
     table_header,
     with_query,
 )
-from app.units import fmt_duration, grid_columns, plural
+from podscope.app.units import fmt_duration, grid_columns, plural
 
 dash.register_page(__name__, path="/pod", name="Pod Viewer", order=1)
 

@@ -12,12 +12,12 @@ import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, dcc, html
 
-from app import ids
-from app.context import current
-from app.pages._common import card
-from app.store import SessionError, SessionSummary
-from app.units import fmt_bytes
-from trace_parsers import layout as capture_layout
+from podscope.app import ids
+from podscope.app.context import current
+from podscope.app.pages._common import card
+from podscope.app.store import SessionError, SessionSummary
+from podscope.app.units import fmt_bytes
+from podscope.trace_parsers import layout as capture_layout
 
 dash.register_page(__name__, path="/", name="Sessions", order=0)
 

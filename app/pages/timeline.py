@@ -23,12 +23,12 @@ import dash_bootstrap_components as dbc
 import numpy as np
 from dash import Input, Output, State, dcc, html
 
-from analyzers.session import WORKERS_KEPT, SessionAnalysis
-from analyzers.timeline import COUNTER_PLANE, SCHED_PLANE, TimelineIndex, short_line
-from app import ids
-from app.figures.timeline import timeline_figure
-from app.pages._common import card, index_of, load_session, session_of, with_query
-from app.units import fmt_duration
+from podscope.analyzers.session import WORKERS_KEPT, SessionAnalysis
+from podscope.analyzers.timeline import COUNTER_PLANE, SCHED_PLANE, TimelineIndex, short_line
+from podscope.app import ids
+from podscope.app.figures.timeline import timeline_figure
+from podscope.app.pages._common import card, index_of, load_session, session_of, with_query
+from podscope.app.units import fmt_duration
 
 dash.register_page(__name__, path="/timeline", name="Timeline", order=3)
 

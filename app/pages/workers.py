@@ -14,11 +14,11 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
-from analyzers.session import SessionAnalysis
-from app import ids
-from app.grid_source import BLOCK, block, column_filters, records
-from app.pages._common import card, download_frame, load_session, session_of
-from app.units import first_of, fmt_duration, grid_columns, in_ms
+from podscope.analyzers.session import SessionAnalysis
+from podscope.app import ids
+from podscope.app.grid_source import BLOCK, block, column_filters, records
+from podscope.app.pages._common import card, download_frame, load_session, session_of
+from podscope.app.units import first_of, fmt_duration, grid_columns, in_ms
 
 dash.register_page(__name__, path="/workers", name="Workers", order=4)
 

@@ -12,12 +12,12 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
-from analyzers.hlo_stats import op_profile
-from analyzers.session import SessionAnalysis
-from app import ids
-from app.figures.xla import op_profile_figure, roofline_figure
-from app.grid_source import BLOCK, block, column_filters, records
-from app.pages._common import (
+from podscope.analyzers.hlo_stats import op_profile
+from podscope.analyzers.session import SessionAnalysis
+from podscope.app import ids
+from podscope.app.figures.xla import op_profile_figure, roofline_figure
+from podscope.app.grid_source import BLOCK, block, column_filters, records
+from podscope.app.pages._common import (
     ALL_WORKERS,
     card,
     chosen_worker,
@@ -29,7 +29,7 @@ from app.pages._common import (
     with_query,
     worker_picker,
 )
-from app.units import grid_columns, plural
+from podscope.app.units import grid_columns, plural
 
 dash.register_page(__name__, path="/xla", name="XLA", order=3)
 
@@ -91,7 +91,7 @@ def view_of(
     k = k if k is not None and k < n_exec else None
     if k is not None:
         occ = occ[(occ["execution"] == k).fillna(False).to_numpy(bool)]
-    from analyzers.hlo_stats import hlo_stats
+    from podscope.analyzers.hlo_stats import hlo_stats
 
     occ = occ.drop(columns=["execution"], errors="ignore")
     table = hlo_stats(occ, analysis.device_peaks, per_device=device is not None, device=device)

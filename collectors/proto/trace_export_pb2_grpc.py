@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from collectors.proto import trace_export_pb2 as trace__export__pb2
+from podscope.collectors.proto import trace_export_pb2 as trace__export__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

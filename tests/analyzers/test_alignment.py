@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzers.session import SessionAnalysis
-from analyzers.steps import align_steps, match_by_time
+from podscope.analyzers.session import SessionAnalysis
+from podscope.analyzers.steps import align_steps, match_by_time
+from podscope.trace_parsers.loader import merge
+from podscope.trace_parsers.xplane import parse_xplane
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers.loader import merge
-from trace_parsers.xplane import parse_xplane
 
 US = 1_000_000  # ps per µs
 PERIOD_US = 10_000

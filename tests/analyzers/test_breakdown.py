@@ -6,13 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzers.attribution import straggler_verdict
-from analyzers.breakdown import CATEGORY_COLUMNS, step_breakdown
-from analyzers.pod import pod_view
-from analyzers.steps import align_steps, find_steps, step_methods
+from podscope.analyzers.attribution import straggler_verdict
+from podscope.analyzers.breakdown import CATEGORY_COLUMNS, step_breakdown
+from podscope.analyzers.pod import pod_view
+from podscope.analyzers.steps import align_steps, find_steps, step_methods
+from podscope.trace_parsers.loader import merge
+from podscope.trace_parsers.xplane import parse_xplane
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers.loader import merge
-from trace_parsers.xplane import parse_xplane
 
 US = 1_000_000  # ps per µs
 
@@ -167,7 +167,7 @@ def test_no_steps_found_explains_why() -> None:
     note = step_methods(ev, found).iloc[0]
     # why, in the note; what to do depends on what wrote the trace (the Pod Viewer's hint)
     assert note["method"] == "none" and "no step marker" in note["note"]
-    from app.pages._common import NO_STEPS_HINT
+    from podscope.app.pages._common import NO_STEPS_HINT
 
     assert "step_num=step" in NO_STEPS_HINT["tensorflow"]
     assert "StepTraceAnnotation" in NO_STEPS_HINT["jax"] and "TFLite" in NO_STEPS_HINT["android"]
@@ -228,7 +228,7 @@ def test_breakdown_scales_to_eight_workers_thousand_steps() -> None:
 
 def _sweep_by_instant(start, end, prio, step_start, step_end):  # type: ignore[no-untyped-def]
     """The breakdown's definition, one nanosecond at a time: the top type active at each."""
-    from analyzers.breakdown import PRIORITY
+    from podscope.analyzers.breakdown import PRIORITY
 
     out = np.zeros((len(step_start), len(PRIORITY)), dtype=np.int64)
     for k, (lo, hi) in enumerate(zip(step_start, step_end, strict=True)):
@@ -242,7 +242,7 @@ def _sweep_by_instant(start, end, prio, step_start, step_end):  # type: ignore[n
 def test_sweep_gives_each_instant_to_the_top_active_type(seed: int) -> None:
     """The C sweep against the per-instant definition: random events (zero-length, nested,
     tied bounds, outside every step) and non-overlapping steps with gaps between them."""
-    from analyzers.breakdown import _sweep
+    from podscope.analyzers.breakdown import _sweep
 
     rng = np.random.default_rng(seed)
     n, m = int(rng.integers(0, 60)), int(rng.integers(1, 6))

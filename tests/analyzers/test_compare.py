@@ -5,12 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analyzers.breakdown import step_breakdown
-from analyzers.compare import STEP_METRICS, compare_ops, compare_steps
-from analyzers.ops import op_stats
-from analyzers.steps import align_steps, find_steps
+from podscope.analyzers.breakdown import step_breakdown
+from podscope.analyzers.compare import STEP_METRICS, compare_ops, compare_steps
+from podscope.analyzers.ops import op_stats
+from podscope.analyzers.steps import align_steps, find_steps
+from podscope.trace_parsers.xplane import parse_xplane
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers.xplane import parse_xplane
 
 US = 1_000_000  # ps per µs
 
@@ -64,10 +64,10 @@ def test_a_run_without_steps_compares_per_capture() -> None:
 def test_step_time_and_categories_average_over_the_same_rows() -> None:
     """A Python-traced worker (categories unknown) must not pull the step time away from
     the categories it is shown beside."""
-    from analyzers.breakdown import CATEGORIES
-    from analyzers.session import SessionAnalysis
+    from podscope.analyzers.breakdown import CATEGORIES
+    from podscope.analyzers.session import SessionAnalysis
+    from podscope.trace_parsers.loader import merge
     from tests.analyzers.test_breakdown import worker_trace
-    from trace_parsers.loader import merge
 
     frames = merge(
         [

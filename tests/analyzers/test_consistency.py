@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analyzers.diagnostics import RULES, diagnose, prepare
-from analyzers.diagnostics.base import UNITS
-from analyzers.diagnostics.questions import CONFLICTS, QUESTIONS, contradictions
-from app.cli import cli
+from podscope.analyzers.diagnostics import RULES, diagnose, prepare
+from podscope.analyzers.diagnostics.base import UNITS
+from podscope.analyzers.diagnostics.questions import CONFLICTS, QUESTIONS, contradictions
+from podscope.app.cli import cli
+from podscope.trace_parsers import load
 from tests.conftest import SHARED_TRACES
-from trace_parsers import load
 
 pytestmark = pytest.mark.slow
 
@@ -138,8 +138,8 @@ def test_every_csv_and_json_output_works(path: Path, tmp_path: Path) -> None:
 
 
 def test_symptoms_follow_all_their_causes_even_through_chains() -> None:
-    from analyzers.diagnostics.base import Finding, Severity
-    from analyzers.diagnostics.questions import rank
+    from podscope.analyzers.diagnostics.base import Finding, Severity
+    from podscope.analyzers.diagnostics.questions import rank
 
     def f(rule_id: str) -> Finding:
         return Finding(rule_id, rule_id, severity=Severity.HIGH)
@@ -158,8 +158,8 @@ def test_unattributed_time_follows_the_straggler_whose_own_it_mostly_is(most: st
     the all_others finding is its symptom, ranked after the straggler (make verify, seed 44:
     all_others ranked first on an mwms-fit chief slowed 27 ms). Unattributed time held mostly
     by another worker is a problem of its own."""
-    from analyzers.diagnostics.base import Finding, Severity
-    from analyzers.diagnostics.questions import rank
+    from podscope.analyzers.diagnostics.base import Finding, Severity
+    from podscope.analyzers.diagnostics.questions import rank
 
     straggler = Finding(
         "straggler", "s", severity=Severity.MODERATE, evidence={"straggler": ["w0"]}

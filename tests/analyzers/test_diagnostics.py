@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzers.diagnostics import RULES, Finding, diagnose, prepare
-from analyzers.diagnostics.questions import contradictions
+from podscope.analyzers.diagnostics import RULES, Finding, diagnose, prepare
+from podscope.analyzers.diagnostics.questions import contradictions
+from podscope.trace_parsers import TraceFrames, load
+from podscope.trace_parsers.xplane import parse_xplane
 from tests.conftest import shared_trace
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers import TraceFrames, load
-from trace_parsers.xplane import parse_xplane
 
 US = 1_000_000  # ps
 

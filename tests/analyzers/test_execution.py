@@ -17,12 +17,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analyzers.execution import RULE_FRAMES, ExecConfig, ExecutionError, run_session
-from analyzers.session import SessionAnalysis
 from bench.synth import synth_xspace
+from podscope.analyzers.execution import RULE_FRAMES, ExecConfig, ExecutionError, run_session
+from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers import load, resolve
 from tests.analyzers.test_breakdown import worker_trace
 from tests.app.helpers import free_port
-from trace_parsers import load, resolve
 
 #: Where a 2-process pool runs while other threads run in this process (``_pool_start``).
 POOL_BESIDE_THREADS = "2 processes from a fork server"
@@ -101,7 +101,7 @@ def test_a_pool_beside_another_thread_does_not_fork(
     holder = threading.Thread(target=hold, daemon=True)
     holder.start()
     holding.wait()
-    monkeypatch.setattr("analyzers.execution.load", load_under_lock)
+    monkeypatch.setattr("podscope.analyzers.execution.load", load_under_lock)
     try:
         run = run_session(resolve(folder), ExecConfig(cache=False, processes=2))
     finally:
@@ -125,7 +125,7 @@ def test_a_second_run_reads_derived_shards_only(
     def no_parse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a cached worker was loaded again")
 
-    monkeypatch.setattr("analyzers.execution.load", no_parse)
+    monkeypatch.setattr("podscope.analyzers.execution.load", no_parse)
     second = run_session(resolve(folder), config)
     assert_same(first.analysis, second.analysis)
     assert_same(SessionAnalysis(load(folder, cache=False)), second.analysis)
@@ -286,7 +286,16 @@ def test_a_scheduler_that_is_gone_is_one_clear_error(tmp_path: Path) -> None:
         run_session(resolve(folder), ExecConfig(scheduler=address, connect_timeout_s=2))
     assert time.monotonic() - started < 30
     out = subprocess.run(
-        [sys.executable, "-m", "app", "ops", str(folder), "--scheduler", address, "--no-cache"],
+        [
+            sys.executable,
+            "-m",
+            "podscope",
+            "ops",
+            str(folder),
+            "--scheduler",
+            address,
+            "--no-cache",
+        ],
         capture_output=True,
         text=True,
         timeout=60,

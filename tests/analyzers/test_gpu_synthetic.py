@@ -21,11 +21,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analyzers.breakdown import step_breakdown
-from analyzers.ops import op_events, op_stats
-from analyzers.steps import align_steps, find_steps
+from podscope.analyzers.breakdown import step_breakdown
+from podscope.analyzers.ops import op_events, op_stats
+from podscope.analyzers.steps import align_steps, find_steps
+from podscope.trace_parsers import load
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers import load
 
 STEPS_LINE = -559038737  # the Steps line id of TF's derived device lines (V100 sample)
 US = 1_000_000  # ps per µs
@@ -225,7 +225,7 @@ def test_tf_xla_kernels_are_named_by_their_hlo_instruction(tmp_path: Path) -> No
     and ``hlo_module`` / ``hlo_op`` / ``program_id``; the HLO module on ``/host:metadata`` names
     the TF op each instruction came from. (Module text built with the parser's own subset of
     HloProto: XProf cannot convert it, so this one is not cross-checked.)"""
-    from trace_parsers.hlo_module import hlo_proto_class
+    from podscope.trace_parsers.hlo_module import hlo_proto_class
 
     proto = hlo_proto_class()()
     module = proto.hlo_module

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzers.memory import memory_summary
-from analyzers.ops import (
+from podscope.analyzers.memory import memory_summary
+from podscope.analyzers.ops import (
     BY,
     OP_STATS_KEYS,
     memory_timeline,
@@ -19,11 +19,11 @@ from analyzers.ops import (
     op_stats,
     ops_per_step,
 )
-from analyzers.steps import find_steps
+from podscope.analyzers.steps import find_steps
+from podscope.trace_parsers import load
+from podscope.trace_parsers.xplane import parse_xplane
 from tests.conftest import Capture, real_xplanes, shared_trace
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers import load
-from trace_parsers.xplane import parse_xplane
 
 
 def union_ps(start: np.ndarray, end: np.ndarray) -> int:
@@ -333,7 +333,7 @@ def test_aggregate_equals_pandas_groupby(seed: int) -> None:
     shares and linearly interpolated percentiles, including groups of one row, and durations
     that repeat (odd seeds: a handful of distinct values, as a kernel that always takes the
     same time)."""
-    from analyzers.ops import _aggregate
+    from podscope.analyzers.ops import _aggregate
 
     rng = np.random.default_rng(seed)
     n, groups = int(rng.integers(1, 30_000)), int(rng.integers(1, 50))
@@ -369,7 +369,7 @@ def test_aggregate_percentiles_of_structured_durations(pattern: str) -> None:
     """The percentile ranks are found by selection, whose pivots ordered or repeated inputs
     can defeat: every such shape, in one big group and in several interleaved groups, gives
     pandas' quantiles."""
-    from analyzers.ops import _aggregate
+    from podscope.analyzers.ops import _aggregate
 
     n = 50_001
     dur = {

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analyzers.attribution import straggler_verdict
-from analyzers.breakdown import step_breakdown
-from analyzers.pod import CATEGORY_NAMES, anchored, pod_view
-from analyzers.steps import align_steps, find_steps, step_methods
-from trace_parsers import load
+from podscope.analyzers.attribution import straggler_verdict
+from podscope.analyzers.breakdown import step_breakdown
+from podscope.analyzers.pod import CATEGORY_NAMES, anchored, pod_view
+from podscope.analyzers.steps import align_steps, find_steps, step_methods
+from podscope.trace_parsers import load
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow]
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from analyzers.attribution import straggler_verdict
-from analyzers.diagnostics import diagnose
-from analyzers.pod import anchored
-from analyzers.session import SessionAnalysis
-from trace_parsers import load
+from podscope.analyzers.attribution import straggler_verdict
+from podscope.analyzers.diagnostics import diagnose
+from podscope.analyzers.pod import anchored
+from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers import load
 
 CASES = sorted(
     p.parent

@@ -13,13 +13,13 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analyzers.compare import compare_ops, compare_steps, with_per_step
-from analyzers.session import SessionAnalysis
-from app.cli import cli
+from podscope.analyzers.compare import compare_ops, compare_steps, with_per_step
+from podscope.analyzers.session import SessionAnalysis
+from podscope.app.cli import cli
+from podscope.trace_parsers import load
 from tests.analyzers.test_why_slow import sync_worker
 from tests.conftest import SHARED_TRACES
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers import load
 
 V100 = SHARED_TRACES / "xplane" / "gpu_tf_multiworker_v100"
 

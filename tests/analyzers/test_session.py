@@ -5,12 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-import analyzers.session as session_module
-from analyzers.diagnostics import RULES, Severity, Thresholds, Verdict, diagnose, prepare
-from analyzers.diagnostics.base import DEVICE, Need, Rule
-from analyzers.session import SessionAnalysis
+import podscope.analyzers.session as session_module
+from podscope.analyzers.diagnostics import RULES, Severity, Thresholds, Verdict, diagnose, prepare
+from podscope.analyzers.diagnostics.base import DEVICE, Need, Rule
+from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers.xplane import parse_xplane
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers.xplane import parse_xplane
 
 
 def _frames():

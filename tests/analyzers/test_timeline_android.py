@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analyzers.session import SessionAnalysis
-from analyzers.timeline import COUNTER_PLANE, SCHED_PLANE, TimelineIndex
-from app.figures.timeline import counter_text, timeline_figure
+from podscope.analyzers.session import SessionAnalysis
+from podscope.analyzers.timeline import COUNTER_PLANE, SCHED_PLANE, TimelineIndex
+from podscope.app.figures.timeline import counter_text, timeline_figure
+from podscope.trace_parsers import load
 from tests.conftest import shared_trace
-from trace_parsers import load
 
 
 @pytest.fixture(scope="module")

@@ -8,15 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzers.attribution import roles
-from analyzers.diagnostics import Thresholds, diagnose
-from analyzers.input_pipeline import ASYNC_STAGES, stage_of, suggestion
-from analyzers.session import SessionAnalysis
+from podscope.analyzers.attribution import roles
+from podscope.analyzers.diagnostics import Thresholds, diagnose
+from podscope.analyzers.input_pipeline import ASYNC_STAGES, stage_of, suggestion
+from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers import load
+from podscope.trace_parsers.loader import merge
+from podscope.trace_parsers.xplane import parse_xplane
 from tests.conftest import shared_trace
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers import load
-from trace_parsers.loader import merge
-from trace_parsers.xplane import parse_xplane
 
 US = 1_000_000  # ps per µs
 MS = 1_000_000  # ns per ms

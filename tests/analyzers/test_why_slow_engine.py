@@ -10,10 +10,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from analyzers.attribution import BEFORE_CALL
-from analyzers.session import SessionAnalysis
+from podscope.analyzers.attribution import BEFORE_CALL
+from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers import load
 from tests.analyzers.test_diagnostics import assert_expressions_reproduce
-from trace_parsers import load
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow]
 

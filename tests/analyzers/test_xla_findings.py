@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analyzers.diagnostics.speech import FOREIGN_WORDS, audience
-from analyzers.session import SessionAnalysis
+from podscope.analyzers.diagnostics.speech import FOREIGN_WORDS, audience
+from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers import load
 from tests.analyzers.test_xprof_samples import table, xprof
 from tests.conftest import SHARED_TRACES, real_xplanes
-from trace_parsers import load
 
 pytestmark = pytest.mark.slow
 XLA = [p for p in real_xplanes() if "v100" not in str(p)]
@@ -147,7 +147,7 @@ def test_every_rule_that_fires_on_an_xla_sample_is_true(path: Path | None, tmp_p
 def test_engine_precision_and_offload_verdicts(
     variant: dict[str, Any], half: bool, tmp_path: Path
 ) -> None:
-    from reference_engine.jax_workload import JaxConfig, run
+    from podscope.reference_engine.jax_workload import JaxConfig, run
 
     files = run(JaxConfig(workers=1, steps=4, **variant), tmp_path)
     a = SessionAnalysis(load(files["jax-worker-0"], cache=False))

@@ -15,11 +15,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from analyzers.hlo_stats import compare_hlo, op_profile
-from analyzers.session import SessionAnalysis
+from podscope.analyzers.hlo_stats import compare_hlo, op_profile
+from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers import load
 from tests.analyzers.test_xprof_samples import table, xprof
 from tests.conftest import real_xplanes
-from trace_parsers import load
 
 pytestmark = pytest.mark.slow
 XLA_SAMPLES = [p for p in real_xplanes() if "v100" not in str(p)]

@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzers.breakdown import CATEGORY_COLUMNS
-from analyzers.session import SessionAnalysis
+from podscope.analyzers.breakdown import CATEGORY_COLUMNS
+from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers.proto import xplane_pb2 as xp
 from tests.conftest import SHARED_TRACES
-from trace_parsers.proto import xplane_pb2 as xp
 
 ROCM = sorted((SHARED_TRACES / "xplane" / "rocm_jax_tracelens").glob("*.xplane.pb"))
 TPU = SHARED_TRACES / "xplane" / "tpu_xprof" / "tpu_inference_2.xplane.pb"
@@ -149,7 +149,7 @@ def test_tpu_breakdown_matches_the_events() -> None:
 
 def test_a_capture_without_a_repeated_program_has_no_steps() -> None:
     """One execution of each program (a notebook cell, a warm-up only) is not a loop."""
-    from analyzers.xla_programs import dominant_program
+    from podscope.analyzers.xla_programs import dominant_program
 
     ex = pd.DataFrame(
         {

@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analyzers.breakdown import step_breakdown
-from analyzers.steps import align_steps, find_steps
+from podscope.analyzers.breakdown import step_breakdown
+from podscope.analyzers.steps import align_steps, find_steps
+from podscope.trace_parsers import load
 from tests.conftest import Capture
-from trace_parsers import load
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 XPROF_CATEGORY = {
@@ -102,8 +102,8 @@ def test_one_keras_step_marker_is_one_step_as_xprof_counts_it(
 ) -> None:
     """A TensorBoard(profile_batch=(3, 5)) window: batch 4's ``train`` marker is whole, batches
     3 and 5 are cut; XProf shows one step, and so must we (not three tf.function calls)."""
-    from analyzers.diagnostics import diagnose
-    from analyzers.session import SessionAnalysis
+    from podscope.analyzers.diagnostics import diagnose
+    from podscope.analyzers.session import SessionAnalysis
 
     theirs = xprof_pod(fit_one_marker_capture.files)
     mine = ours(fit_one_marker_capture.files[0].parent)

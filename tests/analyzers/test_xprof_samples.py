@@ -25,13 +25,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzers.breakdown import CATEGORIES, step_breakdown
-from analyzers.memory import memory_summary
-from analyzers.ops import memory_timeline, op_stats
-from analyzers.steps import align_steps, find_steps
+from podscope.analyzers.breakdown import CATEGORIES, step_breakdown
+from podscope.analyzers.memory import memory_summary
+from podscope.analyzers.ops import memory_timeline, op_stats
+from podscope.analyzers.steps import align_steps, find_steps
+from podscope.trace_parsers import load
+from podscope.trace_parsers.schema import TraceFrames
 from tests.conftest import real_xplanes
-from trace_parsers import load
-from trace_parsers.schema import TraceFrames
 
 pytestmark = pytest.mark.slow
 SAMPLES = real_xplanes()

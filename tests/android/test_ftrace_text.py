@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from trace_parsers import TraceParseError
-from trace_parsers._ftrace_fast import read_ftrace, unescape_js
-from trace_parsers.atrace import parse_atrace
+from podscope.trace_parsers import TraceParseError
+from podscope.trace_parsers._ftrace_fast import read_ftrace, unescape_js
+from podscope.trace_parsers.atrace import parse_atrace
 
 TEXT = "\r\n".join(
     [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from podscope.trace_parsers import load, validate
 from tests.conftest import shared_trace
-from trace_parsers import load, validate
 
 
 def notes(path: str) -> tuple[object, dict[str, int]]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from analyzers.tflite import invokes, tflite_op_stats
+from podscope.analyzers.tflite import invokes, tflite_op_stats
+from podscope.trace_parsers import TraceParseError, load
+from podscope.trace_parsers.atrace import parse_atrace
+from podscope.trace_parsers.tflite import parse_benchmark_model, section
 from tests.conftest import shared_trace
-from trace_parsers import TraceParseError, load
-from trace_parsers.atrace import parse_atrace
-from trace_parsers.tflite import parse_benchmark_model, section
 
 HEADER = "# tracer: nop\n"
 

@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner
 from werkzeug.security import generate_password_hash
 
-from app.auth import MAX_FAILURES, MAX_FAILURES_ALL, AuthError, AuthSettings, read_users
-from app.cli import cli
-from app.main import create_app
-from app.settings import AppSettings, auth_from_env
-from collectors.errors import CaptureError
+from podscope.app.auth import MAX_FAILURES, MAX_FAILURES_ALL, AuthError, AuthSettings, read_users
+from podscope.app.cli import cli
+from podscope.app.main import create_app
+from podscope.app.settings import AppSettings, auth_from_env
+from podscope.collectors.errors import CaptureError
 
 TOKEN = "team-token-123"
 DASH_POST = ("/_dash-update-component", "/_dash-upload")
@@ -197,7 +197,7 @@ def test_only_the_names_the_server_answers_to(tmp_path: Path, host: str, ok: boo
 
 
 def test_allowed_hosts_add_names_and_subdomains(tmp_path: Path) -> None:
-    from app.hosts import answered_names, answers, host_name
+    from podscope.app.hosts import answered_names, answers, host_name
 
     names = answered_names("127.0.0.1", ("podscope.example", ".corp.example"))
     assert answers(host_name("podscope.example:443"), names)
@@ -239,7 +239,7 @@ def test_hash_password_prints_a_users_file_line(tmp_path: Path, flag: list[str],
 
 
 def test_capture_page_reads_manifests_only_where_it_may(tmp_path: Path) -> None:
-    from app.context import MAX_MANIFEST_BYTES, AppContext
+    from podscope.app.context import MAX_MANIFEST_BYTES, AppContext
 
     logdir = tmp_path / "logdir"
     (logdir / "run").mkdir(parents=True)

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from plotly.offline import get_plotlyjs_version
 
-from app.main import plotly_bundle_fits
+from podscope.app.main import plotly_bundle_fits
 from tests.analyzers.test_breakdown import worker_trace
 from tests.analyzers.test_ops import gpu_space
 from tests.analyzers.test_why_slow import sync_worker
@@ -131,7 +131,16 @@ def serving(root: Path, cache: Path, env: dict[str, str] | None = None) -> Itera
         pytest.skip("Debian chromium is not installed (make test installs it)")
     pytest.importorskip("playwright")
     port = free_port()
-    command = [sys.executable, "-m", "app", "serve", "--logdir", str(root), "--port", str(port)]
+    command = [
+        sys.executable,
+        "-m",
+        "podscope",
+        "serve",
+        "--logdir",
+        str(root),
+        "--port",
+        str(port),
+    ]
     proc = subprocess.Popen(
         [*command, "--max-upload-mb", "5"],
         env={**os.environ, "PODSCOPE_CACHE_DIR": str(cache), **(env or {})},

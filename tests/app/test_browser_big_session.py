@@ -49,7 +49,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "PODSCOPE_CACHE_DIR": str(tmp_path_factory.mktemp("cache")),
         "PODSCOPE_DASK_PROCESSES": "2",
     }
-    cmd = [sys.executable, "-m", "app", "serve", "--logdir", str(root), "--port", str(port)]
+    cmd = [sys.executable, "-m", "podscope", "serve", "--logdir", str(root), "--port", str(port)]
     proc = subprocess.Popen(
         [*cmd, "--cluster-min-files", "3"],
         env=env,

@@ -145,7 +145,7 @@ def test_version_is_the_installed_distributions() -> None:
 
     from click.testing import CliRunner
 
-    from app.cli import cli
+    from podscope.app.cli import cli
 
     result = CliRunner().invoke(cli, ["--version"])
     assert result.exit_code == 0 and result.output.strip() == f"podscope {version('podscope')}"

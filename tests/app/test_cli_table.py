@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from app.cli_table import show_table
+from podscope.app.cli_table import show_table
 
 WORKERS = ["10.128.15.201_2222", "10.128.15.202_2222", "10.128.15.203_2222"]
 
@@ -91,7 +91,7 @@ def test_podscope_stragglers_fits_80_columns(tmp_path: Path) -> None:
         (run / f"{w}.xplane.pb").write_bytes(worker_trace(w, 12, input_us=late))
     for command in (["stragglers"], ["input"], ["steps"], ["ops"], ["ops", "--by", "type"]):
         out = subprocess.run(
-            [sys.executable, "-m", "app", *command, str(tmp_path), "--no-cache"],
+            [sys.executable, "-m", "podscope", *command, str(tmp_path), "--no-cache"],
             capture_output=True,
             text=True,
             timeout=120,
@@ -129,7 +129,7 @@ def test_names_alike_up_to_their_ends_stay_distinct_when_cut() -> None:
 def test_prose_is_wrapped_to_the_terminal_with_hanging_lines() -> None:
     from click.testing import CliRunner
 
-    from app.terminal import say
+    from podscope.app.terminal import say
 
     @__import__("click").command()
     def cmd() -> None:
@@ -179,7 +179,7 @@ def test_every_command_fits_80_columns_and_says_nothing_odd(sample: str, tmp_pat
     parentheses, no ``w1`` legend for the only worker, and an empty table says why."""
     from click.testing import CliRunner
 
-    from app.cli import cli
+    from podscope.app.cli import cli
     from tests.conftest import SHARED_TRACES
 
     path = (

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.context import current
-from app.main import create_app
-from app.settings import AppSettings
+from podscope.app.context import current
+from podscope.app.main import create_app
+from podscope.app.settings import AppSettings
 
 
 def test_two_apps_keep_their_own_context(tmp_path: Path) -> None:
@@ -30,7 +30,7 @@ def test_outside_a_request_there_is_no_context() -> None:
 
 
 def test_the_newest_session_is_the_newest_capture_not_the_last_name(tmp_path: Path) -> None:
-    from app.store import SessionStore
+    from podscope.app.store import SessionStore
     from tests.analyzers.test_breakdown import worker_trace
 
     root = tmp_path / "plugins" / "profile"
@@ -48,13 +48,13 @@ def test_uploads_in_one_second_get_their_own_sessions_and_same_named_files_both_
     from datetime import datetime, timezone
     from unittest import mock
 
-    from app.store import SessionStore
+    from podscope.app.store import SessionStore
     from tests.analyzers.test_breakdown import worker_trace
 
     store = SessionStore(tmp_path)
     a, b = worker_trace("a", 3), worker_trace("b", 4)
     frozen = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
-    with mock.patch("trace_parsers.layout.datetime") as clock:
+    with mock.patch("podscope.trace_parsers.layout.datetime") as clock:
         clock.now.return_value = frozen
         first = store.import_files([("w.xplane.pb", a), ("w.xplane.pb", b)])
         second = store.import_files([("w.xplane.pb", a)])
@@ -72,7 +72,7 @@ def test_uploads_in_one_second_get_their_own_sessions_and_same_named_files_both_
 
 
 def test_the_capture_form_is_checked_on_the_server() -> None:
-    from app.targets import capture_form
+    from podscope.app.targets import capture_form
 
     fields, problem = capture_form(2000, 500, "2", "0", 2)
     assert problem is None and fields["retries"] == 2 and fields["host_tracer_level"] == 2
@@ -95,7 +95,7 @@ def test_the_capture_form_is_checked_on_the_server() -> None:
 def test_a_session_asked_for_twice_at_once_is_loaded_once(tmp_path: Path) -> None:
     import threading
 
-    from app.store import SessionStore
+    from podscope.app.store import SessionStore
     from tests.analyzers.test_breakdown import worker_trace
 
     (tmp_path / "plugins" / "profile" / "s").mkdir(parents=True)
@@ -174,7 +174,7 @@ def test_a_prefetch_loads_only_what_the_request_would_load_itself(tmp_path: Path
     """A big session's job (and how the last one ended, said once) is the page's own."""
     from dataclasses import replace
 
-    from app.store import SessionStore
+    from podscope.app.store import SessionStore
 
     small_and_big(tmp_path)
     store = SessionStore(tmp_path, cache_dir=tmp_path / "cache")

@@ -20,9 +20,9 @@ from urllib.parse import urlencode
 
 import pytest
 
+from podscope.trace_parsers.loader import session_folders
 from tests.app.test_browser import ARTIFACTS, GD, TL_DRAWN, serving, settle, x_range
 from tests.conftest import SHARED_TRACES
-from trace_parsers.loader import session_folders
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -66,7 +66,7 @@ def crawl_logdir(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtu
         keras.mkdir(parents=True)
         shutil.copy(KERAS, keras / "host.xplane.pb")
     if importlib.util.find_spec("jax"):  # a JAX job: XLA program steps, a culprit
-        from reference_engine.jax_workload import JaxConfig, run
+        from podscope.reference_engine.jax_workload import JaxConfig, run
 
         jax_run = run(JaxConfig(workers=3, scenario="slow-host"), tmp_path_factory.mktemp("jax"))
         (profile / "2026_02_08_jax").mkdir(parents=True)

@@ -5,20 +5,24 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzers.attribution import arrivals, lateness
-from analyzers.breakdown import CATEGORIES, step_breakdown
-from analyzers.pod import pod_view
-from analyzers.steps import align_steps, find_steps
-from analyzers.timeline import short_line
-from app.figures.pod import breakdown_bars_figure, step_heatmap_figure, step_time_lines_figure
-from app.figures.timeline import (
+from podscope.analyzers.attribution import arrivals, lateness
+from podscope.analyzers.breakdown import CATEGORIES, step_breakdown
+from podscope.analyzers.pod import pod_view
+from podscope.analyzers.steps import align_steps, find_steps
+from podscope.analyzers.timeline import short_line
+from podscope.app.figures.pod import (
+    breakdown_bars_figure,
+    step_heatmap_figure,
+    step_time_lines_figure,
+)
+from podscope.app.figures.timeline import (
     HIT,
     MAX_SHAPES,
     TimelineIndex,
     colour_of,
     timeline_figure,
 )
-from app.units import fmt_duration
+from podscope.app.units import fmt_duration
 from tests.analyzers.test_breakdown import frames_of, worker_trace
 
 
@@ -175,8 +179,8 @@ def test_short_line_labels() -> None:
 
 
 def test_compare_figure_has_one_bar_series_per_run() -> None:
-    from analyzers.compare import compare_steps
-    from app.figures.compare import compare_steps_figure
+    from podscope.analyzers.compare import compare_steps
+    from podscope.app.figures.compare import compare_steps_figure
     from tests.analyzers.test_compare import run
 
     table = compare_steps(run(2, [("a:MatMul", 300)])[0], run(4, [("a:MatMul", 500)])[0])
@@ -189,7 +193,7 @@ def test_compare_figure_has_one_bar_series_per_run() -> None:
 
 
 def test_top_ops_keep_kernels_apart_whose_names_share_a_long_start() -> None:
-    from app.figures.ops import ops_top_figure
+    from podscope.app.figures.ops import ops_top_figure
 
     stem = "void cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::threadblock"
     table = pd.DataFrame(
@@ -209,7 +213,7 @@ def test_top_ops_keep_kernels_apart_whose_names_share_a_long_start() -> None:
 
 
 def test_the_straggler_badge_says_what_names_it() -> None:
-    from app.figures.pod import straggler_evidence
+    from podscope.app.figures.pod import straggler_evidence
 
     # synchronous: w2 arrives 0.4 ms late per step (0.27× a 1.5 ms median step)
     s = pd.DataFrame(
@@ -275,7 +279,7 @@ def test_breakdown_legend_sits_above_the_bars_not_on_the_axis_title() -> None:
 def test_the_plotly_bundle_is_used_only_for_figures_of_its_major_version(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import plotly.offline
 
-    from app.main import plotly_bundle_fits
+    from podscope.app.main import plotly_bundle_fits
 
     assert plotly_bundle_fits()  # the committed bundle matches the plotly installed
     monkeypatch.setattr(plotly.offline, "get_plotlyjs_version", lambda: "99.0.0")

@@ -51,7 +51,7 @@ def upload_while_polling(base: str, body: bytes) -> list[float]:
 def test_healthz_answers_while_the_worst_uploads_parse(tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--logdir", str(tmp_path), "--port", str(port)],
+        [sys.executable, "-m", "podscope", "serve", "--logdir", str(tmp_path), "--port", str(port)],
         env={**os.environ, "PODSCOPE_CACHE_DIR": str(tmp_path / "cache")},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

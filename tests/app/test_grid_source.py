@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app.grid_source import FilterError, block, column_filters, quick_filtered
+from podscope.app.grid_source import FilterError, block, column_filters, quick_filtered
 
 
 @pytest.fixture

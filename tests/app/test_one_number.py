@@ -17,11 +17,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analyzers.pod import CATEGORY_NAMES
-from app.cli import cli
-from app.main import create_app
-from app.settings import AppSettings
-from app.units import fmt_duration
+from podscope.analyzers.pod import CATEGORY_NAMES
+from podscope.app.cli import cli
+from podscope.app.main import create_app
+from podscope.app.settings import AppSettings
+from podscope.app.units import fmt_duration
 from tests.conftest import SHARED_TRACES
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

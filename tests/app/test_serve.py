@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from podscope.trace_parsers import layout
 from tests.app.helpers import free_port, get_when_up
-from trace_parsers import layout
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 def test_serve_is_quiet_and_not_flasks_development_server(tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--logdir", str(tmp_path), "--port", str(port)],
+        [sys.executable, "-m", "podscope", "serve", "--logdir", str(tmp_path), "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -51,7 +51,7 @@ def test_demo_captures_a_baseline_and_a_straggler_and_stops_their_jobs(tmp_path:
     port = free_port()
     logdir = tmp_path / "demo"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "demo", "--logdir", str(logdir), "--port", str(port)],
+        [sys.executable, "-m", "podscope", "demo", "--logdir", str(logdir), "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.units import (
+from podscope.app.units import (
     first_of,
     fmt_bytes,
     fmt_duration,

@@ -9,7 +9,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from collectors.export_service import AgentServer, TraceLevels, TracerBusy, WorkerInfo, serve
+from podscope.collectors.export_service import (
+    AgentServer,
+    TraceLevels,
+    TracerBusy,
+    WorkerInfo,
+    serve,
+)
 from tests.xspace_builder import SpaceBuilder
 
 

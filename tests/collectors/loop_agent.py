@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from collectors.export_service import TraceLevels, WorkerInfo, serve
+from podscope.collectors.export_service import TraceLevels, WorkerInfo, serve
 from tests.collectors.fake_agent import xspace
 
 

@@ -10,11 +10,18 @@ import pandas as pd
 import psutil
 import pytest
 
-from collectors.capture import EXIT_OK, EXIT_PARTIAL, CaptureOptions, CaptureResult, Target, capture
-from reference_engine import cluster
-from reference_engine.config import EngineConfig
+from podscope.collectors.capture import (
+    EXIT_OK,
+    EXIT_PARTIAL,
+    CaptureOptions,
+    CaptureResult,
+    Target,
+    capture,
+)
+from podscope.reference_engine import cluster
+from podscope.reference_engine.config import EngineConfig
+from podscope.trace_parsers import TraceFrames, load
 from tests.cluster_helpers import StartCluster, losses
-from trace_parsers import TraceFrames, load
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow]
 

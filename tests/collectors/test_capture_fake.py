@@ -7,7 +7,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from collectors.capture import (
+from podscope.collectors.capture import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_PARTIAL,
@@ -16,8 +16,8 @@ from collectors.capture import (
     Target,
     capture,
 )
+from podscope.trace_parsers import load
 from tests.collectors.fake_agent import fake_agent
-from trace_parsers import load
 
 
 def opts(tmp_path: Path, **kw: object) -> CaptureOptions:

@@ -9,9 +9,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from collectors.export_service import TOKEN_HEADER, AgentServer, safe_path, serve
-from collectors.proto import trace_export_pb2 as pb
-from collectors.proto import trace_export_pb2_grpc as pb_grpc
+from podscope.collectors.export_service import TOKEN_HEADER, AgentServer, safe_path, serve
+from podscope.collectors.proto import trace_export_pb2 as pb
+from podscope.collectors.proto import trace_export_pb2_grpc as pb_grpc
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_safe_path_rules(tmp_path: Path) -> None:
 
 
 def test_an_agent_on_a_non_loopback_address_needs_a_token(tmp_path: Path) -> None:
-    from collectors import agent
+    from podscope.collectors import agent
 
     for host in ("0.0.0.0", "::", "10.0.0.5", "trainer-1"):
         with pytest.raises(agent.AgentError, match="token"):
@@ -112,6 +112,6 @@ def test_an_agent_on_a_non_loopback_address_needs_a_token(tmp_path: Path) -> Non
     as_text = agent.start(repository_root=str(tmp_path / "traces"), tf=object())
     as_text.stop()
     assert (tmp_path / "traces").is_dir()
-    from collectors.capture import CaptureOptions
+    from podscope.collectors.capture import CaptureOptions
 
     assert CaptureOptions(logdir=str(tmp_path)).logdir == tmp_path  # type: ignore[arg-type]

@@ -21,17 +21,17 @@ import grpc
 import hpack
 import pytest
 
-from collectors.capture import EXIT_OK, CaptureOptions, Target, capture
-from collectors.export_service import TOKEN_HEADER, AgentServer, WorkerInfo, serve
-from collectors.front_door import (
+from podscope.collectors.capture import EXIT_OK, CaptureOptions, Target, capture
+from podscope.collectors.export_service import TOKEN_HEADER, AgentServer, WorkerInfo, serve
+from podscope.collectors.front_door import (
     MAX_FIRST_BYTES,
     PREFACE,
     DoorLimits,
     NotHttp2,
     Opening,
 )
-from collectors.proto import trace_export_pb2 as pb
-from collectors.proto import trace_export_pb2_grpc as pb_grpc
+from podscope.collectors.proto import trace_export_pb2 as pb
+from podscope.collectors.proto import trace_export_pb2_grpc as pb_grpc
 from tests.collectors.flood import PREFACE as FLOOD_PREFACE
 from tests.collectors.flood import flood, from_address
 from tests.collectors.loop_agent import loop_agent

@@ -16,14 +16,21 @@ from typing import Any
 import grpc
 import pytest
 
-from collectors import agent
-from collectors.capture import EXIT_OK, CaptureOptions, Target, WorkerResult, capture, fetch_trace
-from collectors.export_service import TOKEN_HEADER, Limits, TraceLevels, serve
-from collectors.guard import peer_host
-from collectors.proto import trace_export_pb2 as pb
-from collectors.proto import trace_export_pb2_grpc as pb_grpc
-from collectors.status import Status
-from collectors.tf_profiler import call_profile, profile_request
+from podscope.collectors import agent
+from podscope.collectors.capture import (
+    EXIT_OK,
+    CaptureOptions,
+    Target,
+    WorkerResult,
+    capture,
+    fetch_trace,
+)
+from podscope.collectors.export_service import TOKEN_HEADER, Limits, TraceLevels, serve
+from podscope.collectors.guard import peer_host
+from podscope.collectors.proto import trace_export_pb2 as pb
+from podscope.collectors.proto import trace_export_pb2_grpc as pb_grpc
+from podscope.collectors.status import Status
+from podscope.collectors.tf_profiler import call_profile, profile_request
 from tests.collectors.fake_agent import fake_agent
 from tests.collectors.flood import from_address
 from tests.collectors.loop_agent import loop_agent, rss_mib

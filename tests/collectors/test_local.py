@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.local import collect_local
-from trace_parsers.layout import LayoutError, read_manifest
+from podscope.collectors.local import collect_local
+from podscope.trace_parsers.layout import LayoutError, read_manifest
 
 
 def _files(tmp_path: Path, n: int) -> dict[str, Path]:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from collectors.status import Status
+from podscope.collectors.status import Status
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reference_engine import cluster
-from reference_engine.config import EngineError
+from podscope.reference_engine import cluster
+from podscope.reference_engine.config import EngineError
 
 
 def _manifest(run_dir: Path, pids: list[int], started: list[int] | None = None) -> cluster.Manifest:
@@ -35,8 +35,8 @@ def _sleeper(*argv: str) -> subprocess.Popen[bytes]:
 
 def test_down_stops_its_tasks_and_nothing_else(tmp_path: Path) -> None:
     config = str((tmp_path / "engine.json").resolve())
-    ours = _sleeper("reference_engine.worker", "--config", config)  # what up() starts
-    other_run = _sleeper("reference_engine.worker", "--config", "/elsewhere/engine.json")
+    ours = _sleeper("podscope.reference_engine.worker", "--config", config)  # what up() starts
+    other_run = _sleeper("podscope.reference_engine.worker", "--config", "/elsewhere/engine.json")
     stranger = _sleeper()  # an unrelated process whose pid landed in the manifest
     try:
         m = _manifest(tmp_path, [0, 1, -1, ours.pid, other_run.pid, stranger.pid])
@@ -60,7 +60,7 @@ def test_a_pid_reused_by_a_later_run_of_the_same_folder_is_left_alone(tmp_path: 
     """The same command line (another ``up`` of this folder) but not the process the manifest
     recorded: its start time differs."""
     config = str((tmp_path / "engine.json").resolve())
-    later = _sleeper("reference_engine.worker", "--config", config)
+    later = _sleeper("podscope.reference_engine.worker", "--config", config)
     try:
         started = cluster.process_start(later.pid)
         assert started
@@ -107,7 +107,7 @@ def test_a_malformed_manifest_is_one_clear_error(tmp_path: Path, text: str, why:
 def test_cluster_down_on_a_bad_manifest_prints_one_line(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from app.cli import cli
+    from podscope.app.cli import cli
 
     (tmp_path / cluster.MANIFEST).write_text(NESTED)
     r = CliRunner().invoke(cli, ["cluster", "down", "--run-dir", str(tmp_path)])
@@ -130,7 +130,7 @@ def test_up_interrupted_leaves_no_task_running(
     """Ctrl-C (or SIGTERM turned into an exception, as ``python -m verify`` does) while ``up``
     waits for its tasks stops every task it started: they run in their own sessions, so
     nothing else would."""
-    from reference_engine.config import EngineConfig
+    from podscope.reference_engine.config import EngineConfig
 
     started: list[int] = []
 
@@ -158,7 +158,7 @@ def test_ports_are_picked_outside_the_ephemeral_range() -> None:
 def test_a_start_whose_port_was_taken_runs_again_on_fresh_ports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from reference_engine.config import EngineConfig
+    from podscope.reference_engine.config import EngineConfig
 
     picks: list[list[int]] = []
     real_free = cluster.free_ports
@@ -188,7 +188,7 @@ def test_a_start_whose_port_was_taken_runs_again_on_fresh_ports(
 def test_a_start_that_fails_otherwise_is_not_run_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from reference_engine.config import EngineConfig
+    from podscope.reference_engine.config import EngineConfig
 
     calls: list[int] = []
 
@@ -210,7 +210,7 @@ def test_a_taken_tensorflow_port_costs_a_retry_not_the_start(
     server; TF fails to bind it, and the cluster comes up on fresh ports."""
     import socket
 
-    from reference_engine.config import EngineConfig
+    from podscope.reference_engine.config import EngineConfig
 
     thief = socket.socket()
     thief.bind(("127.0.0.1", 0))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzers.session import SessionAnalysis
-from collectors.local import collect_local
-from reference_engine.jax_workload import PREFIX, JaxConfig, run
+from podscope.analyzers.session import SessionAnalysis
+from podscope.collectors.local import collect_local
+from podscope.reference_engine.jax_workload import PREFIX, JaxConfig, run
 from tests.analyzers.test_xla_programs import check_breakdown_against_events
 
 pytest.importorskip("jax", reason="JAX (extra 'test' or 'engine') is not installed")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from podscope.trace_parsers import load
 from tests.conftest import ScenarioCapture
-from trace_parsers import load
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from reference_engine import cluster
-from reference_engine.config import EngineConfig, EngineError
-from reference_engine.workloads import validate_config
+from podscope.reference_engine import cluster
+from podscope.reference_engine.config import EngineConfig, EngineError
+from podscope.reference_engine.workloads import validate_config
 from tests.cluster_helpers import StartCluster, decreasing, losses
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow]
@@ -59,7 +59,7 @@ def test_cli_up_status_down_leaves_no_process(tmp_path: Path) -> None:
 
     def podscope(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "app", *args, "--run-dir", str(run_dir)],
+            [sys.executable, "-m", "podscope", *args, "--run-dir", str(run_dir)],
             capture_output=True,
             text=True,
             timeout=300,

@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 import pytest
 
-from trace_parsers.atrace import parse_atrace
-from trace_parsers.budget import ROWS_FLOOR, ROWS_PER_BYTE, Budget
-from trace_parsers.chrome_json import parse_chrome_json
-from trace_parsers.errors import TraceParseError
-from trace_parsers.xplane import parse_xplane
+from podscope.trace_parsers.atrace import parse_atrace
+from podscope.trace_parsers.budget import ROWS_FLOOR, ROWS_PER_BYTE, Budget
+from podscope.trace_parsers.chrome_json import parse_chrome_json
+from podscope.trace_parsers.errors import TraceParseError
+from podscope.trace_parsers.xplane import parse_xplane
 
 LINE = "  infer-2000 [001] ...1 {ts:.6f}: tracing_mark_write: {mark}\n"
 
@@ -80,7 +80,7 @@ def test_every_parser_charges_its_rows(
 
 def test_perfetto_charges_its_rows_across_nested_packets(monkeypatch: pytest.MonkeyPatch) -> None:
     pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
-    from trace_parsers.perfetto import parse_perfetto
+    from podscope.trace_parsers.perfetto import parse_perfetto
 
     packets = [
         pb.TracePacket(
@@ -147,8 +147,8 @@ def _linear(make: Callable[[int], Callable[[], object]], n: int) -> None:
 
 
 def test_ftrace_with_carriage_return_lines_is_linear() -> None:
-    from trace_parsers._ftrace import read_text
-    from trace_parsers._slices import SliceBuilder
+    from podscope.trace_parsers._ftrace import read_text
+    from podscope.trace_parsers._slices import SliceBuilder
 
     def make(n: int) -> Callable[[], object]:
         text = ftrace(n).replace(b"\n", b"\r")
@@ -159,8 +159,8 @@ def test_ftrace_with_carriage_return_lines_is_linear() -> None:
 
 def test_ftrace_with_colliding_thread_ids_is_linear() -> None:
     """tid << 44 all landed in one slot of the old, unkeyed hash."""
-    from trace_parsers._ftrace import read_text
-    from trace_parsers._slices import SliceBuilder
+    from podscope.trace_parsers._ftrace import read_text
+    from podscope.trace_parsers._slices import SliceBuilder
 
     def make(n: int) -> Callable[[], object]:
         text = "".join(
@@ -183,7 +183,7 @@ def test_chrome_name_less_async_ends_are_linear() -> None:
 
 
 def test_timeline_labels_of_long_digit_runs_are_linear() -> None:
-    from analyzers.timeline import short_line
+    from podscope.analyzers.timeline import short_line
 
     def make(n: int) -> Callable[[], object]:
         name = "x" + "1" * n + "a"
@@ -194,7 +194,7 @@ def test_timeline_labels_of_long_digit_runs_are_linear() -> None:
 
 def test_xplane_with_many_metadata_ids_is_linear() -> None:
     """Event metadata ids spaced 2^40 apart (their low bits equal) resolve in linear time."""
-    from trace_parsers.proto import xplane_pb2 as xp
+    from podscope.trace_parsers.proto import xplane_pb2 as xp
 
     def make(n: int) -> Callable[[], object]:
         space = xp.XSpace()
@@ -213,7 +213,7 @@ def test_xplane_with_many_metadata_ids_is_linear() -> None:
 
 def test_perfetto_is_linear() -> None:
     pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
-    from trace_parsers.perfetto import parse_perfetto
+    from podscope.trace_parsers.perfetto import parse_perfetto
 
     def make(n: int) -> Callable[[], object]:
         event = [
@@ -246,7 +246,7 @@ def test_ftrace_deep_nesting_and_huge_names_are_linear(shape: str) -> None:
 
 def test_xplane_deep_nesting_is_linear() -> None:
     def make(n: int) -> Callable[[], object]:
-        from trace_parsers.proto import xplane_pb2 as xp
+        from podscope.trace_parsers.proto import xplane_pb2 as xp
 
         space = xp.XSpace()
         plane = space.planes.add(id=1, name="/host:CPU")

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 from pyarrow import feather
 
+from podscope.trace_parsers import load
 from tests.conftest import SHARED_TRACES, real_xplanes
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers import load
 
 
 def capture(n: int) -> bytes:
@@ -42,7 +42,7 @@ def test_a_second_writer_of_the_same_entry_is_not_an_error(tmp_path: Path, cache
     the second store finds the entry in place, which is no reason to warn."""
     import warnings
 
-    from trace_parsers.cache import FrameCache
+    from podscope.trace_parsers.cache import FrameCache
 
     path = tmp_path / "h_1.xplane.pb"
     path.write_bytes(capture(20))
@@ -144,8 +144,8 @@ FUZZ_CACHE = r"""
 import random, shutil, sys
 from pathlib import Path
 import pandas as pd
-from trace_parsers.cache import FrameCache
-from trace_parsers.xplane import parse_xplane
+from podscope.trace_parsers.cache import FrameCache
+from podscope.trace_parsers.xplane import parse_xplane
 from tests.analyzers.test_breakdown import worker_trace
 
 root, n = Path(sys.argv[1]), int(sys.argv[2])
@@ -200,7 +200,7 @@ def test_corrupted_cache_entries_are_misses_never_crashes(tmp_path: Path) -> Non
 
 def test_a_cache_folder_others_can_write_is_not_used(tmp_path: Path) -> None:
     """Anyone who can write into the cache can plant an entry with matching digests."""
-    from trace_parsers.cache import FrameCache
+    from podscope.trace_parsers.cache import FrameCache
 
     path = tmp_path / "h_1.xplane.pb"
     path.write_bytes(capture(5))
@@ -250,7 +250,7 @@ def test_the_same_content_at_two_paths_keeps_each_its_source(
 TRUNCATE = r"""
 import os, sys
 from pathlib import Path
-from trace_parsers import load
+from podscope.trace_parsers import load
 path, cache = Path(sys.argv[1]), Path(sys.argv[2])
 cold = load(path, cache_dir=cache)
 warm = load(path, cache_dir=cache)  # from the cache

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from trace_parsers import TraceParseError
-from trace_parsers.chrome_json import parse_chrome_json
+from podscope.trace_parsers import TraceParseError
+from podscope.trace_parsers.chrome_json import parse_chrome_json
 
 
 def parse(events: list[object]) -> object:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from trace_parsers import TraceParseError, load
-from trace_parsers.compression import MIN_ALLOWANCE, inflate_zlib, max_bytes
+from podscope.trace_parsers import TraceParseError, load
+from podscope.trace_parsers.compression import MIN_ALLOWANCE, inflate_zlib, max_bytes
 
 ZEROS = b"\0" * (96 << 20)  # 96 MiB: past the 64 MiB allowance of a small input
 
@@ -35,7 +35,7 @@ def bounded(fn: Callable[[], object], compressed: int) -> str:
 
 
 def test_a_gzip_xplane_bomb_stops_at_the_cap() -> None:
-    from trace_parsers.xplane import parse_xplane
+    from podscope.trace_parsers.xplane import parse_xplane
 
     bomb = gzip.compress(ZEROS, 9)
     assert len(bomb) < 200_000  # about 1000:1
@@ -45,7 +45,7 @@ def test_a_gzip_xplane_bomb_stops_at_the_cap() -> None:
 
 def test_a_zstd_perfetto_bomb_stops_at_the_cap() -> None:
     zstandard = pytest.importorskip("zstandard")
-    from trace_parsers.perfetto import parse_perfetto
+    from podscope.trace_parsers.perfetto import parse_perfetto
 
     bomb = zstandard.ZstdCompressor(level=3).compress(ZEROS)
     text = bounded(lambda: parse_perfetto(bomb, worker="w", source="b.pftrace"), len(bomb))
@@ -53,7 +53,7 @@ def test_a_zstd_perfetto_bomb_stops_at_the_cap() -> None:
 
 
 def test_an_atrace_z_bomb_stops_at_the_cap() -> None:
-    from trace_parsers.atrace import parse_atrace
+    from podscope.trace_parsers.atrace import parse_atrace
 
     bomb = b"TRACE:\n" + zlib.compress(ZEROS, 9)
     text = bounded(lambda: parse_atrace(bomb, worker="w", source="b.ctrace"), len(bomb))
@@ -62,7 +62,7 @@ def test_an_atrace_z_bomb_stops_at_the_cap() -> None:
 
 def test_nested_compressed_packets_are_refused_not_a_recursion_error() -> None:
     pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
-    from trace_parsers.perfetto import parse_perfetto
+    from podscope.trace_parsers.perfetto import parse_perfetto
 
     inner = pb.Trace(packet=[pb.TracePacket(timestamp=1)]).SerializeToString()
     for _ in range(1500):
@@ -75,7 +75,7 @@ def test_nested_compressed_packets_are_refused_not_a_recursion_error() -> None:
 
 def test_a_nested_packet_bomb_shares_the_file_cap() -> None:
     pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
-    from trace_parsers.perfetto import parse_perfetto
+    from podscope.trace_parsers.perfetto import parse_perfetto
 
     big = zlib.compress(ZEROS[: 8 << 20], 9)  # 8 MiB each, 16 of them: 128 MiB from ~130 KB
     packets = [pb.TracePacket(compressed_packets=big) for _ in range(16)]
@@ -95,8 +95,8 @@ def test_truncated_and_multi_member_gzip() -> None:
 
 
 def test_an_exported_json_gz_parses_back(tmp_path: Path) -> None:
+    from podscope.trace_parsers.chrome import write_chrome_trace
     from tests.analyzers.test_breakdown import worker_trace
-    from trace_parsers.chrome import write_chrome_trace
 
     (tmp_path / "w.xplane.pb").write_bytes(worker_trace("w", 3))
     frames = load(tmp_path / "w.xplane.pb", cache=False)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from podscope.trace_parsers import TraceParseError, load
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers import TraceParseError, load
 
 
 def good_capture() -> bytes:

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from podscope.trace_parsers.hlo import hlo_ops
+from podscope.trace_parsers.hlo_cost import CostUnknown, module_costs
+from podscope.trace_parsers.hlo_module import copy_spaces, decode_module, hlo_proto_class
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers.hlo import hlo_ops
-from trace_parsers.hlo_cost import CostUnknown, module_costs
-from trace_parsers.hlo_module import copy_spaces, decode_module, hlo_proto_class
 
 F32, BF16, S32 = 11, 16, 4
 
@@ -154,7 +154,7 @@ def test_dot_flops_and_a_bf16_reduction_on_a_gpu() -> None:
     assert costs["reduce.2"].flops == 3 * (64 * 32 - 64)
     assert costs["reduce.2"].bytes_accessed == 64 * 4 + 64 * 32 * 4 + 64 * 4
     rows = {i.name: i for i in module.instructions()}
-    from trace_parsers.hlo_module import compute_dtype
+    from podscope.trace_parsers.hlo_module import compute_dtype
 
     assert compute_dtype(rows["dot.1"]) == "bf16"  # reads bf16, accumulates in f32
 
@@ -251,8 +251,8 @@ def _space_with(m: Module) -> bytes:
 def test_the_work_on_a_module_is_bounded_by_its_size(monkeypatch: pytest.MonkeyPatch) -> None:
     """The quadratic module, 2,000 long (3 M steps of XLA's analysis, ~5 s of Python): parsed
     within WORK_PER_BYTE steps a byte, its costs unknown and its instructions still listed."""
-    import trace_parsers.hlo_cost as hc
-    from trace_parsers.hlo import WORK_PER_BYTE, WORK_PER_MODULE
+    import podscope.trace_parsers.hlo_cost as hc
+    from podscope.trace_parsers.hlo import WORK_PER_BYTE, WORK_PER_MODULE
 
     n = 2000
     m = Module()

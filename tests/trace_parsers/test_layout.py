@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from collectors.capture import CaptureOptions, CaptureResult, WorkerResult
-from collectors.status import Status
-from trace_parsers import layout
-from trace_parsers.loader import resolve, sessions, worker_label
+from podscope.collectors.capture import CaptureOptions, CaptureResult, WorkerResult
+from podscope.collectors.status import Status
+from podscope.trace_parsers import layout
+from podscope.trace_parsers.loader import resolve, sessions, worker_label
 
 
 def test_make_and_parse_pair(tmp_path: Path) -> None:
@@ -46,7 +46,7 @@ def test_session_ids_that_leave_the_logdir_are_refused(tmp_path: Path, bad: str)
 def test_runs_are_found_at_any_depth_as_tensorboard_finds_them(tmp_path: Path) -> None:
     """The Keras TensorBoard callback writes logdir/train/plugins/profile/<run>/<host>.xplane.pb;
     nested experiment folders hold more runs. Each session is named by its run path."""
-    from trace_parsers.loader import runs, session_folders
+    from podscope.trace_parsers.loader import runs, session_folders
 
     made = {}
     for run in ("", "train", "runA/validation", "runA/b/c/d/e"):
@@ -72,7 +72,7 @@ def test_a_run_name_or_a_capture_label_names_the_newest_session_of_it(tmp_path: 
     import json
     import os
 
-    from trace_parsers.loader import chosen_session
+    from podscope.trace_parsers.loader import chosen_session
 
     for i, (sid, label) in enumerate(
         (("train/s1", "baseline"), ("train/s2", "tuned"), ("eval/s1", ""), ("s9", "baseline"))
@@ -157,7 +157,7 @@ def test_unreadable_manifest_is_a_typed_error(tmp_path: Path) -> None:
 def test_new_session_dirs_in_one_second_are_distinct(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from datetime import datetime, timezone
 
-    from trace_parsers.layout import new_session_dir
+    from podscope.trace_parsers.layout import new_session_dir
 
     now = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
     first, second = new_session_dir(tmp_path, now=now), new_session_dir(tmp_path, now=now)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from podscope.trace_parsers.xplane import parse_xplane
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers.xplane import parse_xplane
 
 
 def _root_bytes(a: np.ndarray) -> int:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from podscope.trace_parsers import layout, load
+from podscope.trace_parsers.errors import TraceParseError
 from tests.collectors.fake_agent import xspace
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers import layout, load
-from trace_parsers.errors import TraceParseError
 
 
 def test_names_that_collide_across_suffixes_are_two_workers(tmp_path: Path) -> None:
@@ -63,8 +63,8 @@ def test_nesting_depth_saturates_instead_of_wrapping() -> None:
 
 
 def test_uploads_with_long_names_or_odd_contents_get_messages(tmp_path: Path) -> None:
-    from app.main import create_app
-    from app.settings import AppSettings
+    from podscope.app.main import create_app
+    from podscope.app.settings import AppSettings
     from tests.app.helpers import upload_body
 
     app = create_app(AppSettings(logdir=tmp_path))
@@ -87,8 +87,8 @@ def test_an_upload_to_a_logdir_it_cannot_write_says_what_to_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A root-owned bind mount of /data: the upload answered HTTP 500 PermissionError."""
-    from app.main import create_app
-    from app.settings import AppSettings
+    from podscope.app.main import create_app
+    from podscope.app.settings import AppSettings
     from tests.app.helpers import upload_body
 
     def refused(*args: object, **kw: object) -> Path:
@@ -132,7 +132,7 @@ def test_chrome_json_integers_of_hundreds_of_digits_are_skipped_and_counted(
     "manifest", ['{"start_timestamp_ns": 1e400}', "[" * 100_000, '{"workers": [{"label": 1e400}]}']
 )
 def test_a_bad_manifest_marks_its_session_not_the_page(tmp_path: Path, manifest: str) -> None:
-    from app.store import SessionStore
+    from podscope.app.store import SessionStore
 
     session = layout.session_dir(tmp_path, "s1")
     session.mkdir(parents=True)

@@ -7,11 +7,11 @@ import json
 import pandas as pd
 import pytest
 
+from podscope.trace_parsers import load, validate
+from podscope.trace_parsers.nesting import nest_events
+from podscope.trace_parsers.xplane import parse_xplane
 from tests.conftest import Capture
 from tests.trace_parsers.test_xplane import assert_every_stat_kept, reference_counts
-from trace_parsers import load, validate
-from trace_parsers.nesting import nest_events
-from trace_parsers.xplane import parse_xplane
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 

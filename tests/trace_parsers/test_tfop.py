@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trace_parsers.tfop import parse_tf_op
+from podscope.trace_parsers.tfop import parse_tf_op
 
 
 @pytest.mark.parametrize(

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from podscope.trace_parsers import load, validate
+from podscope.trace_parsers.nesting import nest_columns, nest_events
+from podscope.trace_parsers.proto import xplane_pb2 as xp
+from podscope.trace_parsers.schema import PROMOTED_STATS, SCHEMA
+from podscope.trace_parsers.xplane import parse_xplane
 from tests.conftest import real_xplanes
 from tests.xspace_builder import SpaceBuilder
-from trace_parsers import load, validate
-from trace_parsers.nesting import nest_columns, nest_events
-from trace_parsers.proto import xplane_pb2 as xp
-from trace_parsers.schema import PROMOTED_STATS, SCHEMA
-from trace_parsers.xplane import parse_xplane
 
 
 def reference_counts(data: bytes) -> dict[str, object]:
@@ -322,7 +322,7 @@ def test_line_and_metadata_ids_are_int_categoricals(tmp_path: Path) -> None:
 def test_metadata_lookup_matches_a_dict() -> None:
     """``_lookup`` (C, hashed) against a dict: absent keys, negative and 64-bit ids, duplicate
     table keys (the last row wins, as when protobuf parses a map), lookups through an owner."""
-    from trace_parsers.xplane import _lookup
+    from podscope.trace_parsers.xplane import _lookup
 
     rng = np.random.default_rng(7)
     pool = np.array([0, 1, 2, 5, -3, 2**62, -(2**63), 12345678901], dtype=np.int64)
@@ -359,8 +359,8 @@ def test_stats_follow_their_events_when_the_file_is_out_of_order() -> None:
 
 
 def test_stat_kinds_are_the_decoders_codes() -> None:
-    from trace_parsers import _xplane_fast
-    from trace_parsers.xplane import KINDS, StatKind
+    from podscope.trace_parsers import _xplane_fast
+    from podscope.trace_parsers.xplane import KINDS, StatKind
 
     assert [k.value for k in StatKind] == list(range(len(StatKind)))
     assert {k.name: k.value for k in StatKind} == {
@@ -373,9 +373,9 @@ def test_stat_kinds_are_the_decoders_codes() -> None:
 
 def test_decoder_is_a_parameter_and_its_tables_are_named() -> None:
     """A test can wrap or replace the wire decoder; the builder reads the tables by name."""
-    from trace_parsers import _xplane_fast
-    from trace_parsers.errors import TraceParseError
-    from trace_parsers.xplane import LineTable, _named_tables
+    from podscope.trace_parsers import _xplane_fast
+    from podscope.trace_parsers.errors import TraceParseError
+    from podscope.trace_parsers.xplane import LineTable, _named_tables
 
     b = SpaceBuilder()
     p = b.plane("/host:CPU")

@@ -1,6 +1,6 @@
-"""``python -m app`` = the ``podscope`` command."""
+"""``python -m podscope`` = the ``podscope`` command."""
 
-from app.cli import main
+from podscope.app.cli import main
 
 if __name__ == "__main__":  # not in Dask's spawned worker processes, which import this module
     main()
