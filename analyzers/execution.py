@@ -21,6 +21,7 @@ processes sized to the machine, or an existing cluster named by ``scheduler``
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import importlib.util
 import json
 import logging
@@ -38,7 +39,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-from pyarrow import feather
+from pyarrow import feather, parquet
 
 from podscope.analyzers.breakdown import before_call_breakdown, step_breakdown
 from podscope.analyzers.ops import BY, OP_STATS_KEYS
@@ -48,7 +49,12 @@ from podscope.analyzers.summary import summarize
 from podscope.trace_parsers import TraceParseError, load
 from podscope.trace_parsers.cache import FrameCache
 from podscope.trace_parsers.loader import resolve, worker_label
-from podscope.trace_parsers.schema import TraceFrames, empty_frame
+from podscope.trace_parsers.schema import (
+    SCHEMA_VERSION,
+    TraceFrames,
+    empty_frame,
+    schema_document,
+)
 
 #: Derived frames a task can compute; ``ops:<by>`` for each op table; ``rules``: what the
 #: diagnostics rules read (``analyzers.rule_inputs``; with it, the findings need no events).
@@ -393,8 +399,9 @@ def export_file(
     ``out/<frame>/<worker>.<fmt>`` (a folder per frame: ``pd.read_parquet(out/"events")``
     reads every worker's), and send back its summary only.
 
-    Each file is written beside its target and renamed into place, so a reader never sees a
-    half-written shard and a rerun (a task retried elsewhere) replaces it whole."""
+    The frames carry their schema version: in each Parquet file's metadata
+    (``podscope.schema_version``, ``podscope.frame``), and in ``out/schema.json`` (every
+    frame's columns and dtypes, for CSV readers too)."""
     label = worker_label(Path(file))
     try:
         frames = load(file, cache=cache, cache_dir=cache_dir)
@@ -402,16 +409,31 @@ def export_file(
         return Exported(label, file, error=str(e))
     if out is not None:
         for name, frame in frames.frames():
-            folder = Path(out) / name
-            folder.mkdir(parents=True, exist_ok=True)
-            target = folder / f"{label}{EXPORT_FORMATS[fmt]}"
-            partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+            target = Path(out) / name / f"{label}{EXPORT_FORMATS[fmt]}"
             if fmt == "csv":
-                frame.to_csv(partial, index=False)
+                _write_whole(target, functools.partial(frame.to_csv, index=False))
             else:
-                frame.to_parquet(partial, index=False)
-            partial.replace(target)
+                table = pa.Table.from_pandas(frame, preserve_index=False)
+                table = table.replace_schema_metadata(
+                    {
+                        **(table.schema.metadata or {}),
+                        b"podscope.schema_version": str(SCHEMA_VERSION).encode(),
+                        b"podscope.frame": name.encode(),
+                    }
+                )
+                _write_whole(target, functools.partial(parquet.write_table, table))
+        document = json.dumps(schema_document(), indent=1).encode()
+        _write_whole(Path(out) / "schema.json", lambda p: p.write_bytes(document))
     return Exported(label, file, summarize(frames))
+
+
+def _write_whole(target: Path, write: Callable[[Path], object]) -> None:
+    """``write`` to a file beside ``target``, renamed into place: a reader never sees a
+    half-written file, and a task retried elsewhere replaces it whole."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    write(partial)
+    partial.replace(target)
 
 
 def merge_summaries(parts: Sequence[Exported]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from podscope.trace_parsers.loader import (
     trace_files,
     worker_label,
 )
-from podscope.trace_parsers.schema import PARSER_VERSION
+from podscope.trace_parsers.schema import SCHEMA_VERSION
 
 #: Characters an uploaded file name may keep; others become ``_``.
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
@@ -229,7 +229,7 @@ class SessionStore:
         path = self.path(session)
         stats = [(f.name, f.stat()) for f in trace_files(path)]
         files = tuple((name, st.st_size, st.st_mtime_ns) for name, st in stats)
-        return path, (session, PARSER_VERSION, files)
+        return path, (session, SCHEMA_VERSION, files)
 
     def loads_here(self, session: str) -> bool:
         """Whether ``get`` answers from memory or loads the session in the calling thread,

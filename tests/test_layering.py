@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -210,4 +211,11 @@ def test_every_import_of_ours_goes_through_podscope() -> None:
                 else []
             )
             bare += [f"{path.relative_to(REPO)}: {n}" for n in names if n.split(".")[0] in OURS]
+    # Code in strings too (``python -c "from app.cli import main"``), in tests and tools.
+    quoted = re.compile(rf"\b(?:from|import) (?:{'|'.join(OURS)})\b")
+    for folder in ("tests", "bench", "verify", "docker"):
+        for path in sorted(REPO.joinpath(folder).rglob("*.py")):
+            if path.name in ("test_layering.py", "test_wheel.py"):  # the user's own app, on purpose
+                continue
+            bare += [f"{path.relative_to(REPO)}: {m}" for m in quoted.findall(path.read_text())]
     assert not bare, bare

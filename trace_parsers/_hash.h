@@ -10,9 +10,12 @@
 #include <Python.h>
 #include <stdint.h>
 
-#if PY_VERSION_HEX >= 0x030D0000
+#if PY_VERSION_HEX >= 0x030E0000 /* 3.14: public */
 #define PODSCOPE_HASH_BUFFER(p, n) Py_HashBuffer((p), (n))
 #else
+#if PY_VERSION_HEX >= 0x030D0000 /* 3.13: still exported, but declared in an internal header */
+PyAPI_FUNC(Py_hash_t) _Py_HashBytes(const void *, Py_ssize_t);
+#endif
 #define PODSCOPE_HASH_BUFFER(p, n) _Py_HashBytes((p), (n))
 #endif
 

@@ -47,8 +47,8 @@ from pyarrow import feather, ipc
 from podscope.trace_parsers.schema import (
     CAT,
     CAT_ID,
-    PARSER_VERSION,
     SCHEMA,
+    SCHEMA_VERSION,
     TraceFrames,
     empty_frame,
     validate,
@@ -128,9 +128,7 @@ class FrameCache:
             if not re.fullmatch(r"[0-9a-f]{32}", digest):
                 raise OSError("not a digest")
         except OSError:
-            digest = hashlib.file_digest(
-                path.open("rb"), lambda: hashlib.blake2b(digest_size=16)
-            ).hexdigest()
+            digest = _file_digest(path)
             try:
                 memo.parent.mkdir(parents=True, exist_ok=True)
                 memo.write_text(digest)
@@ -138,7 +136,7 @@ class FrameCache:
                 warnings.warn(
                     f"podscope: parse cache not written under {self.root}: {e}", stacklevel=2
                 )
-        return f"{st.st_size}-{st.st_mtime_ns}-{digest}-{where}-v{PARSER_VERSION}"
+        return f"{st.st_size}-{st.st_mtime_ns}-{digest}-{where}-v{SCHEMA_VERSION}"
 
     def get(self, key: str) -> TraceFrames | None:
         """The cached frames, or None on a miss (no entry, a damaged one, or a cache folder
@@ -356,3 +354,12 @@ def _column(table: pa.Table, col: str, dtype: str, views: _Views) -> Any:
             return pd.arrays.BooleanArray(values.view(bool), mask)
         return _NULLABLE[dtype](values, mask)
     return values
+
+
+def _file_digest(path: Path) -> str:
+    """blake2b-128 of the file's bytes, read in 1 MiB blocks (hashlib.file_digest is 3.11+)."""
+    digest = hashlib.blake2b(digest_size=16)
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()

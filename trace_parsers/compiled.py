@@ -27,7 +27,8 @@ class _Missing:
         self._cause = cause
 
     def __getattr__(self, name: str) -> NoReturn:
-        raise CompiledReadersMissing(f"{INSTALL} ({self._cause.name or self._cause})")
+        detail = " ".join(str(self._cause).split())[:300]
+        raise CompiledReadersMissing(f"{INSTALL} ({detail})")
 
 
 def missing(cause: ImportError) -> Any:

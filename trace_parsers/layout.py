@@ -27,6 +27,10 @@ PROFILE_SUBDIR = Path("plugins") / "profile"
 XPLANE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
 #: PodScope's per-session manifest: options and per-worker capture results.
 MANIFEST_NAME = "capture.json"
+#: The layout version ``write_manifest`` writes as ``schema_version``. A manifest without one
+#: is version 0 (PodScope before versions: the same fields). A reader migrates older versions
+#: (``_migrate``) and refuses newer ones, saying to upgrade.
+MANIFEST_VERSION = 1
 #: Session names as XProf writes them (UTC).
 SESSION_FORMAT = "%Y_%m_%d_%H_%M_%S"
 
@@ -181,6 +185,7 @@ class CaptureManifest:
     workers: tuple[ManifestWorker, ...]
     label: str = ""
     note: str = ""
+    schema_version: int = MANIFEST_VERSION
 
 
 def write_manifest(
@@ -205,6 +210,7 @@ def write_manifest(
     path = folder / MANIFEST_NAME
     tmp = path.with_suffix(".json.part")
     payload = {
+        "schema_version": MANIFEST_VERSION,
         "session": session,
         "label": check_label(label, MAX_LABEL),
         "note": check_label(note, MAX_NOTE),
@@ -250,8 +256,8 @@ def describe_session(folder: Path, label: str, note: str) -> Path:
     old = read_manifest(folder)
     if old is None:
         return write_manifest(folder, folder.name, 0, {}, [], label, note)
-    raw = json.loads(path.read_text())  # read_manifest checked it is a bounded JSON object
-    raw.update(label=label, note=note)
+    raw = _migrate(json.loads(path.read_text()), path)  # read_manifest checked it is readable
+    raw.update(label=label, note=note, schema_version=MANIFEST_VERSION)
     tmp = path.with_suffix(".json.part")
     tmp.write_text(json.dumps(raw, indent=2, default=str))
     tmp.replace(path)
@@ -282,6 +288,7 @@ def read_manifest(folder: Path) -> CaptureManifest | None:
         return None
     except (OSError, ValueError, RecursionError) as e:  # RecursionError: [[[[… nested deep
         raise LayoutError(f"{path}: unreadable capture manifest ({str(e)[:200]})") from e
+    raw = _migrate(raw, path)
     try:
         workers = tuple(
             ManifestWorker(
@@ -303,6 +310,28 @@ def read_manifest(folder: Path) -> CaptureManifest | None:
             workers=workers,
             label=str(raw.get("label") or ""),
             note=str(raw.get("note") or ""),
+            schema_version=int(raw["schema_version"]),
         )
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as e:
         raise LayoutError(f"{path}: unexpected capture manifest content ({e!r:.200})") from e
+
+
+def _migrate(raw: Any, path: Path) -> dict[str, Any]:
+    """A manifest of any version this PodScope reads, in the current one's fields
+    (``schema_version`` set to the version it was written with).
+
+    Raises:
+        LayoutError: not a JSON object, or written by a newer PodScope.
+    """
+    if not isinstance(raw, dict):
+        raise LayoutError(f"{path}: unexpected capture manifest content (not a JSON object)")
+    version = raw.get("schema_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise LayoutError(f"{path}: schema_version {version!r} is not a version number")
+    if version > MANIFEST_VERSION:
+        raise LayoutError(
+            f"{path}: written by a newer PodScope (capture.json schema version {version}; this "
+            f"one reads up to {MANIFEST_VERSION}): upgrade podscope (pip install -U podscope)"
+        )
+    # 0 → 1: version 1 added schema_version itself; no field changed.
+    return {**raw, "schema_version": version}

@@ -30,8 +30,20 @@ HOST_MEMORY_SPACE = 5
 #: categories, so a row costs a 1–2 byte code instead of 8 bytes.
 CAT_ID = "category[int64]"
 
-#: Version of the parsed layout; part of the cache key, bump on any change to the frames.
-PARSER_VERSION = "9"
+#: The frames' schema version (their columns, dtypes and meaning): in the parse cache's key,
+#: in every frame ``podscope parse --out`` writes (Parquet metadata ``podscope.schema_version``,
+#: and ``schema.json`` beside CSV and Parquet alike). Bump on any change to the frames.
+SCHEMA_VERSION = 9
+
+
+def schema_document() -> dict[str, Any]:
+    """The frames' schema as JSON: ``{"podscope_schema_version": N, "frames": {frame: {column:
+    dtype}}}`` (``schema.json`` beside exported frames; the docs' schema page)."""
+    return {
+        "podscope_schema_version": SCHEMA_VERSION,
+        "frames": {name: dict(columns) for name, columns in SCHEMA.items()},
+    }
+
 
 #: Stat keys promoted from ``stats`` to typed ``events`` columns (a stat lives in exactly one).
 PROMOTED_STATS: Mapping[str, str] = {

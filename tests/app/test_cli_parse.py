@@ -9,13 +9,15 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from pyarrow import parquet
 
+from podscope.trace_parsers.schema import SCHEMA_VERSION
 from tests.xspace_builder import SpaceBuilder
 
 
 def podscope(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "from app.cli import main; main()", *args],
+        [sys.executable, "-c", "from podscope.app.cli import main; main()", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -55,6 +57,9 @@ def test_parse_json_summary_and_csv_frames(tmp_path: Path) -> None:
     assert set(events["worker"]) == {"localhost_2222", "localhost_2223"}
     written = {p.name for p in out.iterdir()}
     assert {"aggregates", "event_metadata", "events", "counters", "sched"} <= written
+    schema = json.loads((out / "schema.json").read_text())  # what a CSV reader needs
+    assert schema["podscope_schema_version"] == SCHEMA_VERSION
+    assert list(schema["frames"]["events"]) == list(events.columns)
 
 
 def test_parse_writes_parquet_and_prints_table(tmp_path: Path) -> None:
@@ -67,6 +72,10 @@ def test_parse_writes_parquet_and_prints_table(tmp_path: Path) -> None:
     events = pd.read_parquet(tmp_path / "pq" / "events")  # the folder reads as one dataset
     assert len(events) == 8 and set(events["worker"]) == {"localhost_2222", "localhost_2223"}
     assert not (tmp_path / "c").exists()
+    for shard in (tmp_path / "pq" / "events").iterdir():
+        meta = parquet.read_schema(shard).metadata
+        assert meta[b"podscope.schema_version"] == str(SCHEMA_VERSION).encode()
+        assert meta[b"podscope.frame"] == b"events"
 
 
 def test_parse_out_keeps_the_good_workers_of_a_folder_with_a_corrupt_one(tmp_path: Path) -> None:

@@ -3,14 +3,17 @@ back by the loader's side."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 
+from podscope.analyzers.session import SessionAnalysis
 from podscope.collectors.capture import CaptureOptions, CaptureResult, WorkerResult
 from podscope.collectors.status import Status
 from podscope.trace_parsers import layout
-from podscope.trace_parsers.loader import resolve, sessions, worker_label
+from podscope.trace_parsers.loader import load, resolve, sessions, worker_label
 
 
 def test_make_and_parse_pair(tmp_path: Path) -> None:
@@ -163,3 +166,32 @@ def test_new_session_dirs_in_one_second_are_distinct(tmp_path) -> None:  # type:
     first, second = new_session_dir(tmp_path, now=now), new_session_dir(tmp_path, now=now)
     assert (first.name, second.name) == ("2026_12_01_12_00_00", "2026_12_01_12_00_00_2")
     assert first.is_dir() and second.is_dir() and not any(first.iterdir())
+
+
+PREVIOUS_LAYOUT = Path(__file__).parents[1] / "fixtures" / "ps_baseline"  # written before versions
+
+
+def test_a_session_written_by_the_previous_layout_reads_and_analyses(tmp_path: Path) -> None:
+    raw = json.loads((PREVIOUS_LAYOUT / "capture.json").read_text())
+    assert "schema_version" not in raw  # the fixture is what PodScope wrote before versions
+    manifest = layout.read_manifest(PREVIOUS_LAYOUT)
+    assert manifest is not None and manifest.schema_version == 0
+    assert [w.status for w in manifest.workers] == ["ok"] * 4
+    assert {w.role for w in manifest.workers} == {"chief", "worker", "ps"}
+    analysis = SessionAnalysis(load(PREVIOUS_LAYOUT, cache=False))
+    assert len(analysis.stragglers) > 0 and len(analysis.findings) > 0
+    # Describing it migrates it: the current version, every other field kept.
+    copy = tmp_path / "session"
+    shutil.copytree(PREVIOUS_LAYOUT, copy)
+    layout.describe_session(copy, "old run", "")
+    migrated = json.loads((copy / "capture.json").read_text())
+    assert migrated == {**raw, "label": "old run", "schema_version": layout.MANIFEST_VERSION}
+
+
+def test_a_session_from_a_newer_podscope_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    layout.write_manifest(tmp_path, "s", 1, {}, [{"label": "w", "status": "ok"}])
+    assert layout.read_manifest(tmp_path).schema_version == layout.MANIFEST_VERSION
+    raw = json.loads((tmp_path / "capture.json").read_text())
+    (tmp_path / "capture.json").write_text(json.dumps({**raw, "schema_version": 99}))
+    with pytest.raises(layout.LayoutError, match=r"newer PodScope .*version 99.*pip install -U"):
+        layout.read_manifest(tmp_path)
