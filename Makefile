@@ -11,7 +11,7 @@ PIP := PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip
 STAMP = $(VENV)/.installed-$(1)-$(shell (cat pyproject.toml setup.py trace_parsers/*.c trace_parsers/*.h; ls -d */__init__.py) | sha1sum | cut -c1-12)
 BUILD_TMP := $(CURDIR)/build/tmp
 
-.PHONY: test lint typecheck pytest bench demo fuzz verify install-test install-engine browser clean docker-test plotly-bundle
+.PHONY: test lint typecheck pytest bench demo fuzz verify install-test install-engine browser clean docker-test plotly-bundle docs wheel
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -53,11 +53,26 @@ fuzz: install-test
 	PODSCOPE_FUZZ_N=5000 $(VENV)/bin/pytest -q tests/test_fuzz.py
 
 # Verdicts over a seeded, randomized matrix of engine runs (30-60 min); writes verify/REPORT.md;
-# then 30 engine starts beside busy loops (verify/STARTS.md).
+# then 30 engine starts beside busy loops (verify/STARTS.md); then the wheel built, installed
+# and run on every Python here (verify/INSTALL.md).
 verify: install-test browser
 	@mkdir -p $(BUILD_TMP)
 	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m verify $(VERIFY_ARGS)
 	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m verify.starts --n 30 --busy 2
+	TMPDIR=$(BUILD_TMP) $(PY) -m verify.install
+
+# The documentation site (build/docs/site): the pages in docs/ and the reference generated from
+# the code (every command's --help, the frames' schema, every finding's rule); a broken link
+# or anchor fails the build.
+docs: install-test
+	$(PY) docs/generate.py build/docs/src
+	$(VENV)/bin/mkdocs build --strict --quiet
+	@echo "docs: build/docs/site/index.html"
+
+# The platform wheel, with the compiled readers: installs and parses where no compiler is.
+wheel: install-test
+	$(PIP) wheel --no-deps --no-build-isolation --quiet --wheel-dir dist .
+	@ls dist/podscope-*.whl
 
 demo: install-engine
 	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/podscope demo

@@ -120,7 +120,11 @@ def agent_only(python: Path, work: Path, wheel: Path) -> str:
     sh(venv / "bin" / "pip", "install", "-q", "grpcio", "protobuf", "hpack")
     sh(venv / "bin" / "python", "-c", "import podscope.agent")
     dists, mb = footprint(venv)
-    names = sorted(p.name.split("-")[0] for p in site_packages(venv).glob("*.dist-info"))
+    names = sorted(
+        p.name.split("-")[0]
+        for p in site_packages(venv).glob("*.dist-info")
+        if not p.name.startswith(VENV_OWN)
+    )
     return f"{dists} packages ({', '.join(names)}), {mb:.0f} MB"
 
 
