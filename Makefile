@@ -22,7 +22,7 @@ $(call STAMP,test): | $(PY)
 	@touch $@
 
 $(call STAMP,engine): | $(PY)
-	$(PIP) install --quiet -e '.[engine]'
+	$(PIP) install --quiet -e '.[all]'
 	@touch $@
 
 install-test: $(call STAMP,test)
