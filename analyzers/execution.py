@@ -156,6 +156,53 @@ class DerivedCache:
 
     def get(self, entry: Path, names: Sequence[str]) -> WorkerPart | None:
         """The worker's part from its shards, when every frame in ``names`` is there."""
+        found = self._read(entry, names)
+        if found is None:
+            return None
+        meta, frames = found
+        return WorkerPart(meta["worker"], meta["file"], meta["n_events"], frames)
+
+    def put(self, entry: Path, part: WorkerPart) -> None:
+        """Writes the part's frames (a cache that cannot be written only warns)."""
+        meta = {"worker": part.worker, "file": part.file, "n_events": part.n_events}
+        self._write(entry, part.frames, meta)
+
+    def session_entry(self, files: Sequence[str], names: Sequence[str]) -> Path | None:
+        """The entry of a session's gathered parts: named by every file's entry (so by the
+        files' contents, places and the code) and the frames, so that a changed, added or
+        removed file is a miss. None when a file cannot be keyed (gone, unreadable)."""
+        import hashlib
+
+        try:
+            keys = [self.entry(f).name for f in files]
+        except OSError:
+            return None
+        text = "\n".join([*keys, ",".join(names)])
+        return self.root / f"session-{hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}"
+
+    def get_session(self, entry: Path, names: Sequence[str]) -> Gathered | None:
+        """A session's gathered parts (``gather``), when every frame in ``names`` is there."""
+        found = self._read(entry, names)
+        if found is None:
+            return None
+        meta, frames = found
+        return Gathered(
+            frames,
+            tuple((w, f, int(n)) for w, f, n in meta["workers"]),
+            tuple(WorkerPart(w, f, 0, error=e) for w, f, e in meta["failures"]),
+        )
+
+    def put_session(self, entry: Path, gathered: Gathered) -> None:
+        """Writes a session's gathered parts (a cache that cannot be written only warns)."""
+        meta = {
+            "workers": [list(w) for w in gathered.workers],
+            "failures": [[p.worker, p.file, p.error] for p in gathered.failures],
+        }
+        self._write(entry, gathered.frames, meta)
+
+    def _read(
+        self, entry: Path, names: Sequence[str]
+    ) -> tuple[dict[str, Any], dict[str, pd.DataFrame]] | None:
         if not self.frames.private():
             return None
         try:
@@ -165,30 +212,25 @@ class DerivedCache:
             frames = {n: feather.read_feather(entry / _shard(n)) for n in names}
         except (OSError, ValueError, pa.ArrowException):
             return None
-        return WorkerPart(meta["worker"], meta["file"], meta["n_events"], frames)
+        return meta, frames
 
-    def put(self, entry: Path, part: WorkerPart) -> None:
-        """Writes the part's frames (a cache that cannot be written only warns)."""
+    def _write(self, entry: Path, frames: Mapping[str, pd.DataFrame], meta: dict[str, Any]) -> None:
+        """The frames as shards, then ``part.json`` (``meta`` and the entry's name): an entry
+        without it, or with another entry's, is a miss."""
         try:
             self.frames.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not self.frames.private():
                 raise OSError(f"{self.frames.root} is not private to this user: not used")
             entry.mkdir(parents=True, exist_ok=True)
-            for name, frame in part.frames.items():
+            for name, frame in frames.items():
                 partial = entry / f".{_shard(name)}.{os.getpid()}.partial"
                 feather.write_feather(frame.reset_index(drop=True), partial, compression="lz4")
                 partial.replace(entry / _shard(name))
-            meta = {
-                "entry": entry.name,
-                "worker": part.worker,
-                "file": part.file,
-                "n_events": part.n_events,
-            }
             partial = entry / f".part.json.{os.getpid()}.partial"
-            partial.write_text(json.dumps(meta))
+            partial.write_text(json.dumps({"entry": entry.name, **meta}))
             partial.replace(entry / "part.json")
         except (OSError, ValueError, pa.ArrowException) as e:
-            warnings.warn(f"podscope: derived frames not cached under {entry}: {e}", stacklevel=2)
+            warnings.warn(f"podscope: derived frames not cached under {entry}: {e}", stacklevel=3)
 
 
 def _shard(name: str) -> str:
@@ -284,6 +326,53 @@ class SessionRun:
     where: str
 
 
+#: ``SessionRun.where`` of a run answered by the session's gathered parts in the cache.
+FROM_CACHE = "the cache"
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """The workers' parts side by side: each frame concatenated over the workers that parsed,
+    in file order, and what a merge needs of each worker. Its size follows the session's
+    steps and ops, not its file count, so a warm run reads it whole (``DerivedCache``)."""
+
+    frames: dict[str, pd.DataFrame]
+    #: (worker, file, events) of each worker that parsed, in file order
+    workers: tuple[tuple[str, str, int], ...]
+    failures: tuple[WorkerPart, ...]
+
+
+def gather(parts: Sequence[WorkerPart], names: Sequence[str]) -> Gathered:
+    """Concatenates the parts' frames ``names`` (``_frame_names``).
+
+    Raises:
+        TraceParseError: no worker's part is usable.
+    """
+    ok = [p for p in parts if p.error is None]
+    if not ok:
+        reasons = "; ".join(f"{p.worker}: {p.error}" for p in parts)
+        raise TraceParseError(
+            parts[0].file if parts else "<none>", "session", f"no worker parsed ({reasons})"
+        )
+    frames: dict[str, pd.DataFrame] = {}
+    for name in names:
+        if name in SMALL_FRAMES:
+            frames[name] = (
+                _categorical_concat([p.frames[name] for p in ok])
+                if name in ok[0].frames
+                else empty_frame(name)
+            )
+            continue
+        present = [p.frames[name] for p in ok if name in p.frames]
+        present = [f for f in present if len(f)] or present[:1]
+        frames[name] = pd.concat(present, ignore_index=True) if present else pd.DataFrame()
+    return Gathered(
+        frames,
+        tuple((p.worker, p.file, p.n_events) for p in ok),
+        tuple(p for p in parts if p.error is not None),
+    )
+
+
 def merge_parts(
     parts: Sequence[WorkerPart],
     wanted: frozenset[str],
@@ -295,52 +384,45 @@ def merge_parts(
     Raises:
         TraceParseError: no worker's part is usable.
     """
-    ok = [p for p in parts if p.error is None]
-    if not ok:
-        reasons = "; ".join(f"{p.worker}: {p.error}" for p in parts)
-        raise TraceParseError(
-            parts[0].file if parts else "<none>", "session", f"no worker parsed ({reasons})"
-        )
+    gathered = gather(parts, _frame_names(wanted))
+    return merge_gathered(gathered, wanted, load_events, load_worker)
+
+
+def merge_gathered(
+    gathered: Gathered,
+    wanted: frozenset[str],
+    load_events: Callable[[], TraceFrames] | None = None,
+    load_worker: Callable[[str], TraceFrames] | None = None,
+) -> SessionAnalysis:
+    """The session's analysis from its gathered parts."""
+    g = gathered.frames
     offsets = dict(
         zip(
-            [p.worker for p in ok],
-            pd.Series([p.n_events for p in ok]).cumsum().shift(1, fill_value=0),
+            [w for w, _, _ in gathered.workers],
+            pd.Series([n for _, _, n in gathered.workers]).cumsum().shift(1, fill_value=0),
             strict=True,
         )
     )
-
-    def cat(name: str) -> pd.DataFrame:
-        frames = [p.frames[name] for p in ok if name in p.frames]
-        frames = [f for f in frames if len(f)] or frames[:1]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-    small = TraceFrames(
-        **{
-            n: _categorical_concat([p.frames[n] for p in ok])
-            if n in ok[0].frames
-            else empty_frame(n)
-            for n in SMALL_FRAMES
-        }
-    )
+    small = TraceFrames(**{n: g[n] for n in SMALL_FRAMES})
     derived: dict[str, pd.DataFrame] = {}
     if wanted & {"steps", "breakdown"}:
-        steps = cat("steps")
+        steps = g["steps"].copy()
         steps["event_row"] = steps["event_row"] + steps["worker"].map(offsets).astype("int64")
-        derived["steps"], derived["step_methods"] = steps, cat("step_methods")
+        derived["steps"], derived["step_methods"] = steps, g["step_methods"]
     if "breakdown" in wanted:
         for name in ("breakdown", "before_call"):
-            derived[name] = _aligned_breakdown(cat(name), cat("own_steps"), derived["steps"])
+            derived[name] = _aligned_breakdown(g[name], g["own_steps"], derived["steps"])
     if "memory" in wanted:
-        derived["memory"] = cat("memory").sort_values(
+        derived["memory"] = g["memory"].sort_values(
             ["worker", "allocator", "t_ns"], ignore_index=True
         )
     if "rules" in wanted:
-        derived.update((name, cat(name)) for name in RULE_FRAMES)
+        derived.update((name, g[name]) for name in RULE_FRAMES)
     elif "xla_ops" in wanted:
-        derived["xla_ops"] = cat("xla_ops")
+        derived["xla_ops"] = g["xla_ops"]
     for by in BY:
         if f"ops:{by}" in wanted:
-            derived[f"ops:{by}"] = cat(f"ops:{by}")
+            derived[f"ops:{by}"] = g[f"ops:{by}"]
     return SessionAnalysis.from_parts(small, derived, load_events, load_worker)
 
 
@@ -637,15 +719,32 @@ def run_session(
         raise ValueError(f"unknown parts {sorted(unknown)}; known: {sorted(PARTS)}")
     if "rules" in parts:
         parts = parts | RULE_PARTS
-    args = (frozenset(parts), config.cache, config.cache_dir)
-    ordered, where = run_tasks(analyze_file, files, config, args, progress, on_start)
-    worker_files = {p.worker: p.file for p in ordered if p.error is None}
+    parts = frozenset(parts)
+    names = _frame_names(parts)
+    # Warm: the session's gathered parts in one read (its size follows the steps and ops, not
+    # the file count), without starting a task; else one task per file, then gathered.
+    store = DerivedCache(config.cache_dir) if config.cache else None
+    entry = store.session_entry([str(f) for f in files], names) if store else None
+    gathered = store.get_session(entry, names) if store and entry else None
+    if gathered is not None:
+        where = FROM_CACHE
+        if on_start:
+            on_start(where)
+        if progress:
+            progress(len(files), len(files))
+    else:
+        args = (parts, config.cache, config.cache_dir)
+        ordered, where = run_tasks(analyze_file, files, config, args, progress, on_start)
+        gathered = gather(ordered, names)
+        if store and entry:
+            store.put_session(entry, gathered)
+    worker_files = {worker: file for worker, file, _ in gathered.workers}
 
     def load_worker(worker: str) -> TraceFrames:  # the timeline reads one worker at a time
         return load(worker_files[worker], cache=config.cache, cache_dir=config.cache_dir)
 
-    analysis = merge_parts(ordered, frozenset(parts), load_events, load_worker)
-    return SessionRun(analysis, tuple(p for p in ordered if p.error), where)
+    analysis = merge_gathered(gathered, parts, load_events, load_worker)
+    return SessionRun(analysis, gathered.failures, where)
 
 
 def _on_pool(

@@ -465,8 +465,10 @@ def align_steps(
             .sort_values("start_ns")
         )
     has_numbers = steps["step_num"].notna().groupby(steps["worker"]).all()
+    # each worker's rows, split once (a mask per worker was 512 passes over a pod's steps)
+    by_worker = dict(list(steps.groupby("worker", sort=False, observed=True)))
     others = {
-        w: steps[steps["worker"] == w].sort_values("start_ns")
+        w: by_worker[w].sort_values("start_ns")
         for w in workers
         if w != ref_worker and not has_numbers[w]
     }
@@ -483,7 +485,7 @@ def align_steps(
     parts = []
     for w in workers:
         if w not in matched:
-            s = ref if w == ref_worker else steps[steps["worker"] == w]
+            s = ref if w == ref_worker else by_worker[w]
             parts.append(s.assign(key=s["step_num"].astype("int64")))
             continue
         s, i = others[w], matched[w]

@@ -60,8 +60,9 @@ def _map_entry(field: int, key: int, value: bytes) -> bytes:
     return _b(field, _v(1, key) + _b(2, value))
 
 
-def synth_xspace(steps: int, ops_per_step: int = 100, threads: int = 2) -> bytes:
-    """A serialized XSpace of ``steps * (3 * ops_per_step + 2)`` timed events."""
+def synth_xspace(steps: int, ops_per_step: int = 100, threads: int = 2, op_us: int = 20) -> bytes:
+    """A serialized XSpace of ``steps * (3 * ops_per_step + 2)`` timed events, each op
+    ``op_us`` long (a slower host: longer ops, so longer steps)."""
     ev_names = ["train", "EagerExecute", "ExecutorState::Process", "ThreadpoolListener::Record"]
     ev_names += [
         f"layer_{i // len(OP_TYPES)}/{t}:{t}"
@@ -70,7 +71,7 @@ def synth_xspace(steps: int, ops_per_step: int = 100, threads: int = 2) -> bytes
     stat_names = ["step_num", "_r", "group_id", "id", "iter_num", "shape"]
     sm = {n: i + 1 for i, n in enumerate(stat_names)}
     em = {n: i + 1 for i, n in enumerate(ev_names)}
-    op_ps, step_ps = 20_000_000, 0
+    op_ps = op_us * 1_000_000
     step_ps = ops_per_step * op_ps // threads + 500_000_000
     python, compute = bytearray(), [bytearray() for _ in range(threads)]
     shapes = [_stat_str(sm["shape"], f"({32 * (i % 4 + 1)},{64})".encode()) for i in range(4)]
@@ -134,3 +135,34 @@ def ensure_capture(root: Path, steps: int, ops_per_step: int = 100) -> Path:
         tmp.write_bytes(synth_xspace(steps, ops_per_step))
         tmp.replace(path)
     return path
+
+
+def pod_host(i: int, per_rack: int = 32, racks_per_slice: int = 4) -> str:
+    """The i-th host's file label, named as pods name them: ``s<slice>-r<rack>-h<host>_8470``."""
+    rack, host = divmod(i, per_rack)
+    return f"s{rack // racks_per_slice}-r{rack:02d}-h{host:03d}_8470"
+
+
+def pod_session(
+    root: Path,
+    hosts: int,
+    steps: int = 60,
+    ops_per_step: int = 100,
+    slow: dict[int, int] | None = None,
+) -> Path:
+    """Writes (once) a session of ``hosts`` copies of one synthetic CPU worker (``synth_xspace``;
+    60 steps x 100 ops: 18 k events each), hosts in ``slow`` (index → op µs) slower than the
+    rest (20 µs ops), under ``root/pod-<hosts>/plugins/profile/pod/``; the session folder."""
+    slow = slow or {}
+    tag = "-".join(f"{i}x{us}" for i, us in sorted(slow.items()))
+    folder = root / f"pod-{hosts}x{steps}x{ops_per_step}{'-' + tag if tag else ''}"
+    session = folder / "plugins" / "profile" / "pod"
+    done = session / ".complete"
+    if done.exists():
+        return session
+    session.mkdir(parents=True, exist_ok=True)
+    data = {us: synth_xspace(steps, ops_per_step, op_us=us) for us in {20, *slow.values()}}
+    for i in range(hosts):
+        (session / f"{pod_host(i)}.xplane.pb").write_bytes(data[slow.get(i, 20)])
+    done.touch()
+    return session

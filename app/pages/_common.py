@@ -12,6 +12,7 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
+from podscope.analyzers.execution import FROM_CACHE
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app import ids
 from podscope.app.context import current
@@ -128,6 +129,8 @@ def preparing(job: Job) -> html.Div:
 
 
 def _where(job: Job) -> str:
+    if job.where == FROM_CACHE:
+        return "reading the session's cached analysis"
     return f"one task per worker on {job.where}" if job.where else "starting the workers…"
 
 

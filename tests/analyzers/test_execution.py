@@ -5,6 +5,7 @@ analysis frame for frame, and losing nothing when a worker, a trace or the sched
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,17 +118,27 @@ def test_a_second_run_reads_derived_shards_only(
     folder = mixed_session(tmp_path / "s")
     config = ExecConfig(cache_dir=str(tmp_path / "cache"), processes=1)
     first = run_session(resolve(folder), config)
-    shards = sorted((tmp_path / "cache" / "derived").glob("*/*.arrow"))
+    entries = {p.parent for p in (tmp_path / "cache" / "derived").glob("*/*.arrow")}
+    gathered = {e for e in entries if e.name.startswith("session-")}
+    shards = sorted(p for e in entries - gathered for p in e.glob("*.arrow"))
     assert len({p.parent for p in shards}) == 4 and any(
         p.name == "ops-kernel.arrow" for p in shards
     )
+    assert len(gathered) == 1  # the session's parts, gathered: a warm run reads only these
 
     def no_parse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a cached worker was loaded again")
 
     monkeypatch.setattr("podscope.analyzers.execution.load", no_parse)
+    monkeypatch.setattr("podscope.analyzers.execution.run_tasks", no_parse)
     second = run_session(resolve(folder), config)
+    assert second.where == "the cache"
     assert_same(first.analysis, second.analysis)
+    # without the gathered entry, the workers' shards answer, and no worker is parsed
+    monkeypatch.undo()
+    monkeypatch.setattr("podscope.analyzers.execution.load", no_parse)
+    shutil.rmtree(next(iter(gathered)))
+    assert_same(first.analysis, run_session(resolve(folder), config).analysis)
     assert_same(SessionAnalysis(load(folder, cache=False)), second.analysis)
     # a changed trace is a miss: its worker is parsed again (and only it)
     monkeypatch.undo()
@@ -135,7 +146,7 @@ def test_a_second_run_reads_derived_shards_only(
     third = run_session(resolve(folder), config)
     assert (third.analysis.steps["worker"] == "10.0.0.3_6000").sum() == 5
     # an unreadable shard is a miss too
-    for p in shards:
+    for p in (tmp_path / "cache" / "derived").glob("*/*.arrow"):
         p.write_bytes(b"ARROW1 not arrow")
     assert_same(third.analysis, run_session(resolve(folder), config).analysis)
 
@@ -236,14 +247,15 @@ def test_a_real_cluster_gives_the_same_frames(cluster: Cluster, tmp_path: Path) 
     folder = mixed_session(tmp_path / "s")
     (folder / "10.0.0.9_6000.xplane.pb").write_bytes(b"not an xspace at all")
     cache = str(tmp_path / "cache")
-    local = run_session(resolve(folder), ExecConfig(cache_dir=cache))
+    local = run_session(resolve(folder), ExecConfig(cache_dir=cache + "-local"))
     remote = run_session(resolve(folder), ExecConfig(scheduler=cluster.address, cache_dir=cache))
     assert remote.where == cluster.address
     assert [f.worker for f in remote.failures] == ["10.0.0.9_6000"]
     assert remote.failures[0].error == local.failures[0].error  # the parser's own message
     assert_same(local.analysis, remote.analysis)
     again = run_session(resolve(folder), ExecConfig(scheduler=cluster.address, cache_dir=cache))
-    assert_same(local.analysis, again.analysis)  # the second run reads the cached shards
+    assert_same(local.analysis, again.analysis)  # the second run reads the gathered parts
+    assert again.where == "the cache" and again.failures == remote.failures
     # as a library user calls it, without the dashboard package
     lib = SessionAnalysis.from_path(folder, scheduler=cluster.address, cache_dir=cache)
     assert_same(local.analysis, lib)
