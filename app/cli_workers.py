@@ -37,6 +37,11 @@ def _show(
         return
     if len(frame):
         show_table(frame.head(top), title, wide=wide)
+        if len(frame) > top:
+            say(
+                f"podscope: {top} of {len(frame):,} rows shown (--top N for more, --csv for all)",
+                err=True,
+            )
     elif why:
         say(f"podscope: {title.split(';')[0]}: none ({why})", err=True)
 
@@ -136,6 +141,10 @@ def stragglers_command(
     else:
         late = a.stragglers.set_index("worker")["late_ms"]
         table = a.roles.assign(late_ms=a.roles["worker"].astype(str).map(late))
+        # the workers that matter first: in a pod, the culprits would be rows 100 and 400
+        table = table.sort_values(
+            ["late_ms", "worker"], ascending=[False, True], na_position="last", ignore_index=True
+        )
         _show(
             table,
             "culprits and victims; late ms: mean arrival after the others' median",

@@ -10,7 +10,10 @@ callbacks reach it through ``current()``. Two apps in one process each keep thei
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import flask
@@ -28,6 +31,29 @@ EXTENSION = "podscope"
 MAX_MANIFEST_BYTES = 1 << 20
 
 
+class HostMaps:
+    """Host → group mappings users uploaded on the Pod Viewer, by their content's digest (the
+    URL names the digest, never the mapping); the last ``keep`` are kept in memory."""
+
+    def __init__(self, keep: int = 32) -> None:
+        self._maps: OrderedDict[str, dict[str, str]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._keep = keep
+
+    def add(self, mapping: dict[str, str]) -> str:
+        key = hashlib.blake2b(repr(sorted(mapping.items())).encode(), digest_size=8).hexdigest()
+        with self._lock:
+            self._maps[key] = mapping
+            self._maps.move_to_end(key)
+            while len(self._maps) > self._keep:
+                self._maps.popitem(last=False)
+        return key
+
+    def get(self, key: str) -> dict[str, str] | None:
+        with self._lock:
+            return self._maps.get(key)
+
+
 @dataclass(frozen=True)
 class AppContext:
     """What every page of one app shares (read-only after ``build``, except the store's cache).
@@ -35,10 +61,12 @@ class AppContext:
     Attributes:
         settings: the app's configuration.
         store: sessions of ``settings.logdir``: listing, import, parsed analyses.
+        host_maps: the host → group mappings uploaded on the Pod Viewer.
     """
 
     settings: AppSettings
     store: SessionStore
+    host_maps: HostMaps = field(default_factory=HostMaps)
 
     @classmethod
     def build(cls, settings: AppSettings) -> AppContext:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import android, app_latency, folders, pod, scale, transfer
+from bench import android, app_latency, folders, pod, pod_capture, pod_scale, scale, transfer
 from bench.synth import ensure_capture
 from bench.tf_capture import ensure_tf_capture
 
@@ -181,6 +181,17 @@ def main() -> None:
     ap.add_argument(
         "--no-folders", action="store_true", help="skip the many-files sessions (bench.folders)"
     )
+    ap.add_argument(
+        "--pod-hosts",
+        type=int,
+        nargs="*",
+        default=[16, 64, 128, 256, 512],
+        help="pod sessions of N hosts x 18 k events (bench.pod_scale); none skips",
+    )
+    ap.add_argument("--pod-once", type=int, nargs="*", default=[1024], help="pod sizes run once")
+    ap.add_argument(
+        "--capture-agents", type=int, default=256, help="agents in one capture window; 0 skips"
+    )
     args = ap.parse_args()
     if args.only_app:
         tf_path = ensure_tf_capture(OUT, args.tf_steps)
@@ -214,6 +225,11 @@ def main() -> None:
         folders.report(folders.bench_folders(args.repeat))
     if args.scale_workers:
         scale.report(args.scale_workers, args.repeat)
+    if args.pod_hosts:
+        sizes = [pod_scale.bench_size(n, args.repeat) for n in args.pod_hosts]
+        pod_scale.report(sizes + [pod_scale.bench_size(n, 1) for n in args.pod_once])
+    if args.capture_agents:
+        pod_capture.report(pod_capture.run(args.capture_agents, processes=8, lose=0.1))
 
 
 if __name__ == "__main__":

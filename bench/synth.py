@@ -60,19 +60,30 @@ def _map_entry(field: int, key: int, value: bytes) -> bytes:
     return _b(field, _v(1, key) + _b(2, value))
 
 
-def synth_xspace(steps: int, ops_per_step: int = 100, threads: int = 2, op_us: int = 20) -> bytes:
+def synth_xspace(
+    steps: int,
+    ops_per_step: int = 100,
+    threads: int = 2,
+    op_us: int = 20,
+    pace_op_us: int | None = None,
+) -> bytes:
     """A serialized XSpace of ``steps * (3 * ops_per_step + 2)`` timed events, each op
-    ``op_us`` long (a slower host: longer ops, so longer steps)."""
+    ``op_us`` long (a slower host: longer ops). With ``pace_op_us``, a synchronous worker: each
+    step ends with an all-reduce (one more event) from the worker's arrival to the moment the
+    slowest worker of the job (ops of ``pace_op_us``) arrives, as a data-parallel job waits."""
     ev_names = ["train", "EagerExecute", "ExecutorState::Process", "ThreadpoolListener::Record"]
     ev_names += [
         f"layer_{i // len(OP_TYPES)}/{t}:{t}"
         for i, t in enumerate(OP_TYPES * (ops_per_step // 8 + 1))
     ][:ops_per_step]
+    ev_names.append("allreduce/CollectiveReduceV2:CollectiveReduceV2")
     stat_names = ["step_num", "_r", "group_id", "id", "iter_num", "shape"]
     sm = {n: i + 1 for i, n in enumerate(stat_names)}
     em = {n: i + 1 for i, n in enumerate(ev_names)}
     op_ps = op_us * 1_000_000
-    step_ps = ops_per_step * op_ps // threads + 500_000_000
+    pace_ps = (pace_op_us or op_us) * 1_000_000
+    work_ps = -(-ops_per_step // threads) * op_ps  # the ops, threads side by side
+    step_ps = -(-ops_per_step // threads) * pace_ps + 500_000_000
     python, compute = bytearray(), [bytearray() for _ in range(threads)]
     shapes = [_stat_str(sm["shape"], f"({32 * (i % 4 + 1)},{64})".encode()) for i in range(4)]
     for s in range(steps):
@@ -99,6 +110,10 @@ def synth_xspace(steps: int, ops_per_step: int = 100, threads: int = 2, op_us: i
                 em[ev_names[4 + k]], off + 1_000_000, op_ps - 5_000_000, gid + shapes[k % 4]
             )
             line += _event(em["ThreadpoolListener::Record"], off + 1_500_000, 0)
+        if pace_op_us is not None:
+            arrive = t0 + 200_000 + work_ps
+            done = t0 + step_ps - 200_000_000  # every worker's all-reduce ends together
+            compute[0] += _event(em[ev_names[-1]], arrive, done - arrive, gid)
     lines = _b(3, _v(1, 1) + _b(2, b"python") + _v(3, 1000) + bytes(python))
     for th, body in enumerate(compute):
         lines += _b(
@@ -115,8 +130,8 @@ def synth_xspace(steps: int, ops_per_step: int = 100, threads: int = 2, op_us: i
     return host + env + _b(4, b"localhost")
 
 
-def events_in(steps: int, ops_per_step: int = 100) -> int:
-    return steps * (3 * ops_per_step + 2)
+def events_in(steps: int, ops_per_step: int = 100, synchronous: bool = False) -> int:
+    return steps * (3 * ops_per_step + 2 + synchronous)
 
 
 def ensure_capture(root: Path, steps: int, ops_per_step: int = 100) -> Path:
@@ -150,18 +165,24 @@ def pod_session(
     ops_per_step: int = 100,
     slow: dict[int, int] | None = None,
 ) -> Path:
-    """Writes (once) a session of ``hosts`` copies of one synthetic CPU worker (``synth_xspace``;
-    60 steps x 100 ops: 18 k events each), hosts in ``slow`` (index → op µs) slower than the
-    rest (20 µs ops), under ``root/pod-<hosts>/plugins/profile/pod/``; the session folder."""
+    """Writes (once) a synchronous job of ``hosts`` synthetic CPU workers (``synth_xspace``;
+    60 steps x 100 ops and an all-reduce: 18 k events each), hosts in ``slow`` (index → op µs)
+    slower than the rest (20 µs ops) and the others waiting for them in the all-reduce, under
+    ``root/pod-<hosts>.../plugins/profile/pod/``; the session folder. Hosts are named as pods
+    name them (``pod_host``)."""
     slow = slow or {}
     tag = "-".join(f"{i}x{us}" for i, us in sorted(slow.items()))
     folder = root / f"pod-{hosts}x{steps}x{ops_per_step}{'-' + tag if tag else ''}"
     session = folder / "plugins" / "profile" / "pod"
-    done = session / ".complete"
+    done = session.parent / ".pod-complete"
     if done.exists():
         return session
     session.mkdir(parents=True, exist_ok=True)
-    data = {us: synth_xspace(steps, ops_per_step, op_us=us) for us in {20, *slow.values()}}
+    pace = max([20, *slow.values()])
+    data = {
+        us: synth_xspace(steps, ops_per_step, op_us=us, pace_op_us=pace)
+        for us in {20, *slow.values()}
+    }
     for i in range(hosts):
         (session / f"{pod_host(i)}.xplane.pb").write_bytes(data[slow.get(i, 20)])
     done.touch()

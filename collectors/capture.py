@@ -21,14 +21,13 @@ the file could not be brought back).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -221,18 +220,11 @@ def _levels(opts: CaptureOptions, result: WorkerResult) -> tuple[int, int, int]:
     )
 
 
-def _trace(
-    channel: grpc.Channel,
-    opts: CaptureOptions,
-    result: WorkerResult,
-    session: str,
-    start_ns: int,
-) -> int | None:
-    """Asks the agent to trace its process; sets the result's status on failure.
-
-    Returns:
-        The size of the trace the agent wrote, or None when there is none.
-    """
+def _launch_trace(
+    channel: grpc.Channel, opts: CaptureOptions, result: WorkerResult, session: str, start_ns: int
+) -> Pending:
+    """Sends the agent's ``Trace`` request without waiting for its answer (a gRPC future: a
+    pod's hundreds of requests are all out before the window opens, none holding a thread)."""
     host, python, device = _levels(opts, result)
     request = pb.TraceRequest(
         session=session,
@@ -244,42 +236,47 @@ def _trace(
         device_tracer_level=device,
     )
     trace = pb_grpc.TraceExportStub(channel).Trace
-    response = _call(
-        lambda r, timeout_s, md: trace(r, timeout=timeout_s, metadata=md), request, opts, result
-    )
-    return None if response is None else int(response.size)
+    return _launch(trace.future, request, opts)
 
 
-def _profile(
+def _launch_profile(
     channel: grpc.Channel,
     opts: CaptureOptions,
     result: WorkerResult,
     session: str,
     start_ns: int,
     root: Path,
-) -> bool:
+) -> Pending:
     """Sends TF's Profile request to a bare profiler server that writes into ``root`` (shared
-    storage); sets the result's status on failure. True if a trace exists."""
+    storage), without waiting for its answer."""
     request = tf_profiler.profile_request(
         root, session, result.label, opts.duration_ms, start_ns, TraceLevels(*_levels(opts, result))
     )
-    call = functools.partial(tf_profiler.call_profile, channel)
-    return _call(call, request, opts, result) is not None
+    return _launch(tf_profiler.profile_method(channel).future, request, opts)
 
 
-def _call(
-    call: Callable[..., Any], request: Any, opts: CaptureOptions, result: WorkerResult
-) -> Any:
-    """One tracing call with the capture's deadline and token: the response, or None with the
-    result's status and reason set (an error, or an empty trace)."""
-    t = time.monotonic()
+class Pending(NamedTuple):
+    """A tracing call on its way: its future and when it was sent."""
+
+    future: Any
+    sent: float
+
+
+def _launch(call_future: Callable[..., Any], request: Any, opts: CaptureOptions) -> Pending:
+    future = call_future(request, timeout=opts.deadline_s(), metadata=_metadata(opts.token))
+    return Pending(future, time.monotonic())
+
+
+def _outcome(pending: Pending, opts: CaptureOptions, result: WorkerResult) -> Any:
+    """The tracing call's response, or None with the result's status and reason set (an
+    error, or an empty trace)."""
     try:
-        response = call(request, opts.deadline_s(), _metadata(opts.token))
+        response = pending.future.result()
     except grpc.RpcError as e:
-        result.profile_s = time.monotonic() - t
+        result.profile_s = time.monotonic() - pending.sent
         result.status, result.reason = _classify(e, result.profile_s, opts)
         return None
-    result.profile_s = time.monotonic() - t
+    result.profile_s = time.monotonic() - pending.sent
     if response.empty_trace:
         result.status, result.reason = (
             Status.EMPTY,
@@ -399,9 +396,12 @@ def capture(
     session = session_dir.name
     results = [WorkerResult(t.worker_label, t.address) for t in targets]
     notify = on_update or (lambda r: None)
+    _room_for_connections(len(targets))
     channels = [grpc.insecure_channel(t.address, options=grpc_options()) for t in targets]
     try:
-        with ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
+        # At most MAX_CONCURRENT Hellos and transfers at a time (threads and open files
+        # bounded); the tracing calls themselves all go out before the window opens.
+        with ThreadPoolExecutor(max_workers=min(len(targets), MAX_CONCURRENT)) as pool:
             hellos = list(
                 pool.map(
                     lambda i: _hello_or_fail(channels[i], opts, results[i], notify),
@@ -410,17 +410,17 @@ def capture(
             )
             # One instant for every worker: after the slowest Hello, plus the delay.
             start_ns = time.time_ns() + opts.delay_ms * 1_000_000
+            pending = [
+                _start_one(channels[i], opts, results[i], hellos[i], session, session_dir, start_ns)
+                for i in range(len(targets))
+            ]
+            for hello, result in zip(hellos, results, strict=True):
+                if hello is not None:  # tracing, or failed for want of an agent
+                    notify(result)
             list(
                 pool.map(
-                    lambda i: _capture_one(
-                        channels[i],
-                        opts,
-                        results[i],
-                        hellos[i],
-                        session,
-                        session_dir,
-                        start_ns,
-                        notify,
+                    lambda i: _finish_one(
+                        channels[i], opts, results[i], pending[i], session, session_dir, notify
                     ),
                     range(len(targets)),
                 )
@@ -456,7 +456,7 @@ def _hello_or_fail(
     return hello
 
 
-def _capture_one(
+def _start_one(
     channel: grpc.Channel,
     opts: CaptureOptions,
     result: WorkerResult,
@@ -464,10 +464,11 @@ def _capture_one(
     session: str,
     session_dir: Path,
     start_ns: int,
-    notify: Callable[[WorkerResult], None],
-) -> None:
+) -> Pending | None:
+    """Plans the worker's capture and sends its tracing call; None when it has none to wait
+    for (unreachable, refused, or no agent and no shared storage: its status says why)."""
     if hello is None:
-        return  # unreachable / refused: already reported
+        return None  # unreachable / refused: already reported
     agent = hello if isinstance(hello, pb.HelloResponse) else None
     result.host_tracer_level, result.python_tracer_level, result.plan_note = plan_levels(
         agent, opts
@@ -476,27 +477,62 @@ def _capture_one(
         result.status = Status.FAILED
         result.reason = (
             "no PodScope agent at this address (a bare TF profiler server writes the trace to the "
-            "worker's own disk): start collectors.agent in the worker, or pass --shared-storage "
+            "worker's own disk): start podscope.agent in the worker, or pass --shared-storage "
             "if the logdir is on storage the workers share"
         )
-        notify(result)
-        return
+        return None
     result.status = Status.TRACING
-    notify(result)
     if agent is None:  # a bare TF profiler server writing into the shared logdir
-        if _profile(channel, opts, result, session, start_ns, session_dir.parent.resolve()):
-            _check_shared(result, session_dir / layout.xplane_name(result.label))
+        root = session_dir.parent.resolve()
+        return _launch_profile(channel, opts, result, session, start_ns, root)
+    return _launch_trace(channel, opts, result, session, start_ns)
+
+
+def _finish_one(
+    channel: grpc.Channel,
+    opts: CaptureOptions,
+    result: WorkerResult,
+    pending: Pending | None,
+    session: str,
+    session_dir: Path,
+    notify: Callable[[WorkerResult], None],
+) -> None:
+    """Waits for the worker's tracing call, then brings its trace home."""
+    if pending is None:
+        return
+    response = _outcome(pending, opts, result)
+    dest = session_dir / layout.xplane_name(result.label)
+    if response is None:
         notify(result)
         return
-    size = _trace(channel, opts, result, session, start_ns)
-    if size is None:
+    if not isinstance(response, pb.TraceResponse):  # a bare TF profiler server
+        _check_shared(result, dest)
         notify(result)
         return
     result.status = Status.TRANSFERRING
     notify(result)
-    dest = session_dir / layout.xplane_name(result.label)
-    fetch_trace(channel, opts, result, session, dest, size)
+    fetch_trace(channel, opts, result, session, dest, int(response.size))
     notify(result)
+
+
+#: Hellos and transfers at a time: threads, connections being read and files being written
+#: are bounded whatever the pod's size (the traces of 256 agents on one machine took 5.8 s
+#: to bring home at 16; more gained nothing there).
+MAX_CONCURRENT = 32
+
+
+def _room_for_connections(n: int) -> None:
+    """A capture holds one connection per worker through the window: raises this process's
+    open-file limit towards its hard limit when the soft one leaves too little room."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = n * 2 + 256
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
+    except (ImportError, ValueError, OSError):  # not on this platform, or not allowed
+        pass
 
 
 def _check_shared(result: WorkerResult, path: Path) -> None:

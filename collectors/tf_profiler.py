@@ -51,6 +51,16 @@ def profile_request(
     )
 
 
+def profile_method(channel: grpc.Channel) -> Any:
+    """TensorFlow's ``ProfilerService.Profile`` on ``channel`` (a gRPC multicallable: call it,
+    or ``.future(...)`` it)."""
+    return channel.unary_unary(
+        PROFILE_METHOD,
+        request_serializer=tsl.ProfileRequest.SerializeToString,
+        response_deserializer=tsl.ProfileResponse.FromString,
+    )
+
+
 def call_profile(
     channel: grpc.Channel,
     request: tsl.ProfileRequest,
@@ -62,9 +72,4 @@ def call_profile(
     Raises:
         grpc.RpcError: the server's error, or the deadline passed.
     """
-    call = channel.unary_unary(
-        PROFILE_METHOD,
-        request_serializer=tsl.ProfileRequest.SerializeToString,
-        response_deserializer=tsl.ProfileResponse.FromString,
-    )
-    return call(request, timeout=timeout_s, metadata=metadata)
+    return profile_method(channel)(request, timeout=timeout_s, metadata=metadata)

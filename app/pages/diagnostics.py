@@ -18,6 +18,10 @@ dash.register_page(__name__, path="/diagnostics", name="Diagnostics", order=4)
 COLOR = {"high": "danger", "moderate": "warning", "none": "success"}
 
 
+#: Evidence of more items than this (a pod's workers) shows its largest.
+EVIDENCE_ROWS = 20
+
+
 def evidence_figure(f: Finding) -> go.Figure | None:
     """A small bar chart of the first per-worker (or per-item) evidence mapping, if any."""
     for key, value in f.evidence.items():
@@ -26,6 +30,9 @@ def evidence_figure(f: Finding) -> go.Figure | None:
             and value
             and all(isinstance(v, int | float) for v in value.values())
         ):
+            total = len(value)
+            if total > EVIDENCE_ROWS:  # a pod: its largest, not 512 bars
+                value = dict(sorted(value.items(), key=lambda kv: -abs(kv[1]))[:EVIDENCE_ROWS])
             fig = go.Figure(
                 go.Bar(
                     x=list(value.values()),
@@ -43,7 +50,8 @@ def evidence_figure(f: Finding) -> go.Figure | None:
             )
             fig.update_xaxes(**unit)
             fig.update_layout(
-                title=key.removesuffix("_us").removesuffix("_ms").replace("_", " "),
+                title=key.removesuffix("_us").removesuffix("_ms").replace("_", " ")
+                + (f" ({len(value)} largest of {total})" if total > len(value) else ""),
                 height=100 + 24 * len(value),
                 margin={"l": 10, "r": 10, "t": 40, "b": 20},
             )
@@ -93,7 +101,9 @@ def _evidence_list(evidence: dict[str, Any], unit: str) -> Any:
             [fmt_value(v, unit) for v in value] if key == "thresholds" else fmt_evidence(key, value)
         )
         if isinstance(shown, dict):
-            text = ", ".join(f"{k}: {v}" for k, v in shown.items()) or "none"
+            text = ", ".join(f"{k}: {v}" for k, v in list(shown.items())[:EVIDENCE_ROWS]) or "none"
+            if len(shown) > EVIDENCE_ROWS:
+                text += f" and {len(shown) - EVIDENCE_ROWS} more (the evidence link lists them all)"
         elif isinstance(shown, list):
             text = ", ".join(map(str, shown)) or "none"
         else:

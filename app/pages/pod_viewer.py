@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+import base64
+from typing import Any, NamedTuple
+from urllib.parse import urlencode
 
 import dash
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
+import pandas as pd
 from dash import Input, Output, State, dcc, html
 
+from podscope.analyzers import hosts as pod_hosts
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app import ids
 from podscope.app.context import current
+from podscope.app.figures.hosts import (
+    METRIC_LABELS,
+    distribution_figure,
+    host_heatmap_figure,
+    step_spread_figure,
+)
 from podscope.app.figures.pod import (
     breakdown_bars_figure,
     step_heatmap_figure,
@@ -35,6 +45,11 @@ from podscope.app.units import fmt_duration, grid_columns, plural
 
 dash.register_page(__name__, path="/pod", name="Pod Viewer", order=1)
 
+#: More workers than this and the page summarises the pod (a host × step heat map, each
+#: category's spread, the outliers with their cause, search and grouping); the per-host bars
+#: and lines appear for a selection of at most this many.
+POD_HOSTS = 32
+
 
 def step_title(analysis: SessionAnalysis, step: int | None) -> str:
     """The bars' title: the step and its step_num, or the number of steps averaged."""
@@ -54,18 +69,35 @@ def straggler_badges(analysis: SessionAnalysis) -> list[Any]:
     return badges + ([html.Div(note, className="podscope-muted mt-1")] if note else [])
 
 
+def worker_notes(analysis: SessionAnalysis) -> list[Any]:
+    """How each worker's steps were found, where not from markers: one line per note, the
+    workers it is about named (a pod's 512 workers with one note make one line)."""
+    if analysis.trace_kind == "android":  # no steps by nature
+        return []
+    m = analysis.methods[analysis.methods["method"] != "marker"]
+    lines = []
+    for note, g in m.groupby("note", sort=False):
+        names = sorted(g["worker"].astype(str))
+        who = names[0] if len(names) == 1 else f"{names[0]} and {plural(len(names) - 1, 'more')}"
+        lines.append(html.Li(f"{who}: {note}"))
+    return lines
+
+
 def layout(
-    session: str | None = None, step: str | None = None, worker: str | None = None, **_: str
+    session: str | None = None,
+    step: str | None = None,
+    worker: str | None = None,
+    hosts: str | None = None,
+    group: str | None = None,
+    heat: str | None = None,
+    hz: str | None = None,
+    **_: str,
 ) -> Any:
     session, analysis, alert = load_session(session)
     if analysis is None:
         return alert
     b = analysis.breakdown
-    notes = [
-        html.Li(f"{r.worker}: {r.note}")
-        for r in analysis.methods.itertuples()
-        if r.method != "marker" and analysis.trace_kind != "android"  # no steps by nature
-    ]
+    notes = worker_notes(analysis)
     notes += [
         html.Li(f"left out: {failure}") for failure in current().store.failures(session or "")
     ]
@@ -93,6 +125,10 @@ def layout(
     chosen = index_of(step)
     selected = min(chosen, n_steps - 1) if chosen is not None else None
     badges = straggler_badges(analysis)
+    header = _header(analysis, session, n_steps, selected, badges, notes)
+    if len(analysis.worker_names) > POD_HOSTS:
+        view = PodView.of(analysis, hosts, group, heat, hz)
+        return html.Div([header, *pod_body(analysis, session, selected, view)])
     rows, title = analysis.step_rows(selected), step_title(analysis, selected)
     table = analysis.pod_summary
     if worker:
@@ -109,45 +145,7 @@ def layout(
         table = table.assign(ops=links)[["worker", "device", "ops", *table.columns[2:]]]
     return html.Div(
         [
-            card(
-                html.Div(
-                    [
-                        html.Span(
-                            f"Session {session} · {analysis.tasks_text} · "
-                            f"{plural(n_steps, 'step')} · mean step "
-                            f"{fmt_duration(analysis.step_time_ns)}"
-                            + (f" ({analysis.step_time_text})" if analysis.step_time_text else "")
-                            + "  "
-                        ),
-                        *badges,
-                    ],
-                    id=ids.POD_BADGES,
-                ),
-                device_summary(analysis, session),
-                html.Ul(notes, id=ids.POD_NOTES, className="podscope-muted mt-2")
-                if notes
-                else html.Div(id=ids.POD_NOTES),
-                dbc.RadioItems(
-                    id=ids.POD_MODE,
-                    value="all" if selected is None else "step",
-                    inline=True,
-                    className="mt-2",
-                    options=[
-                        {"label": "All steps (mean)", "value": "all"},
-                        {"label": "One step", "value": "step"},
-                    ],
-                ),
-                dcc.Slider(
-                    id=ids.POD_STEP,
-                    min=0,
-                    max=n_steps - 1,
-                    step=1,
-                    value=selected or 0,
-                    disabled=selected is None,  # the mean of all steps has no step to pick
-                    marks=None,
-                    tooltip={"placement": "bottom", "always_visible": True},
-                ),
-            ),
+            header,
             card(dcc.Graph(id=ids.POD_BARS, figure=breakdown_bars_figure(rows, title))),
             dbc.Row(
                 [
@@ -192,6 +190,56 @@ def layout(
     )
 
 
+def _header(
+    analysis: SessionAnalysis,
+    session: str | None,
+    n_steps: int,
+    selected: int | None,
+    badges: list[Any],
+    notes: list[Any],
+) -> Any:
+    """The session, its straggler named with the evidence, the notes, and the step picker."""
+    return card(
+        html.Div(
+            [
+                html.Span(
+                    f"Session {session} · {analysis.tasks_text} · "
+                    f"{plural(n_steps, 'step')} · mean step "
+                    f"{fmt_duration(analysis.step_time_ns)}"
+                    + (f" ({analysis.step_time_text})" if analysis.step_time_text else "")
+                    + "  "
+                ),
+                *badges,
+            ],
+            id=ids.POD_BADGES,
+        ),
+        device_summary(analysis, session),
+        html.Ul(notes, id=ids.POD_NOTES, className="podscope-muted mt-2")
+        if notes
+        else html.Div(id=ids.POD_NOTES),
+        dbc.RadioItems(
+            id=ids.POD_MODE,
+            value="all" if selected is None else "step",
+            inline=True,
+            className="mt-2",
+            options=[
+                {"label": "All steps (mean)", "value": "all"},
+                {"label": "One step", "value": "step"},
+            ],
+        ),
+        dcc.Slider(
+            id=ids.POD_STEP,
+            min=0,
+            max=n_steps - 1,
+            step=1,
+            value=selected or 0,
+            disabled=selected is None,  # the mean of all steps has no step to pick
+            marks=None,
+            tooltip={"placement": "bottom", "always_visible": True},
+        ),
+    )
+
+
 @dash.callback(
     Output(ids.URL, "search", allow_duplicate=True),
     Input(ids.POD_STEP, "value"),
@@ -216,3 +264,336 @@ def download(_csv: int | None, _pq: int | None, search: str | None) -> Any:
     if analysis is None:
         return dash.no_update
     return download_frame(analysis.breakdown, f"pod_{session}", ids.POD_PARQUET)
+
+
+# ------------------------------------------------------------------------------ pod size
+
+
+#: The heat map's metric unless the URL names another.
+DEFAULT_METRIC = "lateness"
+
+
+class PodView(NamedTuple):
+    """What the URL asks of a pod: the hosts picked (``hosts``: names or patterns), their
+    grouping (``group``: a prefix level of the host names, or ``map:<digest>`` of an uploaded
+    mapping), the heat map's metric (``heat``) and its zoom (``hz``: x0,x1,y0,y1)."""
+
+    chosen: list[str]
+    query: str
+    group: str
+    groups: pd.Series | None
+    levels: int
+    metric: str
+    zoom: tuple[float, ...] | None
+    lost_map: bool
+
+    @classmethod
+    def of(
+        cls,
+        analysis: SessionAnalysis,
+        hosts: str | None,
+        group: str | None,
+        heat: str | None,
+        hz: str | None,
+    ) -> PodView:
+        """The view the URL's ``hosts``, ``group``, ``heat`` and ``hz`` ask for (an unknown
+        value: the default)."""
+        workers = analysis.worker_names
+        levels = pod_hosts.name_levels(workers)
+        group = group or ""
+        groups, lost = None, False
+        if group.startswith("map:"):
+            mapping = current().host_maps.get(group[4:])
+            lost = mapping is None
+            groups = None if mapping is None else pod_hosts.group_of(workers, mapping=mapping)
+        elif group.isdigit() and 1 <= int(group) <= levels:
+            groups = pod_hosts.group_of(workers, int(group))
+        else:
+            group = ""
+        metric = heat if heat in pod_hosts.METRICS else DEFAULT_METRIC
+        zoom = None
+        try:
+            parts = tuple(float(v) for v in (hz or "").split(","))
+            zoom = parts if len(parts) == 4 else None
+        except ValueError:
+            pass
+        chosen = pod_hosts.select_hosts(workers, hosts)
+        return cls(chosen, hosts or "", group, groups, levels, metric, zoom, lost)
+
+
+def pod_body(
+    analysis: SessionAnalysis, session: str | None, selected: int | None, view: PodView
+) -> list[Any]:
+    """The Pod Viewer for a pod: which hosts matter and why first, then the whole pod."""
+    workers = analysis.worker_names
+    chosen = set(view.chosen)
+    pod = analysis.pod[analysis.pod["worker"].astype(str).isin(chosen)]
+    late = analysis.lateness[analysis.lateness["worker"].astype(str).isin(chosen)]
+    grid = pod_hosts.host_step_matrix(pod, late, view.metric)
+    rows_are = "host"
+    if view.groups is not None:
+        grid, rows_are = pod_hosts.grouped_matrix(grid, view.groups), "group"
+    out = pod_hosts.outliers(
+        analysis.pod, analysis.stragglers, analysis.roles, analysis.slow_steps, view.groups
+    )
+    out = out[out["worker"].isin(chosen)] if len(out) else out
+    n_groups = view.groups[view.chosen].nunique() if view.groups is not None else 0
+    summary = (
+        f"{len(workers)} hosts · {len(view.chosen)} selected"
+        + (f" · {n_groups} groups" if n_groups else "")
+        + f" · {plural(len(out), 'outlier')}"
+    )
+    return [
+        card(
+            _pod_controls(analysis, view), html.Div(summary, id=ids.POD_SUMMARY, className="mt-2")
+        ),
+        card(
+            html.H5("Outliers: the hosts that matter, worst first"),
+            _outliers_table(out, session)
+            if len(out)
+            else html.P(
+                "No host stands out: none is late by 5 % of the median step or named culprit.",
+                className="podscope-muted",
+            ),
+            id=ids.POD_OUTLIERS,
+        ),
+        card(
+            dcc.Graph(
+                id=ids.POD_HEATMAP,
+                figure=host_heatmap_figure(grid, view.metric, rows_are, view.zoom),
+            )
+            if len(grid)
+            else html.P("No steps on the selected hosts.", id=ids.POD_HEATMAP)
+        ),
+        dbc.Row(
+            [
+                dbc.Col(
+                    card(
+                        dcc.Graph(
+                            id=ids.POD_DIST,
+                            figure=distribution_figure(pod_hosts.category_distribution(pod)),
+                        )
+                    ),
+                    md=6,
+                ),
+                dbc.Col(
+                    card(
+                        dcc.Graph(
+                            id=ids.POD_LINES,
+                            figure=step_spread_figure(pod, list(out["worker"].head(5)))
+                            if len(out)
+                            else step_spread_figure(pod, []),
+                        )
+                    ),
+                    md=6,
+                ),
+            ]
+        ),
+        card(_pod_bars(analysis, selected, view)),
+        card(
+            table_header("Per host", ids.POD_CSV, ids.POD_PARQUET),
+            _host_table(analysis, session, view),
+            dcc.Download(id=ids.POD_DOWNLOAD),
+        ),
+    ]
+
+
+def _pod_controls(analysis: SessionAnalysis, view: PodView) -> Any:
+    workers = analysis.worker_names
+    sample = pod_hosts.host_name(workers[0]) if workers else ""
+    options = [{"label": "each host", "value": ""}]
+    options += [
+        {"label": f"{pod_hosts.group_of([sample], k).iloc[0]}… (name level {k})", "value": str(k)}
+        for k in range(1, view.levels + 1)
+    ]
+    if view.group.startswith("map:") and not view.lost_map:
+        options.append({"label": "the uploaded mapping", "value": view.group})
+    metrics = ["step_time", "lateness"] + [
+        c
+        for c in pod_hosts.METRICS[2:]
+        if f"{c}_ns" in analysis.pod and (analysis.pod[f"{c}_ns"].astype(float) > 0).any()
+    ]
+    return html.Div(
+        [
+            dbc.Row(
+                [
+                    dbc.Col(
+                        [
+                            dbc.Label("Hosts", html_for=ids.POD_HOSTS),
+                            dbc.Input(
+                                id=ids.POD_HOSTS,
+                                value=view.query,
+                                debounce=True,
+                                placeholder="name or pattern: s1-*, *-h00?, r03 (commas: any)",
+                            ),
+                        ],
+                        md=4,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label("Group by", html_for=ids.POD_GROUP),
+                            dcc.Dropdown(
+                                id=ids.POD_GROUP,
+                                options=options,
+                                value=view.group if not view.lost_map else "",
+                                clearable=False,
+                            ),
+                        ],
+                        md=3,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label("Heat map of", html_for=ids.POD_METRIC),
+                            dcc.Dropdown(
+                                id=ids.POD_METRIC,
+                                options=[{"label": METRIC_LABELS[m], "value": m} for m in metrics],
+                                value=view.metric,
+                                clearable=False,
+                            ),
+                        ],
+                        md=3,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label("Mapping file"),
+                            dcc.Upload(
+                                id=ids.POD_MAP_UPLOAD,
+                                children=dbc.Button(
+                                    "host,group CSV…", color="secondary", outline=True
+                                ),
+                                max_size=4 << 20,
+                            ),
+                        ],
+                        md=2,
+                    ),
+                ]
+            ),
+            html.Div(
+                "The uploaded mapping is no longer held by the server: upload it again."
+                if view.lost_map
+                else "",
+                id=ids.POD_MAP_ERROR,
+                className="text-danger small mt-1",
+            ),
+        ]
+    )
+
+
+def _outliers_table(out: pd.DataFrame, session: str | None) -> Any:
+    shown = out.assign(
+        worker=[f"[{w}]({_pod_href(session, hosts=w)})" for w in out["worker"]],
+        timeline=[
+            f"[timeline](/timeline?{urlencode({'session': session or '', 'worker': w})})"
+            for w in out["worker"]
+        ],
+    )
+    return dag.AgGrid(
+        rowData=records(shown),
+        columnDefs=grid_columns(shown.columns, pinned="worker", markdown=["worker", "timeline"]),
+        defaultColDef={"sortable": True, "resizable": True},
+        dashGridOptions={"domLayout": "autoHeight"},
+    )
+
+
+def _pod_href(session: str | None, **query: str) -> str:
+    return "/pod?" + urlencode({"session": session or "", **query})
+
+
+def _pod_bars(analysis: SessionAnalysis, selected: int | None, view: PodView) -> Any:
+    """Each selected host's bars when few enough to read, else each group's (their means),
+    else what to do to see them."""
+    rows, title = analysis.step_rows(selected), step_title(analysis, selected)
+    rows = rows[rows["worker"].astype(str).isin(set(view.chosen))]
+    if len(view.chosen) <= POD_HOSTS:
+        return dcc.Graph(id=ids.POD_BARS, figure=breakdown_bars_figure(rows, title))
+    if view.groups is not None and view.groups[view.chosen].nunique() <= POD_HOSTS:
+        by = view.groups.reindex(rows["worker"].astype(str)).to_numpy()
+        numeric = [c for c in rows.columns if c.endswith("_ns")]
+        means = rows.groupby([by, rows["device"]])[numeric].mean().reset_index()
+        means = means.rename(columns={"level_0": "worker"}).assign(split=True)
+        return dcc.Graph(
+            id=ids.POD_BARS,
+            figure=breakdown_bars_figure(means, f"{title}: each group's mean host"),
+        )
+    return html.P(
+        f"{len(view.chosen)} hosts selected: pick at most {POD_HOSTS} (a pattern such as "
+        f"{pod_hosts.group_of(view.chosen[:1], max(view.levels, 1)).iloc[0]}-*, or a click on an "
+        f"outlier) or group them into at most {POD_HOSTS} groups to see the bars.",
+        id=ids.POD_BARS_NOTE,
+        className="podscope-muted",
+    )
+
+
+def _host_table(analysis: SessionAnalysis, session: str | None, view: PodView) -> Any:
+    table = analysis.pod_summary
+    table = table[table["worker"].astype(str).isin(set(view.chosen))]
+    if view.groups is not None:
+        table = table.assign(group=view.groups.reindex(table["worker"].astype(str)).to_numpy())
+        table = table[
+            ["worker", "group", *[c for c in table.columns if c not in ("worker", "group")]]
+        ]
+    return dag.AgGrid(
+        id=ids.POD_TABLE,
+        rowData=records(table),
+        columnDefs=grid_columns(table.columns, pinned="worker"),
+        defaultColDef={"sortable": True, "filter": True, "resizable": True},
+        style={"height": "480px"},  # rows virtualised: 512 hosts are not 18,000 px of page
+    )
+
+
+@dash.callback(
+    Output(ids.URL, "search", allow_duplicate=True),
+    Input(ids.POD_HOSTS, "value"),
+    Input(ids.POD_GROUP, "value"),
+    Input(ids.POD_METRIC, "value"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def choose_hosts(
+    hosts: str | None, group: str | None, metric: str | None, search: str | None
+) -> Any:
+    """The hosts, grouping and metric chosen go into the URL (a new view: its zoom reset)."""
+    heat = None if metric == DEFAULT_METRIC else metric  # defaults stay out of the URL
+    return with_query(search, hosts=(hosts or "").strip(), group=group, heat=heat, hz=None)
+
+
+@dash.callback(
+    Output(ids.URL, "search", allow_duplicate=True),
+    Input(ids.POD_HEATMAP, "relayoutData"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def zoom_heatmap(relayout: dict[str, Any] | None, search: str | None) -> Any:
+    """A zoom of the heat map goes into the URL (kept on reload and by other controls' views
+    until they change the rows); a double-click back to the whole map removes it."""
+    if not relayout:
+        return dash.no_update
+    if relayout.get("xaxis.autorange") or relayout.get("yaxis.autorange"):
+        return with_query(search, hz=None)
+    keys = ("xaxis.range[0]", "xaxis.range[1]", "yaxis.range[0]", "yaxis.range[1]")
+    if not all(k in relayout for k in keys):
+        return dash.no_update
+    return with_query(search, hz=",".join(f"{float(relayout[k]):.2f}" for k in keys))
+
+
+@dash.callback(
+    Output(ids.URL, "search", allow_duplicate=True),
+    Output(ids.POD_MAP_ERROR, "children"),
+    Input(ids.POD_MAP_UPLOAD, "contents"),
+    State(ids.POD_MAP_UPLOAD, "filename"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def upload_mapping(contents: str | None, name: str | None, search: str | None) -> Any:
+    """A ``host,group`` file groups the hosts by it; a bad one says which line and why."""
+    if not contents:
+        return dash.no_update, dash.no_update
+    try:
+        text = base64.b64decode(contents.split(",", 1)[1]).decode("utf-8")
+        mapping = pod_hosts.parse_mapping(text)
+    except (ValueError, IndexError, UnicodeDecodeError) as e:
+        return dash.no_update, f"{name or 'the file'}: {e}"
+    if not mapping:
+        return dash.no_update, f"{name or 'the file'}: no host,group line"
+    key = current().host_maps.add(mapping)
+    return with_query(search, group=f"map:{key}", hz=None), ""

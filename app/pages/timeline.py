@@ -17,12 +17,14 @@ session of hundreds of workers opens as fast as one of four.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import dash
 import dash_bootstrap_components as dbc
 import numpy as np
 from dash import Input, Output, State, dcc, html
 
+from podscope.analyzers.hosts import outliers
 from podscope.analyzers.session import WORKERS_KEPT, SessionAnalysis
 from podscope.analyzers.timeline import COUNTER_PLANE, SCHED_PLANE, TimelineIndex, short_line
 from podscope.app import ids
@@ -50,6 +52,36 @@ def _default_workers(analysis: SessionAnalysis, worker: str | None) -> list[str]
     if s is not None and len(s) and s["straggler"].any():
         return [str(s.loc[s["straggler"], "worker"].iloc[0])]
     return names[:1]
+
+
+#: The outliers the "hosts that matter" link opens at once.
+OUTLIERS_SHOWN = 4
+
+
+def _outlier_pick(analysis: SessionAnalysis, session: str | None) -> Any:
+    """In a session of many workers, a link that shows the ones that matter (the Pod Viewer's
+    outliers: culprits and late hosts, worst first): hosts are picked by them or by the
+    Workers box's search, never from hundreds of checkboxes."""
+    if len(analysis.worker_names) < 3 or analysis.breakdown.empty:
+        return None
+    out = outliers(
+        analysis.pod, analysis.stragglers, analysis.roles, analysis.slow_steps, top=OUTLIERS_SHOWN
+    )
+    if out.empty:
+        return None
+    picked = ",".join(out["worker"])
+    return html.Div(
+        [
+            "Hosts that matter: ",
+            html.A(
+                ", ".join(out["worker"]),
+                href="/timeline?" + urlencode({"session": session or "", "worker": picked}),
+                id=ids.TL_OUTLIERS,
+            ),
+            " (the Pod Viewer's outliers; the Workers box searches by name)",
+        ],
+        className="podscope-muted mt-2",
+    )
 
 
 def _planes(analysis: SessionAnalysis) -> list[str]:
@@ -174,6 +206,7 @@ def layout(
                         ),
                     ]
                 ),
+                _outlier_pick(analysis, session),
                 html.Div(HELP, className="podscope-muted mt-2"),
                 html.Div(stats, id=ids.TL_STATS, className="podscope-muted"),
             ),

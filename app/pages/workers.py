@@ -58,14 +58,21 @@ def grid(
     origin: int | None = None,
 ) -> dag.AgGrid:
     """A read-only grid of every row of ``frame`` (durations in ms, instants in ms since
-    ``origin``), as high as its rows: a table of one row per worker or so."""
+    ``origin``): as high as its rows for a table of one row per worker or so; for a pod's
+    hundreds, a box of ``SCROLLED_HEIGHT`` that scrolls (its rows drawn as they show)."""
     view = _in_view(frame, links, pinned, origin)
+    tall = len(view) > AUTO_HEIGHT_ROWS
     return dag.AgGrid(
         rowData=records(view),
         columnDefs=grid_columns(view.columns, pinned=pinned, markdown=links),
         defaultColDef={"sortable": True, "filter": True, "resizable": True},
-        dashGridOptions={"domLayout": "autoHeight"},
+        dashGridOptions={} if tall else {"domLayout": "autoHeight"},
+        style={"height": SCROLLED_HEIGHT} if tall else None,
     )
+
+
+#: Up to this many rows a grid is as high as its rows; more (a pod) scroll in a box.
+AUTO_HEIGHT_ROWS, SCROLLED_HEIGHT = 25, "420px"
 
 
 class Paged(NamedTuple):
@@ -124,6 +131,10 @@ def with_ops_links(frame: pd.DataFrame, session: str) -> pd.DataFrame:
     return frame.assign(ops=[link("/ops", session=session, worker=w) for w in frame["worker"]])
 
 
+#: Victims named one by one up to this many; a pod's are summed up in one line.
+NAMED_VICTIMS = 6
+
+
 def culprits_section(a: SessionAnalysis, session: str) -> Any:
     roles, slow = a.roles, a.slow_steps
     culprit = roles[roles["role"] == "culprit"]
@@ -144,10 +155,17 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
         mine = slow[(slow["worker"] == w) & (slow["role"] == "late")]
         cause = mine["cause"].mode().iloc[0] if len(mine) else "mixed"
         victims = roles[roles["role"] == "victim"]
-        waits = ", ".join(
-            f"{r.worker} waits {fmt_duration(r.mean_wait_ms * 1e6)} per step"
-            for r in victims.itertuples()
-        )
+        if len(victims) <= NAMED_VICTIMS:
+            waits = ", ".join(
+                f"{r.worker} waits {fmt_duration(r.mean_wait_ms * 1e6)} per step"
+                for r in victims.itertuples()
+            )
+        else:  # a pod: one line, not 511 names (each one's wait is in the table)
+            wait = victims["mean_wait_ms"].astype(float) * 1e6
+            waits = (
+                f"{len(victims)} workers wait for it: {fmt_duration(wait.median())} per step "
+                f"(median; from {fmt_duration(wait.min())} to {fmt_duration(wait.max())})"
+            )
         verdict = dbc.Alert(
             [
                 html.Strong(f"{w} is the culprit"),
@@ -158,9 +176,12 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
             color="danger",
         )
     estimated = a.arrivals[a.arrivals["estimated"]]["worker"].unique()
+    named = ", ".join(map(str, estimated[:NAMED_VICTIMS])) + (
+        f" and {len(estimated) - NAMED_VICTIMS} more" if len(estimated) > NAMED_VICTIMS else ""
+    )
     note = (
         empty(
-            f"{', '.join(map(str, estimated))}: traced with the Python tracer only; its own work "
+            f"{named}: traced with the Python tracer only; its own work "
             "is taken as the traced workers' median in each step, so its arrival is decided by "
             "its step start (a slow step inside would not show)."
         )

@@ -1,0 +1,24 @@
+"""Capture at pod size: 256 agents in one window on loopback, 10 % of them lost mid-window;
+every host comes back with its status, the rest keep their traces, the collector stays small."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.pod_capture import run
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+
+def test_256_agents_in_one_window_and_a_tenth_lost_keeps_the_rest() -> None:
+    r = run(agents=256, processes=8, lose=0.1, duration_ms=1500, delay_ms=2000)
+    lost = len(r["lost"])
+    assert lost == 26
+    assert sum(r["statuses"].values()) == 256  # a status for every host
+    assert r["statuses"] == {"ok": 256 - lost, "crashed": lost}, r["statuses"]
+    assert r["lost_status"] == ["crashed"]
+    assert r["kept"] == 256 - lost  # each trace home, whole
+    assert r["traced"] == 256  # every agent's trace started, in one window:
+    assert r["start_spread_ms"] < 500, r  # (the requests all left before the common start)
+    assert r["start_lag_median_ms"] < 250, r
+    assert r["collector_rss_mb"] < 300, r  # traces stream to disk, not through memory
