@@ -1,0 +1,107 @@
+"""The dashboard on a pod: a fresh server on a session of N hosts (``bench.synth.pod_session``)
+opened page by page in headless Chromium, as a person opens it: the first open (the analysis
+in the background, with progress), then every page and pod view warm; the server's RSS.
+
+    python -m bench.pod_dashboard --hosts 512
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench.synth import pod_session
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "build" / "bench"
+VIEWS = [
+    "/pod?session=pod",
+    "/pod?session=pod&group=2",
+    "/pod?session=pod&hosts=s1-*&heat=step_time",
+    "/pod?session=pod&hosts=s0-r00-h007",
+    "/workers?session=pod",
+    "/ops?session=pod",
+    "/timeline?session=pod",
+    "/diagnostics?session=pod",
+]
+READY = "() => !document.getElementById('prep-bar') && document.querySelector('.podscope-card')"
+
+
+def run(hosts: int, cache: Path | None = None) -> dict[str, Any]:
+    from importlib import import_module
+
+    from playwright.sync_api import sync_playwright
+
+    # the browser tests' helpers (imported by name: the tests are not type-checked)
+    free_port = import_module("tests.app.helpers").free_port
+    browser_test = import_module("tests.app.test_browser")
+    chromium, chrome_args, settle = (
+        browser_test.CHROMIUM,
+        browser_test.CHROME_ARGS,
+        browser_test.settle,
+    )
+
+    session = pod_session(OUT, hosts, slow={7: 26, 100: 23})
+    cache = cache or Path(tempfile.mkdtemp(prefix="podscope-pod-dash-"))
+    port = free_port()
+    env = {**os.environ, "PODSCOPE_CACHE_DIR": str(cache)}
+    cmd = [sys.executable, "-m", "podscope", "serve", "--logdir", str(session.parents[2])]
+    server = subprocess.Popen(
+        [*cmd, "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    base = f"http://127.0.0.1:{port}"
+    times: dict[str, float] = {}
+    peak = 0
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(base + "/healthz", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=chrome_args)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            for i, view in enumerate(VIEWS):
+                t = time.perf_counter()
+                page.goto(base + view)
+                if i == 0:
+                    page.get_by_text(f"Analysing the {hosts} workers").wait_for(timeout=60_000)
+                page.wait_for_function(READY, timeout=900_000)
+                settle(page)
+                times[("first open " if i == 0 else "") + view] = time.perf_counter() - t
+                peak = max(peak, psutil.Process(server.pid).memory_info().rss)
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return {"hosts": hosts, "times": times, "server_rss_mb": peak / 2**20}
+
+
+def report(r: dict[str, Any]) -> None:
+    print(f"\n== The dashboard on a pod of {r['hosts']} hosts (fresh server, headless Chromium) ==")
+    for view, seconds in r["times"].items():
+        print(f"{seconds:7.2f} s  {view}")
+    warm = [s for v, s in r["times"].items() if not v.startswith("first")]
+    print(
+        f"warm views: at most {max(warm):.2f} s (target <= 2); server RSS {r['server_rss_mb']:.0f} MB (target < 2,048)"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.pod_dashboard")
+    ap.add_argument("--hosts", type=int, default=512)
+    report(run(ap.parse_args().hosts))
+
+
+if __name__ == "__main__":
+    main()
