@@ -186,11 +186,14 @@ class DerivedCache:
         if found is None:
             return None
         meta, frames = found
-        return Gathered(
-            frames,
-            tuple((w, f, int(n)) for w, f, n in meta["workers"]),
-            tuple(WorkerPart(w, f, 0, error=e) for w, f, e in meta["failures"]),
-        )
+        try:
+            return Gathered(
+                frames,
+                tuple((str(w), str(f), int(n)) for w, f, n in meta["workers"]),
+                tuple(WorkerPart(str(w), str(f), 0, error=str(e)) for w, f, e in meta["failures"]),
+            )
+        except (KeyError, TypeError, ValueError):  # not what put_session writes: a miss
+            return None
 
     def put_session(self, entry: Path, gathered: Gathered) -> None:
         """Writes a session's gathered parts (a cache that cannot be written only warns)."""
