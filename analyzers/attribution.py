@@ -383,15 +383,19 @@ def _outliers(
 ) -> list[tuple[object, ...]]:
     """Steps beyond the worker's own mean + sigma·σ, split against its own median step."""
     rows: list[tuple[object, ...]] = []
+    # each worker's op steps, split once (a mask per worker was 512 passes in a pod)
+    ops_of = dict(list(op_steps.groupby(op_steps["worker"].astype(str), sort=False)))
     for w, g in arr.groupby(arr["worker"].astype(str)):
         t = g["step_time_ns"].astype(float)
         if len(t) < 5:
             continue
         limit = t.mean() + sigma * t.std()
+        if not (t > limit).any():  # most workers of a pod: nothing to split
+            continue
         comp = g[[f"{c}_ns" for c in CATEGORIES]].astype("Float64").astype(float)
         comp.columns = list(CATEGORIES)
         med = comp.median()
-        mine = op_steps[op_steps["worker"] == w]
+        mine = ops_of.get(w, op_steps.iloc[:0])
         op_med = mine.groupby(["op_type", "step"])["self_ps"].sum().groupby("op_type").median()
         for idx in g.index[(t > limit).to_numpy()]:
             excess = float(t.loc[idx] - t.median())

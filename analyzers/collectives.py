@@ -117,9 +117,10 @@ def collective_events(events: pd.DataFrame) -> pd.DataFrame:
 def _in_steps(coll: pd.DataFrame, aligned: pd.DataFrame) -> pd.DataFrame:
     """``coll`` with the aligned step each call starts in (calls outside every step dropped)."""
     parts = []
+    calls_of = dict(list(coll.groupby(coll["worker"].astype(str), sort=False)))  # split once
     for w, st in aligned.groupby(aligned["worker"].astype(str)):
         st = st.sort_values("start_ns")
-        mine = coll[coll["worker"] == w]
+        mine = calls_of.get(w, coll.iloc[:0])
         t = mine["start_ns"].to_numpy()
         k = np.searchsorted(st["start_ns"].to_numpy(), t, side="right") - 1
         ok = (k >= 0) & (t < st["end_ns"].to_numpy()[np.clip(k, 0, None)])
