@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,8 @@ def run(hosts: int, cache: Path | None = None) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     # the browser tests' helpers (imported by name: the tests are not type-checked)
-    free_port = import_module("tests.app.helpers").free_port
+    helpers = import_module("tests.app.helpers")
+    free_port, get_when_up = helpers.free_port, helpers.get_when_up
     browser_test = import_module("tests.app.test_browser")
     chromium, chrome_args, settle = (
         browser_test.CHROMIUM,
@@ -62,12 +62,7 @@ def run(hosts: int, cache: Path | None = None) -> dict[str, Any]:
     times: dict[str, float] = {}
     peak = 0
     try:
-        while True:
-            try:
-                urllib.request.urlopen(base + "/healthz", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
+        get_when_up(base + "/healthz", server)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, args=chrome_args)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})

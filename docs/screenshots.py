@@ -12,11 +12,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
-from tests.app.helpers import free_port
+from tests.app.helpers import free_port, get_when_up
 from tests.app.test_browser import CHROME_ARGS, CHROMIUM, settle
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,12 +71,7 @@ def main() -> None:
         server = subprocess.Popen([*cmd, "--port", str(port)], env=env, stderr=subprocess.DEVNULL)
         base = f"http://127.0.0.1:{port}"
         try:
-            while True:
-                try:
-                    urllib.request.urlopen(base + "/healthz", timeout=1)
-                    break
-                except OSError:
-                    time.sleep(0.2)
+            get_when_up(base + "/healthz", server)
             OUT.mkdir(exist_ok=True)
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from podscope.app.figures.pod import COLORS, LABELS
+from podscope.app.figures.pod import COLORS, LABELS, step_time_line
 
 #: What the heat map can show, as the picker names it.
 METRIC_LABELS = {
@@ -56,29 +56,19 @@ def distribution_figure(dist: pd.DataFrame) -> go.Figure:
         return fig
     names = [METRIC_LABELS.get(c, c) for c in dist["category"]]
     colors = [COLORS.get(c, "#6c757d") for c in dist["category"]]
-    fig.add_trace(
-        go.Bar(
-            y=names,
-            x=dist["p95_ms"] - dist["p5_ms"],
-            base=dist["p5_ms"],
-            orientation="h",
-            marker_color=colors,
-            opacity=0.35,
-            name="p5–p95",
-            hovertemplate="%{y}: p5–p95 %{base:.3f}–%{x:.3f} ms wide<extra></extra>",
+    for low, high, opacity in (("p5", "p95", 0.35), ("p25", "p75", 1.0)):
+        fig.add_trace(
+            go.Bar(
+                y=names,
+                x=dist[f"{high}_ms"] - dist[f"{low}_ms"],
+                base=dist[f"{low}_ms"],
+                orientation="h",
+                marker_color=colors,
+                opacity=opacity,
+                name=f"{low}–{high}",
+                hovertemplate=f"%{{y}}: {low} %{{base:.3f}} ms, %{{x:.3f}} ms wide<extra></extra>",
+            )
         )
-    )
-    fig.add_trace(
-        go.Bar(
-            y=names,
-            x=dist["p75_ms"] - dist["p25_ms"],
-            base=dist["p25_ms"],
-            orientation="h",
-            marker_color=colors,
-            name="p25–p75",
-            hovertemplate="%{y}: p25 %{base:.3f} ms, %{x:.3f} ms wide<extra></extra>",
-        )
-    )
     fig.add_trace(
         go.Scatter(
             y=names,
@@ -152,15 +142,7 @@ def step_spread_figure(pod: pd.DataFrame, shown: list[str]) -> go.Figure:
     )
     named = pod[pod["worker"].astype(str).isin(shown)].sort_values("step")
     for worker, g in named.groupby(named["worker"].astype(str)):
-        fig.add_trace(
-            go.Scatter(
-                x=g["step"],
-                y=g["step_time_ns"] / 1e6,
-                mode="lines",
-                name=worker,
-                hovertemplate=f"{worker}<br>step %{{x}}: %{{y:.3f}} ms<extra></extra>",
-            )
-        )
+        fig.add_trace(step_time_line(str(worker), g))
     fig.update_layout(
         title="Step time: the pod's median and spread, and its outliers",
         xaxis_title="step",

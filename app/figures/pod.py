@@ -104,21 +104,25 @@ def breakdown_bars_figure(rows: pd.DataFrame, title: str) -> go.Figure:
 MARKED_STEPS = 200
 
 
+def step_time_line(worker: str, rows: pd.DataFrame) -> go.Scatter:
+    """One worker's step time (ms) over its steps (``rows`` of ``pod``, in step order), with a
+    marker per step up to ``MARKED_STEPS`` steps."""
+    return go.Scatter(
+        x=rows["step"],
+        y=rows["step_time_ns"] / 1e6,
+        mode="lines+markers" if len(rows) <= MARKED_STEPS else "lines",
+        name=worker,
+        marker={"size": 4},
+        hovertemplate=f"{worker}<br>step %{{x}}: %{{y:.3f}} ms<extra></extra>",
+    )
+
+
 def step_time_lines_figure(pod: pd.DataFrame, selected_step: int | None = None) -> go.Figure:
     """Step time (ms) over steps, one line per worker (with a marker per step, up to
     ``MARKED_STEPS`` steps); the selected step marked."""
     fig = go.Figure()
     for worker, g in pod.sort_values("step").groupby("worker"):
-        fig.add_trace(
-            go.Scatter(
-                x=g["step"],
-                y=g["step_time_ns"] / 1e6,
-                mode="lines+markers" if len(g) <= MARKED_STEPS else "lines",
-                name=str(worker),
-                marker={"size": 4},
-                hovertemplate=f"{worker}<br>step %{{x}}: %{{y:.3f}} ms<extra></extra>",
-            )
-        )
+        fig.add_trace(step_time_line(str(worker), g))
     if selected_step is not None:
         fig.add_vline(x=selected_step, line_dash="dot", line_color="#6c757d")
     fig.update_layout(
