@@ -105,9 +105,11 @@ def distribution_figure(dist: pd.DataFrame) -> go.Figure:
 def step_spread_figure(pod: pd.DataFrame, shown: list[str]) -> go.Figure:
     """Step time per step across hosts: the median line in a p5–p95 band, and the lines of
     ``shown`` hosts (the outliers), so that 512 hosts draw as a handful of lines."""
+    fig = go.Figure()
+    if pod.empty:
+        return fig
     per_step = pod.assign(ms=pod["step_time_ns"].astype(float) / 1e6).groupby("step")["ms"]
     q = per_step.quantile([0.05, 0.5, 0.95]).unstack()
-    fig = go.Figure()
     fig.add_trace(
         go.Scatter(
             x=q.index,

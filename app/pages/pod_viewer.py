@@ -326,6 +326,17 @@ def pod_body(
 ) -> list[Any]:
     """The Pod Viewer for a pod: which hosts matter and why first, then the whole pod."""
     workers = analysis.worker_names
+    if not view.chosen:  # a search that matches no host: say so, keep the controls
+        return [
+            card(
+                _pod_controls(analysis, view),
+                html.Div(
+                    f"{len(workers)} hosts · no host matches {view.query!r}",
+                    id=ids.POD_SUMMARY,
+                    className="mt-2",
+                ),
+            )
+        ]
     chosen = set(view.chosen)
     pod = analysis.pod[analysis.pod["worker"].astype(str).isin(chosen)]
     late = analysis.lateness[analysis.lateness["worker"].astype(str).isin(chosen)]

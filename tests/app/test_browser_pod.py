@@ -95,6 +95,12 @@ def test_search_group_and_metric_are_views_that_stay(page, server) -> None:  # t
     # a rack's worth of hosts: few enough for each one's bars
     assert page.locator("#pod-bars .js-plotly-plot").count() == 1
 
+    page.fill("#pod-hosts", "no-such-host")  # nothing matches: said, the controls kept
+    page.press("#pod-hosts", "Enter")
+    page.wait_for_function("() => window.location.search.includes('no-such-host')")
+    settle(page)
+    assert "no host matches 'no-such-host'" in page.inner_text("#pod-summary")
+
     page.fill("#pod-hosts", "")
     page.press("#pod-hosts", "Enter")
     page.wait_for_function("() => !window.location.search.includes('hosts=')")
