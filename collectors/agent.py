@@ -5,9 +5,14 @@ Two lines in a training script::
     import podscope
     agent = podscope.agent.start(port=6010)      # before training; agent.stop() at the end
 
+and, for watched jobs (``podscope watch``), one more after each training step::
+
+    podscope.agent.step(n)     # or callbacks=[podscope.agent.keras_callback()], or jax_step(n, loss)
+
 The agent's one gRPC port (``collectors.export_service``) answers PodScope's ``Hello``,
-``Trace``, ``List`` and ``Fetch``, and writes every trace under the agent's own folder,
-whatever a request names. The agent opens no TensorFlow port. ``Trace`` runs:
+``Trace``, ``List``, ``Fetch`` and ``Steps`` (the heartbeats, ``collectors.heartbeat``), and
+writes every trace under the agent's own folder, whatever a request names. The agent opens
+no TensorFlow port. ``Trace`` runs:
 
 - through the TF server the job already runs, when ``profiler_address`` names it (a
   ``tf.distribute`` server on the task's TF_CONFIG port serves TensorFlow's ProfilerService):
@@ -47,6 +52,9 @@ from podscope.collectors.export_service import (
     serve,
 )
 from podscope.collectors.front_door import DoorLimits
+from podscope.collectors.heartbeat import jax_step as jax_step  # the training loop's side
+from podscope.collectors.heartbeat import keras_callback as keras_callback
+from podscope.collectors.heartbeat import step as step
 from podscope.collectors.tf_profiler import call_profile, profile_request
 
 log = logging.getLogger("podscope.agent")

@@ -135,6 +135,8 @@ class CaptureResult:
     options: CaptureOptions
     workers: list[WorkerResult] = field(default_factory=list)
     start_timestamp_ns: int = 0
+    #: A watcher's reason and trigger (``layout.CaptureManifest.watch``); None otherwise.
+    watch: dict[str, Any] | None = None
 
     def exit_code(self) -> int:
         ok = sum(w.status == Status.OK for w in self.workers)
@@ -157,6 +159,7 @@ class CaptureResult:
             [asdict(w) for w in self.workers],
             label=self.options.label,
             note=self.options.note,
+            watch=self.watch,
         )
 
 
@@ -367,8 +370,11 @@ def capture(
     targets: Sequence[Target],
     opts: CaptureOptions,
     on_update: Callable[[WorkerResult], None] | None = None,
+    watch: dict[str, Any] | None = None,
 ) -> CaptureResult:
     """Captures every target in one common window and pulls the traces into ``opts.logdir``.
+
+    ``watch`` (a watcher's reason, trigger and heartbeat window) goes into ``capture.json``.
 
     Never raises for a worker's failure: each one's status and reason are in the result (and
     in ``capture.json``); the traces of the others are kept.
@@ -428,7 +434,7 @@ def capture(
     finally:
         for ch in channels:
             ch.close()
-    out = CaptureResult(session, session_dir, opts, results, start_ns)
+    out = CaptureResult(session, session_dir, opts, results, start_ns, watch)
     out.save()
     return out
 

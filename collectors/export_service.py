@@ -1,7 +1,7 @@
 """PodScope's agent service (gRPC): traces its process on request and streams the traces back.
 
     >>> server = serve(Path("traces"), token="s3cret", tracer=my_tracer)
-    >>> server.port          # collectors call Hello, Trace, List and Fetch here
+    >>> server.port          # collectors call Hello, Trace, List, Fetch and Steps here
     >>> server.stop()
 
 No TensorFlow here: the agent (``collectors.agent``) passes its in-process ``Tracer``, and
@@ -29,6 +29,7 @@ import grpc
 
 from podscope.collectors.front_door import DoorLimits, FrontDoor
 from podscope.collectors.guard import TOKEN_HEADER, Gate, Limits, Peers, TokenInterceptor
+from podscope.collectors.heartbeat import BEATS, Beats
 from podscope.collectors.proto import trace_export_pb2 as pb
 from podscope.collectors.proto import xspace_events_pb2 as xspace
 from podscope.collectors.tf_profiler import TraceLevels
@@ -122,11 +123,31 @@ def _unavailable_tracer(out: Path, start_ns: int, duration_ms: int, levels: Trac
 
 
 class _Service:
-    """Hello, List, Fetch and Trace for one repository root, every call admitted by a Gate."""
+    """Hello, List, Fetch, Trace and Steps for one repository root, every call admitted by a
+    Gate."""
 
-    def __init__(self, root: Path, info: WorkerInfo, tracer: Tracer, gate: Gate) -> None:
+    def __init__(
+        self, root: Path, info: WorkerInfo, tracer: Tracer, gate: Gate, beats: Beats
+    ) -> None:
         self.root, self.info, self.tracer, self.gate = root, info, tracer, gate
+        self.beats = beats
         self._tracing = threading.Lock()
+
+    async def steps(self, requests: object, context: grpc.aio.ServicerContext) -> pb.StepsResponse:
+        """The process's step heartbeats after the seq the watcher has seen."""
+        async with self.gate.admit(context, "Steps"):
+            r = await self.gate.read(context, "Steps")
+            beats, last, dropped = self.beats.since(r.after_seq)
+            return pb.StepsResponse(
+                beats=[
+                    pb.Beat(
+                        seq=b.seq, step=b.step, end_unix_ns=b.end_unix_ns, duration_ns=b.duration_ns
+                    )
+                    for b in beats
+                ],
+                last_seq=last,
+                dropped=dropped,
+            )
 
     async def hello(self, requests: object, context: grpc.aio.ServicerContext) -> pb.HelloResponse:
         async with self.gate.admit(context, "Hello"):
@@ -286,6 +307,7 @@ class _Service:
                 "List": method(self.list_traces, pb.ListRequest, pb.ListResponse),
                 "Fetch": method(self.fetch, pb.FetchRequest, pb.Chunk, stream=True),
                 "Trace": method(self.trace, pb.TraceRequest, pb.TraceResponse),
+                "Steps": method(self.steps, pb.StepsRequest, pb.StepsResponse),
             },
         )
 
@@ -389,6 +411,7 @@ def serve(
     tracer: Tracer | None = None,
     limits: Limits | None = None,
     door: DoorLimits | None = None,
+    beats: Beats | None = None,
 ) -> AgentServer:
     """Starts the agent service for ``root`` on ``host:port`` (0: any free port), behind its
     front door (connection limits: ``door``; ``collectors.front_door.DoorLimits`` defaults).
@@ -396,6 +419,9 @@ def serve(
     Args:
         tracer: traces this process on ``Trace`` (None: ``Trace`` answers FAILED_PRECONDITION).
         token: callers must send it (metadata ``x-podscope-token``); None serves anyone.
+        beats: the step heartbeats ``Steps`` serves (default: this process's,
+            ``collectors.heartbeat.BEATS``; tests running several agents in one process give
+            each its own).
 
     Raises:
         OSError: the port could not be bound.
@@ -403,5 +429,7 @@ def serve(
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     gate = Gate(limits or Limits(), Peers())
-    service = _Service(root, info or WorkerInfo(), tracer or _unavailable_tracer, gate)
+    service = _Service(
+        root, info or WorkerInfo(), tracer or _unavailable_tracer, gate, beats or BEATS
+    )
     return AgentServer(service.handler(), f"{host}:{port}", token, gate, door)

@@ -31,6 +31,9 @@ MANIFEST_NAME = "capture.json"
 #: is version 0 (PodScope before versions: the same fields). A reader migrates older versions
 #: (``_migrate``) and refuses newer ones, saying to upgrade.
 MANIFEST_VERSION = 1
+#: PodScope's own files under a logdir (a watcher's heartbeats, its state, the history index):
+#: a hidden folder, which TensorBoard, XProf and ``loader.runs`` never take for a run.
+STATE_DIR = ".podscope"
 #: Session names as XProf writes them (UTC).
 SESSION_FORMAT = "%Y_%m_%d_%H_%M_%S"
 
@@ -62,6 +65,11 @@ def check_plain_name(name: str) -> str:
 def profile_root(logdir: Path) -> Path:
     """The folder holding a logdir's session folders."""
     return logdir / PROFILE_SUBDIR
+
+
+def state_dir(logdir: Path) -> Path:
+    """The folder of PodScope's own files under ``logdir`` (``STATE_DIR``)."""
+    return Path(logdir) / STATE_DIR
 
 
 def split_session(session: str) -> tuple[tuple[str, ...], str]:
@@ -186,6 +194,9 @@ class CaptureManifest:
     label: str = ""
     note: str = ""
     schema_version: int = MANIFEST_VERSION
+    #: Why a watcher (``collectors.watch``) took this capture: its reason, the trigger and the
+    #: heartbeat window that fired it; None for a capture a person started.
+    watch: Mapping[str, Any] | None = None
 
 
 def write_manifest(
@@ -196,6 +207,7 @@ def write_manifest(
     workers: Iterable[Mapping[str, Any]],
     label: str = "",
     note: str = "",
+    watch: Mapping[str, Any] | None = None,
 ) -> Path:
     """Writes ``folder/capture.json`` (atomically: a reader never sees half a file).
 
@@ -205,6 +217,8 @@ def write_manifest(
         options: the capture options (JSON-serializable; secrets left out by the caller).
         workers: one mapping per worker with at least ``label`` and ``status``.
         label, note: what the session is, in the user's words (``check_label``).
+        watch: a watcher's reason and trigger (``CaptureManifest.watch``), written only when
+            given (an additive field: readers of version 1 without it ignore it).
     """
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / MANIFEST_NAME
@@ -218,6 +232,8 @@ def write_manifest(
         "options": dict(options),
         "workers": [dict(w) for w in workers],
     }
+    if watch is not None:
+        payload["watch"] = dict(watch)
     tmp.write_text(json.dumps(payload, indent=2, default=str))
     tmp.replace(path)
     return path
@@ -311,6 +327,7 @@ def read_manifest(folder: Path) -> CaptureManifest | None:
             label=str(raw.get("label") or ""),
             note=str(raw.get("note") or ""),
             schema_version=int(raw["schema_version"]),
+            watch=dict(raw["watch"]) if isinstance(raw.get("watch"), dict) else None,
         )
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as e:
         raise LayoutError(f"{path}: unexpected capture manifest content ({e!r:.200})") from e

@@ -95,3 +95,31 @@ class Chunk(_message.Message):
     total_size: int
     sha256: str
     def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., total_size: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class StepsRequest(_message.Message):
+    __slots__ = ("after_seq",)
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    after_seq: int
+    def __init__(self, after_seq: _Optional[int] = ...) -> None: ...
+
+class Beat(_message.Message):
+    __slots__ = ("seq", "step", "end_unix_ns", "duration_ns")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    END_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    DURATION_NS_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    step: int
+    end_unix_ns: int
+    duration_ns: int
+    def __init__(self, seq: _Optional[int] = ..., step: _Optional[int] = ..., end_unix_ns: _Optional[int] = ..., duration_ns: _Optional[int] = ...) -> None: ...
+
+class StepsResponse(_message.Message):
+    __slots__ = ("beats", "last_seq", "dropped")
+    BEATS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    beats: _containers.RepeatedCompositeFieldContainer[Beat]
+    last_seq: int
+    dropped: int
+    def __init__(self, beats: _Optional[_Iterable[_Union[Beat, _Mapping]]] = ..., last_seq: _Optional[int] = ..., dropped: _Optional[int] = ...) -> None: ...

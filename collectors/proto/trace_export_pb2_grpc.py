@@ -54,6 +54,11 @@ class TraceExportStub:
                 request_serializer=trace__export__pb2.TraceRequest.SerializeToString,
                 response_deserializer=trace__export__pb2.TraceResponse.FromString,
                 _registered_method=True)
+        self.Steps = channel.unary_unary(
+                '/podscope.export.TraceExport/Steps',
+                request_serializer=trace__export__pb2.StepsRequest.SerializeToString,
+                response_deserializer=trace__export__pb2.StepsResponse.FromString,
+                _registered_method=True)
 
 
 class TraceExportServicer:
@@ -83,6 +88,12 @@ class TraceExportServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Steps(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TraceExportServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +116,11 @@ def add_TraceExportServicer_to_server(servicer, server):
                     servicer.Trace,
                     request_deserializer=trace__export__pb2.TraceRequest.FromString,
                     response_serializer=trace__export__pb2.TraceResponse.SerializeToString,
+            ),
+            'Steps': grpc.unary_unary_rpc_method_handler(
+                    servicer.Steps,
+                    request_deserializer=trace__export__pb2.StepsRequest.FromString,
+                    response_serializer=trace__export__pb2.StepsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +231,33 @@ class TraceExport:
             '/podscope.export.TraceExport/Trace',
             trace__export__pb2.TraceRequest.SerializeToString,
             trace__export__pb2.TraceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Steps(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/podscope.export.TraceExport/Steps',
+            trace__export__pb2.StepsRequest.SerializeToString,
+            trace__export__pb2.StepsResponse.FromString,
             options,
             channel_credentials,
             insecure,

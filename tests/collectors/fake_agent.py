@@ -16,6 +16,7 @@ from podscope.collectors.export_service import (
     WorkerInfo,
     serve,
 )
+from podscope.collectors.heartbeat import Beats
 from tests.xspace_builder import SpaceBuilder
 
 
@@ -46,8 +47,10 @@ def fake_agent(
     index: int = 0,
     strategy: str = "",
     token: str | None = None,
+    beats: Beats | None = None,
+    port: int = 0,
 ) -> Iterator[tuple[str, list[Traced]]]:
-    """Yields (address, traces asked for)."""
+    """Yields (address, traces asked for); ``beats``: the step heartbeats it serves."""
     received: list[Traced] = []
     servers: list[AgentServer] = []
 
@@ -64,7 +67,12 @@ def fake_agent(
         out.write_bytes(xspace(0 if behavior == "empty" else 20))
 
     server = serve(
-        root, token=token, info=WorkerInfo(role=role, index=index, strategy=strategy), tracer=tracer
+        root,
+        port=port,
+        token=token,
+        info=WorkerInfo(role=role, index=index, strategy=strategy),
+        tracer=tracer,
+        beats=beats or Beats(),
     )
     servers.append(server)
     try:

@@ -1,0 +1,137 @@
+"""Step heartbeats: one line in a training loop tells the agent when each step ended.
+
+    import podscope
+    agent = podscope.agent.start(port=6010)
+    for n, batch in enumerate(data):
+        train_step(batch)
+        podscope.agent.step(n)                  # Keras: callbacks=[podscope.agent.keras_callback()]
+                                                # JAX: podscope.agent.jax_step(n, loss)
+
+Beats go into a process-wide ring buffer of the latest ``CAPACITY`` steps (one per process:
+a process is one worker); the agent's ``Steps`` call serves them to a watcher
+(``collectors.watch``), which polls with the last ``seq`` it has seen. A beat costs two clock
+reads, an uncontended lock and a deque append (``make bench``: ``bench.heartbeat``); nothing is
+sent from the training thread. Standard library only.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from itertools import islice
+from typing import Any, NamedTuple
+
+#: Beats an agent keeps: at one step a second, more than an hour; a watcher polls every few
+#: seconds and asks only for what it has not seen.
+CAPACITY = 4096
+
+
+class Beat(NamedTuple):
+    """One step's end: ``seq`` counts beats in this process (1, 2, …), ``step`` is the number
+    the loop gave (``seq`` when it gave none), ``duration_ns`` the time since the previous beat
+    (0 for the first one)."""
+
+    seq: int
+    step: int
+    end_unix_ns: int
+    duration_ns: int
+
+
+class Beats:
+    """The ring buffer of one process's beats (``BEATS``; tests make their own, with a clock
+    of their own: a callable returning (wall ns, monotonic ns))."""
+
+    def __init__(
+        self,
+        capacity: int = CAPACITY,
+        clock: Callable[[], tuple[int, int]] = lambda: (time.time_ns(), time.monotonic_ns()),
+    ) -> None:
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._buffer: deque[Beat] = deque(maxlen=capacity)
+        self._seq = 0
+        self._last_ns: int | None = None
+
+    def record(self, n: int | None = None) -> None:
+        """A step ended now (``n``: its number)."""
+        wall, mono = self.clock()
+        with self._lock:
+            self._seq += 1
+            duration = mono - self._last_ns if self._last_ns is not None else 0
+            self._last_ns = mono
+            self._buffer.append(Beat(self._seq, self._seq if n is None else int(n), wall, duration))
+
+    def pause(self) -> None:
+        """The loop stopped on purpose (evaluation, a checkpoint): the next beat's duration
+        starts from it, not from the last step."""
+        with self._lock:
+            self._last_ns = None
+
+    def since(self, after_seq: int) -> tuple[list[Beat], int, int]:
+        """(beats after ``after_seq``, oldest first; the newest seq; how many beats after
+        ``after_seq`` already left the buffer)."""
+        with self._lock:
+            if not self._buffer:
+                return [], self._seq, 0
+            first = self._buffer[0].seq  # seqs in the buffer are consecutive
+            start = max(0, after_seq - first + 1)
+            beats = list(islice(self._buffer, start, None))
+            dropped = max(0, first - after_seq - 1) if after_seq else 0
+            return beats, self._seq, dropped
+
+
+#: This process's beats: what ``step`` records and the agent's ``Steps`` call serves.
+BEATS = Beats()
+
+
+def step(n: int | None = None) -> None:
+    """Records that a training step ended now; call it once per step, after the step.
+
+    Args:
+        n: the step's number (the loop's counter); None numbers beats 1, 2, ….
+    """
+    BEATS.record(n)
+
+
+def jax_step(n: int | None, *outputs: Any) -> None:
+    """``step`` for JAX: waits for the step's ``outputs`` (JAX dispatches asynchronously, so a
+    step has ended only when its results exist), then records the beat."""
+    if outputs:
+        import jax
+
+        jax.block_until_ready(outputs)
+    BEATS.record(n)
+
+
+def keras_callback(base: type | None = None) -> Any:
+    """A Keras callback that records a beat after every training batch.
+
+    Args:
+        base: the ``Callback`` class of the Keras the model uses (default:
+            ``tf.keras.callbacks.Callback``; pass ``tf_keras.callbacks.Callback`` or
+            ``keras.callbacks.Callback`` for those).
+    """
+    if base is None:
+        import tensorflow as tf
+
+        base = tf.keras.callbacks.Callback
+
+    class PodScopeHeartbeat(base):  # type: ignore[misc, valid-type]
+        """Records a PodScope step heartbeat after every training batch."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.steps = 0
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            BEATS.record(self.steps)
+            self.steps += 1
+
+        def on_test_begin(self, logs: Any = None) -> None:
+            BEATS.pause()  # evaluation between epochs is not a slow step
+
+        on_epoch_end = on_test_begin
+
+    return PodScopeHeartbeat()

@@ -1,0 +1,647 @@
+"""Watch a long job: capture every worker every N minutes and whenever its step heartbeats say it
+slowed down, keeping the last K sessions.
+
+    >>> w = Watcher(lambda: targets, WatchOptions(CaptureOptions(logdir=Path("runs/job")),
+    ...                                           every_s=300))
+    >>> w.start()            # a thread; w.request("after the data refresh") captures now
+    >>> w.stop()
+
+One thread does everything, so two captures never run at once: every ``poll_s`` it asks every
+agent for the step heartbeats it has not seen yet (``Steps``: what ``podscope.agent.step(n)``
+recorded), checks the triggers (``Triggers``: a worker's step time risen over its rolling
+median, the spread across workers grown), and captures when one fires, when the schedule is
+due or when a person asks (``request``, or ``podscope watch --now``, which leaves a request
+file for the watcher that owns the logdir).
+
+Each capture is an ordinary session (``collectors.capture``) labelled with its reason; its
+``capture.json`` also holds ``watch``: the reason, the trigger, and the heartbeat window that
+fired it. Targets are asked for again before every poll, so a worker that restarts (its
+heartbeat count starts again) or moves (a new address in cluster.json) is followed, and one
+that is gone gets its status in the next capture while the others are captured. Retention
+deletes the watcher's own sessions, whole and oldest first, beyond ``keep`` or ``max_bytes``;
+a session a person captured is never deleted. Heartbeats are kept as one row per worker and
+minute in ``<logdir>/.podscope/heartbeats.csv`` (the History page's step time between
+captures). Standard library and gRPC only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import logging
+import os
+import shutil
+import statistics
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from podscope.collectors.capture import CaptureOptions, CaptureResult, Target, capture
+from podscope.collectors.errors import CaptureError
+from podscope.collectors.export_service import TOKEN_HEADER, grpc_options
+from podscope.collectors.heartbeat import Beat
+from podscope.collectors.proto import trace_export_pb2 as pb
+from podscope.collectors.proto import trace_export_pb2_grpc as pb_grpc
+from podscope.trace_parsers import layout
+
+log = logging.getLogger("podscope.watch")
+
+#: Files under ``<logdir>/.podscope`` (``layout.state_dir``).
+HEARTBEATS_CSV = "heartbeats.csv"
+STATUS_JSON = "watch.json"
+REQUEST_FILE = "capture-now"
+LOCK_FILE = "watch.lock"
+HEARTBEAT_COLUMNS = ("minute_unix_s", "worker", "steps", "median_ms", "max_ms", "last_step")
+#: Beats kept per worker in memory (the triggers' windows), and written per worker into a
+#: capture's ``watch.heartbeats``.
+KEPT_BEATS = 512
+WINDOW_BEATS = 120
+
+
+class WatchError(RuntimeError):
+    """The watcher cannot run as asked (another watcher owns the logdir, bad options)."""
+
+
+@dataclass(frozen=True)
+class Triggers:
+    """When heartbeats start a capture.
+
+    Attributes:
+        rise_pct: a worker's step time is this much above its rolling median…
+        rise_steps: …for this many consecutive steps (the heartbeat window).
+        baseline_steps: the rolling median's steps (those before the window).
+        min_baseline: steps a worker needs before its rise is judged (after a start, a
+            restart or a trigger, the new level becomes the baseline).
+        spread_pct: the spread of the workers' recent step times ((slowest − fastest) /
+            median) reached this, and at least twice its baseline (None: off). Synchronous
+            jobs step together, so it speaks for asynchronous ones (parameter servers).
+        cooldown_s: no trigger this long after a triggered capture.
+    """
+
+    rise_pct: float = 30.0
+    rise_steps: int = 5
+    baseline_steps: int = 50
+    min_baseline: int = 20
+    spread_pct: float | None = 50.0
+    cooldown_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.rise_pct <= 0 or self.rise_steps < 1 or self.min_baseline < 2:
+            raise WatchError("triggers need rise_pct > 0, rise_steps >= 1, min_baseline >= 2")
+        if self.baseline_steps < self.min_baseline:
+            raise WatchError("baseline_steps must be at least min_baseline")
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """How to watch.
+
+    Attributes:
+        capture: every capture's options (logdir, window, tokens, tracer levels); the watcher
+            sets each session's label, and its name stays the capture time.
+        every_s: a scheduled capture this often (None: only triggers and requests).
+        keep: the watcher's sessions kept (oldest deleted first).
+        max_bytes: and at most this many bytes of them (None: no limit).
+        poll_s: how often the heartbeats are read and the triggers checked.
+        triggers: None: no triggered captures.
+    """
+
+    capture: CaptureOptions
+    every_s: float | None = 300.0
+    keep: int = 100
+    max_bytes: int | None = 10 << 30
+    poll_s: float = 2.0
+    triggers: Triggers | None = field(default_factory=Triggers)
+
+    def __post_init__(self) -> None:
+        if self.every_s is not None and self.every_s * 1000 <= self.capture.duration_ms:
+            raise WatchError("every_s must be longer than one capture window")
+        if self.keep < 1 or self.poll_s <= 0:
+            raise WatchError("keep must be at least 1 and poll_s positive")
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Why a capture was taken.
+
+    Attributes:
+        kind: ``scheduled``, ``requested``, ``rise`` (step time rose) or ``spread``.
+        workers: the workers whose heartbeats fired it.
+        detail: one line for people.
+        window_start_ns, window_end_ns: the heartbeat window that fired it (wall clock, ns):
+            from the start of its first slow step to the end of its last; the slowdown began
+            in it.
+        baseline_ms, recent_ms: the rolling median, and the window's median step time.
+    """
+
+    kind: str
+    workers: tuple[str, ...] = ()
+    detail: str = ""
+    window_start_ns: int = 0
+    window_end_ns: int = 0
+    baseline_ms: float = 0.0
+    recent_ms: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """The session's label (``layout.MAX_LABEL`` characters at most)."""
+        return f"watch: {self.detail or self.kind}"[: layout.MAX_LABEL]
+
+
+def _median_ms(beats: Sequence[Beat]) -> float:
+    return statistics.median(b.duration_ns for b in beats) / 1e6
+
+
+def _window(beats: Sequence[Beat]) -> tuple[int, int]:
+    return beats[0].end_unix_ns - beats[0].duration_ns, beats[-1].end_unix_ns
+
+
+def rise(beats: Sequence[Beat], t: Triggers) -> tuple[float, float] | None:
+    """(baseline ms, window ms) when each of the last ``rise_steps`` beats is ``rise_pct``
+    above the median of the ``baseline_steps`` before them, else None."""
+    if len(beats) < t.min_baseline + t.rise_steps:
+        return None
+    recent = beats[-t.rise_steps :]
+    baseline = _median_ms(beats[-(t.baseline_steps + t.rise_steps) : -t.rise_steps])
+    limit = baseline * (1 + t.rise_pct / 100)
+    if all(b.duration_ns / 1e6 >= limit for b in recent):
+        return baseline, _median_ms(recent)
+    return None
+
+
+def spread(histories: dict[str, Sequence[Beat]], t: Triggers) -> Trigger | None:
+    """A ``spread`` trigger when the workers' recent medians spread ``spread_pct`` and twice
+    as far as their baselines did (at least two workers with a baseline), else None."""
+    if t.spread_pct is None:
+        return None
+    ready = {w: b for w, b in histories.items() if len(b) >= t.min_baseline + t.rise_steps}
+    if len(ready) < 2:
+        return None
+    recent = {w: _median_ms(b[-t.rise_steps :]) for w, b in ready.items()}
+    base = {
+        w: _median_ms(b[-(t.baseline_steps + t.rise_steps) : -t.rise_steps])
+        for w, b in ready.items()
+    }
+
+    def width(medians: dict[str, float]) -> float:
+        values = list(medians.values())
+        return (max(values) - min(values)) / max(statistics.median(values), 1e-9)
+
+    now, before = width(recent), width(base)
+    if now * 100 < t.spread_pct or now < 2 * before:
+        return None
+    slowest = max(recent, key=lambda w: recent[w])
+    start, end = _window(ready[slowest][-t.rise_steps :])
+    return Trigger(
+        "spread",
+        (slowest,),
+        f"step-time spread {now:.0%} (was {before:.0%}); slowest {slowest}",
+        start,
+        end,
+        base[slowest],
+        recent[slowest],
+    )
+
+
+@dataclass
+class WorkerBeats:
+    """What the watcher knows of one worker's heartbeats."""
+
+    address: str
+    cursor: int = 0
+    beats: deque[Beat] = field(default_factory=lambda: deque(maxlen=KEPT_BEATS))
+    status: str = "waiting"
+    restarts: int = 0
+    last_poll_unix_s: float = 0.0
+    dropped: int = 0
+
+
+@dataclass(frozen=True)
+class WatchedCapture:
+    """One capture the watcher took."""
+
+    session: str
+    trigger: Trigger
+    started_unix_s: float
+    statuses: dict[str, str]
+    deleted: tuple[str, ...] = ()
+    error: str = ""
+
+
+class Watcher:
+    """Schedules and triggers captures of ``targets()`` (asked for again before every poll).
+
+    Args:
+        targets: the workers now (e.g. re-reading a cluster.json).
+        opts: the schedule, retention and triggers.
+        on_capture: called after each capture, in the watcher's thread (keep it short: queue
+            an analysis, don't run it).
+
+    Raises:
+        WatchError: another watcher holds the logdir (``start``).
+    """
+
+    def __init__(
+        self,
+        targets: Callable[[], Sequence[Target]],
+        opts: WatchOptions,
+        on_capture: Callable[[CaptureResult, WatchedCapture], None] | None = None,
+    ) -> None:
+        self.targets, self.opts = targets, opts
+        self.on_capture = on_capture or (lambda result, watched: None)
+        self.workers: dict[str, WorkerBeats] = {}
+        self.captures: deque[WatchedCapture] = deque(maxlen=100)
+        self.started_unix_s = time.time()
+        self.next_unix_s = 0.0 if opts.every_s is not None else None  # the first at once
+        self.capturing = False
+        self._quiet_until = 0.0
+        self._requests: deque[str] = deque()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._minutes = _MinuteLog(self.state / HEARTBEATS_CSV)
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock_file: Any = None
+
+    @property
+    def state(self) -> Path:
+        return layout.state_dir(self.opts.capture.logdir)
+
+    # -- control -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Runs the watcher in a thread of its own until ``stop``."""
+        self._own_logdir()
+        self._thread = threading.Thread(target=self._run, name="podscope-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Stops after the capture in progress, if any; keeps every session."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        self._close()
+
+    def run_forever(self) -> None:
+        """Runs in the calling thread until ``stop`` (another thread) or Ctrl-C."""
+        self._own_logdir()
+        try:
+            self._run()
+        finally:
+            self._close()
+
+    def request(self, reason: str = "") -> None:
+        """Captures at the next poll, whatever the schedule and triggers say."""
+        self._requests.append(reason)
+        self._wake.set()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _own_logdir(self) -> None:
+        """Takes the logdir's watch lock: one watcher per logdir, so captures never overlap."""
+        self.state.mkdir(parents=True, exist_ok=True)
+        handle = (self.state / LOCK_FILE).open("a+")
+        try:
+            import fcntl
+
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # not POSIX: one watcher per logdir is then the user's to keep
+            pass
+        except OSError:
+            handle.seek(0)
+            owner = handle.read().strip() or "another process"
+            handle.close()
+            raise WatchError(
+                f"{self.opts.capture.logdir} is already watched ({owner}): one watcher per "
+                "logdir, so that two captures never run at once"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        self._lock_file = handle
+
+    def _close(self) -> None:
+        self._minutes.flush(before=float("inf"))
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
+        self._write_status()
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.step()
+            except Exception:  # a bug must not end a week-long watch silently
+                log.exception("watch step failed; going on")
+            self._wake.wait(self.opts.poll_s)
+            self._wake.clear()
+
+    # -- one poll ------------------------------------------------------------------------
+
+    def step(self, now: float | None = None) -> WatchedCapture | None:
+        """One poll: reads the heartbeats, then captures if a request, a trigger or the
+        schedule says so. Returns the capture taken, if any."""
+        now = time.time() if now is None else now
+        targets = list(self.targets())
+        self._poll(targets, now)
+        trigger = self._due(now)
+        watched = self._capture(targets, trigger, now) if trigger is not None else None
+        self._write_status()
+        return watched
+
+    def _poll(self, targets: Sequence[Target], now: float) -> None:
+        """Every agent's new beats, asked for at once (futures), each answer within 2 s."""
+        wanted = {t.worker_label: t.address for t in targets}
+        for label in list(self.workers):
+            if label not in wanted:
+                self.workers[label].status = "gone"
+        for address in [a for a in self._channels if a not in wanted.values()]:
+            self._channels.pop(address).close()
+        calls = {}
+        metadata = ((TOKEN_HEADER, self.opts.capture.token),) if self.opts.capture.token else ()
+        for label, address in wanted.items():
+            state = self.workers.get(label)
+            if state is None or state.address != address:
+                state = self.workers[label] = WorkerBeats(address)
+            channel = self._channels.get(address)
+            if channel is None:
+                channel = self._channels[address] = grpc.insecure_channel(
+                    address, options=grpc_options()
+                )
+            calls[label] = pb_grpc.TraceExportStub(channel).Steps.future(
+                pb.StepsRequest(after_seq=state.cursor), timeout=2, metadata=metadata
+            )
+        for label, call in calls.items():
+            self._take(self.workers[label], label, call, now)
+        self._minutes.flush(before=now - now % 60)
+
+    def _take(self, state: WorkerBeats, label: str, call: Any, now: float) -> None:
+        try:
+            response = call.result()
+        except grpc.RpcError as e:
+            code = e.code()
+            state.status = (
+                "no heartbeats (an agent without Steps)"
+                if code == grpc.StatusCode.UNIMPLEMENTED
+                else f"unreachable ({code.name})"
+            )
+            return
+        state.last_poll_unix_s = now
+        if response.last_seq < state.cursor:  # the process restarted: its count began again
+            state.restarts += 1
+            state.beats.clear()
+            state.cursor = 0
+            state.status = "restarted"
+            return
+        state.dropped += response.dropped
+        for b in response.beats:
+            beat = Beat(b.seq, b.step, b.end_unix_ns, b.duration_ns)
+            if beat.duration_ns > 0:  # the first beat, or one after a pause, has no length
+                state.beats.append(beat)
+                self._minutes.add(label, beat)
+        state.cursor = response.last_seq
+        state.status = "ok" if response.last_seq else "no steps yet"
+
+    def _due(self, now: float) -> Trigger | None:
+        """The capture to take now, if any: a request, then a trigger, then the schedule."""
+        request = self.state / REQUEST_FILE
+        if request.exists():  # ``podscope watch --now`` from another process
+            with contextlib.suppress(OSError):
+                self._requests.append(request.read_text()[: layout.MAX_LABEL].strip())
+                request.unlink()
+        if self._requests:
+            reason = self._requests.popleft()
+            self._requests.clear()
+            return Trigger("requested", detail=f"requested: {reason}" if reason else "requested")
+        t = self.opts.triggers
+        if t is not None and now >= self._quiet_until:
+            fired = self._triggered(t)
+            if fired is not None:
+                self._quiet_until = now + t.cooldown_s
+                return fired
+        if self.next_unix_s is not None and now >= self.next_unix_s:
+            return Trigger("scheduled", detail="scheduled")
+        return None
+
+    def _triggered(self, t: Triggers) -> Trigger | None:
+        risen = {}
+        for label, state in self.workers.items():
+            beats = list(state.beats)
+            found = rise(beats, t)
+            if found is not None:
+                risen[label] = (found, _window(beats[-t.rise_steps :]))
+        if risen:
+            worst = max(risen, key=lambda w: risen[w][0][1] / risen[w][0][0])
+            (baseline, recent), (start, end) = risen[worst]
+            others = f" and {len(risen) - 1} more" if len(risen) > 1 else ""
+            return Trigger(
+                "rise",
+                tuple(sorted(risen)),
+                f"step time +{recent / baseline - 1:.0%} on {worst}{others}",
+                min(w[1][0] for w in risen.values()),
+                max(w[1][1] for w in risen.values()),
+                baseline,
+                recent,
+            )
+        return spread({w: list(s.beats) for w, s in self.workers.items()}, t)
+
+    # -- one capture ---------------------------------------------------------------------
+
+    def _capture(self, targets: Sequence[Target], trigger: Trigger, now: float) -> WatchedCapture:
+        if self.opts.every_s is not None and self.next_unix_s is not None:
+            while self.next_unix_s <= now:  # the schedule restarts after any capture
+                self.next_unix_s += self.opts.every_s
+        watch = {
+            "reason": trigger.kind,
+            "trigger": asdict(trigger),
+            "watcher_started_unix_s": self.started_unix_s,
+            "heartbeats": {
+                label: [list(b) for b in list(s.beats)[-WINDOW_BEATS:]]
+                for label, s in self.workers.items()
+            },
+            "heartbeat_status": {label: s.status for label, s in self.workers.items()},
+        }
+        if trigger.kind in ("rise", "spread"):  # the new level is the next baseline
+            for label in trigger.workers if trigger.kind == "rise" else self.workers:
+                self.workers[label].beats.clear()
+        opts = replace(self.opts.capture, label=trigger.label, session=None)
+        self.capturing = True
+        self._write_status()
+        try:
+            result = capture(targets, opts, watch=watch)
+        except CaptureError as e:
+            watched = WatchedCapture("", trigger, now, {}, error=str(e))
+            self.captures.append(watched)
+            log.warning("watch: capture not taken: %s", e)
+            return watched
+        finally:
+            self.capturing = False
+        deleted = retain(self.opts.capture.logdir, self.opts.keep, self.opts.max_bytes)
+        watched = WatchedCapture(
+            result.session,
+            trigger,
+            now,
+            {w.label: str(w.status) for w in result.workers},
+            tuple(deleted),
+        )
+        self.captures.append(watched)
+        self.on_capture(result, watched)
+        return watched
+
+    def _write_status(self) -> None:
+        """``watch.json``: what the watcher is doing, for pages in other processes."""
+        status = {
+            "pid": os.getpid(),
+            "running": not self._stop.is_set(),
+            "started_unix_s": self.started_unix_s,
+            "updated_unix_s": time.time(),
+            "every_s": self.opts.every_s,
+            "next_unix_s": self.next_unix_s,
+            "capturing": self.capturing,
+            "duration_ms": self.opts.capture.duration_ms,
+            "keep": self.opts.keep,
+            "triggers": asdict(self.opts.triggers) if self.opts.triggers else None,
+            "workers": {
+                label: {
+                    "address": s.address,
+                    "status": s.status,
+                    "restarts": s.restarts,
+                    "median_ms": _median_ms(list(s.beats)[-20:]) if s.beats else None,
+                    "last_step": s.beats[-1].step if s.beats else None,
+                }
+                for label, s in self.workers.items()
+            },
+            "captures": [
+                {
+                    "session": c.session,
+                    "reason": c.trigger.kind,
+                    "detail": c.trigger.detail,
+                    "started_unix_s": c.started_unix_s,
+                    "statuses": c.statuses,
+                    "error": c.error,
+                }
+                for c in list(self.captures)[-20:]
+            ],
+        }
+        with contextlib.suppress(OSError):
+            _write_json(self.state / STATUS_JSON, status)
+
+
+def request_capture(logdir: Path, reason: str = "") -> Path:
+    """Asks the watcher of ``logdir`` (any process) to capture at its next poll."""
+    path = layout.state_dir(logdir) / REQUEST_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(layout.check_label(reason, layout.MAX_LABEL))
+    return path
+
+
+def read_status(logdir: Path) -> dict[str, Any] | None:
+    """The last ``watch.json`` a watcher of ``logdir`` wrote, or None."""
+    try:
+        status = json.loads((layout.state_dir(logdir) / STATUS_JSON).read_text())
+    except (OSError, ValueError):
+        return None
+    return status if isinstance(status, dict) else None
+
+
+def _write_json(path: Path, payload: Any) -> None:
+    tmp = path.with_suffix(".part")
+    tmp.write_text(json.dumps(payload, default=str))
+    tmp.replace(path)
+
+
+def watched_sessions(logdir: Path) -> list[tuple[int, Path, int]]:
+    """The watcher's sessions directly under ``logdir``: (start ns, folder, bytes), oldest
+    first (those whose ``capture.json`` has ``watch``)."""
+    root = layout.profile_root(logdir)
+    found = []
+    for folder in root.iterdir() if root.is_dir() else ():
+        try:
+            manifest = layout.read_manifest(folder) if folder.is_dir() else None
+        except layout.LayoutError:
+            continue
+        if manifest is None or manifest.watch is None:
+            continue
+        size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+        found.append((manifest.start_timestamp_ns, folder, size))
+    return sorted(found)
+
+
+def retain(logdir: Path, keep: int, max_bytes: int | None) -> list[str]:
+    """Deletes the watcher's oldest sessions, whole, until at most ``keep`` are left and they
+    hold at most ``max_bytes`` (the newest is always kept). Returns the deleted names."""
+    sessions = watched_sessions(logdir)
+    total = sum(size for _, _, size in sessions)
+    deleted = []
+    while len(sessions) > 1 and (
+        len(sessions) > keep or (max_bytes is not None and total > max_bytes)
+    ):
+        _, folder, size = sessions.pop(0)
+        shutil.rmtree(folder, ignore_errors=True)
+        total -= size
+        deleted.append(folder.name)
+    if deleted:
+        log.info("watch: retention deleted %d session(s): %s", len(deleted), ", ".join(deleted))
+    return deleted
+
+
+class _MinuteLog:
+    """Heartbeats summed per worker and minute, appended to a CSV once the minute is over."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._open: dict[tuple[float, str], list[Beat]] = {}
+
+    def add(self, worker: str, beat: Beat) -> None:
+        end_s = beat.end_unix_ns / 1e9
+        self._open.setdefault((end_s - end_s % 60, worker), []).append(beat)
+
+    def flush(self, before: float) -> None:
+        done = sorted(k for k in self._open if k[0] < before)
+        if not done:
+            return
+        rows = []
+        for key in done:
+            beats = self._open.pop(key)
+            ms = [b.duration_ns / 1e6 for b in beats]
+            rows.append(
+                (
+                    int(key[0]),
+                    key[1],
+                    len(ms),
+                    round(statistics.median(ms), 3),
+                    round(max(ms), 3),
+                    beats[-1].step,
+                )
+            )
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            new = not self.path.exists()
+            with self.path.open("a", newline="") as f:
+                out = csv.writer(f)
+                if new:
+                    out.writerow(HEARTBEAT_COLUMNS)
+                out.writerows(rows)
+
+
+def read_heartbeats(logdir: Path) -> Iterator[dict[str, str]]:
+    """The rows of ``heartbeats.csv`` (``HEARTBEAT_COLUMNS``, as strings)."""
+    path = layout.state_dir(logdir) / HEARTBEATS_CSV
+    if not path.exists():
+        return
+    with path.open(newline="") as f:
+        yield from csv.DictReader(f)

@@ -1,0 +1,227 @@
+"""The watcher against simulated agents: heartbeats, triggers, schedule, requests, retention,
+agents that come and go, and the capture.json it leaves."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from podscope.collectors import watch
+from podscope.collectors.capture import CaptureOptions, Target, capture
+from podscope.collectors.heartbeat import Beat, Beats
+from podscope.collectors.watch import Triggers, Watcher, WatchError, WatchOptions
+from podscope.trace_parsers import layout
+from tests.collectors.fake_agent import fake_agent
+
+MS = 1_000_000
+T0 = 1_800_000_000 * 10**9  # wall clock of the simulated steps
+
+
+class Clock:
+    """A step clock the test advances: (wall ns, monotonic ns)."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+
+    def __call__(self) -> tuple[int, int]:
+        return T0 + self.ns, self.ns
+
+
+def run_steps(beats: Beats, clock: Clock, durations_ms: list[float], first: int = 0) -> None:
+    for i, ms in enumerate(durations_ms):
+        clock.ns += int(ms * MS)
+        beats.record(first + i)
+
+
+def test_beats_ring_buffer_serves_what_a_watcher_has_not_seen() -> None:
+    clock = Clock()
+    beats = Beats(capacity=8, clock=clock)
+    run_steps(beats, clock, [10] * 5)
+    got, last, dropped = beats.since(0)
+    assert [b.step for b in got] == [0, 1, 2, 3, 4] and last == 5 and dropped == 0
+    assert got[0].duration_ns == 0 and got[1].duration_ns == 10 * MS
+    run_steps(beats, clock, [10] * 10, first=5)  # 15 beats into 8 places
+    got, last, dropped = beats.since(3)
+    assert last == 15 and [b.seq for b in got] == list(range(8, 16)) and dropped == 4
+    assert beats.since(15) == ([], 15, 0)
+    beats.pause()
+    clock.ns += 5_000 * MS  # an evaluation
+    beats.record(99)
+    assert beats.since(15)[0][0].duration_ns == 0  # not a 5 s step
+
+
+def _beats(durations_ms: list[float]) -> list[Beat]:
+    out, end = [], T0
+    for i, ms in enumerate(durations_ms):
+        end += int(ms * MS)
+        out.append(Beat(i + 1, i, end, int(ms * MS)))
+    return out
+
+
+def test_rise_fires_only_for_a_sustained_rise_over_the_rolling_median() -> None:
+    t = Triggers(rise_pct=30, rise_steps=5, baseline_steps=40, min_baseline=20)
+    assert watch.rise(_beats([100] * 40 + [140] * 5), t) == (100.0, 140.0)
+    assert watch.rise(_beats([100] * 40 + [140] * 4 + [100]), t) is None  # one fast step
+    assert watch.rise(_beats([100] * 40 + [125] * 5), t) is None  # under 30 %
+    assert watch.rise(_beats([100] * 10 + [200] * 5), t) is None  # no baseline yet
+    noisy = [100 + (i % 7) * 5 for i in range(60)]  # ±15 % noise is not a rise
+    assert watch.rise(_beats(noisy), t) is None
+
+
+def test_spread_fires_when_one_worker_drifts_from_the_others() -> None:
+    t = Triggers(rise_pct=300, rise_steps=5, baseline_steps=30, min_baseline=20, spread_pct=50)
+    steady = _beats([100] * 35)
+    drifting = _beats([100] * 30 + [180] * 5)
+    fired = watch.spread({"a": steady, "b": steady, "c": drifting}, t)
+    assert fired is not None and fired.workers == ("c",) and fired.recent_ms == 180
+    assert watch.spread({"a": steady, "b": steady}, t) is None
+    assert watch.spread({"a": steady}, replace_spread(t)) is None
+
+
+def replace_spread(t: Triggers) -> Triggers:
+    return Triggers(**{**t.__dict__, "spread_pct": None})
+
+
+def options(logdir: Path, **kw: object) -> WatchOptions:
+    capture_opts = CaptureOptions(
+        logdir=logdir, duration_ms=100, delay_ms=50, retries=0, timeout_s=5.0
+    )
+    base: dict[str, object] = {
+        "every_s": 60.0,
+        "keep": 3,
+        "poll_s": 0.05,
+        "triggers": Triggers(rise_pct=30, rise_steps=5, baseline_steps=30, min_baseline=20),
+    }
+    return WatchOptions(capture_opts, **{**base, **kw})  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def agents(tmp_path: Path) -> Iterator[tuple[list[str], list[Beats], Clock, ExitStack]]:
+    clock = Clock()
+    beats = [Beats(clock=clock) for _ in range(3)]
+    with ExitStack() as stack:
+        addresses = [
+            stack.enter_context(fake_agent(tmp_path / f"w{i}", index=i, beats=beats[i]))[0]
+            for i in range(3)
+        ]
+        yield addresses, beats, clock, stack
+
+
+def manifest(logdir: Path, session: str) -> dict:
+    return json.loads((layout.session_dir(logdir, session) / "capture.json").read_text())
+
+
+def test_schedule_trigger_request_and_retention(tmp_path: Path, agents: tuple) -> None:
+    addresses, beats, clock, _ = agents
+    logdir = tmp_path / "logdir"
+    targets = [Target(a, f"w{i}") for i, a in enumerate(addresses)]
+    seen = []
+    watcher = Watcher(lambda: targets, options(logdir), on_capture=lambda r, w: seen.append(w))
+    # A person's own capture in the same logdir: retention never deletes it.
+    mine = capture(targets, watcher.opts.capture)
+    now = 1000.0
+    first = watcher.step(now)  # the schedule's first capture is at once
+    assert first is not None and first.trigger.kind == "scheduled"
+    assert set(first.statuses.values()) == {"ok"}
+    assert watcher.step(now + 1) is None  # nothing due
+    # 30 steady steps on every worker, then w2 slows down by 60 % for 5 steps.
+    for b in beats:
+        run_steps(b, clock, [100] * 31)
+    assert watcher.step(now + 2) is None
+    onset_ns = T0 + clock.ns
+    for i, b in enumerate(beats):
+        run_steps(b, clock, [160 if i == 2 else 100] * 5, first=31)
+    fired = watcher.step(now + 3)
+    assert fired is not None and fired.trigger.kind == "rise"
+    assert fired.trigger.workers == ("w2",) and "w2" in fired.trigger.detail
+    w = manifest(logdir, fired.session)["watch"]
+    assert w["reason"] == "rise" and w["trigger"]["workers"] == ["w2"]
+    # The heartbeat window that fired it holds the onset.
+    assert w["trigger"]["window_start_ns"] <= onset_ns <= w["trigger"]["window_end_ns"]
+    assert len(w["heartbeats"]["w2"]) == 35 and w["heartbeats"]["w2"][-1][3] == 160 * MS
+    assert manifest(logdir, fired.session)["label"].startswith("watch: step time +60% on w2")
+    # The slow level is the new baseline: no second trigger from the same rise.
+    for b in beats:
+        run_steps(b, clock, [160] * 5, first=36)
+    assert watcher.step(now + 4) is None
+    # A request from another process (podscope watch --now).
+    watch.request_capture(logdir, "before the data refresh")
+    asked = watcher.step(now + 5)
+    assert asked is not None and asked.trigger.detail == "requested: before the data refresh"
+    # The schedule: due again a minute after the first capture; keep=3 deletes the oldest.
+    due = watcher.step(now + 61)
+    assert due is not None and due.trigger.kind == "scheduled"
+    assert due.deleted == (first.session,)
+    kept = [f.name for _, f, _ in watch.watched_sessions(logdir)]
+    assert kept == [fired.session, asked.session, due.session]
+    assert layout.session_dir(logdir, mine.session).is_dir()
+    assert [c.session for c in seen] == [first.session, fired.session, asked.session, due.session]
+    status = watch.read_status(logdir)
+    assert status is not None and status["workers"]["w2"]["status"] == "ok"
+    assert [c["reason"] for c in status["captures"]] == [
+        "scheduled",
+        "rise",
+        "requested",
+        "scheduled",
+    ]
+
+
+def test_retention_by_bytes_keeps_the_newest(tmp_path: Path, agents: tuple) -> None:
+    addresses, *_ = agents
+    logdir = tmp_path / "logdir"
+    w = Watcher(lambda: [Target(a) for a in addresses], options(logdir, keep=100, max_bytes=1))
+    for i in range(3):
+        w.request(f"n{i}")
+        w.step(2000.0 + i)
+    assert len(watch.watched_sessions(logdir)) == 1
+
+
+def test_agents_come_and_go(tmp_path: Path, agents: tuple) -> None:
+    addresses, beats, clock, stack = agents
+    logdir = tmp_path / "logdir"
+    labels = {"w0": addresses[0], "w1": addresses[1], "w2": addresses[2]}
+    w = Watcher(lambda: [Target(a, label) for label, a in labels.items()], options(logdir))
+    run_steps(beats[0], clock, [100] * 10)
+    w.step(3000.0)
+    assert [b.step for b in w.workers["w0"].beats] == list(range(1, 10))
+    # w1 dies: its heartbeats stop, the next capture gives it a status and keeps the others.
+    stack.close()  # every fake agent stops…
+    clock2 = Clock()
+    fresh = Beats(clock=clock2)
+    with ExitStack() as again:  # …w0 and w2 come back (w0 restarted: its count begins anew)
+        labels["w0"] = again.enter_context(fake_agent(tmp_path / "w0b", beats=fresh))[0]
+        labels["w2"] = again.enter_context(fake_agent(tmp_path / "w2b", index=2))[0]
+        run_steps(fresh, clock2, [100] * 3)
+        w.request("after the restart")
+        taken = w.step(3001.0)
+        assert taken is not None
+        assert taken.statuses["w0"] == "ok" and taken.statuses["w2"] == "ok"
+        assert taken.statuses["w1"] == "unreachable"
+        assert w.workers["w1"].status.startswith("unreachable")
+        assert [b.step for b in w.workers["w0"].beats] == [1, 2]  # the new process's
+        hb = manifest(logdir, taken.session)["watch"]["heartbeat_status"]
+        assert hb["w1"].startswith("unreachable") and hb["w0"] == "ok"
+
+
+def test_one_watcher_per_logdir(tmp_path: Path) -> None:
+    first = Watcher(lambda: [], options(tmp_path / "logdir"))
+    first.start()
+    try:
+        with pytest.raises(WatchError, match="already watched"):
+            Watcher(lambda: [], options(tmp_path / "logdir")).start()
+    finally:
+        first.stop()
+    second = Watcher(lambda: [], options(tmp_path / "logdir"))
+    second.start()  # free again once the first stopped
+    second.stop()
+
+
+def test_options_are_checked() -> None:
+    with pytest.raises(WatchError, match="longer than one capture window"):
+        options(Path("x"), every_s=0.05)
+    with pytest.raises(WatchError):
+        Triggers(rise_pct=0)
