@@ -446,7 +446,7 @@ class Watcher:
                 risen[label] = (found, _window(beats[-t.rise_steps :]))
         if risen:
             worst = max(risen, key=lambda w: risen[w][0][1] / risen[w][0][0])
-            (baseline, recent), (start, end) = risen[worst]
+            baseline, recent = risen[worst][0]
             others = f" and {len(risen) - 1} more" if len(risen) > 1 else ""
             return Trigger(
                 "rise",
