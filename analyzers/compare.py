@@ -23,7 +23,7 @@ from podscope.analyzers.breakdown import CATEGORIES
 STEP_METRICS = ("step_time (mean)", "step_time (p50)", "step_time (p95)", *CATEGORIES)
 
 
-def _step_metrics(breakdown: pd.DataFrame) -> pd.Series:
+def step_metrics(breakdown: pd.DataFrame) -> pd.Series:
     """ms per worker-step: step time statistics and mean categories, both over the same rows:
     those whose categories are known (a Python-traced worker's rows are left out when any
     other worker's are known), so the categories add up to the step time."""
@@ -77,8 +77,8 @@ def compare_steps(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
         ``change`` (new / base - 1; missing where the baseline is 0 or unknown).
     """
     frame = pd.DataFrame(
-        {"metric": list(STEP_METRICS), "base_ms": _step_metrics(base).to_numpy()}
-    ).assign(new_ms=_step_metrics(new).to_numpy())
+        {"metric": list(STEP_METRICS), "base_ms": step_metrics(base).to_numpy()}
+    ).assign(new_ms=step_metrics(new).to_numpy())
     return _with_deltas(frame, "base_ms", "new_ms")
 
 
@@ -88,6 +88,15 @@ def _per_unit(table: pd.DataFrame, units: float) -> pd.DataFrame:
     return pd.DataFrame(
         {"self_us": g["self_ps"] / 1e6 / units, "occurrences": g["occurrences"] / units}
     )
+
+
+def op_rates(ops: pd.DataFrame, steps: pd.DataFrame, per: str = "step") -> pd.DataFrame:
+    """Ops' self time (``self_us``) and ``occurrences`` per unit, indexed by (op_type,
+    op_name): per traced worker-step of ``steps`` (``per="step"``) or per worker over the
+    whole capture (``"capture"``, for runs without steps)."""
+    cols = ["worker", "step"] if per == "step" else ["worker"]
+    source = traced_steps(steps) if per == "step" else ops
+    return _per_unit(ops, float(max(1, len(source[cols].drop_duplicates()))))
 
 
 def compare_ops(
@@ -112,14 +121,7 @@ def compare_ops(
         worker over the whole capture, when a run has no steps).
     """
     per = "step" if len(base_steps) and len(new_steps) else "capture"
-    cols = ["worker", "step"] if per == "step" else ["worker"]
-
-    def units(ops: pd.DataFrame, steps: pd.DataFrame) -> float:
-        source = traced_steps(steps) if per == "step" else ops
-        return float(max(1, len(source[cols].drop_duplicates())))
-
-    base = _per_unit(base_ops, units(base_ops, base_steps))
-    new = _per_unit(new_ops, units(new_ops, new_steps))
+    base, new = op_rates(base_ops, base_steps, per), op_rates(new_ops, new_steps, per)
     both = base.add_suffix("_base").join(new.add_suffix("_new"), how="outer").fillna(0.0)
     out = pd.DataFrame(
         {

@@ -28,6 +28,7 @@ from podscope.app.cli_serve import (
     hash_password_command,
     serve_command,
 )
+from podscope.app.cli_watch import watch_command
 from podscope.app.cli_workers import (
     collectives_command,
     input_command,
@@ -47,6 +48,7 @@ def cli() -> None:
 for command in (
     cluster_cli,
     capture_command,
+    watch_command,
     steps_command,
     ops_command,
     hlo_command,

@@ -49,6 +49,12 @@ def _fail(message: str) -> click.exceptions.Exit:
     help="Worker slowed by the straggler scenario.",
 )
 @click.option("--straggler-ms", type=float, default=60.0, help="Its extra time per step.")
+@click.option(
+    "--onset-s",
+    type=float,
+    default=0.0,
+    help="The straggler or slow input begins this long into training (for podscope watch).",
+)
 @run_dir_option
 @click.option("--wait", is_flag=True, help="Block until training ends, then stop the cluster.")
 @click.option(
@@ -71,6 +77,7 @@ def cluster_up(
     jit_compile: bool,
     straggler_task: int,
     straggler_ms: float,
+    onset_s: float,
     run_dir: Path,
     wait: bool,
     timeout_s: float,
@@ -91,6 +98,7 @@ def cluster_up(
         jit_compile=jit_compile,
         straggler_task=straggler_task,
         straggler_ms=straggler_ms,
+        onset_s=onset_s,
     )
     try:
         manifest = local.up(cfg, workers=workers, ps=ps, run_dir=run_dir)

@@ -39,7 +39,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -63,6 +63,10 @@ HEARTBEAT_COLUMNS = ("minute_unix_s", "worker", "steps", "median_ms", "max_ms", 
 #: capture's ``watch.heartbeats``.
 KEPT_BEATS = 512
 WINDOW_BEATS = 120
+#: After a capture, steps are judged again from this long after it ended (the profiler's
+#: session closing and the trace written: measured, the engine's steps went from 13 ms to
+#: 170 ms during and just after a capture, which the rise trigger took for a slowdown).
+SETTLE_S = 1.0
 
 
 class WatchError(RuntimeError):
@@ -75,7 +79,9 @@ class Triggers:
 
     Attributes:
         rise_pct: a worker's step time is this much above its rolling median…
-        rise_steps: …for this many consecutive steps (the heartbeat window).
+        rise_steps: …for at least this many steps…
+        rise_s: …and this many seconds (the heartbeat window: a few slow steps among fast
+            ones are noise, not a slowdown).
         baseline_steps: the rolling median's steps (those before the window).
         min_baseline: steps a worker needs before its rise is judged (after a start, a
             restart or a trigger, the new level becomes the baseline).
@@ -87,7 +93,8 @@ class Triggers:
 
     rise_pct: float = 30.0
     rise_steps: int = 5
-    baseline_steps: int = 50
+    rise_s: float = 2.0
+    baseline_steps: int = 100
     min_baseline: int = 20
     spread_pct: float | None = 50.0
     cooldown_s: float = 120.0
@@ -163,17 +170,79 @@ def _window(beats: Sequence[Beat]) -> tuple[int, int]:
     return beats[0].end_unix_ns - beats[0].duration_ns, beats[-1].end_unix_ns
 
 
-def rise(beats: Sequence[Beat], t: Triggers) -> tuple[float, float] | None:
-    """(baseline ms, window ms) when each of the last ``rise_steps`` beats is ``rise_pct``
-    above the median of the ``baseline_steps`` before them, else None."""
-    if len(beats) < t.min_baseline + t.rise_steps:
-        return None
-    recent = beats[-t.rise_steps :]
-    baseline = _median_ms(beats[-(t.baseline_steps + t.rise_steps) : -t.rise_steps])
-    limit = baseline * (1 + t.rise_pct / 100)
-    if all(b.duration_ns / 1e6 >= limit for b in recent):
-        return baseline, _median_ms(recent)
-    return None
+class Rise(NamedTuple):
+    """A worker's step time rose: the rolling median before, the window's median, and the
+    window (wall clock ns: from the start of its first slow step to the end of its last)."""
+
+    baseline_ms: float
+    recent_ms: float
+    start_ns: int
+    end_ns: int
+
+
+class RiseDetector:
+    """One worker's slowdown, judged beat by beat: a run of steps above ``rise_pct`` over the
+    median of the ``baseline_steps`` before the run began (frozen then), at least
+    ``rise_steps`` steps and ``rise_s`` seconds long. A tenth of the run's steps may be fast
+    (noise); a run that ends (more fast steps than that) is forgotten: a slowdown that is over
+    by the time the watcher looks is not worth a capture. The run starts with its first slow
+    step: where the onset is placed."""
+
+    def __init__(self, t: Triggers) -> None:
+        self.t = t
+        self._recent: deque[int] = deque(maxlen=t.baseline_steps)  # durations before the run
+        self._limit_ns: float | None = None  # the baseline's limit, refreshed every 10 beats
+        self._since_limit = 0
+        self._run: list[Beat] = []
+        self._fast = 0
+        self._run_limit_ns = 0.0
+
+    def feed(self, beat: Beat) -> None:
+        if self._run:
+            if beat.duration_ns >= self._run_limit_ns:
+                self._run.append(beat)
+                return
+            self._fast += 1
+            if self._fast <= (len(self._run) + self._fast) // 10:
+                self._run.append(beat)
+                return
+            self._recent.extend(b.duration_ns for b in self._run)  # the run is over
+            self._run, self._fast, self._limit_ns = [], 0, None
+        limit = self._limit()
+        if limit is not None and beat.duration_ns >= limit:
+            self._run, self._fast, self._run_limit_ns = [beat], 0, limit
+            return
+        self._recent.append(beat.duration_ns)
+        self._since_limit += 1
+
+    def _limit(self) -> float | None:
+        if len(self._recent) < self.t.min_baseline:
+            return None
+        if self._limit_ns is None or self._since_limit >= 10:
+            self._limit_ns = statistics.median(self._recent) * (1 + self.t.rise_pct / 100)
+            self._since_limit = 0
+        return self._limit_ns
+
+    @property
+    def current(self) -> Rise | None:
+        """The slowdown going on now, when it is long enough to say so; else None."""
+        run = self._run
+        if len(run) < self.t.rise_steps or run[-1].duration_ns < self._run_limit_ns:
+            return None
+        first, last = _window(run)
+        if (last - first) / 1e9 < self.t.rise_s:
+            return None
+        return Rise(
+            self._run_limit_ns / 1e6 / (1 + self.t.rise_pct / 100), _median_ms(run), first, last
+        )
+
+
+def rise(beats: Sequence[Beat], t: Triggers) -> Rise | None:
+    """``RiseDetector.current`` after ``beats``."""
+    detector = RiseDetector(t)
+    for beat in beats:
+        detector.feed(beat)
+    return detector.current
 
 
 def spread(histories: dict[str, Sequence[Beat]], t: Triggers) -> Trigger | None:
@@ -221,6 +290,17 @@ class WorkerBeats:
     restarts: int = 0
     last_poll_unix_s: float = 0.0
     dropped: int = 0
+    detector: RiseDetector | None = None
+
+    def add(self, beat: Beat) -> None:
+        self.beats.append(beat)
+        if self.detector is not None:
+            self.detector.feed(beat)
+
+    def reset(self, triggers: Triggers | None) -> None:
+        """Forgets the beats: the next ones are a new baseline (after a capture, a restart)."""
+        self.beats.clear()
+        self.detector = RiseDetector(triggers) if triggers is not None else None
 
 
 @dataclass(frozen=True)
@@ -262,6 +342,9 @@ class Watcher:
         self.next_unix_s = 0.0 if opts.every_s is not None else None  # the first at once
         self.capturing = False
         self._quiet_until = 0.0
+        #: beats ending before this (wall ns) are not judged: the watcher's own capture slows
+        #: the steps in its window (the profiler starting, tracing, writing the trace)
+        self._settled_ns = 0
         self._requests: deque[str] = deque()
         self._channels: dict[str, grpc.Channel] = {}
         self._minutes = _MinuteLog(self.state / HEARTBEATS_CSV)
@@ -377,6 +460,7 @@ class Watcher:
             state = self.workers.get(label)
             if state is None or state.address != address:
                 state = self.workers[label] = WorkerBeats(address)
+                state.reset(self.opts.triggers)
             channel = self._channels.get(address)
             if channel is None:
                 channel = self._channels[address] = grpc.insecure_channel(
@@ -403,7 +487,7 @@ class Watcher:
         state.last_poll_unix_s = now
         if response.last_seq < state.cursor:  # the process restarted: its count began again
             state.restarts += 1
-            state.beats.clear()
+            state.reset(self.opts.triggers)
             state.cursor = 0
             state.status = "restarted"
             return
@@ -411,8 +495,9 @@ class Watcher:
         for b in response.beats:
             beat = Beat(b.seq, b.step, b.end_unix_ns, b.duration_ns)
             if beat.duration_ns > 0:  # the first beat, or one after a pause, has no length
-                state.beats.append(beat)
                 self._minutes.add(label, beat)
+                if beat.end_unix_ns - beat.duration_ns >= self._settled_ns:
+                    state.add(beat)
         state.cursor = response.last_seq
         state.status = "ok" if response.last_seq else "no steps yet"
 
@@ -438,24 +523,23 @@ class Watcher:
         return None
 
     def _triggered(self, t: Triggers) -> Trigger | None:
-        risen = {}
+        risen: dict[str, Rise] = {}
         for label, state in self.workers.items():
-            beats = list(state.beats)
-            found = rise(beats, t)
+            found = state.detector.current if state.detector is not None else None
             if found is not None:
-                risen[label] = (found, _window(beats[-t.rise_steps :]))
+                risen[label] = found
         if risen:
-            worst = max(risen, key=lambda w: risen[w][0][1] / risen[w][0][0])
-            baseline, recent = risen[worst][0]
-            others = f" and {len(risen) - 1} more" if len(risen) > 1 else ""
+            worst = max(risen, key=lambda w: risen[w].recent_ms / risen[w].baseline_ms)
+            r = risen[worst]
+            where = f"{len(risen)} workers" if len(risen) > 1 else worst  # in step: all of them
             return Trigger(
                 "rise",
                 tuple(sorted(risen)),
-                f"step time +{recent / baseline - 1:.0%} on {worst}{others}",
-                min(w[1][0] for w in risen.values()),
-                max(w[1][1] for w in risen.values()),
-                baseline,
-                recent,
+                f"step time +{r.recent_ms / r.baseline_ms - 1:.0%} on {where}",
+                min(x.start_ns for x in risen.values()),
+                max(x.end_ns for x in risen.values()),
+                r.baseline_ms,
+                r.recent_ms,
             )
         return spread({w: list(s.beats) for w, s in self.workers.items()}, t)
 
@@ -475,9 +559,6 @@ class Watcher:
             },
             "heartbeat_status": {label: s.status for label, s in self.workers.items()},
         }
-        if trigger.kind in ("rise", "spread"):  # the new level is the next baseline
-            for label in trigger.workers if trigger.kind == "rise" else self.workers:
-                self.workers[label].beats.clear()
         opts = replace(self.opts.capture, label=trigger.label, session=None)
         self.capturing = True
         self._write_status()
@@ -490,6 +571,10 @@ class Watcher:
             return watched
         finally:
             self.capturing = False
+            # The capture's own steps are no one's slowdown: the baseline starts after it.
+            self._settled_ns = time.time_ns() + int(SETTLE_S * 1e9)
+            for state in self.workers.values():
+                state.reset(self.opts.triggers)
         deleted = retain(self.opts.capture.logdir, self.opts.keep, self.opts.max_bytes)
         watched = WatchedCapture(
             result.session,
@@ -538,6 +623,7 @@ class Watcher:
             ],
         }
         with contextlib.suppress(OSError):
+            self.state.mkdir(parents=True, exist_ok=True)
             _write_json(self.state / STATUS_JSON, status)
 
 

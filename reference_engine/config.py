@@ -45,6 +45,10 @@ class EngineConfig:
         memory_events: run TF's CPU allocator as a BFC allocator, which records allocator
             events (always on for ``memory-leak``).
         seed: random seed of data and weights.
+        onset_s: the scenario's bottleneck (a straggler's sleep, the input stage's delay)
+            begins this many seconds after the task's first step, as a host degrading hours
+            into a job (0: from the start). The task reports ``onset`` with the wall clock
+            when it does (the ground truth of ``podscope watch``'s triggers).
     """
 
     workload: str = "mwms-loop"
@@ -69,6 +73,7 @@ class EngineConfig:
     preload: str | None = None
     learning_rate: float = 0.05
     seed: int = 7
+    onset_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:

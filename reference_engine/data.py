@@ -16,7 +16,7 @@ import numpy as np
 
 from podscope.reference_engine.config import EngineConfig
 from podscope.reference_engine.models import MODELS, NUM_CLASSES
-from podscope.reference_engine.scenarios import SCENARIOS
+from podscope.reference_engine.scenarios import ONSET, SCENARIOS
 
 EXAMPLES = 2048
 #: File each ``ps`` worker reads (relative to its working directory) for its per-batch delay.
@@ -88,7 +88,8 @@ def _sleeping_map(delay_s: float, tf: Any) -> Any:
 
     def slow(features: Any, label: Any) -> tuple[Any, Any]:
         def sleep(a: np.ndarray) -> np.ndarray:
-            time.sleep(delay_s)
+            if ONSET.active():  # from the start, or ``onset_s`` into training
+                time.sleep(delay_s)
             return a
 
         out = tf.numpy_function(sleep, [features], tf.float32)

@@ -6,8 +6,9 @@ is what PodScope's Pod Viewer and diagnostics are tested to report.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 ALL = ("mwms-fit", "mwms-loop", "ps")
 
@@ -129,3 +130,40 @@ SCENARIOS: Mapping[str, Scenario] = {
         workloads=("mwms-loop",),
     ),
 }
+
+
+@dataclass
+class Onset:
+    """When a run's bottleneck begins: ``onset_s`` after the task's first step (``tick``).
+
+    ``active()`` is what a knob asks before it slows anything down; the first True calls
+    ``on_start`` with the wall clock in ns (the task reports it: the ground truth).
+    """
+
+    onset_s: float = 0.0
+    on_start: Callable[[int], None] = lambda unix_ns: None
+    _first_step: float | None = None
+    _started: bool = False
+    _clock: Callable[[], float] = field(default=time.monotonic)
+
+    def tick(self) -> None:
+        """A training step ran (the first one starts the clock)."""
+        if self._first_step is None:
+            self._first_step = self._clock()
+
+    def active(self) -> bool:
+        """Whether the bottleneck is on now."""
+        if self._started:
+            return True
+        if self.onset_s > 0 and (
+            self._first_step is None or self._clock() - self._first_step < self.onset_s
+        ):
+            return False
+        self._started = True
+        if self.onset_s > 0:
+            self.on_start(time.time_ns())
+        return True
+
+
+#: This task's onset (a task is one process): the workload sets it up, the knobs ask it.
+ONSET = Onset()

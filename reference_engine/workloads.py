@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from podscope.collectors import agent
 from podscope.reference_engine.config import EngineConfig, EngineError
 from podscope.reference_engine.data import make_dataset
 from podscope.reference_engine.models import MODELS
-from podscope.reference_engine.scenarios import SCENARIOS
+from podscope.reference_engine.scenarios import ONSET, SCENARIOS
 
 Report = Callable[..., None]
 
@@ -85,6 +86,12 @@ def _report_model(model: Any, report: Report) -> None:
     )
 
 
+def _start_onset(cfg: EngineConfig, report: Report) -> None:
+    """The scenario's bottleneck starts ``cfg.onset_s`` into training; the task reports when."""
+    ONSET.onset_s = cfg.onset_s
+    ONSET.on_start = lambda unix_ns: report("onset", unix_ns=unix_ns)
+
+
 def _sleep_ms(ms: float) -> None:
     time.sleep(ms / 1000.0)
 
@@ -143,13 +150,15 @@ def run_mwms_loop(cfg: EngineConfig, task: Task, tf: Any, report: Report) -> lis
     if not scenario.eager:
         train_step = tf.function(train_step)
     _report_model(model, report)
+    _start_onset(cfg, report)
     losses: list[float] = []
     kept: list[Any] = []  # the memory-leak scenario's ever-growing list
     step = 0
     while cfg.steps is None or step < cfg.steps:
+        ONSET.tick()
         if scenario.memory_leak:
             kept.append(tf.random.normal([cfg.leak_kib * 256]))  # leak_kib KiB of float32
-        if scenario.straggler and task.index == cfg.straggler_task:
+        if scenario.straggler and task.index == cfg.straggler_task and ONSET.active():
             _sleep_ms(cfg.straggler_ms)
         if scenario.step_markers:
             with tf.profiler.experimental.Trace("train", step_num=step, _r=1):
@@ -157,6 +166,7 @@ def run_mwms_loop(cfg: EngineConfig, task: Task, tf: Any, report: Report) -> lis
         else:
             loss = train_step(it)
         losses.append(float(loss))
+        agent.step(step)  # the heartbeat a watcher reads
         report("step", step=step, loss=losses[-1])
         if scenario.host_overhead:
             _sleep_ms(cfg.host_overhead_ms)
@@ -180,11 +190,13 @@ def run_mwms_fit(cfg: EngineConfig, task: Task, tf: Any, report: Report) -> list
             jit_compile=cfg.jit_compile and not scenario.eager,
         )
     _report_model(model, report)
+    _start_onset(cfg, report)
     losses: list[float] = []
 
     class Hooks(tf.keras.callbacks.Callback):
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            if scenario.straggler and task.index == cfg.straggler_task:
+            ONSET.tick()
+            if scenario.straggler and task.index == cfg.straggler_task and ONSET.active():
                 _sleep_ms(cfg.straggler_ms)
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
@@ -200,7 +212,11 @@ def run_mwms_fit(cfg: EngineConfig, task: Task, tf: Any, report: Report) -> list
         epochs=1,
         steps_per_epoch=steps,
         verbose=0,
-        callbacks=[tf.keras.callbacks.BackupAndRestore(backup_dir=str(backup)), Hooks()],
+        callbacks=[
+            tf.keras.callbacks.BackupAndRestore(backup_dir=str(backup)),
+            Hooks(),
+            agent.keras_callback(tf.keras.callbacks.Callback),  # the heartbeat a watcher reads
+        ],
     )
     # Distributed save: every worker saves (collectives), only the chief's copy is kept.
     target = (
@@ -343,6 +359,15 @@ def validate_config(cfg: EngineConfig) -> EngineConfig:
     if cfg.steps is not None and cfg.steps < 1:
         raise EngineError("steps must be >= 1 (or None for --forever)")
     scenario = SCENARIOS[cfg.scenario]
+    if cfg.onset_s < 0:
+        raise EngineError("onset_s must be >= 0")
+    if cfg.onset_s and not (
+        (scenario.straggler and cfg.workload != "ps") or scenario.input_delay or scenario.slow_map
+    ):
+        raise EngineError(
+            "onset_s delays a straggler (mwms-loop, mwms-fit) or a slow input stage; "
+            f"scenario {cfg.scenario!r} on {cfg.workload!r} has neither"
+        )
     if cfg.workload not in scenario.workloads:
         raise EngineError(
             f"scenario {cfg.scenario!r} does not apply to workload {cfg.workload!r}; "

@@ -84,6 +84,26 @@ def capture_scenario(
         return _capture_once(cfg, root / "again", full_trace=full_trace, **options)
 
 
+def wait_warm(m: cluster.Manifest, cfg: EngineConfig, timeout_s: float) -> None:
+    """Waits until the trainer has logged ``WARM_STEPS`` steps.
+
+    Raises:
+        RunError: a task logged an error, or the trainer did not warm up in time.
+    """
+    trainer = next(t for t in m.tasks if t.role == "chief") if cfg.workload == "ps" else m.tasks[0]
+    deadline = time.monotonic() + timeout_s
+    while sum(e["event"] == "step" for e in cluster.events(trainer)) < WARM_STEPS:
+        failed = [(t.name, e) for t in m.tasks for e in cluster.events(t) if e["event"] == "error"]
+        if failed:
+            name, event = failed[0]
+            raise RunError(f"{name} failed: {str(event.get('message', '')).strip()[:200]}")
+        if time.monotonic() > deadline:
+            raise RunError(
+                f"{trainer.name} logged fewer than {WARM_STEPS} steps in {timeout_s:.0f} s"
+            )
+        time.sleep(0.2)  # polling a log file for a state, not waiting a fixed time
+
+
 def _capture_once(
     cfg: EngineConfig,
     root: Path,
@@ -101,22 +121,7 @@ def _capture_once(
         cfg, workers=workers, ps=ps, run_dir=root / "run", ready_timeout_s=ready_timeout_s
     )
     try:
-        trainer = (
-            next(t for t in m.tasks if t.role == "chief") if cfg.workload == "ps" else m.tasks[0]
-        )
-        deadline = time.monotonic() + warm_timeout_s
-        while sum(e["event"] == "step" for e in cluster.events(trainer)) < WARM_STEPS:
-            failed = [
-                (t.name, e) for t in m.tasks for e in cluster.events(t) if e["event"] == "error"
-            ]
-            if failed:
-                name, event = failed[0]
-                raise RunError(f"{name} failed: {str(event.get('message', '')).strip()[:200]}")
-            if time.monotonic() > deadline:
-                raise RunError(
-                    f"{trainer.name} logged fewer than {WARM_STEPS} steps in {warm_timeout_s:.0f} s"
-                )
-            time.sleep(0.2)  # polling a log file for a state, not waiting a fixed time
+        wait_warm(m, cfg, warm_timeout_s)
         result = capture(
             [Target(t.agent_address) for t in m.tasks],
             CaptureOptions(

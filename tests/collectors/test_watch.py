@@ -63,11 +63,20 @@ def _beats(durations_ms: list[float]) -> list[Beat]:
 
 
 def test_rise_fires_only_for_a_sustained_rise_over_the_rolling_median() -> None:
-    t = Triggers(rise_pct=30, rise_steps=5, baseline_steps=40, min_baseline=20)
-    assert watch.rise(_beats([100] * 40 + [140] * 5), t) == (100.0, 140.0)
-    assert watch.rise(_beats([100] * 40 + [140] * 4 + [100]), t) is None  # one fast step
+    t = Triggers(rise_pct=30, rise_steps=5, rise_s=0.5, baseline_steps=40, min_baseline=20)
+    fired = watch.rise(_beats([100] * 40 + [140] * 5), t)
+    assert fired is not None and (fired.baseline_ms, fired.recent_ms) == (100.0, 140.0)
+    assert fired.start_ns == T0 + 4000 * MS  # where the first slow step began
+    # However long it has gone on: the baseline is what came before the run began.
+    later = watch.rise(_beats([100] * 40 + [140] * 300), t)
+    assert later is not None and later.start_ns == T0 + 4000 * MS and later.baseline_ms == 100
+    # A tenth of the run may be fast (noise); more ends it.
+    assert watch.rise(_beats([100] * 40 + ([140] * 9 + [100]) * 3 + [140]), t) is not None
+    assert watch.rise(_beats([100] * 40 + [140] * 4 + [100] * 2 + [140] * 4), t) is None
+    assert watch.rise(_beats([100] * 40 + [140] * 20 + [100] * 5), t) is None  # over already
     assert watch.rise(_beats([100] * 40 + [125] * 5), t) is None  # under 30 %
     assert watch.rise(_beats([100] * 10 + [200] * 5), t) is None  # no baseline yet
+    assert watch.rise(_beats([10] * 40 + [20] * 20), t) is None  # 0.4 s: too short to say
     noisy = [100 + (i % 7) * 5 for i in range(60)]  # ±15 % noise is not a rise
     assert watch.rise(_beats(noisy), t) is None
 
@@ -94,7 +103,9 @@ def options(logdir: Path, **kw: object) -> WatchOptions:
         "every_s": 60.0,
         "keep": 3,
         "poll_s": 0.05,
-        "triggers": Triggers(rise_pct=30, rise_steps=5, baseline_steps=30, min_baseline=20),
+        "triggers": Triggers(
+            rise_pct=30, rise_steps=5, rise_s=0.4, baseline_steps=30, min_baseline=20
+        ),
     }
     return WatchOptions(capture_opts, **{**base, **kw})  # type: ignore[arg-type]
 
@@ -185,24 +196,29 @@ def test_agents_come_and_go(tmp_path: Path, agents: tuple) -> None:
     logdir = tmp_path / "logdir"
     labels = {"w0": addresses[0], "w1": addresses[1], "w2": addresses[2]}
     w = Watcher(lambda: [Target(a, label) for label, a in labels.items()], options(logdir))
+    w.step(3000.0)  # the first scheduled capture
     run_steps(beats[0], clock, [100] * 10)
-    w.step(3000.0)
+    w.step(3001.0)
     assert [b.step for b in w.workers["w0"].beats] == list(range(1, 10))
     # w1 dies: its heartbeats stop, the next capture gives it a status and keeps the others.
     stack.close()  # every fake agent stops…
     clock2 = Clock()
     fresh = Beats(clock=clock2)
     with ExitStack() as again:  # …w0 and w2 come back (w0 restarted: its count begins anew)
-        labels["w0"] = again.enter_context(fake_agent(tmp_path / "w0b", beats=fresh))[0]
+        port = int(labels["w0"].rpartition(":")[2])  # the same address, a new process
+        again.enter_context(fake_agent(tmp_path / "w0b", beats=fresh, port=port))
         labels["w2"] = again.enter_context(fake_agent(tmp_path / "w2b", index=2))[0]
         run_steps(fresh, clock2, [100] * 3)
+        w.step(3002.0)  # sees the count begin again…
+        assert w.workers["w0"].restarts == 1 and w.workers["w0"].status == "restarted"
+        w.step(3003.0)  # …and takes the new process's beats
+        assert [b.step for b in w.workers["w0"].beats] == [1, 2]
         w.request("after the restart")
-        taken = w.step(3001.0)
+        taken = w.step(3004.0)
         assert taken is not None
         assert taken.statuses["w0"] == "ok" and taken.statuses["w2"] == "ok"
         assert taken.statuses["w1"] == "unreachable"
         assert w.workers["w1"].status.startswith("unreachable")
-        assert [b.step for b in w.workers["w0"].beats] == [1, 2]  # the new process's
         hb = manifest(logdir, taken.session)["watch"]["heartbeat_status"]
         assert hb["w1"].startswith("unreachable") and hb["w0"] == "ok"
 

@@ -1,0 +1,255 @@
+"""A watched job's history: one summary per capture, and what changed from one to the next.
+
+    >>> entry = summarize(SessionAnalysis(load(folder)), "2026_12_04_09_00_00", manifest)
+    >>> entry["culprits"], entry["top"]["rule_id"], entry["metrics"]["step_time (p50)"]
+    >>> what_changed(previous_entry, entry)      # regression findings, largest first
+
+A summary is a small JSON record (``HistoryIndex`` keeps one line per session in
+``<logdir>/.podscope/history.jsonl``), so the History page reads a thousand captures without
+opening one: the capture's time and reason (a watcher's trigger and heartbeat window), its
+workers' statuses and step times, the culprit and its cause, the top finding, the step-time
+categories and the ops' self time per step. ``what_changed`` is Compare, automated: a new (or
+recovered) culprit with its cause, the step time's change, the category that grew most and
+the op that grew most, and a new top finding.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from podscope.analyzers.breakdown import CATEGORIES
+from podscope.analyzers.compare import op_rates, step_metrics
+from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers import layout
+
+#: Index file under ``layout.state_dir``; one JSON summary per line, the last line of a
+#: session wins (a session analysed again appends).
+INDEX_NAME = "history.jsonl"
+#: Ops kept per summary (by self time per step): what "the op that grew" is chosen from.
+KEPT_OPS = 40
+#: A change smaller than this share of the earlier step time is noise, not a finding.
+MIN_SHARE = 0.05
+#: Step time must change at least this much to be said.
+MIN_STEP_CHANGE = 0.10
+#: Summaries of this format; older lines are analysed again.
+SUMMARY_VERSION = 1
+
+
+def _num(value: Any) -> float | None:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else round(v, 4)
+
+
+def summarize(
+    analysis: SessionAnalysis, session: str, manifest: layout.CaptureManifest | None
+) -> dict[str, Any]:
+    """The history record of one session (JSON-ready; see the module docstring)."""
+    watch = dict(manifest.watch) if manifest is not None and manifest.watch else {}
+    trigger = dict(watch.get("trigger") or {})
+    start_ns = manifest.start_timestamp_ns if manifest and manifest.start_timestamp_ns else 0
+    pod = analysis.pod
+    # every worker's step time, its categories known or not (a Python-traced worker's too)
+    per_worker = (
+        pod.groupby(pod["worker"].astype(str))["step_time_ns"].median() / 1e6
+        if len(pod)
+        else pd.Series(dtype="float64")
+    )
+    roles = analysis.roles
+    culprits = sorted(roles.loc[roles["role"] == "culprit", "worker"].astype(str))
+    findings = [f for f in analysis.findings if f.applies and f.severity != "none"]
+    top = findings[0] if findings else None
+    per = "step" if len(analysis.capture_steps) else "capture"
+    ops = op_rates(analysis.op_table, analysis.capture_steps, per)
+    ops = ops.sort_values("self_us", ascending=False).head(KEPT_OPS)
+    return {
+        "version": SUMMARY_VERSION,
+        "session": session,
+        "start_unix_s": start_ns / 1e9 if start_ns else analysis.start_ns / 1e9,
+        "label": manifest.label if manifest else "",
+        "reason": str(watch.get("reason") or "manual"),
+        "detail": str(trigger.get("detail") or ""),
+        "trigger_workers": list(trigger.get("workers") or []),
+        "window": [trigger["window_start_ns"], trigger["window_end_ns"]]
+        if trigger.get("window_start_ns")
+        else None,
+        "statuses": {w.label: w.status for w in manifest.workers} if manifest else {},
+        "step_ms": {w: _num(v) for w, v in per_worker.items()},
+        "metrics": {k: _num(v) for k, v in step_metrics(pod).items()},
+        "culprits": culprits,
+        "causes": {w: _cause(analysis.slow_steps, w) for w in culprits},
+        "top": None
+        if top is None
+        else {"rule_id": top.rule_id, "title": top.title, "severity": str(top.severity)},
+        "fired": [f.rule_id for f in findings],
+        "ops": {f"{t}|{n}": _num(v) for (t, n), v in ops["self_us"].items()},
+        "per": per,
+    }
+
+
+def _cause(slow: pd.DataFrame, worker: str) -> str:
+    """The most common cause of the worker's late steps ("" when it has none)."""
+    own = slow[(slow["worker"].astype(str) == worker) & (slow["role"] == "late")]
+    return str(own["cause"].mode().iloc[0]) if len(own) else ""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One regression finding between two consecutive captures.
+
+    Attributes:
+        kind: ``culprit``, ``recovered``, ``step_time``, ``category``, ``op`` or ``finding``.
+        title: one line for people.
+        severity: ``high``, ``moderate`` or ``none`` (an improvement).
+        delta_ms: its size in ms per step (0 where it has none: a culprit, a finding).
+    """
+
+    kind: str
+    title: str
+    severity: str
+    delta_ms: float = 0.0
+
+
+def what_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+    """Regression findings from ``before`` to ``after`` (two ``summarize`` records), the most
+    severe and largest first; empty when nothing changed beyond noise."""
+    out: list[Change] = []
+    base_step = (before.get("metrics") or {}).get("step_time (p50)") or 0.0
+    new_step = (after.get("metrics") or {}).get("step_time (p50)") or 0.0
+    floor = max(base_step * MIN_SHARE, 0.1)
+    for w in sorted(set(after.get("culprits", [])) - set(before.get("culprits", []))):
+        cause = (after.get("causes") or {}).get(w) or "cause unknown"
+        out.append(Change("culprit", f"New straggler {w}: {cause}", "high"))
+    for w in sorted(set(before.get("culprits", [])) - set(after.get("culprits", []))):
+        out.append(Change("recovered", f"{w} is no longer a straggler", "none"))
+    if base_step > 0 and new_step > 0:
+        change = new_step / base_step - 1
+        if abs(change) >= MIN_STEP_CHANGE:
+            rose = change > 0
+            out.append(
+                Change(
+                    "step_time",
+                    f"Step time {'rose' if rose else 'fell'} {abs(change):.0%} "
+                    f"({base_step:.1f} → {new_step:.1f} ms)",
+                    ("high" if change >= 0.25 else "moderate") if rose else "none",
+                    new_step - base_step,
+                )
+            )
+    grown = _largest_growth(
+        {c: (before.get("metrics") or {}).get(c) for c in CATEGORIES},
+        {c: (after.get("metrics") or {}).get(c) for c in CATEGORIES},
+    )
+    if grown is not None and grown[1] >= floor:
+        name, delta, a, b = grown
+        out.append(
+            Change(
+                "category",
+                f"{name.replace('_', ' ')} grew {delta:.1f} ms per step ({a:.1f} → {b:.1f} ms)",
+                "moderate",
+                delta,
+            )
+        )
+    ops_grown = _largest_growth(
+        {k: v / 1000 for k, v in (before.get("ops") or {}).items() if v is not None},
+        {k: v / 1000 for k, v in (after.get("ops") or {}).items() if v is not None},
+    )
+    if ops_grown is not None and ops_grown[1] >= floor and before.get("per") == after.get("per"):
+        name, delta, a, b = ops_grown
+        op_type, _, op_name = name.partition("|")
+        shown = op_name if op_name and op_name != op_type else op_type
+        out.append(
+            Change(
+                "op",
+                f"op {shown} grew {delta:.2f} ms per {after.get('per')} ({a:.2f} → {b:.2f} ms)",
+                "moderate",
+                delta,
+            )
+        )
+    before_top = (before.get("top") or {}).get("rule_id")
+    after_top = after.get("top") or {}
+    if after_top and after_top.get("rule_id") != before_top:
+        out.append(Change("finding", f"New top finding: {after_top.get('title')}", "moderate"))
+    rank = {"high": 0, "moderate": 1, "none": 2}
+    return sorted(out, key=lambda c: (rank[c.severity], ORDER.index(c.kind), -abs(c.delta_ms)))
+
+
+#: Within a severity, who is slow comes before by how much and where.
+ORDER = ("culprit", "step_time", "category", "op", "finding", "recovered")
+
+
+def _largest_growth(
+    before: Mapping[str, float | None], after: Mapping[str, float | None]
+) -> tuple[str, float, float, float] | None:
+    """(name, growth, before, after) of the item that grew most, None when none grew."""
+    best = None
+    for name in set(before) | set(after):
+        a, b = before.get(name) or 0.0, after.get(name) or 0.0
+        if b - a > 0 and (best is None or b - a > best[1]):
+            best = (name, b - a, a, b)
+    return best
+
+
+class HistoryIndex:
+    """The summaries of a logdir's sessions, one JSON line each in ``.podscope/history.jsonl``.
+
+    Reading is one file (a thousand sessions: a few hundred KB), never a rescan of the
+    sessions; a line whose session is gone from disk is left out.
+    """
+
+    def __init__(self, logdir: Path) -> None:
+        self.logdir = Path(logdir)
+        self.path = layout.state_dir(self.logdir) / INDEX_NAME
+        self._lock = threading.Lock()
+        self._cache: tuple[tuple[int, int], list[dict[str, Any]]] | None = None
+
+    def add(self, entry: Mapping[str, Any]) -> None:
+        """Appends one session's summary (a session's last line wins)."""
+        line = json.dumps(entry, default=str, separators=(",", ":"))
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as f:
+                f.write(line + "\n")
+
+    def entries(self, sessions: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Every session's latest summary, oldest capture first (only ``sessions``, if given:
+        those on disk now)."""
+        with self._lock:
+            try:
+                st = os.stat(self.path)
+            except OSError:
+                return []
+            key = (st.st_size, st.st_mtime_ns)
+            if self._cache is None or self._cache[0] != key:
+                latest: dict[str, dict[str, Any]] = {}
+                with self.path.open() as f:
+                    for line in f:
+                        try:
+                            entry = json.loads(line)
+                        except ValueError:
+                            continue  # a line cut short by a crash
+                        if isinstance(entry, dict) and entry.get("version") == SUMMARY_VERSION:
+                            latest[str(entry.get("session"))] = entry
+                self._cache = (key, sorted(latest.values(), key=lambda e: e["start_unix_s"]))
+            found = self._cache[1]
+        if sessions is None:
+            return list(found)
+        wanted = set(sessions)
+        return [e for e in found if e["session"] in wanted]
+
+
+def with_changes(
+    entries: Sequence[Mapping[str, Any]],
+) -> list[tuple[Mapping[str, Any], list[Change]]]:
+    """Each entry with what changed since the one before it (none for the first)."""
+    return [(e, what_changed(entries[i - 1], e) if i else []) for i, e in enumerate(entries)]
