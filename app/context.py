@@ -19,6 +19,7 @@ from pathlib import Path
 import flask
 
 from podscope.analyzers.execution import ExecConfig
+from podscope.app.history import Watching
 from podscope.app.settings import AppSettings
 from podscope.app.store import SessionStore
 from podscope.app.targets import targets_from
@@ -62,10 +63,12 @@ class AppContext:
         settings: the app's configuration.
         store: sessions of ``settings.logdir``: listing, import, parsed analyses.
         host_maps: the host → group mappings uploaded on the Pod Viewer.
+        watching: the logdir's watcher (Capture page) and history (History page).
     """
 
     settings: AppSettings
     store: SessionStore
+    watching: Watching
     host_maps: HostMaps = field(default_factory=HostMaps)
 
     @classmethod
@@ -80,6 +83,7 @@ class AppContext:
             SessionStore(
                 settings.logdir, settings.cache_dir, settings.frame_cache_sessions, execution
             ),
+            Watching(settings.logdir, settings.cache_dir),
         )
 
     def capture_targets(self, addresses: str | None, manifest: str | None) -> list[Target]:

@@ -14,11 +14,21 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from podscope.analyzers.history import HistoryIndex, summarize
 from podscope.analyzers.session import SessionAnalysis
+from podscope.collectors.capture import Target
+from podscope.collectors.watch import (
+    Watcher,
+    WatchError,
+    WatchOptions,
+    read_status,
+    request_capture,
+)
 from podscope.trace_parsers import TraceParseError, layout, load
 from podscope.trace_parsers.loader import session_folders
 
@@ -121,9 +131,89 @@ class Historian:
 
     def wait(self, timeout_s: float = 600.0) -> bool:
         """Waits until the queue is empty (tests, the CLI at exit); False on timeout."""
-        import time
-
         deadline = time.monotonic() + timeout_s
         while self.pending and time.monotonic() < deadline:
             time.sleep(0.05)
         return not self.pending
+
+
+class Watching:
+    """The dashboard's watcher of its logdir (the Capture page's Watch mode) and the historian
+    that summarizes every capture for the History page. A watcher started elsewhere
+    (``podscope watch`` on the same logdir) is shown from its ``watch.json``, and asked to
+    capture through its request file."""
+
+    def __init__(self, logdir: Path, cache_dir: Path | None = None) -> None:
+        self.logdir = Path(logdir)
+        self.historian = Historian(self.logdir, cache_dir)
+        self.watcher: Watcher | None = None
+        self._lock = threading.Lock()
+
+    def start(self, targets: Callable[[], Sequence[Target]], opts: WatchOptions) -> None:
+        """Starts watching (each capture queued for its summary).
+
+        Raises:
+            WatchError: this dashboard or another process already watches the logdir.
+        """
+        with self._lock:
+            if self.watcher is not None and self.watcher.running:
+                raise WatchError("this dashboard is watching already: stop it first")
+            watcher = Watcher(
+                targets, opts, lambda result, watched: self.historian.add(result.session)
+            )
+            watcher.start()
+            self.watcher = watcher
+
+    def stop(self) -> bool:
+        """Stops this dashboard's watcher; False when it had none running."""
+        with self._lock:
+            watcher, self.watcher = self.watcher, None
+        if watcher is None or not watcher.running:
+            return False
+        watcher.stop()
+        return True
+
+    def request(self, reason: str) -> str:
+        """Asks whichever watcher owns the logdir to capture now; says who was asked."""
+        watcher = self.watcher
+        if watcher is not None and watcher.running:
+            watcher.request(reason)
+            return "this dashboard's watcher"
+        request_capture(self.logdir, reason)
+        return "the watcher of this logdir"
+
+    def status(self) -> dict[str, Any] | None:
+        """The owning watcher's ``watch.json`` with ``here`` (this dashboard's) and ``fresh``
+        (written in the last minute, or by this dashboard's running watcher); None if no
+        watcher ever wrote one."""
+        status = read_status(self.logdir)
+        if status is None:
+            return None
+        here = self.watcher is not None and self.watcher.running
+        fresh = here or (
+            bool(status.get("running")) and time.time() - status.get("updated_unix_s", 0) < 60
+        )
+        return {**status, "here": here, "fresh": fresh}
+
+
+_HEARTBEATS: dict[Path, tuple[tuple[int, int], Any]] = {}
+
+
+def heartbeats_frame(logdir: Path) -> Any:
+    """The logdir's ``heartbeats.csv`` as a DataFrame (empty when none), read again only when
+    the file changed."""
+    import pandas as pd
+
+    from podscope.collectors.watch import HEARTBEAT_COLUMNS, HEARTBEATS_CSV
+
+    path = layout.state_dir(logdir) / HEARTBEATS_CSV
+    try:
+        st = path.stat()
+    except OSError:
+        return pd.DataFrame(columns=list(HEARTBEAT_COLUMNS))
+    key = (st.st_size, st.st_mtime_ns)
+    hit = _HEARTBEATS.get(path)
+    if hit is None or hit[0] != key:
+        frame = pd.read_csv(path, dtype={"worker": "string"}, on_bad_lines="skip")
+        _HEARTBEATS[path] = hit = (key, frame)
+    return hit[1]

@@ -245,17 +245,38 @@ def rise(beats: Sequence[Beat], t: Triggers) -> Rise | None:
     return detector.current
 
 
+def _recent(beats: Sequence[Beat], t: Triggers) -> Sequence[Beat]:
+    """The last ``2 * rise_s`` seconds of beats (at least ``rise_steps``); empty when the
+    worker's beats do not span that long yet. Twice the rise's window: a step change is a
+    rise, said with the worker's own baseline and onset; the spread is for what drifts."""
+    if not beats:
+        return []
+    span_ns = 2 * t.rise_s * 1e9
+    end = beats[-1].end_unix_ns
+    i = len(beats) - t.rise_steps
+    while i > 0 and end - (beats[i].end_unix_ns - beats[i].duration_ns) < span_ns:
+        i -= 1
+    window = beats[max(i, 0) :]
+    first, last = _window(window)
+    return window if last - first >= span_ns and len(window) >= t.rise_steps else []
+
+
 def spread(histories: dict[str, Sequence[Beat]], t: Triggers) -> Trigger | None:
     """A ``spread`` trigger when the workers' recent medians spread ``spread_pct`` and twice
     as far as their baselines did (at least two workers with a baseline), else None."""
     if t.spread_pct is None:
         return None
-    ready = {w: b for w, b in histories.items() if len(b) >= t.min_baseline + t.rise_steps}
+    recent_of = {w: _recent(b, t) for w, b in histories.items()}
+    ready = {
+        w: b
+        for w, b in histories.items()
+        if len(b) - len(recent_of[w]) >= t.min_baseline and recent_of[w]
+    }
     if len(ready) < 2:
         return None
-    recent = {w: _median_ms(b[-t.rise_steps :]) for w, b in ready.items()}
+    recent = {w: _median_ms(recent_of[w]) for w in ready}
     base = {
-        w: _median_ms(b[-(t.baseline_steps + t.rise_steps) : -t.rise_steps])
+        w: _median_ms(b[-(t.baseline_steps + len(recent_of[w])) : -len(recent_of[w])])
         for w, b in ready.items()
     }
 
@@ -267,7 +288,7 @@ def spread(histories: dict[str, Sequence[Beat]], t: Triggers) -> Trigger | None:
     if now * 100 < t.spread_pct or now < 2 * before:
         return None
     slowest = max(recent, key=lambda w: recent[w])
-    start, end = _window(ready[slowest][-t.rise_steps :])
+    start, end = _window(recent_of[slowest])
     return Trigger(
         "spread",
         (slowest,),
@@ -371,7 +392,7 @@ class Watcher:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
-        self._close()
+        self.close()
 
     def run_forever(self) -> None:
         """Runs in the calling thread until ``stop`` (another thread) or Ctrl-C."""
@@ -379,7 +400,7 @@ class Watcher:
         try:
             self._run()
         finally:
-            self._close()
+            self.close()
 
     def request(self, reason: str = "") -> None:
         """Captures at the next poll, whatever the schedule and triggers say."""
@@ -414,7 +435,9 @@ class Watcher:
         handle.flush()
         self._lock_file = handle
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """Writes the heartbeats of the minute in progress, closes the channels and frees the
+        logdir (``stop`` and ``run_forever`` do it; a caller of ``step`` does it at the end)."""
         self._minutes.flush(before=float("inf"))
         for channel in self._channels.values():
             channel.close()
@@ -606,6 +629,7 @@ class Watcher:
                     "status": s.status,
                     "restarts": s.restarts,
                     "median_ms": _median_ms(list(s.beats)[-20:]) if s.beats else None,
+                    "judged_steps": len(s.beats),
                     "last_step": s.beats[-1].step if s.beats else None,
                 }
                 for label, s in self.workers.items()

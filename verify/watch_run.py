@@ -135,6 +135,7 @@ def watch_scenario(
                 if watched.trigger.kind in ("rise", "spread") and onset_ns:
                     break
             tick.wait(poll_s)  # the watcher's own poll interval
+        watcher.close()
     finally:
         cluster.down(m, grace_s=2)
     historian = Historian(logdir)

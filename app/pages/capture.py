@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,9 +19,10 @@ from podscope.app.context import current
 from podscope.app.pages._common import card
 from podscope.app.targets import MAX_TARGETS, capture_form, page_targets_problem
 from podscope.app.units import plural
-from podscope.collectors.capture import CaptureOptions, WorkerResult, capture
+from podscope.collectors.capture import CaptureOptions, Target, WorkerResult, capture
 from podscope.collectors.errors import CaptureError
 from podscope.collectors.status import Status
+from podscope.collectors.watch import Triggers, WatchError, WatchOptions
 from podscope.trace_parsers import layout as capture_layout
 from podscope.trace_parsers.layout import profile_root
 
@@ -124,8 +127,92 @@ def layout(**_: str) -> Any:
                 ),
             ),
             card(html.Div(id=ids.CAP_PROGRESS), html.Div(id=ids.CAP_RESULT)),
+            _watch_card(viewer),
         ]
     )
+
+
+def _watch_card(viewer: bool) -> Any:
+    """Watch mode: the workers above, captured on a schedule and when their step heartbeats
+    slow down (``collectors.watch``), by this dashboard until stopped."""
+    return card(
+        html.H5("Watch this job"),
+        html.P(
+            [
+                "Captures the workers above every N minutes with the window above, and at once "
+                "when a worker's step time rises (its training loop calls "
+                "podscope.agent.step(n) after each step). One capture at a time; the oldest "
+                "watched sessions are deleted beyond the number kept. Results: the ",
+                dcc.Link("History page", href="/history"),
+                ".",
+            ],
+            className="podscope-muted",
+        ),
+        dbc.Row(
+            [
+                _field(
+                    "Every (minutes)",
+                    dbc.Input(id=ids.CAP_WATCH_EVERY, value="5", inputMode="numeric"),
+                    2,
+                ),
+                _field(
+                    "Sessions kept",
+                    dbc.Input(id=ids.CAP_WATCH_KEEP, value="100", inputMode="numeric"),
+                    2,
+                ),
+                _field(
+                    "Step-time rise that triggers (%)",
+                    dbc.Input(id=ids.CAP_WATCH_RISE, value="30", inputMode="numeric"),
+                    3,
+                ),
+                _field(
+                    "Triggers",
+                    dbc.Switch(id=ids.CAP_WATCH_TRIGGERS, value=True, label="on heartbeats"),
+                    2,
+                ),
+            ]
+        ),
+        html.Div(
+            [
+                dbc.Button("Start watching", id=ids.CAP_WATCH_START, disabled=viewer),
+                dbc.Button(
+                    "Capture now",
+                    id=ids.CAP_WATCH_NOW,
+                    color="secondary",
+                    className="ms-2",
+                    disabled=viewer,
+                ),
+                dbc.Button(
+                    "Stop watching",
+                    id=ids.CAP_WATCH_STOP,
+                    color="danger",
+                    outline=True,
+                    className="ms-2",
+                    disabled=viewer,
+                ),
+            ],
+            className="mt-3",
+        ),
+        html.Div(id=ids.CAP_WATCH_SAID, className="mt-2"),
+        html.Div(id=ids.CAP_WATCH_STATUS, className="mt-2"),
+        dcc.Interval(id=ids.CAP_WATCH_TICK, interval=2000),
+    )
+
+
+#: The Watch form's whole numbers: (low, high) per field, as the page names them.
+WATCH_LIMITS = {
+    "Every (minutes)": (1, 1440),
+    "Sessions kept": (1, 10_000),
+    "Step-time rise that triggers (%)": (5, 1000),
+}
+
+
+def _whole(name: str, value: Any) -> int | str:
+    lo, hi = WATCH_LIMITS[name]
+    text = str(value or "").strip()
+    if not text.isascii() or not text.isdigit() or not lo <= int(text) <= hi:
+        return f"{name}: a whole number from {lo:,} to {hi:,}."
+    return int(text)
 
 
 layout.per_user = True  # type: ignore[attr-defined]  # the role shows: never prefetched
@@ -168,6 +255,39 @@ dash.clientside_callback(
 )
 
 
+def _planned(
+    addresses: str | None,
+    manifest: str | None,
+    duration: Any,
+    delay: Any,
+    host_level: Any,
+    py_level: Any,
+    retries: Any,
+) -> tuple[list[Target], CaptureOptions] | str:
+    """The form's targets and capture options, or why they are refused (checked here, not
+    only in the browser: a POST can say anything)."""
+    context = current()
+    fields, problem = capture_form(duration, delay, host_level, py_level, retries)
+    problem = page_targets_problem(addresses, manifest) or problem
+    if problem:
+        return problem
+    try:
+        targets = context.capture_targets(addresses, manifest)
+    except CaptureError as e:
+        return str(e)
+    if len(targets) > MAX_TARGETS:
+        return f"{len(targets)} workers: at most {MAX_TARGETS} per capture"
+    return targets, CaptureOptions(
+        logdir=context.settings.logdir,
+        duration_ms=fields["duration_ms"],
+        delay_ms=fields["delay_ms"],
+        host_tracer_level=fields["host_tracer_level"],
+        python_tracer_level=fields["python_tracer_level"],
+        retries=fields["retries"],
+        token=context.settings.agent_token,
+    )
+
+
 @dash.callback(
     Output(ids.CAP_RESULT, "children"),
     Input(ids.CAP_START, "n_clicks"),
@@ -199,9 +319,10 @@ def run_capture(
     label: str | None,
     note: str | None,
 ) -> Any:
-    context = current()
-    fields, problem = capture_form(duration, delay, host_level, py_level, retries)
-    problem = page_targets_problem(addresses, manifest) or problem
+    planned = _planned(addresses, manifest, duration, delay, host_level, py_level, retries)
+    if isinstance(planned, str):
+        return dbc.Alert(planned, color="danger")
+    targets, opts = planned
     for name, text, limit in (
         ("Label", label, capture_layout.MAX_LABEL),
         ("Note", note, capture_layout.MAX_NOTE),
@@ -209,28 +330,8 @@ def run_capture(
         try:
             capture_layout.check_label(text or "", limit)
         except capture_layout.LayoutError as e:
-            problem = problem or f"{name}: {e}."
-    if problem:  # checked here, not only in the browser: a POST can say anything
-        return dbc.Alert(problem, color="danger")
-    try:
-        targets = context.capture_targets(addresses, manifest)
-    except CaptureError as e:
-        return dbc.Alert(str(e), color="danger")
-    if len(targets) > MAX_TARGETS:
-        return dbc.Alert(
-            f"{len(targets)} workers: at most {MAX_TARGETS} per capture", color="danger"
-        )
-    opts = CaptureOptions(
-        logdir=context.settings.logdir,
-        duration_ms=fields["duration_ms"],
-        delay_ms=fields["delay_ms"],
-        host_tracer_level=fields["host_tracer_level"],
-        python_tracer_level=fields["python_tracer_level"],
-        retries=fields["retries"],
-        token=context.settings.agent_token,
-        label=label or "",
-        note=note or "",
-    )
+            return dbc.Alert(f"{name}: {e}.", color="danger")
+    opts = replace(opts, label=label or "", note=note or "")
     shown = {t.worker_label: WorkerResult(t.worker_label, t.address) for t in targets}
     lock = threading.Lock()
 
@@ -255,4 +356,152 @@ def run_capture(
             ".",
         ],
         color="success" if ok == total else "warning",
+    )
+
+
+@dash.callback(
+    Output(ids.CAP_WATCH_SAID, "children"),
+    Input(ids.CAP_WATCH_START, "n_clicks"),
+    Input(ids.CAP_WATCH_NOW, "n_clicks"),
+    Input(ids.CAP_WATCH_STOP, "n_clicks"),
+    State(ids.CAP_ADDRESSES, "value"),
+    State(ids.CAP_MANIFEST, "value"),
+    State(ids.CAP_DURATION, "value"),
+    State(ids.CAP_DELAY, "value"),
+    State(ids.CAP_HOST_LEVEL, "value"),
+    State(ids.CAP_PY_LEVEL, "value"),
+    State(ids.CAP_RETRIES, "value"),
+    State(ids.CAP_WATCH_EVERY, "value"),
+    State(ids.CAP_WATCH_KEEP, "value"),
+    State(ids.CAP_WATCH_RISE, "value"),
+    State(ids.CAP_WATCH_TRIGGERS, "value"),
+    prevent_initial_call=True,
+)
+def watch_control(
+    _start: int | None,
+    _now: int | None,
+    _stop: int | None,
+    addresses: str | None,
+    manifest: str | None,
+    duration: Any,
+    delay: Any,
+    host_level: Any,
+    py_level: Any,
+    retries: Any,
+    every: Any,
+    keep: Any,
+    rise_pct: Any,
+    triggers_on: bool,
+) -> Any:
+    watching = current().watching
+    pressed = dash.ctx.triggered_id
+    if pressed == ids.CAP_WATCH_STOP:
+        stopped = watching.stop()
+        return dbc.Alert(
+            "Stopped watching; the sessions stay."
+            if stopped
+            else "This dashboard was not watching.",
+            color="secondary",
+        )
+    if pressed == ids.CAP_WATCH_NOW:
+        status = watching.status()
+        if status is None or not status["fresh"]:
+            return dbc.Alert(
+                "No watcher runs on this logdir: start watching first.", color="warning"
+            )
+        who = watching.request(f"from the Capture page by {current_user(current().settings.auth)}")
+        return dbc.Alert(f"Asked {who} to capture at its next poll.", color="info")
+    planned = _planned(addresses, manifest, duration, delay, host_level, py_level, retries)
+    numbers = [_whole(n, v) for n, v in zip(WATCH_LIMITS, (every, keep, rise_pct), strict=True)]
+    if isinstance(planned, str):
+        return dbc.Alert(planned, color="danger")
+    problem = next((n for n in numbers if isinstance(n, str)), None)
+    if problem is not None:
+        return dbc.Alert(problem, color="danger")
+    _, opts = planned
+    every_min, kept, rise = (int(n) for n in numbers)
+    context = current()
+    try:
+        watching.start(
+            lambda: context.capture_targets(addresses, manifest),  # a manifest is read anew
+            WatchOptions(
+                opts,
+                every_s=every_min * 60.0,
+                keep=kept,
+                triggers=Triggers(rise_pct=rise) if triggers_on else None,
+            ),
+        )
+    except WatchError as e:
+        return dbc.Alert(str(e), color="danger")
+    return dbc.Alert(
+        f"Watching: a capture now and every {plural(every_min, 'minute')}"
+        + (f", and when a step time rises {rise}%" if triggers_on else "")
+        + f"; keeping {plural(kept, 'session')}.",
+        color="success",
+    )
+
+
+@dash.callback(
+    Output(ids.CAP_WATCH_STATUS, "children"),
+    Input(ids.CAP_WATCH_TICK, "n_intervals"),
+)
+def watch_status(_n: int | None) -> Any:
+    status = current().watching.status()
+    if status is None or not status["fresh"]:
+        return html.P(
+            "Not watching.", className="podscope-muted", id=ids.CAP_WATCH_STATUS + "-idle"
+        )
+    nxt = status.get("next_unix_s")
+    head = (
+        ("Capturing now. " if status.get("capturing") else "")
+        + (
+            f"Next scheduled capture in {max(0.0, nxt - time.time()):.0f} s."
+            if nxt
+            else "No schedule."
+        )
+        + ("" if status["here"] else f" (watcher: pid {status.get('pid')})")
+    )
+    workers = status.get("workers") or {}
+    beats = dbc.Table(
+        [
+            html.Thead(
+                html.Tr([html.Th(c) for c in ("worker", "heartbeats", "step ms", "last step")])
+            ),
+            html.Tbody(
+                [
+                    html.Tr(
+                        [
+                            html.Td(w),
+                            html.Td(
+                                s["status"]
+                                + (f" ({s['restarts']} restarts)" if s.get("restarts") else "")
+                            ),
+                            html.Td(f"{s['median_ms']:.1f}" if s.get("median_ms") else ""),
+                            html.Td("" if s.get("last_step") is None else str(s["last_step"])),
+                        ]
+                    )
+                    for w, s in list(workers.items())[:MAX_TARGETS]
+                ]
+            ),
+        ],
+        size="sm",
+        className="mb-2",
+    )
+    captures = [
+        html.Li(
+            [
+                time.strftime("%H:%M:%S", time.localtime(c["started_unix_s"])),
+                f" {c['detail'] or c['reason']}: ",
+                dcc.Link(c["session"], href=f"/pod?{urlencode({'session': c['session']})}")
+                if c["session"]
+                else c["error"],
+                f" ({sum(v == 'ok' for v in c['statuses'].values())}/{len(c['statuses'])} ok)"
+                if c["statuses"]
+                else "",
+            ]
+        )
+        for c in reversed(status.get("captures") or [])
+    ]
+    return html.Div(
+        [html.P(head, id=ids.CAP_WATCH_STATUS + "-head"), beats, html.Ul(captures[:10])]
     )

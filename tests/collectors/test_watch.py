@@ -82,7 +82,9 @@ def test_rise_fires_only_for_a_sustained_rise_over_the_rolling_median() -> None:
 
 
 def test_spread_fires_when_one_worker_drifts_from_the_others() -> None:
-    t = Triggers(rise_pct=300, rise_steps=5, baseline_steps=30, min_baseline=20, spread_pct=50)
+    t = Triggers(
+        rise_pct=300, rise_steps=5, rise_s=0.5, baseline_steps=30, min_baseline=20, spread_pct=50
+    )
     steady = _beats([100] * 35)
     drifting = _beats([100] * 30 + [180] * 5)
     fired = watch.spread({"a": steady, "b": steady, "c": drifting}, t)

@@ -1,0 +1,166 @@
+"""The History page's figure: step time over wall time, from the step heartbeats (per minute)
+and from each capture, with each capture's verdict on the same axis."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+#: Up to this many workers get a line each; a pod gets its median, its spread and its slowest.
+LINES_PER_WORKER = 12
+SLOWEST_DRAWN = 5
+#: Marker per capture reason.
+SYMBOLS = {"scheduled": "circle", "requested": "square", "rise": "triangle-up", "spread": "diamond"}
+
+
+def _time(unix_s: pd.Series | float) -> Any:
+    if isinstance(unix_s, pd.Series):
+        return pd.to_datetime(unix_s, unit="s", utc=True).dt.tz_convert(None)
+    return datetime.utcfromtimestamp(float(unix_s))
+
+
+def history_figure(
+    entries: Sequence[Mapping[str, Any]],
+    heartbeats: pd.DataFrame,
+    changes: Mapping[str, str],
+) -> go.Figure:
+    """``entries``: history summaries, oldest first (``analyzers.history``); ``heartbeats``:
+    ``collectors.watch.HEARTBEAT_COLUMNS`` rows; ``changes``: per session, what changed
+    since the capture before it (the hover's last line). A capture's point carries its
+    session (``customdata``): clicking it opens the session."""
+    fig = go.Figure()
+    if len(heartbeats):
+        _heartbeat_lines(fig, heartbeats)
+    for e in entries:
+        window = e.get("window")
+        if window:
+            fig.add_vrect(
+                x0=_time(window[0] / 1e9),
+                x1=_time(window[1] / 1e9),
+                fillcolor="#dc3545",
+                opacity=0.12,
+                line_width=0,
+            )
+    if entries:
+        x = [_time(e["start_unix_s"]) for e in entries]
+        y = [(e.get("metrics") or {}).get("step_time (p50)") for e in entries]
+        color = [
+            "#dc3545" if e["culprits"] else "#fd7e14" if e.get("top") else "#198754"
+            for e in entries
+        ]
+        text = [_hover(e, changes.get(e["session"], "")) for e in entries]
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="markers",
+                name="captures (click: open)",
+                marker={
+                    "size": 13,
+                    "color": color,
+                    "symbol": [SYMBOLS.get(e["reason"], "circle-open") for e in entries],
+                    "line": {"width": 1, "color": "#212529"},
+                },
+                customdata=[e["session"] for e in entries],
+                hovertext=text,
+                hovertemplate="%{hovertext}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        title="Step time over wall time (ms): heartbeats per minute, and each capture "
+        "(▲ triggered, ● scheduled, ■ requested; red: a culprit)",
+        xaxis_title="time (UTC)",
+        yaxis_title="step time (ms)",
+        height=460,
+        margin={"l": 10, "r": 10, "t": 60, "b": 40},
+        legend={"orientation": "h", "y": -0.18},
+        uirevision="history",
+        hovermode="closest",
+    )
+    return fig
+
+
+def _hover(e: Mapping[str, Any], changed: str) -> str:
+    culprits = ", ".join(
+        f"{w} ({(e.get('causes') or {}).get(w) or 'cause unknown'})" for w in e["culprits"]
+    )
+    top = (e.get("top") or {}).get("title", "none")
+    lines = [
+        f"<b>{e['session']}</b> · {e.get('detail') or e['reason']}",
+        f"culprit: {culprits or 'none'}",
+        f"top finding: {top}",
+    ]
+    if changed:
+        lines.append(f"changed: {changed}")
+    return "<br>".join(lines)
+
+
+def _heartbeat_lines(fig: go.Figure, hb: pd.DataFrame) -> None:
+    hb = hb.assign(t=_time(hb["minute_unix_s"].astype("float64")))
+    workers = hb["worker"].astype(str).unique()
+    if len(workers) <= LINES_PER_WORKER:
+        for w in sorted(workers):
+            mine = hb[hb["worker"].astype(str) == w].sort_values("t")
+            fig.add_trace(
+                go.Scatter(
+                    x=mine["t"],
+                    y=mine["median_ms"],
+                    mode="lines",
+                    name=w,
+                    line={"width": 1.5},
+                    hovertemplate=f"{w}<br>%{{x}}: %{{y:.1f}} ms (median of the minute)"
+                    "<extra></extra>",
+                )
+            )
+        return
+    per_minute = hb.groupby("t")["median_ms"].agg(
+        median="median", low=lambda s: s.quantile(0.05), high=lambda s: s.quantile(0.95)
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=per_minute.index,
+            y=per_minute["high"],
+            mode="lines",
+            line={"width": 0},
+            showlegend=False,
+            hoverinfo="skip",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=per_minute.index,
+            y=per_minute["low"],
+            mode="lines",
+            line={"width": 0},
+            fill="tonexty",
+            fillcolor="rgba(13,110,253,0.15)",
+            name=f"{len(workers)} workers: p5–p95",
+            hoverinfo="skip",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=per_minute.index,
+            y=per_minute["median"],
+            mode="lines",
+            name="median worker",
+            line={"color": "#0d6efd", "width": 2},
+        )
+    )
+    ratio = hb.assign(r=hb["median_ms"] / hb["t"].map(per_minute["median"]))
+    slowest = ratio.groupby(ratio["worker"].astype(str))["r"].mean().nlargest(SLOWEST_DRAWN)
+    for w in slowest.index:
+        mine = hb[hb["worker"].astype(str) == w].sort_values("t")
+        fig.add_trace(
+            go.Scatter(
+                x=mine["t"],
+                y=mine["median_ms"],
+                mode="lines",
+                name=f"{w} (slowest)",
+                line={"width": 1, "dash": "dot"},
+            )
+        )
