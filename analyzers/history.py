@@ -1,10 +1,10 @@
 """A watched job's history: one summary per capture, and what changed from one to the next.
 
-    >>> entry = summarize(SessionAnalysis(load(folder)), "2026_12_04_09_00_00", manifest)
+    >>> entry = summarize(SessionAnalysis(load(folder)), "2026_12_04_09_00_00", label="…")
     >>> entry["culprits"], entry["top"]["rule_id"], entry["metrics"]["step_time (p50)"]
     >>> what_changed(previous_entry, entry)      # regression findings, largest first
 
-A summary is a small JSON record (``HistoryIndex`` keeps one line per session in
+A summary is a small JSON record (``app.history.HistoryIndex`` keeps one line per session in
 ``<logdir>/.podscope/history.jsonl``), so the History page reads a thousand captures without
 opening one: the capture's time and reason (a watcher's trigger and heartbeat window), its
 workers' statuses and step times, the culprit and its cause, the top finding, the step-time
@@ -15,13 +15,9 @@ the op that grew most, and a new top finding.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -29,11 +25,7 @@ import pandas as pd
 from podscope.analyzers.breakdown import CATEGORIES
 from podscope.analyzers.compare import op_rates, step_metrics
 from podscope.analyzers.session import SessionAnalysis
-from podscope.trace_parsers import layout
 
-#: Index file under ``layout.state_dir``; one JSON summary per line, the last line of a
-#: session wins (a session analysed again appends).
-INDEX_NAME = "history.jsonl"
 #: Ops kept per summary (by self time per step): what "the op that grew" is chosen from.
 KEPT_OPS = 40
 #: A change smaller than this share of the earlier step time is noise, not a finding.
@@ -53,12 +45,25 @@ def _num(value: Any) -> float | None:
 
 
 def summarize(
-    analysis: SessionAnalysis, session: str, manifest: layout.CaptureManifest | None
+    analysis: SessionAnalysis,
+    session: str,
+    *,
+    start_ns: int = 0,
+    label: str = "",
+    statuses: Mapping[str, str] | None = None,
+    watch: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The history record of one session (JSON-ready; see the module docstring)."""
-    watch = dict(manifest.watch) if manifest is not None and manifest.watch else {}
+    """The history record of one session (JSON-ready; see the module docstring).
+
+    Args:
+        analysis: the session's analysis.
+        session: its id.
+        start_ns, label, statuses, watch: from its ``capture.json`` (the capture's common
+            start, label, per-worker statuses and a watcher's reason): a session without
+            one is dated by its trace.
+    """
+    watch = dict(watch or {})
     trigger = dict(watch.get("trigger") or {})
-    start_ns = manifest.start_timestamp_ns if manifest and manifest.start_timestamp_ns else 0
     pod = analysis.pod
     # every worker's step time, its categories known or not (a Python-traced worker's too)
     per_worker = (
@@ -77,14 +82,14 @@ def summarize(
         "version": SUMMARY_VERSION,
         "session": session,
         "start_unix_s": start_ns / 1e9 if start_ns else analysis.start_ns / 1e9,
-        "label": manifest.label if manifest else "",
+        "label": label,
         "reason": str(watch.get("reason") or "manual"),
         "detail": str(trigger.get("detail") or ""),
         "trigger_workers": list(trigger.get("workers") or []),
         "window": [trigger["window_start_ns"], trigger["window_end_ns"]]
         if trigger.get("window_start_ns")
         else None,
-        "statuses": {w.label: w.status for w in manifest.workers} if manifest else {},
+        "statuses": dict(statuses or {}),
         "step_ms": {w: _num(v) for w, v in per_worker.items()},
         "metrics": {k: _num(v) for k, v in step_metrics(pod).items()},
         "culprits": culprits,
@@ -198,54 +203,6 @@ def _largest_growth(
         if b - a > 0 and (best is None or b - a > best[1]):
             best = (name, b - a, a, b)
     return best
-
-
-class HistoryIndex:
-    """The summaries of a logdir's sessions, one JSON line each in ``.podscope/history.jsonl``.
-
-    Reading is one file (a thousand sessions: a few hundred KB), never a rescan of the
-    sessions; a line whose session is gone from disk is left out.
-    """
-
-    def __init__(self, logdir: Path) -> None:
-        self.logdir = Path(logdir)
-        self.path = layout.state_dir(self.logdir) / INDEX_NAME
-        self._lock = threading.Lock()
-        self._cache: tuple[tuple[int, int], list[dict[str, Any]]] | None = None
-
-    def add(self, entry: Mapping[str, Any]) -> None:
-        """Appends one session's summary (a session's last line wins)."""
-        line = json.dumps(entry, default=str, separators=(",", ":"))
-        with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as f:
-                f.write(line + "\n")
-
-    def entries(self, sessions: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Every session's latest summary, oldest capture first (only ``sessions``, if given:
-        those on disk now)."""
-        with self._lock:
-            try:
-                st = os.stat(self.path)
-            except OSError:
-                return []
-            key = (st.st_size, st.st_mtime_ns)
-            if self._cache is None or self._cache[0] != key:
-                latest: dict[str, dict[str, Any]] = {}
-                with self.path.open() as f:
-                    for line in f:
-                        try:
-                            entry = json.loads(line)
-                        except ValueError:
-                            continue  # a line cut short by a crash
-                        if isinstance(entry, dict) and entry.get("version") == SUMMARY_VERSION:
-                            latest[str(entry.get("session"))] = entry
-                self._cache = (key, sorted(latest.values(), key=lambda e: e["start_unix_s"]))
-            found = self._cache[1]
-        if sessions is None:
-            return list(found)
-        wanted = set(sessions)
-        return [e for e in found if e["session"] in wanted]
 
 
 def with_changes(

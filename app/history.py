@@ -11,15 +11,17 @@ Used by ``podscope watch`` (each new capture) and by the dashboard (the History 
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from podscope.analyzers.history import HistoryIndex, summarize
+from podscope.analyzers.history import SUMMARY_VERSION, summarize
 from podscope.analyzers.session import SessionAnalysis
 from podscope.collectors.capture import Target
 from podscope.collectors.watch import (
@@ -33,6 +35,58 @@ from podscope.trace_parsers import TraceParseError, layout, load
 from podscope.trace_parsers.loader import session_folders
 
 log = logging.getLogger("podscope.history")
+
+#: Index file under ``layout.state_dir``; one JSON summary per line, the last line of a
+#: session wins (a session analysed again appends).
+INDEX_NAME = "history.jsonl"
+
+
+class HistoryIndex:
+    """The summaries (``analyzers.history.summarize``) of a logdir's sessions, one JSON line each in ``.podscope/history.jsonl``.
+
+    Reading is one file (a thousand sessions: a few hundred KB), never a rescan of the
+    sessions; a line whose session is gone from disk is left out.
+    """
+
+    def __init__(self, logdir: Path) -> None:
+        self.logdir = Path(logdir)
+        self.path = layout.state_dir(self.logdir) / INDEX_NAME
+        self._lock = threading.Lock()
+        self._cache: tuple[tuple[int, int], list[dict[str, Any]]] | None = None
+
+    def add(self, entry: Mapping[str, Any]) -> None:
+        """Appends one session's summary (a session's last line wins)."""
+        line = json.dumps(entry, default=str, separators=(",", ":"))
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as f:
+                f.write(line + "\n")
+
+    def entries(self, sessions: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Every session's latest summary, oldest capture first (only ``sessions``, if given:
+        those on disk now)."""
+        with self._lock:
+            try:
+                st = os.stat(self.path)
+            except OSError:
+                return []
+            key = (st.st_size, st.st_mtime_ns)
+            if self._cache is None or self._cache[0] != key:
+                latest: dict[str, dict[str, Any]] = {}
+                with self.path.open() as f:
+                    for line in f:
+                        try:
+                            entry = json.loads(line)
+                        except ValueError:
+                            continue  # a line cut short by a crash
+                        if isinstance(entry, dict) and entry.get("version") == SUMMARY_VERSION:
+                            latest[str(entry.get("session"))] = entry
+                self._cache = (key, sorted(latest.values(), key=lambda e: e["start_unix_s"]))
+            found = self._cache[1]
+        if sessions is None:
+            return list(found)
+        wanted = set(sessions)
+        return [e for e in found if e["session"] in wanted]
 
 
 class Historian:
@@ -97,7 +151,14 @@ class Historian:
             manifest = None
         try:
             analysis = SessionAnalysis(load(folder, cache_dir=self.cache_dir))
-            entry = summarize(analysis, session, manifest)
+            entry = summarize(
+                analysis,
+                session,
+                start_ns=manifest.start_timestamp_ns if manifest else 0,
+                label=manifest.label if manifest else "",
+                statuses={w.label: w.status for w in manifest.workers} if manifest else {},
+                watch=manifest.watch if manifest else None,
+            )
         except (TraceParseError, OSError, ValueError) as e:
             self.failures[session] = str(e)[:300]
             log.warning("history: %s not summarized: %s", session, e)

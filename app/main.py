@@ -341,6 +341,7 @@ dash.clientside_callback(
     Output(ids.URL, "search"),
     Input(ids.SESSION_PICKER, "value"),
     State(ids.URL, "search"),
+    State(ids.URL, "pathname"),
     prevent_initial_call=True,
 )
 

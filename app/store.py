@@ -153,6 +153,8 @@ class SessionStore:
     #: Sessions being loaded in the request threads: a second request (or a page's prefetch,
     #: ``app.main``) for one waits for the first instead of loading it again.
     _loading: dict[tuple[object, ...], Future[SessionAnalysis]] = field(default_factory=dict)
+    #: The listing index: per session, its folder's mtime and its summary (``_summary``).
+    _listing: dict[str, tuple[int, SessionSummary]] = field(default_factory=dict)
 
     def _folders(self) -> dict[str, Path]:
         return session_folders(self.logdir)
@@ -161,12 +163,40 @@ class SessionStore:
         """Session ids of every run at any depth (``train/2026_…``; TensorBoard's runs), newest
         first: by their newest trace file's modification time (a name says nothing:
         ``upload_…`` sorts after every ``2026_…`` capture), then id."""
-        folders = self._folders()
+        return [s.name for s in self.summaries()]
 
-        def newest(name: str) -> float:
-            return max((f.stat().st_mtime for f in trace_files(folders[name])), default=0.0)
-
-        return sorted(folders, key=lambda n: (newest(n), n), reverse=True)
+    def _summary(self, name: str, folder: Path) -> SessionSummary:
+        """The session's summary, from the listing index while its folder is unchanged (a
+        file added, removed or renamed, ``capture.json`` rewritten: the folder's mtime moves).
+        A thousand sessions are one ``stat`` each, not a listing, stats and a manifest each."""
+        try:
+            key = os.stat(folder).st_mtime_ns
+        except OSError:
+            key = -1
+        with self._lock:
+            hit = self._listing.get(name)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        files = trace_files(folder)
+        stats = [f.stat() for f in files]
+        try:
+            manifest, error = layout.read_manifest(folder), ""
+        except layout.LayoutError as e:
+            manifest, error = None, str(e)
+        summary = SessionSummary(
+            name=name,
+            workers=len(files),
+            bytes=sum(s.st_size for s in stats),
+            modified=max((s.st_mtime for s in stats), default=0.0),
+            manifest=manifest,
+            manifest_error=error,
+            kind="xplane"
+            if any(f.name.endswith(PARSERS["xplane"].suffixes) for f in files)
+            else "android",
+        )
+        with self._lock:
+            self._listing[name] = (key, summary)
+        return summary
 
     def path(self, session: str) -> Path:
         """The session's folder.
@@ -187,31 +217,13 @@ class SessionStore:
         return path
 
     def summaries(self) -> list[SessionSummary]:
-        """Every session, newest first, with its files and capture manifest."""
-        out = []
+        """Every session, newest first (``names``), with its files and capture manifest."""
         folders = self._folders()
-        for name in self.names():
-            folder = folders[name]
-            files = trace_files(folder)
-            stats = [f.stat() for f in files]
-            try:
-                manifest, error = layout.read_manifest(folder), ""
-            except layout.LayoutError as e:
-                manifest, error = None, str(e)
-            out.append(
-                SessionSummary(
-                    name=name,
-                    workers=len(files),
-                    bytes=sum(s.st_size for s in stats),
-                    modified=max(s.st_mtime for s in stats),
-                    manifest=manifest,
-                    manifest_error=error,
-                    kind="xplane"
-                    if any(f.name.endswith(PARSERS["xplane"].suffixes) for f in files)
-                    else "android",
-                )
-            )
-        return out
+        found = [self._summary(name, folder) for name, folder in folders.items()]
+        with self._lock:  # sessions gone from disk leave the index
+            for gone in set(self._listing) - set(folders):
+                del self._listing[gone]
+        return sorted(found, key=lambda s: (s.modified, s.name), reverse=True)
 
     def describe(self, session: str, label: str, note: str) -> None:
         """Sets the session's label and note (in its ``capture.json``).

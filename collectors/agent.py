@@ -42,6 +42,7 @@ from typing import Any
 
 import grpc
 
+from podscope.collectors import heartbeat
 from podscope.collectors.export_service import (
     AgentServer,
     Limits,
@@ -53,7 +54,6 @@ from podscope.collectors.export_service import (
 )
 from podscope.collectors.front_door import DoorLimits
 from podscope.collectors.heartbeat import jax_step as jax_step  # the training loop's side
-from podscope.collectors.heartbeat import keras_callback as keras_callback
 from podscope.collectors.heartbeat import step as step
 from podscope.collectors.tf_profiler import call_profile, profile_request
 
@@ -238,6 +238,22 @@ def start(
         door=door,
     )
     return Agent(f"{host}:{server.port}", root, profiler_address or "", server)
+
+
+def keras_callback(base: type | None = None) -> Any:
+    """A Keras callback that records a step heartbeat after every training batch
+    (``collectors.heartbeat``): ``model.fit(..., callbacks=[podscope.agent.keras_callback()])``.
+
+    Args:
+        base: the ``Callback`` class of the Keras the model uses (default:
+            ``tf.keras.callbacks.Callback``; pass ``tf_keras.callbacks.Callback`` or
+            ``keras.callbacks.Callback`` for those).
+    """
+    if base is None:
+        import tensorflow as tf
+
+        base = tf.keras.callbacks.Callback
+    return heartbeat.keras_callback(base)
 
 
 #: The shortest token an agent that serves other machines accepts.

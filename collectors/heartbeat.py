@@ -105,20 +105,16 @@ def jax_step(n: int | None, *outputs: Any) -> None:
     BEATS.record(n)
 
 
-def keras_callback(base: type | None = None) -> Any:
+def keras_callback(base: type) -> Any:
     """A Keras callback that records a beat after every training batch.
 
     Args:
-        base: the ``Callback`` class of the Keras the model uses (default:
-            ``tf.keras.callbacks.Callback``; pass ``tf_keras.callbacks.Callback`` or
-            ``keras.callbacks.Callback`` for those).
+        base: the ``Callback`` class of the Keras the model uses
+            (``tf.keras.callbacks.Callback``, ``tf_keras.callbacks.Callback`` or
+            ``keras.callbacks.Callback``; ``podscope.agent.keras_callback()`` picks TF's).
     """
-    if base is None:
-        import tensorflow as tf
 
-        base = tf.keras.callbacks.Callback
-
-    class PodScopeHeartbeat(base):  # type: ignore[misc, valid-type]
+    class PodScopeHeartbeat(base):
         """Records a PodScope step heartbeat after every training batch."""
 
         def __init__(self) -> None:

@@ -7,7 +7,7 @@ base ``pip install podscope`` is all a training image needs. See ``podscope.coll
 and ``podscope.collectors.heartbeat``.
 """
 
-from podscope.collectors.agent import Agent, AgentError, start
-from podscope.collectors.heartbeat import jax_step, keras_callback, step
+from podscope.collectors.agent import Agent, AgentError, keras_callback, start
+from podscope.collectors.heartbeat import jax_step, step
 
 __all__ = ["Agent", "AgentError", "jax_step", "keras_callback", "start", "step"]

@@ -186,7 +186,7 @@ def scan(folder: Path, max_files: int | None = None) -> FolderScan:
     return _scan(str(folder), st.st_ino, st.st_mtime_ns, limit)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=4096)  # a logdir of a thousand watched sessions, and some
 def _scan(name: str, inode: int, changed_ns: int, limit: int) -> FolderScan:
     """``scan`` of the folder as it was at ``changed_ns`` (a page asks for its session's files
     several times a request: a folder of 100,000 files is listed again only when it changes)."""

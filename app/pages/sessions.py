@@ -21,6 +21,9 @@ from podscope.trace_parsers import layout as capture_layout
 
 dash.register_page(__name__, path="/", name="Sessions", order=0)
 
+#: Sessions the grid shows whole; more scroll and page in a box.
+AUTO_HEIGHT_ROWS = 25
+
 
 def plan_of(worker: capture_layout.ManifestWorker) -> str:
     """What a worker's capture recorded: the full host trace, or Python calls only (the safe
@@ -94,7 +97,12 @@ def layout(**query: str) -> html.Div:
                     rowData=_rows(summaries),
                     columnDefs=cols,
                     columnSize="autoSize",
-                    dashGridOptions={"domLayout": "autoHeight"},
+                    # Up to a screenful grows with its rows; a logdir of a thousand watched
+                    # sessions scrolls and pages in a box (autoHeight draws every row).
+                    dashGridOptions={"domLayout": "autoHeight"}
+                    if len(summaries) <= AUTO_HEIGHT_ROWS
+                    else {"pagination": True, "paginationPageSize": 100},
+                    style={} if len(summaries) <= AUTO_HEIGHT_ROWS else {"height": "640px"},
                     csvExportParams={"fileName": "sessions.csv"},
                     getRowId="params.data.id",
                 ),

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from podscope.analyzers.history import HistoryIndex, summarize, what_changed, with_changes
+from podscope.analyzers.history import summarize, what_changed, with_changes
 from podscope.analyzers.session import SessionAnalysis
+from podscope.app.history import HistoryIndex
 from podscope.trace_parsers import layout, load
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -32,12 +33,17 @@ def entry(session: str, t: float, **kw: object) -> dict:
 
 def test_summary_of_a_real_straggler_capture() -> None:
     manifest = layout.read_manifest(STRAGGLER)
-    e = summarize(SessionAnalysis(load(STRAGGLER, cache=False)), "s1", manifest)
+    e = summarize(
+        SessionAnalysis(load(STRAGGLER, cache=False)),
+        "s1",
+        statuses={w.label: w.status for w in manifest.workers},
+    )
     tasks = {w.label: f"{w.role}:{w.index}" for w in manifest.workers}
     assert [tasks[w] for w in e["culprits"]] == ["worker:1"]  # expected.json's verdict
     assert e["causes"][e["culprits"][0]]  # with its cause
     assert e["top"]["rule_id"] == "straggler" and e["reason"] == "manual"
     assert e["metrics"]["step_time (p50)"] > 0 and len(e["step_ms"]) == 3
+    assert set(e["statuses"]) == set(e["step_ms"])
     assert e["ops"] and all(v is None or v >= 0 for v in e["ops"].values())
     json.dumps(e)  # one line of the index
 
