@@ -53,12 +53,14 @@ fuzz: install-test
 	PODSCOPE_FUZZ_N=5000 $(VENV)/bin/pytest -q tests/test_fuzz.py
 
 # Verdicts over a seeded, randomized matrix of engine runs (30-60 min); writes verify/REPORT.md;
-# then 30 engine starts beside busy loops (verify/STARTS.md); then the wheel built, installed
+# then 30 engine starts beside busy loops (verify/STARTS.md); then 9 watched runs whose
+# bottleneck begins at a drawn time (verify/WATCH_REPORT.md); then the wheel built, installed
 # and run on every Python here (verify/INSTALL.md).
 verify: install-test browser
 	@mkdir -p $(BUILD_TMP)
 	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m verify $(VERIFY_ARGS)
 	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m verify.starts --n 30 --busy 2
+	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m verify.watch_matrix --n 9
 	TMPDIR=$(BUILD_TMP) $(PY) -m verify.install
 
 # The documentation site (build/docs/site): the pages in docs/ and the reference generated from

@@ -2,7 +2,7 @@
 down, keep the last K sessions, and say after each capture who the culprit is and what changed.
 
     podscope watch --cluster runs/demo/cluster.json --logdir runs/job --every 5m
-    podscope watch --now --logdir runs/job "after the data refresh"   # ask the running watcher
+    podscope watch --now --logdir runs/job --reason "after the refresh"  # ask the watcher
 
 Exit codes: 0 stopped (Ctrl-C); 2 bad usage or the logdir is already watched.
 """
@@ -80,14 +80,8 @@ def _when(unix_s: float) -> str:
 @click.option("--cooldown", default="2m", help="No trigger this long after a triggered capture.")
 @click.option("--no-triggers", is_flag=True, help="Scheduled and requested captures only.")
 @click.option("--token", envvar="PODSCOPE_TOKEN", help="The agents' shared token.")
-@click.option(
-    "--now",
-    "now_reason",
-    is_flag=False,
-    flag_value="",
-    default=None,
-    help="Ask the watcher of LOGDIR to capture now (with an optional reason), then exit.",
-)
+@click.option("--now", is_flag=True, help="Ask the watcher of LOGDIR to capture now, then exit.")
+@click.option("--reason", default="", help="With --now: why (kept as the session's label).")
 def watch_command(
     addresses: str | None,
     cluster: Path | None,
@@ -104,7 +98,8 @@ def watch_command(
     cooldown: str,
     no_triggers: bool,
     token: str | None,
-    now_reason: str | None,
+    now: bool,
+    reason: str,
 ) -> None:
     """Watch a long job: capture every worker every --every and whenever a worker's step
     heartbeats (podscope.agent.step(n) in the training loop) slow down; one capture at a time,
@@ -114,8 +109,8 @@ def watch_command(
     from podscope.collectors.capture import CaptureOptions
     from podscope.collectors.errors import CaptureError
 
-    if now_reason is not None:
-        _ask(logdir, now_reason)
+    if now:
+        _ask(logdir, reason)
         return
     from podscope.app.targets import targets_from
 

@@ -51,6 +51,7 @@ PAGES = {
     "compare": "/compare?session=2026_12_01_09_30_00&baseline=2026_12_01_09_15_00",
     "tflite": "/android?session=2026_12_01_12_00_00",
     "capture": "/capture",
+    "history": "/history",
 }
 
 
@@ -79,6 +80,13 @@ def main() -> None:
                 for name, url in PAGES.items():
                     page.goto(base + url)
                     settle(page)
+                    if name == "history":  # every session summarized, in the background
+                        page.wait_for_function(
+                            "!document.querySelector('#hist-status')?.innerText"
+                            ".includes('summarizing')",
+                            timeout=120_000,
+                        )
+                        settle(page)
                     page.wait_for_selector("._dash-loading", state="detached")
                     page.screenshot(path=str(OUT / f"{name}.png"))
                     print(name, flush=True)
