@@ -243,3 +243,22 @@ def test_options_are_checked() -> None:
         options(Path("x"), every_s=0.05)
     with pytest.raises(WatchError):
         Triggers(rise_pct=0)
+
+
+def test_keras_callback_and_jax_helper_record_beats() -> None:
+    from podscope.collectors import heartbeat
+
+    class Callback:  # stands in for keras.callbacks.Callback (the real one: make verify)
+        pass
+
+    _, last, _ = heartbeat.BEATS.since(0)
+    cb = heartbeat.keras_callback(Callback)
+    for batch in range(3):
+        cb.on_train_batch_end(batch)
+    cb.on_test_begin()  # evaluation: the next beat has no length
+    cb.on_train_batch_end(0)
+    beats, _, _ = heartbeat.BEATS.since(last)
+    assert [b.step for b in beats] == [0, 1, 2, 3] and beats[-1].duration_ns == 0
+    jnp = pytest.importorskip("jax.numpy")
+    heartbeat.jax_step(7, jnp.arange(3) * 2)
+    assert heartbeat.BEATS.since(last + 4)[0][0].step == 7
