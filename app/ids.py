@@ -88,6 +88,7 @@ CAP_WATCH_TICK = "cap-watch-tick"
 # History page
 HIST_GO = "hist-go"
 HIST_TICK = "hist-tick"
+HIST_SEEN = "hist-seen"
 HIST_STATUS = "hist-status"
 HIST_GRAPH = "hist-graph"
 HIST_CHANGES = "hist-changes"

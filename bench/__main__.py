@@ -20,7 +20,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import android, app_latency, folders, pod, pod_capture, pod_scale, scale, transfer
+from bench import (
+    android,
+    app_latency,
+    folders,
+    pod,
+    pod_capture,
+    pod_scale,
+    scale,
+    transfer,
+    watch,
+)
 from bench.synth import ensure_capture
 from bench.tf_capture import ensure_tf_capture
 
@@ -192,6 +202,13 @@ def main() -> None:
     ap.add_argument(
         "--capture-agents", type=int, default=256, help="agents in one capture window; 0 skips"
     )
+    ap.add_argument(
+        "--watch",
+        nargs="*",
+        default=list(watch.PARTS),
+        choices=list(watch.PARTS),
+        help="bench.watch parts (heartbeat, history, overhead); none skips",
+    )
     args = ap.parse_args()
     if args.only_app:
         tf_path = ensure_tf_capture(OUT, args.tf_steps)
@@ -230,6 +247,8 @@ def main() -> None:
         pod_scale.report(sizes + [pod_scale.bench_size(n, 1) for n in args.pod_once])
     if args.capture_agents:
         pod_capture.report(pod_capture.run(args.capture_agents, processes=8, lose=0.1))
+    if args.watch:
+        watch.report({part: watch.PARTS[part]() for part in args.watch})
 
 
 if __name__ == "__main__":

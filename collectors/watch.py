@@ -394,14 +394,6 @@ class Watcher:
             self._thread.join(timeout_s)
         self.close()
 
-    def run_forever(self) -> None:
-        """Runs in the calling thread until ``stop`` (another thread) or Ctrl-C."""
-        self._own_logdir()
-        try:
-            self._run()
-        finally:
-            self.close()
-
     def request(self, reason: str = "") -> None:
         """Captures at the next poll, whatever the schedule and triggers say."""
         self._requests.append(reason)
@@ -437,7 +429,7 @@ class Watcher:
 
     def close(self) -> None:
         """Writes the heartbeats of the minute in progress, closes the channels and frees the
-        logdir (``stop`` and ``run_forever`` do it; a caller of ``step`` does it at the end)."""
+        logdir (``stop`` does it; a caller of ``step`` does it at the end)."""
         self._minutes.flush(before=float("inf"))
         for channel in self._channels.values():
             channel.close()
@@ -546,8 +538,11 @@ class Watcher:
         return None
 
     def _triggered(self, t: Triggers) -> Trigger | None:
+        """A rise or spread among the workers answering now (a worker that went away keeps
+        its last beats, which say nothing of now)."""
+        live = {w: s for w, s in self.workers.items() if s.status == "ok"}
         risen: dict[str, Rise] = {}
-        for label, state in self.workers.items():
+        for label, state in live.items():
             found = state.detector.current if state.detector is not None else None
             if found is not None:
                 risen[label] = found
@@ -564,7 +559,7 @@ class Watcher:
                 r.baseline_ms,
                 r.recent_ms,
             )
-        return spread({w: list(s.beats) for w, s in self.workers.items()}, t)
+        return spread({w: list(s.beats) for w, s in live.items()}, t)
 
     # -- one capture ---------------------------------------------------------------------
 

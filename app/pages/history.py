@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 import dash
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
-from dash import Input, Output, dcc, html
+from dash import Input, Output, State, dcc, html
 
 from podscope.analyzers.history import Change, with_changes
 from podscope.app import ids
@@ -35,6 +35,7 @@ def layout(**_: str) -> html.Div:
         [
             dcc.Location(id=ids.HIST_GO, refresh=True),
             dcc.Interval(id=ids.HIST_TICK, interval=3000),
+            dcc.Store(id=ids.HIST_SEEN),
             card(html.Div(id=ids.HIST_STATUS)),
             card(dcc.Graph(id=ids.HIST_GRAPH, config={"displaylogo": False})),
             card(html.H5("What changed"), html.Div(id=ids.HIST_CHANGES)),
@@ -141,16 +142,29 @@ def _changes_view(session: str, changes: list[Change]) -> Any:
     Output(ids.HIST_TABLE, "rowData"),
     Output(ids.HIST_CHANGES, "children"),
     Output(ids.HIST_TICK, "disabled"),
+    Output(ids.HIST_SEEN, "data"),
     Input(ids.HIST_TICK, "n_intervals"),
     Input(ids.HIST_TABLE, "selectedRows"),
+    State(ids.HIST_SEEN, "data"),
 )
-def refresh(_n: int | None, selected: list[dict[str, Any]] | None) -> tuple[Any, ...]:
+def refresh(
+    _n: int | None, selected: list[dict[str, Any]] | None, seen: str | None
+) -> tuple[Any, ...]:
     context = current()
     sessions = context.store.names()
     entries = context.watching.historian.index.entries(sessions)
+    status = context.watching.status()
+    idle = not context.watching.historian.pending and not (status and status["fresh"])
+    heartbeats = heartbeats_frame(context.settings.logdir)
+    # What the figure and the grid are drawn from: unchanged, only the status line is sent
+    # (a watched page polls every 3 s; a thousand rows and markers are not sent again).
+    drawn = f"{[e['session'] for e in entries][-1:]}|{len(entries)}|{len(heartbeats)}"
+    status_line = _status(len(entries), len(sessions))
+    if drawn == seen and dash.ctx.triggered_id == ids.HIST_TICK:
+        return (status_line, dash.no_update, dash.no_update, dash.no_update, idle, drawn)
     pairs = with_changes(entries)
     said = {e["session"]: "; ".join(c.title for c in ch[:2]) for e, ch in pairs}
-    figure = history_figure(entries, heartbeats_frame(context.settings.logdir), said)
+    figure = history_figure(entries, heartbeats, said)
     rows = [
         {
             "id": e["session"],
@@ -172,9 +186,7 @@ def refresh(_n: int | None, selected: list[dict[str, Any]] | None) -> tuple[Any,
     chosen = selected[0]["id"] if selected else (entries[-1]["session"] if entries else None)
     changes = next((ch for e, ch in pairs if e["session"] == chosen), [])
     view = _changes_view(chosen, changes) if chosen else html.P("No capture summarized yet.")
-    status = context.watching.status()
-    idle = not context.watching.historian.pending and not (status and status["fresh"])
-    return _status(len(entries), len(sessions)), figure, rows, view, idle
+    return status_line, figure, rows, view, idle, drawn
 
 
 @dash.callback(
