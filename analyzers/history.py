@@ -81,7 +81,8 @@ def summarize(
     return {
         "version": SUMMARY_VERSION,
         "session": session,
-        "start_unix_s": start_ns / 1e9 if start_ns else analysis.start_ns / 1e9,
+        # a trace's own clock is wall time only for some formats (XPlane: Unix ns)
+        "start_unix_s": (start_ns or (analysis.start_ns if analysis.start_ns > 1e18 else 0)) / 1e9,
         "label": label,
         "reason": str(watch.get("reason") or "manual"),
         "detail": str(trigger.get("detail") or ""),

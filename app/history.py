@@ -18,6 +18,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,7 @@ class Historian:
             entry = summarize(
                 analysis,
                 session,
-                start_ns=manifest.start_timestamp_ns if manifest else 0,
+                start_ns=(manifest.start_timestamp_ns if manifest else 0) or _named_ns(folder),
                 label=manifest.label if manifest else "",
                 statuses={w.label: w.status for w in manifest.workers} if manifest else {},
                 watch=manifest.watch if manifest else None,
@@ -196,6 +197,16 @@ class Historian:
         while self.pending and time.monotonic() < deadline:
             time.sleep(0.05)
         return not self.pending
+
+
+def _named_ns(folder: Path) -> int:
+    """When a session without a capture start was taken: its name, when it is XProf's
+    (``2026_12_01_10_00_00``, UTC), else its folder's modification time (an upload)."""
+    try:
+        named = datetime.strptime(folder.name[:19], layout.SESSION_FORMAT)
+        return int(named.replace(tzinfo=timezone.utc).timestamp() * 1e9)
+    except ValueError:
+        return folder.stat().st_mtime_ns
 
 
 class Watching:

@@ -128,6 +128,7 @@ def keras_callback(base: type) -> Any:
         def on_test_begin(self, logs: Any = None) -> None:
             BEATS.pause()  # evaluation between epochs is not a slow step
 
-        on_epoch_end = on_test_begin
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            BEATS.pause()  # nor are the epoch's callbacks (checkpoints, logging)
 
     return PodScopeHeartbeat()

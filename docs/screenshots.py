@@ -1,6 +1,7 @@
 """The README tour's pictures (docs/images/<page>.png): one per dashboard page, taken in headless
 Chromium from `podscope serve` on a logdir of the committed PS fixture and, when present, the
-shared samples (the V100 capture, the TPU capture, an Android systrace).
+shared samples (the V100 capture, the TPU capture, an Android systrace); the History page on
+the committed watched engine run.
 
     .venv/bin/python docs/screenshots.py        # after make test (playwright, chromium)
 """
@@ -51,49 +52,60 @@ PAGES = {
     "compare": "/compare?session=2026_12_01_09_30_00&baseline=2026_12_01_09_15_00",
     "tflite": "/android?session=2026_12_01_12_00_00",
     "capture": "/capture",
-    "history": "/history",
 }
+#: pictures of other logdirs: picture → (the logdir copied, the page's URL)
+OTHER_LOGDIRS = {"history": (FIXTURES / "watched_straggler", "/history")}
 
 
 def main() -> None:
-    from playwright.sync_api import sync_playwright
-
     with tempfile.TemporaryDirectory() as tmp:
+        logdir = Path(tmp, "logdir")
         for session, files in SESSIONS.items():
-            folder = Path(tmp, "logdir", "plugins", "profile", session)
+            folder = logdir / "plugins" / "profile" / session
             folder.mkdir(parents=True)
             for entry in files:
                 f, name = entry if isinstance(entry, tuple) else (entry, entry.name)
                 if f.exists():
                     shutil.copy(f, folder / name)
-        port = free_port()
-        env = {**os.environ, "PODSCOPE_CACHE_DIR": str(Path(tmp, "cache"))}
-        cmd = [sys.executable, "-m", "podscope", "serve", "--logdir", str(Path(tmp, "logdir"))]
-        server = subprocess.Popen([*cmd, "--port", str(port)], env=env, stderr=subprocess.DEVNULL)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            get_when_up(base + "/healthz", server)
-            OUT.mkdir(exist_ok=True)
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
-                page = browser.new_page(viewport={"width": 1280, "height": 800})
-                for name, url in PAGES.items():
-                    page.goto(base + url)
+        shoot(logdir, PAGES, Path(tmp, "cache"))
+        for name, (source, url) in OTHER_LOGDIRS.items():
+            other = Path(tmp, name)
+            shutil.copytree(source, other)
+            shoot(other, {name: url}, Path(tmp, "cache"))
+
+
+def shoot(logdir: Path, pages: dict[str, str], cache: Path) -> None:
+    """Serves ``logdir`` and takes each page's picture."""
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    env = {**os.environ, "PODSCOPE_CACHE_DIR": str(cache)}
+    cmd = [sys.executable, "-m", "podscope", "serve", "--logdir", str(logdir)]
+    server = subprocess.Popen([*cmd, "--port", str(port)], env=env, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        get_when_up(base + "/healthz", server)
+        OUT.mkdir(exist_ok=True)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            for name, url in pages.items():
+                page.goto(base + url)
+                settle(page)
+                if name == "history":  # every session summarized, in the background
+                    page.wait_for_function(
+                        "!document.querySelector('#hist-status')?.innerText"
+                        ".includes('summarizing')",
+                        timeout=120_000,
+                    )
                     settle(page)
-                    if name == "history":  # every session summarized, in the background
-                        page.wait_for_function(
-                            "!document.querySelector('#hist-status')?.innerText"
-                            ".includes('summarizing')",
-                            timeout=120_000,
-                        )
-                        settle(page)
-                    page.wait_for_selector("._dash-loading", state="detached")
-                    page.screenshot(path=str(OUT / f"{name}.png"))
-                    print(name, flush=True)
-                browser.close()
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+                page.wait_for_selector("._dash-loading", state="detached")
+                page.screenshot(path=str(OUT / f"{name}.png"))
+                print(name, flush=True)
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 if __name__ == "__main__":

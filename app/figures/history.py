@@ -14,7 +14,13 @@ import plotly.graph_objects as go
 LINES_PER_WORKER = 12
 SLOWEST_DRAWN = 5
 #: Marker per capture reason.
-SYMBOLS = {"scheduled": "circle", "requested": "square", "rise": "triangle-up", "spread": "diamond"}
+SYMBOLS = {
+    "scheduled": "circle",
+    "requested": "square",
+    "rise": "triangle-up",
+    "spread": "diamond",
+    "manual": "circle-open",  # captured by hand (podscope capture, the Capture page)
+}
 
 
 def _time(unix_s: pd.Series | float) -> Any:
@@ -72,7 +78,7 @@ def history_figure(
         )
     fig.update_layout(
         title="Step time over wall time (ms): heartbeats per minute, and each capture "
-        "(▲ triggered, ● scheduled, ■ requested; red: a culprit)",
+        "(▲ triggered, ● scheduled, ■ requested, ○ by hand; red: a culprit)",
         xaxis_title="time (UTC)",
         yaxis_title="step time (ms)",
         height=460,
@@ -109,9 +115,10 @@ def _heartbeat_lines(fig: go.Figure, hb: pd.DataFrame) -> None:
                 go.Scatter(
                     x=mine["t"],
                     y=mine["median_ms"],
-                    mode="lines",
+                    mode="lines+markers",  # a watch shorter than two minutes has one point
                     name=w,
                     line={"width": 1.5},
+                    marker={"size": 5},
                     hovertemplate=f"{w}<br>%{{x}}: %{{y:.1f}} ms (median of the minute)"
                     "<extra></extra>",
                 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,32 @@ def test_index_keeps_the_last_line_per_session_and_skips_broken_ones(tmp_path: P
     assert [e["session"] for e in index.entries(["b"])] == ["b"]
     pairs = with_changes(got)
     assert pairs[0][1] == [] and pairs[1][1][0].kind == "culprit"
+
+
+WATCHED = FIXTURES / "watched_straggler"
+
+
+def test_a_real_watched_run_reads_as_its_ground_truth(tmp_path: Path) -> None:
+    """The committed watched engine run: the capture before the onset names no one, the
+    triggered one names worker:2 with its trigger window over the onset, and what changed
+    starts with the new straggler."""
+    from podscope.app.history import Historian
+
+    expected = json.loads((WATCHED / "expected.json").read_text())
+    logdir = tmp_path / "logdir"
+    shutil.copytree(WATCHED, logdir)
+    historian = Historian(logdir, cache_dir=tmp_path / "cache")
+    for session in expected["sessions"]:
+        assert historian.summarize_now(session) is not None
+    entries = historian.index.entries()
+    assert [e["session"] for e in entries] == list(expected["sessions"])
+    for e in entries:
+        want = expected["sessions"][e["session"]]
+        assert e["reason"] == want["reason"] and e["culprits"] == want["culprits"]
+        assert e["start_unix_s"] > 1.7e9  # dated by the capture, not the trace's own clock
+    triggered = entries[1]
+    assert triggered["top"]["rule_id"] == "straggler"
+    assert triggered["window"][0] <= expected["onset_ns"] <= triggered["window"][1]
+    changes = what_changed(entries[0], triggered)
+    assert changes[0].kind == "culprit" and expected["culprit"] in changes[0].title
+    assert changes[1].kind == "step_time" and changes[1].delta_ms > 40

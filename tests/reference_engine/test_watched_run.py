@@ -8,10 +8,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from podscope.analyzers.history import what_changed
 from podscope.reference_engine.config import EngineConfig
 from podscope.trace_parsers import layout
 from verify.watch_run import watch_scenario
+
+pytestmark = [pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow]
 
 
 def test_a_straggler_that_begins_mid_run_is_caught_by_its_heartbeats(tmp_path: Path) -> None:
@@ -40,3 +44,10 @@ def test_a_straggler_that_begins_mid_run_is_caught_by_its_heartbeats(tmp_path: P
     changes = what_changed(before, first_after)
     assert changes[0].kind == "culprit" and run.expected_culprit in changes[0].title
     assert any(c.kind == "step_time" and c.delta_ms > 0 for c in changes), changes
+    # The watched logdir is TensorBoard's layout: XProf reads the triggered session's traces.
+    convert = pytest.importorskip("xprof.convert.raw_to_tool_data", reason="xprof not installed")
+    files = sorted(layout.session_dir(run.logdir, watched.session).glob("*.xplane.pb"))
+    data, _ = convert.xspace_to_tool_data(
+        [str(f) for f in files], "framework_op_stats", {"use_saved_result": False}
+    )
+    assert json.loads(data)[0]["rows"], "XProf found no ops in the watched session"
