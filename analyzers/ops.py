@@ -551,7 +551,9 @@ def op_comparison(table: pd.DataFrame, top: int = 50) -> pd.DataFrame:
 
     Returns:
         Index ``(op_type, op_name)``; one ``<worker>`` column of self ps each, then
-        ``max_ps, min_ps, spread_ps, ratio`` (max / min), sorted by spread.
+        ``max_ps, min_ps, spread_ps, ratio`` (max / min), ``median_ps`` and ``slowest`` (the
+        worker of ``max_ps``: what a pod's page shows instead of hundreds of columns), sorted
+        by spread.
     """
     wide = table.pivot_table(
         index=["op_type", "op_name"],
@@ -563,6 +565,8 @@ def op_comparison(table: pd.DataFrame, top: int = 50) -> pd.DataFrame:
     stats = pd.DataFrame({"max_ps": wide.max(axis=1), "min_ps": wide.min(axis=1)})
     stats["spread_ps"] = stats["max_ps"] - stats["min_ps"]
     stats["ratio"] = stats["max_ps"] / stats["min_ps"].replace(0, np.nan)
+    stats["median_ps"] = wide.median(axis=1)
+    stats["slowest"] = wide.idxmax(axis=1).astype(str) if wide.shape[1] else ""
     return wide.join(stats).sort_values("spread_ps", ascending=False).head(top)
 
 
