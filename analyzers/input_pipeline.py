@@ -187,6 +187,14 @@ def iterator_table(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
     return out[ITERATOR_COLUMNS]
 
 
+def _by_worker(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """``frame``'s rows per worker (as strings), in their order."""
+    if frame.empty:
+        return {}
+    keys = frame["worker"].astype(str)
+    return {str(w): part for w, part in frame.groupby(keys, sort=False, observed=True)}
+
+
 def pipeline_summary(
     iterators: pd.DataFrame, rule_events: pd.DataFrame, pod: pd.DataFrame, slow_us: float = 50.0
 ) -> pd.DataFrame:
@@ -223,10 +231,16 @@ def pipeline_summary(
     ]
     rows = []
     calls = rule_events[matches(rule_events["name"], GET_NEXT, how="match")]
+    # each frame split by worker once (a mask per worker was 512 passes over the pod's rows)
+    pods, inside_of, mine_of = (
+        _by_worker(pod),
+        _by_worker(calls),
+        _by_worker(iterators),
+    )
     for worker in sorted(set(iterators["worker"]) | set(pod["worker"].astype(str))):
-        p = pod[pod["worker"].astype(str) == worker]
+        p = pods.get(worker, pod.iloc[:0])
         steps = len(p)
-        inside = calls[calls["worker"].astype(str) == worker]
+        inside = inside_of.get(worker, calls.iloc[:0])
         if steps:
             t0, t1 = p["start_ns"].to_numpy(), p["end_ns"].to_numpy()
             s = inside["start_ns"].to_numpy()
@@ -238,7 +252,7 @@ def pipeline_summary(
         traced = bool(p["split"].astype(bool).any()) if steps else False  # categories known
         input_ns = float(p["input_ns"].astype("Float64").fillna(0).sum()) if traced else np.nan
         worst = slow.loc[slow["dur_ps"].idxmax()] if len(slow) else None
-        mine = iterators[iterators["worker"] == worker]
+        mine = mine_of.get(worker, iterators.iloc[:0])
         top = mine.iloc[0] if len(mine) and float(mine["work_ps"].iloc[0]) > 0 else None
         work = float(mine["work_ps"].sum())
         rows.append(
