@@ -151,8 +151,7 @@ def watch_command(
             + (f" (not captured: {', '.join(f'{w} {s}' for w, s in lost.items())})" if lost else "")
             + (f"; deleted {len(watched.deleted)} old" if watched.deleted else "")
         )
-        if historian is not None:
-            historian.add(result.session)
+        historian.add(result.session)
 
     watcher = watch.Watcher(lambda: targets_from(addresses, cluster), opts, on_capture)
     say(
@@ -179,30 +178,27 @@ def watch_command(
     except KeyboardInterrupt:
         pass
     watcher.stop()
-    if historian is not None:
-        historian.wait(120)
+    historian.wait(120)
     say(f"stopped; {len(watcher.captures)} capture(s) this run, sessions kept in {logdir}")
 
 
 def _historian(logdir: Path) -> Any:
-    """The history indexer, when the analysis libraries are installed (the base install)."""
-    try:
-        from podscope.app.history import Historian
-    except ImportError:  # pragma: no cover - the base install has pandas
-        return None
+    """The history indexer: each new capture's verdict and what changed, said as it comes."""
+    from podscope.analyzers.history import what_changed
+    from podscope.app.history import Historian
 
     def said(entry: dict[str, Any]) -> None:
-        from podscope.analyzers.history import what_changed
-
-        entries = Historian(logdir).index.entries()
-        before = [e for e in entries if e["start_unix_s"] < entry["start_unix_s"]]
+        earlier = [
+            e for e in historian.index.entries() if e["start_unix_s"] < entry["start_unix_s"]
+        ]
         culprits = ", ".join(entry["culprits"]) or "no culprit"
         top = (entry.get("top") or {}).get("title", "no finding")
         say(f"    {entry['session']}: {culprits}; top finding: {top}")
-        for change in what_changed(before[-1], entry) if before else []:
+        for change in what_changed(earlier[-1], entry) if earlier else []:
             say(f"    changed: {change.title}")
 
-    return Historian(logdir, on_summary=said)
+    historian = Historian(logdir, on_summary=said)
+    return historian
 
 
 def _ask(logdir: Path, reason: str) -> None:

@@ -40,13 +40,17 @@ log = logging.getLogger("podscope.history")
 #: Index file under ``layout.state_dir``; one JSON summary per line, the last line of a
 #: session wins (a session analysed again appends).
 INDEX_NAME = "history.jsonl"
+#: Stale lines (deleted sessions, summaries redone) the index keeps before ``compact``
+#: rewrites it.
+SLACK = 200
 
 
 class HistoryIndex:
-    """The summaries (``analyzers.history.summarize``) of a logdir's sessions, one JSON line each in ``.podscope/history.jsonl``.
+    """The summaries (``analyzers.history.summarize``) of a logdir's sessions, one JSON line
+    each in ``.podscope/history.jsonl``.
 
-    Reading is one file (a thousand sessions: a few hundred KB), never a rescan of the
-    sessions; a line whose session is gone from disk is left out.
+    Reading is one file (a thousand sessions: a few MB), never a rescan of the sessions;
+    ``compact`` drops the lines of sessions that retention deleted and of summaries redone.
     """
 
     def __init__(self, logdir: Path) -> None:
@@ -57,11 +61,35 @@ class HistoryIndex:
 
     def add(self, entry: Mapping[str, Any]) -> None:
         """Appends one session's summary (a session's last line wins)."""
-        line = json.dumps(entry, default=str, separators=(",", ":"))
+        line = json.dumps(entry, default=str, separators=(",", ":")).encode() + b"\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as f:
-                f.write(line + "\n")
+            with self.path.open("a+b") as f:
+                if f.tell():  # a line cut short by a crash ends here, not in this one
+                    f.seek(-1, os.SEEK_END)
+                    if f.read(1) != b"\n":
+                        line = b"\n" + line
+                f.write(line)
+
+    def compact(self, sessions: Iterable[str]) -> int:
+        """Rewrites the index with one line per session of ``sessions`` (those on disk), when
+        at least ``SLACK`` lines are stale; returns the lines dropped."""
+        wanted = set(sessions)
+        kept = [e for e in self.entries() if e["session"] in wanted]
+        with self._lock:
+            try:
+                lines = sum(1 for _ in self.path.open())
+            except OSError:
+                return 0
+            if lines - len(kept) < SLACK:
+                return 0
+            tmp = self.path.with_suffix(".part")
+            tmp.write_text(
+                "".join(json.dumps(e, default=str, separators=(",", ":")) + "\n" for e in kept)
+            )
+            tmp.replace(self.path)
+            self._cache = None
+        return lines - len(kept)
 
     def entries(self, sessions: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Every session's latest summary, oldest capture first (only ``sessions``, if given:
@@ -133,8 +161,9 @@ class Historian:
     def catch_up(self) -> int:
         """Queues every session of the logdir that has no summary yet (newest first); returns
         how many were queued."""
-        known = {e["session"] for e in self.index.entries()}
         folders = session_folders(self.logdir)
+        self.index.compact(folders)  # retention deleted sessions: their lines go
+        known = {e["session"] for e in self.index.entries()}
         missing = sorted(
             (s for s in folders if s not in known and s not in self.failures), reverse=True
         )

@@ -29,6 +29,9 @@ from podscope.reference_engine.config import EngineConfig
 from verify.matrix import EXPECTED
 from verify.run import RunError, wait_warm
 
+#: A capture's window and its delay, generously: a capture started this long before the onset
+#: ended before it.
+CAPTURE_NS = 5e9
 #: What the engine's watched runs use: a rise of 30 % over 5 steps against a 50-step median.
 TRIGGERS = Triggers(rise_pct=30, rise_steps=5, baseline_steps=50, min_baseline=20, cooldown_s=30)
 
@@ -48,7 +51,9 @@ class WatchedRun:
         after it names the slowed worker (a straggler) or the input stage (input-bound) and
         was triggered; its heartbeat window places the onset within one window."""
         onset = self.onset_ns or 0
-        before = [(c, s) for c, s in self.captures if s and _end_ns(s, self) < onset]
+        before = [
+            (c, s) for c, s in self.captures if s and s["start_unix_s"] * 1e9 + CAPTURE_NS < onset
+        ]
         after = [(c, s) for c, s in self.captures if s and s["start_unix_s"] * 1e9 >= onset]
         first = after[0] if after else None
         out: dict[str, Any] = {
@@ -85,10 +90,6 @@ class WatchedRun:
         v = self.verdict()
         keys = ("onset_reported", "before_clean", "triggered", "right", "onset_in_window")
         return all(v[k] for k in keys)
-
-
-def _end_ns(summary: dict[str, Any], run: WatchedRun) -> float:
-    return summary["start_unix_s"] * 1e9 + 5e9  # a capture window and its delay, generously
 
 
 def watch_scenario(

@@ -10,7 +10,7 @@ import pytest
 
 from podscope.analyzers.history import summarize, what_changed, with_changes
 from podscope.analyzers.session import SessionAnalysis
-from podscope.app.history import HistoryIndex
+from podscope.app.history import SLACK, HistoryIndex
 from podscope.trace_parsers import layout, load
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -87,6 +87,13 @@ def test_index_keeps_the_last_line_per_session_and_skips_broken_ones(tmp_path: P
     assert [e["session"] for e in index.entries(["b"])] == ["b"]
     pairs = with_changes(got)
     assert pairs[0][1] == [] and pairs[1][1][0].kind == "culprit"
+    # Retention deleted "a": its line and the redone ones go once enough are stale.
+    for i in range(SLACK):
+        index.add(entry("b", 2.0, culprits=[f"w{i}"]))
+    assert index.compact(["b"]) == SLACK + 3  # "a", the older "b" lines and the cut one
+    assert index.path.read_text().count("\n") == 1
+    assert [e["culprits"] for e in index.entries()] == [[f"w{SLACK - 1}"]]
+    assert index.compact(["b"]) == 0
 
 
 WATCHED = FIXTURES / "watched_straggler"
