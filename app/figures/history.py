@@ -10,6 +10,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from podscope.app.figures.hosts import median_band
+
 #: Up to this many workers get a line each; a pod gets its median, its spread and its slowest.
 LINES_PER_WORKER = 12
 SLOWEST_DRAWN = 5
@@ -110,64 +112,35 @@ def _heartbeat_lines(fig: go.Figure, hb: pd.DataFrame) -> None:
     workers = hb["worker"].astype(str).unique()
     if len(workers) <= LINES_PER_WORKER:
         for w in sorted(workers):
-            mine = hb[hb["worker"].astype(str) == w].sort_values("t")
-            fig.add_trace(
-                go.Scatter(
-                    x=mine["t"],
-                    y=mine["median_ms"],
-                    mode="lines+markers",  # a watch shorter than two minutes has one point
-                    name=w,
-                    line={"width": 1.5},
-                    marker={"size": 5},
-                    hovertemplate=f"{w}<br>%{{x}}: %{{y:.1f}} ms (median of the minute)"
-                    "<extra></extra>",
-                )
-            )
+            fig.add_trace(_worker_line(hb, w, w, {"width": 1.5}))
         return
     per_minute = hb.groupby("t")["median_ms"].agg(
         median="median", low=lambda s: s.quantile(0.05), high=lambda s: s.quantile(0.95)
     )
-    fig.add_trace(
-        go.Scatter(
-            x=per_minute.index,
-            y=per_minute["high"],
-            mode="lines",
-            line={"width": 0},
-            showlegend=False,
-            hoverinfo="skip",
-        )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=per_minute.index,
-            y=per_minute["low"],
-            mode="lines",
-            line={"width": 0},
-            fill="tonexty",
-            fillcolor="rgba(13,110,253,0.15)",
-            name=f"{len(workers)} workers: p5–p95",
-            hoverinfo="skip",
-        )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=per_minute.index,
-            y=per_minute["median"],
-            mode="lines",
-            name="median worker",
-            line={"color": "#0d6efd", "width": 2},
-        )
+    median_band(
+        fig,
+        per_minute.index,
+        (per_minute["low"], per_minute["median"], per_minute["high"]),
+        band=f"{len(workers)} workers: p5–p95",
+        median="median worker",
+        color="#0d6efd",
+        hover="%{x}: %{y:.1f} ms",
     )
     ratio = hb.assign(r=hb["median_ms"] / hb["t"].map(per_minute["median"]))
     slowest = ratio.groupby(ratio["worker"].astype(str))["r"].mean().nlargest(SLOWEST_DRAWN)
     for w in slowest.index:
-        mine = hb[hb["worker"].astype(str) == w].sort_values("t")
-        fig.add_trace(
-            go.Scatter(
-                x=mine["t"],
-                y=mine["median_ms"],
-                mode="lines",
-                name=f"{w} (slowest)",
-                line={"width": 1, "dash": "dot"},
-            )
-        )
+        fig.add_trace(_worker_line(hb, w, f"{w} (slowest)", {"width": 1, "dash": "dot"}))
+
+
+def _worker_line(hb: pd.DataFrame, worker: str, name: str, line: dict[str, Any]) -> go.Scatter:
+    """One worker's median step time per minute."""
+    mine = hb[hb["worker"].astype(str) == worker].sort_values("t")
+    return go.Scatter(
+        x=mine["t"],
+        y=mine["median_ms"],
+        mode="lines+markers",  # a watch shorter than two minutes has one point
+        name=name,
+        line=line,
+        marker={"size": 5},
+        hovertemplate=f"{worker}<br>%{{x}}: %{{y:.1f}} ms (median of the minute)<extra></extra>",
+    )

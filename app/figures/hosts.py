@@ -102,6 +102,47 @@ def distribution_figure(dist: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def median_band(
+    fig: go.Figure,
+    x: object,
+    lines: tuple[object, object, object],
+    *,
+    band: str,
+    median: str,
+    color: str,
+    hover: str,
+) -> None:
+    """Adds a median line inside its band: ``lines`` are the low edge, the median and the high
+    edge over ``x`` (the pod's step-time spread, the watched job's workers per minute)."""
+    low, middle, high = lines
+    fig.add_trace(
+        go.Scatter(x=x, y=high, mode="lines", line={"width": 0}, showlegend=False, hoverinfo="skip")
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=low,
+            mode="lines",
+            line={"width": 0},
+            fill="tonexty",
+            fillcolor=color,
+            opacity=0.2,
+            name=band,
+            hovertemplate=f"{band}: low {hover}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=middle,
+            mode="lines",
+            line={"color": color, "width": 2},
+            name=median,
+            hovertemplate=f"{median}: {hover}<extra></extra>",
+        )
+    )
+
+
 def step_spread_figure(pod: pd.DataFrame, shown: list[str]) -> go.Figure:
     """Step time per step across hosts: the median line in a p5–p95 band, and the lines of
     ``shown`` hosts (the outliers), so that 512 hosts draw as a handful of lines."""
@@ -110,37 +151,14 @@ def step_spread_figure(pod: pd.DataFrame, shown: list[str]) -> go.Figure:
         return fig
     per_step = pod.assign(ms=pod["step_time_ns"].astype(float) / 1e6).groupby("step")["ms"]
     q = per_step.quantile([0.05, 0.5, 0.95]).unstack()
-    fig.add_trace(
-        go.Scatter(
-            x=q.index,
-            y=q[0.95],
-            mode="lines",
-            line={"width": 0},
-            showlegend=False,
-            hoverinfo="skip",
-        )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=q.index,
-            y=q[0.05],
-            mode="lines",
-            line={"width": 0},
-            fill="tonexty",
-            fillcolor="rgba(31,119,180,0.2)",
-            name="p5–p95 of hosts",
-            hovertemplate="step %{x}: p5 %{y:.3f} ms<extra></extra>",
-        )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=q.index,
-            y=q[0.5],
-            mode="lines",
-            line={"color": "#1f77b4"},
-            name="median host",
-            hovertemplate="step %{x}: median %{y:.3f} ms<extra></extra>",
-        )
+    median_band(
+        fig,
+        q.index,
+        (q[0.05], q[0.5], q[0.95]),
+        band="p5–p95 of hosts",
+        median="median host",
+        color="#1f77b4",
+        hover="step %{x}: %{y:.3f} ms",
     )
     named = pod[pod["worker"].astype(str).isin(shown)].sort_values("step")
     for worker, g in named.groupby(named["worker"].astype(str)):
