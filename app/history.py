@@ -57,7 +57,8 @@ class HistoryIndex:
         self.logdir = Path(logdir)
         self.path = layout.state_dir(self.logdir) / INDEX_NAME
         self._lock = threading.Lock()
-        self._cache: tuple[tuple[int, int], list[dict[str, Any]]] | None = None
+        #: (the file's size and mtime, its latest summaries, its lines): read once per change
+        self._cache: tuple[tuple[int, int], list[dict[str, Any]], int] | None = None
 
     def add(self, entry: Mapping[str, Any]) -> None:
         """Appends one session's summary (a session's last line wins)."""
@@ -78,9 +79,12 @@ class HistoryIndex:
         kept = [e for e in self.entries() if e["session"] in wanted]
         with self._lock:
             try:
-                lines = sum(1 for _ in self.path.open())
+                st = os.stat(self.path)
             except OSError:
                 return 0
+            if self._cache is None or self._cache[0] != (st.st_size, st.st_mtime_ns):
+                return 0  # a summary was added since: the next catch-up compacts
+            lines = self._cache[2]  # what entries() read
             if lines - len(kept) < SLACK:
                 return 0
             tmp = self.path.with_suffix(".part")
@@ -102,15 +106,18 @@ class HistoryIndex:
             key = (st.st_size, st.st_mtime_ns)
             if self._cache is None or self._cache[0] != key:
                 latest: dict[str, dict[str, Any]] = {}
+                lines = 0
                 with self.path.open() as f:
                     for line in f:
+                        lines += 1
                         try:
                             entry = json.loads(line)
                         except ValueError:
                             continue  # a line cut short by a crash
                         if isinstance(entry, dict) and entry.get("version") == SUMMARY_VERSION:
                             latest[str(entry.get("session"))] = entry
-                self._cache = (key, sorted(latest.values(), key=lambda e: e["start_unix_s"]))
+                ordered = sorted(latest.values(), key=lambda e: e["start_unix_s"])
+                self._cache = (key, ordered, lines)
             found = self._cache[1]
         if sessions is None:
             return list(found)
