@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 import numpy as np
 import pandas as pd
 
+#: Per categories (an immutable Index, held here so that its id is not reused): the
+#: category-level results of each (pattern, how). Every worker's rows of one frame share their
+#: column's categories: a batch of workers (``analyzers.execution``) tests each pattern once,
+#: not once per worker (0.6 ms a test on a pod's names).
+_TABLES: OrderedDict[int, tuple[pd.Index, dict[tuple[str, str], np.ndarray]]] = OrderedDict()
+_TABLES_KEPT = 32
+_TABLES_LOCK = threading.Lock()
 
-def matches(col: pd.Series, pattern: str, *, how: str = "contains") -> np.ndarray:
-    """Row mask: the categorical ``col`` matches the regex ``pattern`` (``how``: contains,
-    match or startswith). Missing values never match."""
-    if not isinstance(col.dtype, pd.CategoricalDtype):
-        col = col.astype("category")
-    cats = pd.Series(col.cat.categories.astype(str), dtype="str")
+
+def _table(categories: pd.Index, pattern: str, how: str) -> np.ndarray:
+    key = (pattern, how)
+    with _TABLES_LOCK:
+        held = _TABLES.get(id(categories))
+        if held is not None and held[0] is categories and key in held[1]:
+            _TABLES.move_to_end(id(categories))
+            return held[1][key]
+    cats = pd.Series(categories.astype(str), dtype="str")
     if how == "startswith":
         hit = cats.str.startswith(pattern)
     elif how == "match":
@@ -19,6 +32,22 @@ def matches(col: pd.Series, pattern: str, *, how: str = "contains") -> np.ndarra
     else:
         hit = cats.str.contains(pattern, regex=True)
     table = np.append(hit.to_numpy(dtype=bool), False)  # code -1 (missing) → False
+    with _TABLES_LOCK:
+        held = _TABLES.get(id(categories))
+        if held is None or held[0] is not categories:
+            held = _TABLES[id(categories)] = (categories, {})
+        held[1][key] = table
+        while len(_TABLES) > _TABLES_KEPT:
+            _TABLES.popitem(last=False)
+    return table
+
+
+def matches(col: pd.Series, pattern: str, *, how: str = "contains") -> np.ndarray:
+    """Row mask: the categorical ``col`` matches the regex ``pattern`` (``how``: contains,
+    match or startswith). Missing values never match."""
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        col = col.astype("category")
+    table = _table(col.cat.categories, pattern, how)
     return table.take(col.cat.codes.to_numpy())  # take: about half the time of table[codes]
 
 
@@ -28,3 +57,19 @@ def isin(col: pd.Series, values: set[str] | frozenset[str] | list[str]) -> np.nd
         col = col.astype("category")
     table = np.append(col.cat.categories.isin(list(values)), False)
     return table.take(col.cat.codes.to_numpy())
+
+
+def rows_by(col: pd.Series) -> dict[str, np.ndarray]:
+    """Per value of the categorical ``col`` present in it: the positions of its rows, in
+    order. One sort for every value: a mask per value (``isin(col, {value})``) was a pass
+    over the whole column each, 64 passes over a batch of 64 workers' events."""
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        col = col.astype("category")
+    codes = col.cat.codes.to_numpy()
+    order = np.argsort(codes, kind="stable")
+    present, first = np.unique(codes[order], return_index=True)
+    bounds = np.r_[first, len(order)]
+    names = col.cat.categories.astype(str)
+    return {
+        str(names[c]): order[bounds[i] : bounds[i + 1]] for i, c in enumerate(present) if c >= 0
+    }

@@ -652,6 +652,16 @@ _MEMORY_STATS = frozenset(MEMORY_COLUMNS[4:]) - {"event", "tf_op", "seq"} | {
 }
 
 
+def _row_in_worker(worker: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """Positions ``rows`` (of a frame whose workers' rows follow each other, as ``merge`` puts
+    them), counted from the first row of their worker."""
+    codes = pd.Categorical(worker).codes if not hasattr(worker, "cat") else worker.cat.codes
+    codes = np.asarray(codes)
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    first = pd.Series(starts).groupby(codes[starts]).min()  # a worker's first run of rows
+    return rows - first.reindex(codes[rows]).to_numpy(dtype=np.int64)
+
+
 def memory_timeline(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
     """Bytes in use over time per worker and allocator, from TF's allocator events.
 
@@ -663,7 +673,8 @@ def memory_timeline(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
         (TF records them only for BFC allocators: GPU hosts, or CPU with
         ``TF_CPU_ALLOCATOR_USE_BFC=true``). Sorted by worker, allocator and time.
     """
-    mem = events[isin(events["name"], {"MemoryAllocation", "MemoryDeallocation"})]
+    is_mem = isin(events["name"], {"MemoryAllocation", "MemoryDeallocation"})
+    mem = events[is_mem]
     if mem.empty:
         return pd.DataFrame(columns=MEMORY_COLUMNS)
     s = stats[stats["event_row"].isin(mem.index) & isin(stats["key"], _MEMORY_STATS)]
@@ -707,8 +718,9 @@ def memory_timeline(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
             "data_type": nums.get("data_type"),
             "shape": text["shape"].astype(object),
             "region_type": text["region_type"].astype(object),
-            # file order: the events frame's rows, as the parser read them (line by line)
-            "seq": mem.index.to_numpy(dtype=np.int64),
+            # file order: the rows of its worker's events, as the parser read them (line by
+            # line), from its first: the same whichever workers were parsed with it
+            "seq": _row_in_worker(events["worker"], np.flatnonzero(is_mem)),
         },
         columns=MEMORY_COLUMNS,
     )

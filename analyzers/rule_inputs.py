@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from podscope.analyzers._match import isin, matches
+from podscope.analyzers._match import isin, matches, rows_by
 from podscope.analyzers.groups import DERIVED_LINES
 
 #: An op execution shorter than this is tiny (the ``tiny_ops`` rule's short-op share).
@@ -141,7 +141,9 @@ def op_summary(ops: pd.DataFrame) -> pd.DataFrame:
     out = out.reset_index()
     for col in ("worker", "op_type", "op_name"):
         out[col] = out[col].astype(object).fillna("").astype(str)
-    return out
+    # in the names' order, not the categories' (a file's first appearances): one worker's
+    # rows are the same whichever workers were parsed with it
+    return out.sort_values(keys, ignore_index=True)
 
 
 def _step_of(starts: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -164,20 +166,22 @@ def op_counts(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     ops = ops[["worker", "op_type", "start_ns", "op_self_ps"]][
         ~isin(ops["op_type"], {"Dataset"}) & ~matches(ops["line"], "tf_data", how="startswith")
     ]  # the columns read below: a copy of every op column cost 60 ms on 1.2 M events
-    worker = ops["worker"].astype("category")
-    labels = np.append(worker.cat.categories.astype(str).to_numpy(dtype=object), "")
+    by_worker = rows_by(ops["worker"])
     type_col = ops["op_type"].astype("category")
     types = np.append(type_col.cat.categories.astype(str).to_numpy(dtype=object), "nan")
+    all_t = ops["start_ns"].to_numpy()
+    all_code = type_col.cat.codes.to_numpy().astype(np.int64)
+    all_self = ops["op_self_ps"].to_numpy(dtype=np.float64)
     parts = []
     for w, st in steps.groupby(steps["worker"].astype(str)):
         st = st.sort_values("start_ns")
         starts, ends = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
-        mine = labels[worker.cat.codes.to_numpy()] == w
-        t = ops["start_ns"].to_numpy()[mine]
+        mine = by_worker.get(str(w), np.empty(0, dtype=np.int64))
+        t = all_t[mine]
         k = _step_of(starts, t)
         inside = (k >= 0) & (t < ends[np.clip(k, 0, None)])
-        code = type_col.cat.codes.to_numpy().astype(np.int64)[mine][inside]
-        self_ps = ops["op_self_ps"].to_numpy(dtype=np.float64)[mine][inside]
+        code = all_code[mine][inside]
+        self_ps = all_self[mine][inside]
         # (step, op type) as one small integer, counted: rows in (step, type) order
         key = k[inside] * len(types) + code + 1
         count = np.bincount(key)

@@ -121,7 +121,7 @@ def parse(
         target = str(out.resolve()) if out is not None else None
         args = (target, fmt, config.cache, config.cache_dir)
         with task_progress(0 if as_json else len(files)) as progress:
-            parts, _ = run_tasks(export_file, files, config, args, progress)
+            parts, _ = run_tasks(export_file, [str(f) for f in files], config, args, progress)
         summary = merge_summaries(parts)
     except TraceParseError as e:
         raise fail(str(e)) from None

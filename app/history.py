@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from podscope.analyzers.execution import ExecConfig, ExecutionError, run_session
 from podscope.analyzers.history import SUMMARY_VERSION, summarize
 from podscope.analyzers.session import SessionAnalysis
 from podscope.collectors.capture import Target
@@ -33,7 +34,7 @@ from podscope.collectors.watch import (
     request_capture,
 )
 from podscope.trace_parsers import TraceParseError, layout, load
-from podscope.trace_parsers.loader import session_folders
+from podscope.trace_parsers.loader import resolve, session_folders
 
 log = logging.getLogger("podscope.history")
 
@@ -187,7 +188,7 @@ class Historian:
         except layout.LayoutError:
             manifest = None
         try:
-            analysis = SessionAnalysis(load(folder, cache_dir=self.cache_dir))
+            analysis = self._analysis(folder)
             entry = summarize(
                 analysis,
                 session,
@@ -196,13 +197,26 @@ class Historian:
                 statuses={w.label: w.status for w in manifest.workers} if manifest else {},
                 watch=manifest.watch if manifest else None,
             )
-        except (TraceParseError, OSError, ValueError) as e:
+        except (TraceParseError, ExecutionError, OSError, ValueError) as e:
             self.failures[session] = str(e)[:300]
             log.warning("history: %s not summarized: %s", session, e)
             return None
         self.index.add(entry)
         self.on_summary(entry)
         return entry
+
+    def _analysis(self, folder: Path) -> SessionAnalysis:
+        """The session analysed as the dashboard analyses it, per worker through the derived
+        cache (a pod's hosts in batches on a local cluster): what it computes here, a page
+        opening the session later reads (it loaded every worker whole: a 512-host session's
+        events in this thread)."""
+        cache = str(self.cache_dir) if self.cache_dir else None
+        run = run_session(
+            resolve(folder),
+            ExecConfig(cache_dir=cache, fork=False),
+            load_events=lambda: load(folder, cache_dir=self.cache_dir),
+        )
+        return run.analysis
 
     def _ensure_thread(self) -> None:
         with self._lock:

@@ -53,18 +53,19 @@ def _podscope_op_table(path: str, cache_dir: str | None) -> dict[str, Any]:
 
 
 def _podscope_analyze(path: str, cache_dir: str | None) -> dict[str, Any]:
-    """The full per-worker analysis (``analyzers.execution.analyze_file``, every part: parse,
+    """The full per-worker analysis (``analyzers.execution.analyze_files``, every part: parse,
     steps, breakdown, op tables, memory and what the rules read), no cache, on one core: the
     second run in this process (a Dask worker's state after its first task). ``first_seconds``
     is the first run, first-use costs included."""
-    from podscope.analyzers.execution import PARTS, analyze_file
+    from podscope.analyzers.execution import PARTS, analyze_files
 
     t = time.perf_counter()
-    analyze_file(path, PARTS, False, None)
+    analyze_files((path,), PARTS, False, None)
     first = time.perf_counter() - t
     t = time.perf_counter()
-    part = analyze_file(path, PARTS, False, None)
-    return {"seconds": time.perf_counter() - t, "first_seconds": first, "events": part.n_events}
+    part = analyze_files((path,), PARTS, False, None)
+    events = sum(n for _, _, n in part.workers)
+    return {"seconds": time.perf_counter() - t, "first_seconds": first, "events": events}
 
 
 def _xprof_framework_op_stats(path: str, cache_dir: str | None) -> dict[str, Any]:

@@ -81,9 +81,9 @@ def _cluster_run(folder: str, processes: int) -> dict[str, Any]:
 def _single_parse_peak(path: str) -> dict[str, Any]:
     """Peak RSS of a process that parses one worker and builds all its parts (the floor a
     Dask worker process cannot go under)."""
-    from podscope.analyzers.execution import PARTS, analyze_file
+    from podscope.analyzers.execution import PARTS, analyze_files
 
-    analyze_file(path, PARTS, False, None)
+    analyze_files((path,), PARTS, False, None)
     return {"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 

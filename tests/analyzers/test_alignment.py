@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from podscope.analyzers.session import SessionAnalysis
-from podscope.analyzers.steps import align_steps, match_by_time
+from podscope.analyzers.steps import align_steps, match_by_time, own_steps
 from podscope.trace_parsers.loader import merge
 from podscope.trace_parsers.xplane import parse_xplane
 from tests.xspace_builder import SpaceBuilder
@@ -163,3 +163,36 @@ def test_a_worker_half_a_step_out_of_phase_is_paired_through_its_proven_neighbou
     assert match_by_time(steps, ref).tolist() == [0, 1, 2, 3, 4]
     alone = pd.DataFrame({"start_ns": [18, 34], "end_ns": [37, 44]})  # no proven neighbour
     assert match_by_time(alone, ref).tolist() == [-1, 2]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_own_steps_number_each_worker_as_its_alignment_alone_does(seed: int) -> None:
+    """``own_steps`` numbers every worker at once as ``align_steps`` numbers each alone:
+    numbered workers (with repeated numbers), unnumbered ones, and both kinds of steps in one
+    worker; rows in any order, workers interleaved."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for w in range(int(rng.integers(1, 7))):
+        n = int(rng.integers(1, 30))
+        start = rng.choice(10**6, size=n, replace=False).astype(np.int64) * 1000
+        kind = rng.integers(0, 3)  # numbered, unnumbered, some numbered
+        nums: list[object] = list(rng.integers(0, max(2, n - 3), size=n))  # repeats
+        if kind == 1:
+            nums = [pd.NA] * n
+        elif kind == 2:
+            nums = [x if rng.random() < 0.5 else pd.NA for x in nums]
+        for s, k in zip(start, nums, strict=True):
+            rows.append((f"w{w}", k, s, s + 500, "marker", int(rng.integers(0, 10**6))))
+    steps = pd.DataFrame(
+        rows, columns=["worker", "step_num", "start_ns", "end_ns", "method", "event_row"]
+    ).sample(frac=1, random_state=seed)
+    steps["step_num"] = steps["step_num"].astype("Int64")
+    steps["worker"] = steps["worker"].astype("category")
+    expected = pd.concat(
+        [
+            align_steps(s, drop_partial=False)[0]
+            for _, s in steps.groupby("worker", sort=False, observed=True)
+        ],
+        ignore_index=True,
+    )
+    pd.testing.assert_frame_equal(own_steps(steps), expected)

@@ -4,6 +4,7 @@ analysis frame for frame, and losing nothing when a worker, a trace or the sched
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -19,11 +20,13 @@ import pandas as pd
 import pytest
 
 from bench.synth import synth_xspace
+from podscope.analyzers import execution
 from podscope.analyzers.execution import RULE_FRAMES, ExecConfig, ExecutionError, run_session
 from podscope.analyzers.session import SessionAnalysis
 from podscope.trace_parsers import load, resolve
 from tests.analyzers.test_breakdown import worker_trace
 from tests.app.helpers import free_port
+from tests.conftest import real_xplanes
 
 #: Where a 2-process pool runs while other threads run in this process (``_pool_start``).
 POOL_BESIDE_THREADS = "2 processes from a fork server"
@@ -48,14 +51,18 @@ FRAMES = ("steps", "methods", "aligned", "missing", "breakdown", "memory", "pod"
 RULE_VIEWS = (*RULE_FRAMES, "ops_per_step", "device_firsts")
 
 
+def _text_as_str(frame: pd.DataFrame) -> pd.DataFrame:
+    """Categorical and string columns as ``str`` (one frame's text column is object, another's
+    pandas' string dtype: the same values)."""
+    text = frame.select_dtypes(["category", "string", "object"]).columns
+    return frame.reset_index(drop=True).astype({c: str for c in text})
+
+
 def assert_same(a: SessionAnalysis, b: SessionAnalysis) -> None:
     for name in (*FRAMES, *RULE_VIEWS):
         x, y = getattr(a, name), getattr(b, name)
         pd.testing.assert_frame_equal(
-            x.reset_index(drop=True).astype({c: str for c in x.select_dtypes("category")}),
-            y.reset_index(drop=True).astype({c: str for c in y.select_dtypes("category")}),
-            check_categorical=False,
-            obj=name,
+            _text_as_str(x), _text_as_str(y), check_categorical=False, obj=name
         )
     for by in ("op", "type", "kernel"):
         pd.testing.assert_frame_equal(
@@ -119,7 +126,9 @@ def test_a_second_run_reads_derived_shards_only(
     config = ExecConfig(cache_dir=str(tmp_path / "cache"), processes=1)
     first = run_session(resolve(folder), config)
     entries = {p.parent for p in (tmp_path / "cache" / "derived").glob("*/*.arrow")}
-    gathered = {e for e in entries if e.name.startswith("session-")}
+    workers = {e: json.loads((e / "part.json").read_text())["workers"] for e in entries}
+    # one task per worker here (one process: 4 batches of one), and the session's entry
+    gathered = {e for e, w in workers.items() if len(w) == 4}
     shards = sorted(p for e in entries - gathered for p in e.glob("*.arrow"))
     assert len({p.parent for p in shards}) == 4 and any(
         p.name == "ops-kernel.arrow" for p in shards
@@ -149,6 +158,53 @@ def test_a_second_run_reads_derived_shards_only(
     for p in (tmp_path / "cache" / "derived").glob("*/*.arrow"):
         p.write_bytes(b"ARROW1 not arrow")
     assert_same(third.analysis, run_session(resolve(folder), config).analysis)
+
+
+def batch_sessions(tmp_path: Path) -> list[Path]:
+    """Sessions whose workers differ: synthetic ones (GPU, late, Python-traced only), a real
+    ParameterServerStrategy capture (workers, parameter servers, a coordinator), and every
+    real GPU, ROCm and TPU sample side by side (skipped when ../shared is absent)."""
+    sessions = [mixed_session(tmp_path / "mixed"), REPO / "tests" / "fixtures" / "ps_baseline"]
+    samples = real_xplanes()
+    if samples:
+        folder = tmp_path / "real"
+        folder.mkdir()
+        for i, f in enumerate(samples):
+            shutil.copyfile(f, folder / f"host{i}_6000.xplane.pb")  # links out are refused
+        sessions.append(folder)
+    return sessions
+
+
+def test_a_batch_of_workers_equals_a_task_per_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small workers are reduced together (``batches``): every frame, op table and finding
+    equals one task per worker's."""
+    for folder in batch_sessions(tmp_path):
+        files = resolve(folder)
+        config = ExecConfig(cache=False, processes=1, in_process_below=100)
+        monkeypatch.setattr(execution, "batches", lambda f, _: [(str(x),) for x in f])
+        alone = run_session(files, config)
+        monkeypatch.setattr(execution, "batches", lambda f, _: [tuple(map(str, f))])
+        together = run_session(files, config)
+        assert len(together.analysis.worker_names) == len(files) > 1
+        assert_same(alone.analysis, together.analysis)
+        assert_same(SessionAnalysis(load(folder, cache=False)), together.analysis)
+
+
+def test_a_session_is_cut_into_batches_by_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    small = Path(__file__)
+    # four batches per process while the files allow, at most BATCH_FILES files a batch
+    assert [len(b) for b in execution.batches([small] * 512, 2)] == [64] * 8
+    assert [len(b) for b in execution.batches([small] * 20, 2)] == [3] * 6 + [2]
+    assert [len(b) for b in execution.batches([small] * 4, 2)] == [1] * 4
+    # a batch holds BATCH_BYTES at most: a bigger file is a batch of its own, in its place
+    big = REPO / "tests" / "fixtures" / "ps_baseline" / "127.0.0.1_34313.xplane.pb.gz"
+    assert big.stat().st_size > small.stat().st_size
+    monkeypatch.setattr(execution, "BATCH_BYTES", big.stat().st_size)
+    cut = execution.batches([small, small, big, *[small] * 5], 1)
+    s, b = str(small), str(big)
+    assert cut == [(s, s), (b,), (s, s), (s, s), (s,)]
 
 
 def test_findings_of_a_per_worker_run_never_load_the_events(tmp_path: Path) -> None:
