@@ -527,7 +527,11 @@ def merge(parts: Sequence[TraceFrames]) -> TraceFrames:
             series = [f[col] for f in frames]
             if dtype in (CAT, CAT_ID):
                 cols[col] = union_categoricals(
-                    [pd.Categorical(s) for s in series], ignore_order=True
+                    [
+                        s.array if isinstance(s.dtype, pd.CategoricalDtype) else pd.Categorical(s)
+                        for s in series
+                    ],
+                    ignore_order=True,
                 )
             elif (name, col) in (("events", "parent"), ("stats", "event_row")):
                 shifted = [
@@ -537,5 +541,5 @@ def merge(parts: Sequence[TraceFrames]) -> TraceFrames:
                 cols[col] = np.concatenate(shifted).astype(np.int32)
             else:
                 cols[col] = pd.concat(series, ignore_index=True)
-        out[name] = pd.DataFrame(cols)
+        out[name] = pd.DataFrame(cols, copy=False)  # the columns are new: not copied again
     return validate(TraceFrames(**out), "<merge>")

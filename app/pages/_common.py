@@ -123,7 +123,7 @@ def preparing(job: Job) -> html.Div:
         ),
         dbc.Button("Cancel", id=ids.PREP_CANCEL, color="secondary", className="mt-2"),
         html.Div(job.session, id=ids.PREP_SESSION, hidden=True),
-        dcc.Interval(id=ids.PREP_TICK, interval=1000),
+        dcc.Interval(id=ids.PREP_TICK, interval=500),  # the page shows within half a second
         dcc.Store(id=ids.PREP_DONE, data=False),
     )
 
@@ -131,7 +131,7 @@ def preparing(job: Job) -> html.Div:
 def _where(job: Job) -> str:
     if job.where == FROM_CACHE:
         return "reading the session's cached analysis"
-    return f"one task per worker on {job.where}" if job.where else "starting the workers…"
+    return f"workers analysed on {job.where}" if job.where else "starting the workers…"
 
 
 @dash.callback(
