@@ -26,6 +26,7 @@ from bench import (
     folders,
     pod,
     pod_capture,
+    pod_dashboard,
     pod_scale,
     scale,
     transfer,
@@ -200,6 +201,12 @@ def main() -> None:
     )
     ap.add_argument("--pod-once", type=int, nargs="*", default=[1024], help="pod sizes run once")
     ap.add_argument(
+        "--pod-dashboard",
+        nargs="*",
+        default=["512", "1024x8"],
+        help="the dashboard on pods of HOSTS[xGPUS] (bench.pod_dashboard); none skips",
+    )
+    ap.add_argument(
         "--capture-agents", type=int, default=256, help="agents in one capture window; 0 skips"
     )
     ap.add_argument(
@@ -245,6 +252,9 @@ def main() -> None:
     if args.pod_hosts:
         sizes = [pod_scale.bench_size(n, args.repeat) for n in args.pod_hosts]
         pod_scale.report(sizes + [pod_scale.bench_size(n, 1) for n in args.pod_once])
+    for spec in args.pod_dashboard:
+        hosts, _, gpus = spec.partition("x")
+        pod_dashboard.report(pod_dashboard.run(int(hosts), int(gpus or 0)))
     if args.capture_agents:
         pod_capture.report(pod_capture.run(args.capture_agents, processes=8, lose=0.1))
     if args.watch:

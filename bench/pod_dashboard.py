@@ -1,8 +1,9 @@
-"""The dashboard on a pod: a fresh server on a session of N hosts (``bench.synth.pod_session``)
-opened page by page in headless Chromium, as a person opens it: the first open (the analysis
-in the background, with progress), then every page and pod view warm; the server's RSS.
+"""The dashboard on a pod: a fresh server on a session of N hosts (``bench.synth.pod_session``;
+with ``--devices``, each host has as many GPUs) opened page by page in headless Chromium, as a
+person opens it: the first open (the analysis in the background, with progress), then every
+page and pod view warm; the server's RSS.
 
-    python -m bench.pod_dashboard --hosts 512
+    python -m bench.pod_dashboard --hosts 512 [--devices 8]
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ VIEWS = [
 READY = "() => !document.getElementById('prep-bar') && document.querySelector('.podscope-card')"
 
 
-def run(hosts: int, cache: Path | None = None) -> dict[str, Any]:
+def run(hosts: int, devices: int = 0, cache: Path | None = None) -> dict[str, Any]:
     from importlib import import_module
 
     from playwright.sync_api import sync_playwright
@@ -50,7 +51,7 @@ def run(hosts: int, cache: Path | None = None) -> dict[str, Any]:
         browser_test.settle,
     )
 
-    session = pod_session(OUT, hosts, slow={7: 26, 100: 23})
+    session = pod_session(OUT, hosts, slow={7: 26, 100: 23}, devices=devices)
     cache = cache or Path(tempfile.mkdtemp(prefix="podscope-pod-dash-"))
     port = free_port()
     env = {**os.environ, "PODSCOPE_CACHE_DIR": str(cache)}
@@ -79,11 +80,15 @@ def run(hosts: int, cache: Path | None = None) -> dict[str, Any]:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    return {"hosts": hosts, "times": times, "server_rss_mb": peak / 2**20}
+    return {"hosts": hosts, "devices": devices, "times": times, "server_rss_mb": peak / 2**20}
 
 
 def report(r: dict[str, Any]) -> None:
-    print(f"\n== The dashboard on a pod of {r['hosts']} hosts (fresh server, headless Chromium) ==")
+    gpus = f" x {r['devices']} GPUs" if r.get("devices") else ""
+    print(
+        f"\n== The dashboard on a pod of {r['hosts']} hosts{gpus} "
+        "(fresh server, headless Chromium) =="
+    )
     for view, seconds in r["times"].items():
         print(f"{seconds:7.2f} s  {view}")
     warm = [s for v, s in r["times"].items() if not v.startswith("first")]
@@ -95,7 +100,9 @@ def report(r: dict[str, Any]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.pod_dashboard")
     ap.add_argument("--hosts", type=int, default=512)
-    report(run(ap.parse_args().hosts))
+    ap.add_argument("--devices", type=int, default=0, help="GPUs per host")
+    args = ap.parse_args()
+    report(run(args.hosts, args.devices))
 
 
 if __name__ == "__main__":

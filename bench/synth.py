@@ -66,11 +66,14 @@ def synth_xspace(
     threads: int = 2,
     op_us: int = 20,
     pace_op_us: int | None = None,
+    devices: int = 0,
 ) -> bytes:
     """A serialized XSpace of ``steps * (3 * ops_per_step + 2)`` timed events, each op
     ``op_us`` long (a slower host: longer ops). With ``pace_op_us``, a synchronous worker: each
     step ends with an all-reduce (one more event) from the worker's arrival to the moment the
-    slowest worker of the job (ops of ``pace_op_us``) arrives, as a data-parallel job waits."""
+    slowest worker of the job (ops of ``pace_op_us``) arrives, as a data-parallel job waits.
+    With ``devices``, as many GPUs (``/device:GPU:<d>``), each running ``KERNELS`` kernels a
+    step over the host's ops and, synchronous, an NCCL all-reduce kernel while the host waits."""
     ev_names = ["train", "EagerExecute", "ExecutorState::Process", "ThreadpoolListener::Record"]
     ev_names += [
         f"layer_{i // len(OP_TYPES)}/{t}:{t}"
@@ -115,6 +118,9 @@ def synth_xspace(
             done = t0 + step_ps - 200_000_000  # every worker's all-reduce ends together
             compute[0] += _event(em[ev_names[-1]], arrive, done - arrive, gid)
     lines = _b(3, _v(1, 1) + _b(2, b"python") + _v(3, 1000) + bytes(python))
+    gpus = b"".join(
+        _gpu_plane(d, steps, step_ps, work_ps, pace_op_us is not None) for d in range(devices)
+    )
     for th, body in enumerate(compute):
         lines += _b(
             3,
@@ -127,11 +133,37 @@ def synth_xspace(
     env = _b(
         1, _v(1, 1) + _b(2, b"Task Environment") + env_stats + _b(6, _v(1, 1) + _v(3, START_NS))
     )
-    return host + env + _b(4, b"localhost")
+    return host + gpus + env + _b(4, b"localhost")
 
 
-def events_in(steps: int, ops_per_step: int = 100, synchronous: bool = False) -> int:
-    return steps * (3 * ops_per_step + 2 + synchronous)
+#: Kernels each synthetic GPU runs per step (``synth_xspace``).
+KERNELS = 8
+
+
+def _gpu_plane(device: int, steps: int, step_ps: int, work_ps: int, synchronous: bool) -> bytes:
+    """One GPU's plane: per step, ``KERNELS`` GEMM kernels over the host's ops and, in a
+    synchronous job, an NCCL all-reduce kernel from the host's arrival to the step's end (its
+    wait for the slowest worker), on one stream."""
+    names = {1: b"volta_sgemm_128x64_nn", 2: b"ncclDevKernel_AllReduce_Sum_f32_RING_LL"}
+    kernel_ps = work_ps // KERNELS
+    body = bytearray()
+    for s in range(steps):
+        t0 = s * step_ps + 200_000
+        for k in range(KERNELS):
+            body += _event(1, t0 + k * kernel_ps + 1_000_000, kernel_ps - 2_000_000)
+        if synchronous:
+            arrive = t0 + work_ps
+            done = s * step_ps + step_ps - 200_000_000
+            body += _event(2, arrive + 1_000_000, done - arrive - 1_000_000)
+    line = _b(3, _v(1, 7) + _b(2, b"Stream #7") + _v(3, 1000) + bytes(body))
+    meta = b"".join(_map_entry(4, i, _v(1, i) + _b(2, n)) for i, n in names.items())
+    return _b(1, _v(1, 2 + device) + _b(2, f"/device:GPU:{device}".encode()) + line + meta)
+
+
+def events_in(
+    steps: int, ops_per_step: int = 100, synchronous: bool = False, devices: int = 0
+) -> int:
+    return steps * (3 * ops_per_step + 2 + synchronous + devices * (KERNELS + synchronous))
 
 
 def ensure_capture(root: Path, steps: int, ops_per_step: int = 100) -> Path:
@@ -164,15 +196,18 @@ def pod_session(
     steps: int = 60,
     ops_per_step: int = 100,
     slow: dict[int, int] | None = None,
+    devices: int = 0,
 ) -> Path:
     """Writes (once) a synchronous job of ``hosts`` synthetic CPU workers (``synth_xspace``;
     60 steps x 100 ops and an all-reduce: 18 k events each), hosts in ``slow`` (index → op µs)
     slower than the rest (20 µs ops) and the others waiting for them in the all-reduce, under
     ``root/pod-<hosts>.../plugins/profile/pod/``; the session folder. Hosts are named as pods
-    name them (``pod_host``)."""
+    name them (``pod_host``); with ``devices``, each host has as many GPUs
+    (``synth_xspace``)."""
     slow = slow or {}
     tag = "-".join(f"{i}x{us}" for i, us in sorted(slow.items()))
-    folder = root / f"pod-{hosts}x{steps}x{ops_per_step}{'-' + tag if tag else ''}"
+    gpus = f"x{devices}gpu" if devices else ""
+    folder = root / f"pod-{hosts}{gpus}x{steps}x{ops_per_step}{'-' + tag if tag else ''}"
     session = folder / "plugins" / "profile" / "pod"
     done = session.parent / ".pod-complete"
     if done.exists():
@@ -180,7 +215,7 @@ def pod_session(
     session.mkdir(parents=True, exist_ok=True)
     pace = max([20, *slow.values()])
     data = {
-        us: synth_xspace(steps, ops_per_step, op_us=us, pace_op_us=pace)
+        us: synth_xspace(steps, ops_per_step, op_us=us, pace_op_us=pace, devices=devices)
         for us in {20, *slow.values()}
     }
     for i in range(hosts):

@@ -218,12 +218,21 @@ def chosen_worker(choice: str | None) -> str | None:
     return None if not choice or choice == ALL_WORKERS else choice
 
 
+#: Devices shown one badge each; past that (a pod), their busy spread and the least busy.
+DEVICE_BADGES = 16
+LEAST_BUSY = 5
+#: Idle devices listed by name (the rest counted).
+IDLE_LISTED = 50
+
+
 def device_summary(analysis: SessionAnalysis, session: str | None = None) -> Any:
     """The session's GPUs/TPUs: the busy ones (``analyzers.pod.device_activity``'s one rule:
     work in a step, or any work event without steps) named with their busy time and, where
     steps exist, compute per step, each a link to the ops that ran on it (when ``session`` is
     given); the idle ones collapsed under one line that says so, with the work outside the
-    steps an idle one ran. None when the session has no accelerator plane."""
+    steps an idle one ran. A pod's devices (more than ``DEVICE_BADGES`` busy) are said by
+    their spread of busy shares and the least busy few. None when the session has no
+    accelerator plane."""
     d = analysis.devices
     if d.empty:
         return None
@@ -234,31 +243,42 @@ def device_summary(analysis: SessionAnalysis, session: str | None = None) -> Any
         name = r.device.removeprefix("/device:")
         return f"{short[r.worker]} › {name}" if short[r.worker] else name
 
+    def badge(r: Any) -> Any:
+        return dbc.Badge(
+            f"{label(r)} · {fmt_duration(r.busy_ms * 1e6)} busy ({fmt_share(r.busy_share)})"
+            + (
+                f" · {fmt_duration(r.compute_ms_per_step * 1e6)} compute/step · "
+                f"{r.steps_busy}/{plural(r.steps, 'step')}"
+                if r.steps
+                else ""
+            ),
+            color="primary",
+            className="me-1 text-decoration-none",
+            **(
+                {
+                    "href": ops_href(session, str(r.worker), str(r.device)),
+                    "title": f"Which ops dominate on {label(r)}: open Ops for this device",
+                }
+                if session
+                else {}
+            ),
+        )
+
+    if len(busy) > DEVICE_BADGES:  # a pod's thousands of devices: their spread, the least busy
+        low, mid, high = (fmt_share(q) for q in busy["busy_share"].quantile([0, 0.5, 1]))
+        spread = f"each {mid}" if low == high else f"{low}–{high}, median {mid}"
+        head = (
+            f"{len(busy)} busy on {plural(busy['worker'].nunique(), 'host')} · busy {spread}"
+            " · least busy: "
+        )
+        shown = [badge(r) for r in busy.nsmallest(LEAST_BUSY, "busy_share").itertuples()]
+    else:
+        head, shown = f"{len(busy)} busy: ", [badge(r) for r in busy.itertuples()]
+    listed = idle.head(IDLE_LISTED)
     return html.Div(
         [
-            html.Span(f"{len(busy)} busy: ", className="me-1"),
-            *[
-                dbc.Badge(
-                    f"{label(r)} · {fmt_duration(r.busy_ms * 1e6)} busy ({fmt_share(r.busy_share)})"
-                    + (
-                        f" · {fmt_duration(r.compute_ms_per_step * 1e6)} compute/step · "
-                        f"{r.steps_busy}/{plural(r.steps, 'step')}"
-                        if r.steps
-                        else ""
-                    ),
-                    color="primary",
-                    className="me-1 text-decoration-none",
-                    **(
-                        {
-                            "href": ops_href(session, str(r.worker), str(r.device)),
-                            "title": f"Which ops dominate on {label(r)}: open Ops for this device",
-                        }
-                        if session
-                        else {}
-                    ),
-                )
-                for r in busy.itertuples()
-            ],
+            html.Span(head, className="me-1"),
+            *shown,
             html.Details(
                 [
                     html.Summary(
@@ -277,8 +297,13 @@ def device_summary(analysis: SessionAnalysis, session: str | None = None) -> Any
                                     else ""
                                 )
                             )
-                            for r in idle.itertuples()
+                            for r in listed.itertuples()
                         ]
+                        + (
+                            [html.Li(f"… and {len(idle) - len(listed)} more")]
+                            if len(idle) > len(listed)
+                            else []
+                        )
                     ),
                 ],
                 className="mt-1",

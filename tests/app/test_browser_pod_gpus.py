@@ -1,0 +1,68 @@
+"""A GPU pod in the dashboard: 128 hosts of 8 GPUs each (1,024 devices), operated as a person
+does. The first screen stays a pod's: hosts in the heat map, the devices said by their spread
+and the least busy, not one badge each; a host opened shows its GPUs' bars; every page stays a
+few screens. (``make bench`` opens 1,024 hosts x 8 GPUs: ``bench.pod_dashboard``.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bench.synth import pod_host, pod_session
+from tests.app.test_browser import ARTIFACTS, serving, settle
+from tests.app.test_browser_pod import opened, rows_of_heatmap
+
+pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.slow]
+
+HOSTS, GPUS = 128, 8
+CULPRIT = 7
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("gpu-pods")
+    session = pod_session(root, HOSTS, steps=12, ops_per_step=20, slow={CULPRIT: 50}, devices=GPUS)
+    with serving(session.parents[2], tmp_path_factory.mktemp("cache")) as base:
+        yield base
+
+
+@pytest.fixture
+def page(browser, server):  # type: ignore[no-untyped-def]
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.errors = []
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    yield pg
+    context.close()
+
+
+def test_a_gpu_pod_is_said_by_its_hosts_and_its_devices_spread(page, server) -> None:  # type: ignore[no-untyped-def]
+    opened(page, server + "/pod?session=pod")
+    page.screenshot(path=str(ARTIFACTS / "pod_128x8.png"), full_page=True)
+    assert f"straggler: {pod_host(CULPRIT)}" in page.inner_text("#pod-badges")
+    assert len(rows_of_heatmap(page)) == HOSTS  # hosts, not their 1,024 devices
+    devices = page.inner_text("#devices")
+    assert devices.startswith(f"{HOSTS * GPUS} busy on {HOSTS} hosts")
+    assert "least busy" in devices
+    assert page.locator("#devices .badge").count() == 5  # not 1,024 badges
+    assert page.evaluate("document.body.scrollHeight") < 5000
+    # a host opened: each of its GPUs' bars
+    page.locator("#pod-outliers a", has_text=pod_host(CULPRIT)).first.click()
+    page.wait_for_function(f"() => window.location.search.includes('{pod_host(CULPRIT)}')")
+    settle(page)
+    page.wait_for_timeout(1000)
+    bars = page.evaluate("document.querySelector('#pod-bars .js-plotly-plot').data")
+    names = {str(y) for trace in bars for y in trace["y"]}
+    assert sum(f"GPU:{d}" in " ".join(names) for d in range(GPUS)) == GPUS, names
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("path", ["/workers", "/ops", "/timeline", "/diagnostics"])
+def test_every_page_is_usable_on_a_gpu_pod(page, server, path: str) -> None:  # type: ignore[no-untyped-def]
+    opened(page, server + path + "?session=pod")
+    page.screenshot(path=str(ARTIFACTS / f"pod_128x8_{path.strip('/')}.png"), full_page=True)
+    assert page.evaluate("document.body.scrollHeight") < 6000, "a page as long as the pod"
+    if page.locator("#devices").count():
+        assert page.locator("#devices .badge").count() <= 5
+    assert page.errors == []
