@@ -72,6 +72,10 @@ def run(hosts: int, devices: int = 0, cache: Path | None = None) -> dict[str, An
                 page.goto(base + view)
                 if i == 0:
                     page.get_by_text(f"Analysing the {hosts} workers").wait_for(timeout=60_000)
+                    times["progress shown"] = time.perf_counter() - t
+                    with page.expect_navigation(timeout=900_000):
+                        pass  # the page reloads itself once the analysis is done
+                    times["analysis done: the page reloads"] = time.perf_counter() - t
                 page.wait_for_function(READY, timeout=900_000)
                 settle(page)
                 times[("first open " if i == 0 else "") + view] = time.perf_counter() - t
@@ -91,7 +95,7 @@ def report(r: dict[str, Any]) -> None:
     )
     for view, seconds in r["times"].items():
         print(f"{seconds:7.2f} s  {view}")
-    warm = [s for v, s in r["times"].items() if not v.startswith("first")]
+    warm = [s for v, s in r["times"].items() if v.startswith("/")]
     print(
         f"warm views: at most {max(warm):.2f} s (target <= 2); server RSS {r['server_rss_mb']:.0f} MB (target < 2,048)"
     )

@@ -123,7 +123,7 @@ def preparing(job: Job) -> html.Div:
         ),
         dbc.Button("Cancel", id=ids.PREP_CANCEL, color="secondary", className="mt-2"),
         html.Div(job.session, id=ids.PREP_SESSION, hidden=True),
-        dcc.Interval(id=ids.PREP_TICK, interval=500),  # the page shows within half a second
+        dcc.Interval(id=ids.PREP_TICK, interval=1000),
         dcc.Store(id=ids.PREP_DONE, data=False),
     )
 
