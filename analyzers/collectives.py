@@ -115,19 +115,39 @@ def collective_events(events: pd.DataFrame) -> pd.DataFrame:
 
 
 def _in_steps(coll: pd.DataFrame, aligned: pd.DataFrame) -> pd.DataFrame:
-    """``coll`` with the aligned step each call starts in (calls outside every step dropped)."""
-    parts = []
-    calls_of = dict(list(coll.groupby(coll["worker"].astype(str), sort=False)))  # split once
-    for w, st in aligned.groupby(aligned["worker"].astype(str)):
-        st = st.sort_values("start_ns")
-        mine = calls_of.get(w, coll.iloc[:0])
-        t = mine["start_ns"].to_numpy()
-        k = np.searchsorted(st["start_ns"].to_numpy(), t, side="right") - 1
-        ok = (k >= 0) & (t < st["end_ns"].to_numpy()[np.clip(k, 0, None)])
-        parts.append(mine[ok].assign(step=st["step"].to_numpy()[k[ok]]))
-    if not parts:
+    """``coll`` with the aligned step each call starts in (calls outside every step dropped),
+    in ``coll``'s order within each worker, workers sorted. Every worker at once: the steps
+    and the calls in one order by (worker, time), each call taking the last step started at or
+    before it in its worker (a loop over a pod's 1,024 workers took 0.9 s a call)."""
+    if aligned.empty:
         return coll.assign(step=pd.Series(dtype="int64"))
-    return pd.concat(parts, ignore_index=True)
+    names = sorted(set(aligned["worker"].astype(str)))
+    code = {w: i for i, w in enumerate(names)}
+    st = aligned.assign(_w=aligned["worker"].astype(str).map(code).to_numpy())
+    st = st.sort_values(["_w", "start_ns"], kind="stable")
+    c_w = coll["worker"].astype(str).map(code)
+    calls = coll[c_w.notna().to_numpy()]
+    c_w = c_w.dropna().to_numpy(np.int64)
+    s_w = st["_w"].to_numpy(np.int64)
+    s_start = st["start_ns"].to_numpy(np.int64)
+    t = calls["start_ns"].to_numpy(np.int64)
+    # one sequence by (worker, time), steps before calls at one instant (side="right")
+    w_all = np.concatenate([s_w, c_w])
+    t_all = np.concatenate([s_start, t])
+    kind = np.concatenate([np.zeros(len(s_w), np.int8), np.ones(len(t), np.int8)])
+    order = np.lexsort((kind, t_all, w_all))
+    pos = np.where(kind[order] == 0, order, -1)  # a step's row in ``st``
+    last = np.maximum.accumulate(pos) if len(pos) else pos
+    k = np.full(len(t), -1, dtype=np.int64)
+    is_call = kind[order] == 1
+    k[order[is_call] - len(s_w)] = last[is_call]
+    ok = k >= 0
+    ok[ok] = s_w[k[ok]] == c_w[ok]  # the step is the call's own worker's
+    ok[ok] = t[ok] < st["end_ns"].to_numpy(np.int64)[k[ok]]
+    steps = st["step"].to_numpy()
+    out = calls[ok].assign(step=steps[k[ok]])
+    out = out.assign(_w=c_w[ok]).sort_values("_w", kind="stable")  # workers sorted, as before
+    return out.drop(columns="_w").reset_index(drop=True)
 
 
 def match_collectives(

@@ -271,9 +271,11 @@ def first_starts_per_aligned_step(firsts: pd.DataFrame, aligned: pd.DataFrame) -
     """``first_device_starts`` over a worker's own steps → over the aligned steps: a step left
     out of the alignment belongs to the aligned step before it, as its events would."""
     parts = []
+    # each worker's rows, split once (a mask per worker: 1,024 passes over a pod's firsts)
+    by_worker = dict(list(firsts.groupby(firsts["worker"].astype(str), sort=False)))
     for w, st in aligned.groupby(aligned["worker"].astype(str)):
         starts = np.sort(st["start_ns"].to_numpy())
-        mine = firsts[firsts["worker"] == w]
+        mine = by_worker.get(str(w), firsts.iloc[:0])
         k = _step_of(starts, mine["step_start_ns"].to_numpy())
         ok = k >= 0
         if ok.any():

@@ -337,32 +337,35 @@ def launch_skew(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         firsts = firsts[keep]
         if xla.groupby("worker")["device"].nunique().max() < 2:
             return skip("one device runs the step's program on each worker: no launch to skew")
-    measured, apart, raw = [], [], []
-    for worker, st in s.groupby("worker"):
-        first = firsts[firsts["worker"] == str(worker)]
-        step = first.groupby("step_start_ns")
-        several = step["plane"].transform("nunique") >= 2
-        first = first[several.to_numpy()]
-        step = first.groupby("step_start_ns")
-        late = first["first_ns"] - step["first_ns"].transform("min")
-        # A device that starts late but was busy until then (the previous step's work ran
-        # long) did not wait for dispatch: only its idle time before the step counts.
-        waited = np.minimum(late, first["idle_before_ns"].astype("int64"))
-        spread = late.groupby(first["step_start_ns"]).max()
-        wait = waited.groupby(first["step_start_ns"]).max()
-        # Relative to the step period (start to start), robust to steps that end before their kernels.
-        period = (
-            float(np.median(np.diff(st["start_ns"].to_numpy())))
-            if len(st) > 1
-            else float((st["end_ns"] - st["start_ns"]).iloc[0])
-        )
-        if period <= 0:
-            continue
-        share = spread.to_numpy(dtype=float) / period
-        keep = share < 1
-        measured += [(str(worker), v) for v in wait.to_numpy(dtype=float)[keep] / period]
-        raw += list(share[keep])
-        apart += [(str(worker), v * period) for v in share[~keep]]
+    # every worker at once (a loop over a pod's 1,024 workers took 4.3 s)
+    key = [firsts["worker"].astype(str), firsts["step_start_ns"]]
+    first = firsts[(firsts.groupby(key)["plane"].transform("nunique") >= 2).to_numpy()]
+    key = [first["worker"].astype(str), first["step_start_ns"]]
+    late = first["first_ns"] - first.groupby(key)["first_ns"].transform("min")
+    # A device that starts late but was busy until then (the previous step's work ran
+    # long) did not wait for dispatch: only its idle time before the step counts.
+    waited = np.minimum(late, first["idle_before_ns"].astype("int64"))
+    spread, wait = late.groupby(key).max(), waited.groupby(key).max()
+    # Relative to the step period (start to start), robust to steps that end before their
+    # kernels: the median of a worker's start-to-start times, or its one step's length.
+    worker = s["worker"].astype(str)
+    period = (
+        s["start_ns"]
+        .groupby(worker)
+        .diff()
+        .groupby(worker)
+        .median()
+        .fillna((s["end_ns"] - s["start_ns"]).groupby(worker).first().astype(float))
+    )
+    period = period.reindex(spread.index.get_level_values(0)).to_numpy(dtype=float)
+    ok = period > 0  # a worker without aligned steps or period is not judged
+    names = spread.index.get_level_values(0).to_numpy()[ok]
+    share = spread.to_numpy(dtype=float)[ok] / period[ok]
+    keep = share < 1
+    waits = wait.to_numpy(dtype=float)[ok][keep] / period[ok][keep]
+    measured = list(zip(names[keep], waits, strict=True))
+    raw = list(share[keep])
+    apart = list(zip(names[~keep], share[~keep] * period[ok][~keep], strict=True))
     if not measured:
         if apart:
             return skip(
