@@ -301,8 +301,8 @@ def analyze_files(
     if loaded:
         each = [f for _, f in loaded]
         reduced = _reduce(merge(each) if len(each) > 1 else each[0], parts)
-        if len(each) > 1:
-            _rows_per_worker(reduced, workers)
+        if len(each) > 1 and len(reduced.get("steps", ())):
+            _rows_per_worker(reduced["steps"], workers)
     else:
         reduced = {name: empty_frame(name) for name in SMALL_FRAMES}
     out = Gathered(reduced, workers, tuple(failures))
@@ -311,23 +311,14 @@ def analyze_files(
     return out
 
 
-#: Derived frames' columns that count a worker's events (as one task per worker gives them).
-ROW_COLUMNS = {"steps": "event_row"}
-
-
-def _rows_per_worker(
-    reduced: dict[str, pd.DataFrame], workers: Sequence[tuple[str, str, int]]
-) -> None:
-    """A batch's event rows (its workers' events side by side, in order) counted from each
-    worker's first event instead, in place."""
+def _rows_per_worker(steps: pd.DataFrame, workers: Sequence[tuple[str, str, int]]) -> None:
+    """A batch's steps' ``event_row`` (its workers' events side by side, in order) counted
+    from each worker's first event, as one task per worker gives it, in place."""
     first = pd.Series(
         np.cumsum([0] + [n for _, _, n in workers[:-1]]), index=[w for w, _, _ in workers]
     )
-    for name, col in ROW_COLUMNS.items():
-        frame = reduced.get(name)
-        if frame is not None and len(frame):
-            offset = frame["worker"].astype(str).map(first).to_numpy(np.int64)
-            frame[col] = frame[col].to_numpy(np.int64) - offset
+    offset = steps["worker"].astype(str).map(first).to_numpy(np.int64)
+    steps["event_row"] = steps["event_row"].to_numpy(np.int64) - offset
 
 
 def _reduce(frames: TraceFrames, parts: frozenset[str]) -> dict[str, pd.DataFrame]:
@@ -743,7 +734,7 @@ def batches(files: Sequence[Path], processes: int) -> list[tuple[str, ...]]:
     """The session's files cut into tasks, in order: small workers together, up to
     ``BATCH_BYTES`` of trace and ``BATCH_FILES`` files a batch, and no fewer than four
     batches per process while the files allow (the processes stay busy to the end, and the
-    progress moves); a big worker is a batch of its own. A batch's cost follows its events:
+    progress moves); a file past ``BATCH_BYTES`` is a batch of its own. A batch's cost follows its events:
     a task per small worker paid a reduction's fixed cost (a few hundred pandas calls, about
     70 ms) per worker."""
     sizes = []
@@ -804,7 +795,7 @@ def run_session(
     parts = frozenset(parts)
     names = _frame_names(parts)
     # Warm: the session's gathered parts in one read (its size follows the steps and ops, not
-    # the file count), without starting a task; else one task per file, then gathered.
+    # the file count), without starting a task; else a task per batch of files, then gathered.
     store = DerivedCache(config.cache_dir) if config.cache else None
     entry = store.entry([str(f) for f in files], names) if store else None
     gathered = store.get(entry, names) if store and entry else None
