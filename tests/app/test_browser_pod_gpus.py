@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench.synth import pod_host, pod_session
+from tests.app import test_browser_pod
 from tests.app.test_browser import ARTIFACTS, serving, settle
 from tests.app.test_browser_pod import opened, rows_of_heatmap
 
@@ -17,6 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.slow]
 
 HOSTS, GPUS = 128, 8
 CULPRIT = 7
+page = test_browser_pod.page  # the same page fixture, with this module's server
 
 
 @pytest.fixture(scope="module")
@@ -25,16 +27,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     session = pod_session(root, HOSTS, steps=12, ops_per_step=20, slow={CULPRIT: 50}, devices=GPUS)
     with serving(session.parents[2], tmp_path_factory.mktemp("cache")) as base:
         yield base
-
-
-@pytest.fixture
-def page(browser, server):  # type: ignore[no-untyped-def]
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.errors = []
-    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-    yield pg
-    context.close()
 
 
 def test_a_gpu_pod_is_said_by_its_hosts_and_its_devices_spread(page, server) -> None:  # type: ignore[no-untyped-def]
