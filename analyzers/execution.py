@@ -52,7 +52,7 @@ from podscope.analyzers.steps import align_steps, own_steps
 from podscope.analyzers.summary import summarize
 from podscope.trace_parsers import TraceParseError, load
 from podscope.trace_parsers.cache import FrameCache
-from podscope.trace_parsers.loader import merge, resolve, worker_label
+from podscope.trace_parsers.loader import Parsed, parse_files, resolve, worker_label
 from podscope.trace_parsers.schema import (
     SCHEMA_VERSION,
     TraceFrames,
@@ -275,33 +275,19 @@ def analyze_files(
     # Op tables alone read three stats: without a cache to fill, the rest of the long stats
     # frame is not built (a quarter of the parse).
     keys = OP_STATS_KEYS if not cache and all(p.startswith("ops:") for p in parts) else None
-    parse_cache = cache and len(files) == 1
-    loaded: list[tuple[str, TraceFrames]] = []
-    failures: list[WorkerPart] = []
-    for file in files:
-        try:
-            frames = load(
-                file,
-                cache=parse_cache,
-                cache_dir=cache_dir,
-                stats_keys=keys,
-            )
-        except TraceParseError as e:
-            failures.append(WorkerPart(worker_label(Path(file)), file, 0, error=str(e)))
-        else:
-            loaded.append((file, frames))
-    workers = tuple(
-        (
-            str(f.workers["worker"].iloc[0]) if len(f.workers) else worker_label(Path(file)),
-            file,
-            len(f.events),
-        )
-        for file, f in loaded
-    )
-    if loaded:
-        each = [f for _, f in loaded]
-        reduced = _reduce(merge(each) if len(each) > 1 else each[0], parts)
-        if len(each) > 1 and len(reduced.get("steps", ())):
+    if cache and len(files) == 1:
+        parsed = _parsed_cached(files[0], cache_dir)
+    else:
+        parsed = parse_files([Path(f) for f in files], stats_keys=keys)
+    given = {str(Path(f)): f for f in files}  # the files as the caller names them
+    workers = tuple((w, given.get(f, f), n) for w, f, n in parsed.workers)
+    failures = [
+        WorkerPart(worker_label(Path(e.path)), given.get(str(e.path), str(e.path)), 0, error=str(e))
+        for e in parsed.failures
+    ]
+    if parsed.frames is not None:
+        reduced = _reduce(parsed.frames, parts)
+        if len(workers) > 1 and len(reduced.get("steps", ())):
             _rows_per_worker(reduced["steps"], workers)
     else:
         reduced = {name: empty_frame(name) for name in SMALL_FRAMES}
@@ -309,6 +295,18 @@ def analyze_files(
     if store and entry:
         store.put(entry, out)
     return out
+
+
+def _parsed_cached(file: str, cache_dir: str | None) -> Parsed:
+    """One file through the parse cache."""
+    try:
+        frames = load(file, cache=True, cache_dir=cache_dir)
+    except TraceParseError as e:
+        return Parsed(None, (), (e,))
+    worker = (
+        str(frames.workers["worker"].iloc[0]) if len(frames.workers) else worker_label(Path(file))
+    )
+    return Parsed(frames, ((worker, file, len(frames.events)),), ())
 
 
 def _rows_per_worker(steps: pd.DataFrame, workers: Sequence[tuple[str, str, int]]) -> None:

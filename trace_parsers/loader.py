@@ -28,11 +28,8 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import pandas as pd
-from pandas.api.types import union_categoricals
 
 from podscope.trace_parsers import layout
 from podscope.trace_parsers.atrace import looks_like_atrace, parse_atrace
@@ -40,8 +37,8 @@ from podscope.trace_parsers.cache import FrameCache
 from podscope.trace_parsers.chrome_json import looks_like_chrome_json, parse_chrome_json
 from podscope.trace_parsers.errors import TraceParseError
 from podscope.trace_parsers.perfetto import parse_perfetto
-from podscope.trace_parsers.schema import CAT, CAT_ID, SCHEMA, TraceFrames, validate
-from podscope.trace_parsers.xplane import parse_xplane
+from podscope.trace_parsers.schema import SCHEMA, TraceFrames, concat_frames, validate
+from podscope.trace_parsers.xplane import Decoded, build_frames, decode, parse_xplane
 
 Parser = Callable[..., TraceFrames]
 
@@ -450,28 +447,105 @@ def load(
         if cache
         else None
     )
-    parts: list[TraceFrames] = []
     failures: list[TraceParseError] = [
         refusal
         for folder in sorted({f.parent for f in files} if Path(path).is_dir() else set())
         for refusal in scan(folder).refused
     ]
-    for f in files:
-        if on_file:
-            on_file(f)
-        try:
-            parts.append(_load_file(f, store, stats_keys))
-        except TraceParseError as e:
-            failures.append(e)
-    if not parts:
+    if store is None:
+        parsed = parse_files(files, stats_keys, on_file)
+        merged, failures = parsed.frames, failures + list(parsed.failures)
+    else:
+        parts: list[TraceFrames] = []
+        for f in files:
+            if on_file:
+                on_file(f)
+            try:
+                parts.append(_load_file(f, store, stats_keys))
+            except TraceParseError as e:
+                failures.append(e)
+        merged = (merge(parts) if len(parts) > 1 else parts[0]) if parts else None
+    if merged is None:
         if len(failures) == 1:
             raise failures[0]
         reasons = "; ".join(f"{Path(e.path).name}: {e.reason}" for e in failures)
         raise TraceParseError(path, "xplane", f"no worker file could be parsed ({reasons})")
-    merged = merge(parts) if len(parts) > 1 else parts[0]
     if failures:
         merged = TraceFrames(**{n: f for n, f in merged.frames()}, failures=tuple(failures))
     return merged
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """Files parsed side by side (``parse_files``)."""
+
+    #: Their frames, as ``merge`` of each file's gives them; None when none parsed.
+    frames: TraceFrames | None
+    #: Per parsed file, in the frames' order: its worker, its file and its events.
+    workers: tuple[tuple[str, str, int], ...]
+    #: The files that did not parse, each with its reason.
+    failures: tuple[TraceParseError, ...]
+
+
+def parse_files(
+    files: Sequence[Path],
+    stats_keys: Collection[str] | None = None,
+    on_file: Callable[[Path], None] | None = None,
+) -> Parsed:
+    """Several files' frames, without the parse cache. XPlane files are decoded one by one
+    and their frames built at once (``xplane.build_frames``): building frames costs a few
+    hundred pandas calls whatever the rows, so a pod's many small workers pay it once, not
+    per file; other formats are parsed each. One file that fails is a failure with its
+    reason, and the others are kept."""
+    decoded: list[tuple[Path, Decoded]] = []
+    others: list[tuple[Path, TraceFrames]] = []
+    failures: list[TraceParseError] = []
+    for f in files:
+        if on_file:
+            on_file(f)
+        label = worker_label(f)
+        try:
+            fmt = format_of(f, _read(f, 65536))
+            if fmt.parse is parse_xplane:
+                decoded.append((f, decode(_read(f), worker=label, source=str(f))))
+            else:
+                others.append((f, fmt.parse(_read(f), worker=label, source=str(f))))
+        except TraceParseError as e:
+            failures.append(e)
+    # Frame sets and, per set, its files' (worker, file, events) in its order.
+    sets: list[tuple[TraceFrames, tuple[tuple[str, str, int], ...]]] = []
+    if decoded:
+        rows = tuple((d.worker, str(f), len(d.raw["ev_duration_ps"]) // 8) for f, d in decoded)
+        source = str(decoded[0][0]) if len(decoded) == 1 else "<batch>"
+        try:
+            sets.append((build_frames([d for _, d in decoded], stats_keys, source), rows))
+        except TraceParseError as e:
+            if len(decoded) == 1:
+                failures.append(e)
+            else:  # the set does not validate: each file alone names the culprit
+                others = [*_parsed_alone([f for f, _ in decoded], stats_keys, failures), *others]
+    for f, frames in others:
+        worker = str(frames.workers["worker"].iloc[0]) if len(frames.workers) else worker_label(f)
+        sets.append((frames, ((worker, str(f), len(frames.events)),)))
+    each = [frames for frames, _ in sets]
+    return Parsed(
+        (merge(each) if len(each) > 1 else each[0]) if each else None,
+        tuple(row for _, rows in sets for row in rows),
+        tuple(failures),
+    )
+
+
+def _parsed_alone(
+    files: Sequence[Path], stats_keys: Collection[str] | None, failures: list[TraceParseError]
+) -> list[tuple[Path, TraceFrames]]:
+    """Each file's frames on its own; the files that fail go to ``failures``."""
+    out = []
+    for f in files:
+        try:
+            out.append((f, _load_file(f, None, stats_keys)))
+        except TraceParseError as e:
+            failures.append(e)
+    return out
 
 
 def _load_file(
@@ -518,28 +592,6 @@ def merge(parts: Sequence[TraceFrames]) -> TraceFrames:
 
     ``events.parent`` and ``stats.event_row`` refer to rows of the merged ``events``.
     """
-    offsets = np.cumsum([0] + [len(p.events) for p in parts[:-1]])
-    out: dict[str, Any] = {}
-    for name, want in SCHEMA.items():
-        frames = [getattr(p, name) for p in parts]
-        cols: dict[str, Any] = {}
-        for col, dtype in want.items():
-            series = [f[col] for f in frames]
-            if dtype in (CAT, CAT_ID):
-                cols[col] = union_categoricals(
-                    [
-                        s.array if isinstance(s.dtype, pd.CategoricalDtype) else pd.Categorical(s)
-                        for s in series
-                    ],
-                    ignore_order=True,
-                )
-            elif (name, col) in (("events", "parent"), ("stats", "event_row")):
-                shifted = [
-                    np.where(s.to_numpy() >= 0, s.to_numpy() + off, -1)
-                    for s, off in zip(series, offsets, strict=True)
-                ]
-                cols[col] = np.concatenate(shifted).astype(np.int32)
-            else:
-                cols[col] = pd.concat(series, ignore_index=True)
-        out[name] = pd.DataFrame(cols, copy=False)  # the columns are new: not copied again
+    offsets = np.cumsum([0] + [len(p.events) for p in parts[:-1]]).tolist()
+    out = {name: concat_frames(name, [getattr(p, name) for p in parts], offsets) for name in SCHEMA}
     return validate(TraceFrames(**out), "<merge>")

@@ -13,12 +13,13 @@ nullable dtypes (``Int64``, ``boolean``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from podscope.trace_parsers.errors import SchemaError
 
@@ -323,3 +324,35 @@ def validate(frames: TraceFrames, source: str = "<frames>") -> TraceFrames:
         if frame.empty and not canonical:
             empty[name] = empty_frame(name)
     return replace(frames, **empty) if empty else frames
+
+
+#: Columns that hold row numbers of ``events`` (-1: none), by frame.
+ROW_COLUMNS = {"events": "parent", "stats": "event_row"}
+
+
+def concat_frames(
+    name: str, frames: Sequence[pd.DataFrame], event_rows: Sequence[int] | None = None
+) -> pd.DataFrame:
+    """Frames of ``SCHEMA[name]`` end to end: categoricals unioned (categories in the order
+    they first come), and with ``event_rows`` (per frame, the events before its own) the
+    columns that count event rows shifted by it."""
+    cols: dict[str, Any] = {}
+    for col, dtype in SCHEMA[name].items():
+        series = [f[col] for f in frames]
+        if dtype in (CAT, CAT_ID):
+            cols[col] = union_categoricals(
+                [
+                    s.array if isinstance(s.dtype, pd.CategoricalDtype) else pd.Categorical(s)
+                    for s in series
+                ],
+                ignore_order=True,
+            )
+        elif event_rows is not None and ROW_COLUMNS.get(name) == col:
+            shifted = [
+                np.where(s.to_numpy() >= 0, s.to_numpy() + off, -1)
+                for s, off in zip(series, event_rows, strict=True)
+            ]
+            cols[col] = np.concatenate(shifted).astype(np.int32)
+        else:
+            cols[col] = pd.concat(series, ignore_index=True)
+    return pd.DataFrame(cols, copy=False)  # the columns are new: not copied again

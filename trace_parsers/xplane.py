@@ -38,7 +38,14 @@ from podscope.trace_parsers.budget import Budget, rows_error
 from podscope.trace_parsers.errors import TraceParseError
 from podscope.trace_parsers.hlo import METADATA_PLANE, breakdown_stats, hlo_ops
 from podscope.trace_parsers.nesting import depth_column, nest_columns, nest_if_sorted
-from podscope.trace_parsers.schema import CAT, PROMOTED_STATS, SCHEMA, TraceFrames, validate
+from podscope.trace_parsers.schema import (
+    CAT,
+    PROMOTED_STATS,
+    SCHEMA,
+    TraceFrames,
+    concat_frames,
+    validate,
+)
 from podscope.trace_parsers.tfop import split_tf_op
 
 FORMAT = "xplane"
@@ -153,6 +160,36 @@ def parse_xplane(
     Raises:
         TraceParseError: empty, truncated, corrupt or non-XPlane input.
     """
+    return build_frames(
+        [decode(data, worker=worker, source=source, decoder=decoder)], stats_keys, source
+    )
+
+
+class Decoded(NamedTuple):
+    """One file's XSpace, decoded (``decode``); ``build_frames`` makes the frames of one or
+    several."""
+
+    raw: dict[str, Any]
+    worker: str
+    source: str
+    #: ``hlo_ops`` of a capture with XLA's metadata plane, else None.
+    hlo: pd.DataFrame | None
+    #: A TPU capture's per-op breakdown stats (``metadata_stats`` rows), else None.
+    breakdowns: pd.DataFrame | None
+
+
+def decode(
+    data: bytes,
+    *,
+    worker: str,
+    source: str = "<bytes>",
+    decoder: Decoder = _xplane_fast.decode_xspace,
+) -> Decoded:
+    """The first half of ``parse_xplane``: one file's bytes decoded, within its budget.
+
+    Raises:
+        TraceParseError: empty, truncated, corrupt or non-XPlane input.
+    """
     budget = Budget.for_input(len(data), source, FORMAT)
     data = budget.inflate(data)
     if not data:
@@ -179,16 +216,126 @@ def parse_xplane(
             breakdowns = breakdown_stats(data, worker=worker)
         except ValueError as e:
             raise TraceParseError(source, FORMAT, f"device metadata: {e}") from e
-    del data  # decoded: strings were copied out (freed here unless the caller keeps a reference)
-    frames = _Builder(raw, worker, source, stats_keys).build()
-    if hlo is not None:
-        frames = replace(frames, hlo_ops=hlo)
-    if breakdowns is not None and len(breakdowns):
+    if breakdowns is not None and not len(breakdowns):
+        breakdowns = None
+    return Decoded(raw, worker, source, hlo, breakdowns)
+
+
+def build_frames(
+    files: Sequence[Decoded], stats_keys: Collection[str] | None = None, source: str = "<batch>"
+) -> TraceFrames:
+    """The frames of decoded files, side by side as ``loader.merge`` of each file's frames
+    gives them (up to the order of categories): their tables are put end to end and built
+    once, so the cost of building frames (a few hundred pandas calls) is paid once, not per
+    file. Consumes the files' decoded columns.
+
+    Raises:
+        TraceParseError: the frames do not validate (named ``source``).
+    """
+    raw = _concat(files)
+    frames = _Builder(raw, files, stats_keys).build()
+    hlo = [d.hlo for d in files if d.hlo is not None]
+    if hlo:
+        frames = replace(frames, hlo_ops=hlo[0] if len(hlo) == 1 else concat_frames("hlo_ops", hlo))
+    breakdowns = [d.breakdowns for d in files if d.breakdowns is not None]
+    if breakdowns:
         merged = pd.concat(
-            [frames.metadata_stats.astype(object), breakdowns.astype(object)], ignore_index=True
+            [frames.metadata_stats.astype(object), *(b.astype(object) for b in breakdowns)],
+            ignore_index=True,
         )
-        frames = replace(frames, metadata_stats=merged.astype(dict(SCHEMA["metadata_stats"])))
+        if len(files) > 1:  # each file's rows together, as a merge of each file's frames
+            order = merged["worker"].map({d.worker: i for i, d in enumerate(files)})
+            merged = merged.iloc[np.argsort(order.to_numpy(), kind="stable")]
+        frames = replace(
+            frames,
+            metadata_stats=merged.reset_index(drop=True).astype(dict(SCHEMA["metadata_stats"])),
+        )
     return validate(frames, source)
+
+
+#: Per row table, its columns that count rows of another table, and which: a file's rows put
+#: after earlier files' rows are shifted by those files' row counts.
+_SHIFTED = {
+    "lines": {"plane": "planes", "first_event": "events"},
+    "event_metadata": {"plane": "planes", "first_stat": "metadata_stats"},
+    "stat_metadata": {"plane": "planes"},
+}
+#: The decoder's column buffers (dtype, and the rows they count, if any).
+_COLUMNS = {
+    "ev_plane": (np.int32, "planes"),
+    "ev_line": (np.int32, "lines"),
+    "ev_metadata_id": (np.int64, None),
+    "ev_offset_ps": (np.int64, None),
+    "ev_duration_ps": (np.int64, None),
+    "ag_plane": (np.int32, "planes"),
+    "ag_line": (np.int32, "lines"),
+    "ag_metadata_id": (np.int64, None),
+    "ag_num_occurrences": (np.int64, None),
+    "ag_duration_ps": (np.int64, None),
+}
+#: Per stat table, the rows its owners count.
+_STAT_OWNERS = {"event_stats": "events", "plane_stats": "planes", "metadata_stats": "metadata"}
+
+
+def _concat(files: Sequence[Decoded]) -> dict[str, Any]:
+    """The files' decoded tables end to end, as one XSpace of all their planes would decode:
+    row references shifted by the rows of the files before (string ids too). Adds
+    ``plane_file``, each plane's file. Pops the files' columns as it goes."""
+    raws = [d.raw for d in files]
+    counts = {
+        "planes": [len(r["planes"].id) for r in raws],
+        "lines": [len(r["lines"].id) for r in raws],
+        "events": [len(r["ev_duration_ps"]) // 8 for r in raws],
+        "metadata": [len(r["event_metadata"].id) for r in raws],
+        "metadata_stats": [len(r["metadata_stats"]["kind"]) for r in raws],
+        "strings": [len(r["strings"]) for r in raws],
+    }
+    plane_file = np.repeat(np.arange(len(raws), dtype=np.int32), counts["planes"])
+    if len(raws) == 1:
+        return {**raws[0], "plane_file": plane_file}
+    before = {k: np.cumsum([0, *v[:-1]]).tolist() for k, v in counts.items()}
+    out: dict[str, Any] = {"plane_file": plane_file}
+    for key, table in _TABLES.items():
+        shifted = _SHIFTED.get(key, {})
+        out[key] = table._make(
+            np.concatenate(
+                [
+                    np.asarray(r[key][i], dtype=np.int64) + before[shifted[f]][j]
+                    for j, r in enumerate(raws)
+                ]
+            )
+            if f in shifted
+            else [v for r in raws for v in r[key][i]]
+            for i, f in enumerate(table._fields)
+        )
+    for key, (dtype, rows) in _COLUMNS.items():
+        out[key] = _joined([r.pop(key) for r in raws], dtype, before[rows] if rows else None)
+    for key, rows in _STAT_OWNERS.items():
+        tables = [r.pop(key) for r in raws]
+        out[key] = {
+            "owner": _joined([t["owner"] for t in tables], np.int32, before[rows]),
+            "metadata_id": _joined([t["metadata_id"] for t in tables], np.int64),
+            "kind": _joined([t["kind"] for t in tables], np.int8),
+            "ival": _joined([t["ival"] for t in tables], np.int64),
+            # -1: no string
+            "sid": _joined([t["sid"] for t in tables], np.int32, before["strings"], keep=-1),
+        }
+    out["strings"] = [s for r in raws for s in r["strings"]]
+    return out
+
+
+def _joined(
+    buffers: Sequence[Any], dtype: Any, shift: Sequence[int] | None = None, keep: int | None = None
+) -> np.ndarray:
+    """Column buffers end to end, each shifted by its ``shift`` (values equal to ``keep`` are
+    left as they are)."""
+    parts = [np.frombuffer(b, dtype=dtype) for b in buffers]
+    if shift is not None:
+        parts = [
+            p + np.asarray(s, dtype=dtype) if keep is None else np.where(p == keep, p, p + s)
+            for p, s in zip(parts, shift, strict=True)
+        ]
+    return np.concatenate(parts).astype(dtype, copy=False)
 
 
 def _lookup(
@@ -219,24 +366,28 @@ def _lookup(
 
 
 class _Builder:
-    """Turns the decoder's raw dict into frames (one instance per file, used once)."""
+    """Turns the decoder's raw dict of one or several files (``_concat``) into frames (one
+    instance per frame set, used once)."""
 
     def __init__(
         self,
         raw: dict[str, Any],
-        worker: str,
-        source: str,
+        files: Sequence[Decoded],
         stats_keys: Collection[str] | None = None,
     ) -> None:
         self.raw = raw
-        self.worker = worker
-        self.source = source
+        self.files = files
         self.stats_keys = stats_keys
         planes: PlaneTable = raw["planes"]
         self.plane_names = [name or "" for name in planes.name]
         self.plane_ids = np.array(planes.id, dtype=np.int64)
+        self.plane_file = raw.pop("plane_file")
+        # Each plane's worker, as a code into the workers' labels (the frames' worker column).
+        codes, self.worker_labels = factorize_labels([d.worker for d in files])
+        self.plane_worker = gather(codes, self.plane_file)
         lines: LineTable = raw["lines"]
         self.line_plane = np.array(lines.plane, dtype=np.int64)
+        self.line_file = gather(self.plane_file, self.line_plane)
         self.line_ids = np.array(lines.id, dtype=np.int64)
         self.line_names = [
             shown or name or f"line {i}"
@@ -293,20 +444,37 @@ class _Builder:
             "sid": sid,
         }
 
-    def _time_base(self) -> tuple[int, int | None, str]:
+    def _time_base(self) -> tuple[np.ndarray, list[int | None], list[str]]:
+        """Per file: what its line timestamps are offsets from (0 when epoch times), the
+        capture's stop time, and whether its times are epoch or relative ones."""
         ps = self.plane_stats
-        values = {}
-        for i in np.flatnonzero(ps["key_row"] >= 0).tolist():
-            key = self.sm_names[ps["key_row"][i]]
-            if key in ("profile_start_time", "profile_stop_time"):  # int or double stats
-                number, is_set = _numbers(ps["kind"][i : i + 1], ps["ival"][i : i + 1])
-                if is_set[0]:
-                    values[key] = int(number[0])
-        start, stop = values.get("profile_start_time"), values.get("profile_stop_time")
-        relative = bool(len(self.line_ts)) and int(self.line_ts.max()) < _EPOCH_NS_MIN
-        if start is not None and relative:
-            return start, stop, "epoch"
-        return 0, stop, "relative" if relative else "epoch"
+        n = len(self.files)
+        values: list[dict[str, int]] = [{} for _ in range(n)]
+        wanted = ("profile_start_time", "profile_stop_time")  # int or double stats
+        rows = [i for i, name in enumerate(self.sm_names) if name in wanted]
+        for i in np.flatnonzero(np.isin(ps["key_row"], rows)).tolist():
+            number, is_set = _numbers(ps["kind"][i : i + 1], ps["ival"][i : i + 1])
+            if is_set[0]:
+                file = self.plane_file[ps["owner"][i]]
+                values[file][self.sm_names[ps["key_row"][i]]] = int(number[0])
+        base, stops, kinds = np.zeros(n, dtype=np.int64), [], []
+        bounds = np.searchsorted(self.line_file, np.arange(n + 1))
+        for f in range(n):
+            start, stop = values[f].get(wanted[0]), values[f].get(wanted[1])
+            ts = self.line_ts[bounds[f] : bounds[f + 1]]
+            relative = bool(len(ts)) and int(ts.max()) < _EPOCH_NS_MIN
+            base[f] = start if start is not None and relative else 0
+            stops.append(stop)
+            kinds.append("epoch" if start is not None or not relative else "relative")
+        return base, stops, kinds
+
+    def _first_line_ts(self) -> np.ndarray:
+        """Per file, its first line's timestamp (0 without lines)."""
+        n = len(self.files)
+        first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, self.line_file, self.line_ts)
+        first[first == np.iinfo(np.int64).max] = 0
+        return first
 
     # ------------------------------------------------------------------ frames
 
@@ -331,7 +499,6 @@ class _Builder:
         ev_plane = np.frombuffer(raw["ev_plane"], dtype=np.int32)
         ev_line = np.frombuffer(raw.pop("ev_line"), dtype=np.int32)
         dur = np.frombuffer(raw["ev_duration_ps"], dtype=np.int64)
-        n = len(dur)
         ev_meta = np.frombuffer(raw.pop("ev_metadata_id"), dtype=np.int64)
         meta_row = _lookup(ev_plane, ev_meta, self.em_plane, self.em_ids)
         outside = meta_row < 0
@@ -342,7 +509,8 @@ class _Builder:
 
         # Row order: by line, then start, then longest first, so parents precede children.
         # Captures are usually written in that order already; then no permutation is needed.
-        ts0 = int(self.line_ts.min()) if len(self.line_ts) else 0
+        # Times are counted from each file's first line (exact in int64 picoseconds).
+        ts0 = gather(self._first_line_ts(), self.line_file)
         rel_ps = gather(self.line_ts - ts0, ev_line)  # in place from here: fewer pages to fault
         rel_ps *= 1000
         rel_ps += np.frombuffer(raw.pop("ev_offset_ps"), dtype=np.int64)
@@ -359,13 +527,14 @@ class _Builder:
         start_ns = _take(rel_ps, order)
         del rel_ps
         np.floor_divide(start_ns, 1000, out=start_ns)  # == line_ts - ts0 + offset // 1000
-        start_ns += ts0 + self.start_base
         line = _take(ev_line, order)
         del ev_line
+        start_ns += gather(ts0 + self.start_base[self.line_file], line)
         name_codes = _take(meta_row, order)
+        plane = _take(ev_plane, order)
         cols: dict[str, Any] = {
-            "worker": self._worker_col(n),
-            "plane": cat(_take(ev_plane, order), self.plane_names),
+            "worker": self._worker_col(plane),
+            "plane": cat(plane, self.plane_names),
             "line_id": id_cat(line, self.line_ids),
             "line": cat(line, self.line_names),
             "metadata_id": id_cat(name_codes, self.em_ids)
@@ -437,7 +606,7 @@ class _Builder:
                 self.plane_stats,
                 True,
                 lambda owner: {  # a plane stat's owner is its plane
-                    "worker": self._worker_col(len(owner)),
+                    "worker": self._worker_col(owner),
                     "plane": cat(owner, self.plane_names),
                 },
             ),
@@ -447,7 +616,7 @@ class _Builder:
                 mst,
                 True,
                 lambda owner: {  # a metadata stat's owner is its event-metadata row
-                    "worker": self._worker_col(len(owner)),
+                    "worker": self._worker_col(gather(self.em_plane, owner)),
                     "plane": cat(gather(self.em_plane, owner), self.plane_names),
                     "metadata_id": gather(self.em_ids, owner),
                 },
@@ -583,17 +752,15 @@ class _Builder:
         del owner, kind, key, ival, sid
         return pd.DataFrame({c: _as(cols[c], d) for c, d in SCHEMA[frame].items()}, copy=False)
 
-    def _worker_col(self, n: int) -> pd.Categorical:
-        return pd.Categorical.from_codes(
-            np.zeros(n, dtype=np.int8), categories=pd.Index([self.worker], dtype="str")
-        )
+    def _worker_col(self, planes: np.ndarray) -> pd.Categorical:
+        """The worker column of rows of these planes."""
+        return cat_of(planes, self.plane_worker, self.worker_labels)
 
     def _event_metadata(self) -> pd.DataFrame:
         em: EventMetadataTable = self.raw["event_metadata"]
-        n = len(em.id)
         return pd.DataFrame(
             {
-                "worker": self._worker_col(n),
+                "worker": self._worker_col(self.em_plane),
                 "plane": cat(self.em_plane, self.plane_names),
                 "metadata_id": self.em_ids,
                 "name": pd.Categorical(self.em_names),
@@ -610,7 +777,7 @@ class _Builder:
         row = _lookup(plane, meta, self.em_plane, self.em_ids)
         return pd.DataFrame(
             {
-                "worker": self._worker_col(len(meta)),
+                "worker": self._worker_col(plane),
                 "plane": cat(plane, self.plane_names),
                 "line_id": self.line_ids[line] if len(line) else np.zeros(0, dtype=np.int64),
                 "line": cat(line, self.line_names),
@@ -624,7 +791,7 @@ class _Builder:
         k = len(self.plane_names)
         return pd.DataFrame(
             {
-                "worker": self._worker_col(k),
+                "worker": self._worker_col(np.arange(k)),
                 "plane_id": self.plane_ids,
                 "plane": pd.Categorical(self.plane_names),
                 "n_lines": np.bincount(self.line_plane, minlength=k).astype(np.int64)[:k],
@@ -636,7 +803,7 @@ class _Builder:
         lines: LineTable = self.raw["lines"]
         return pd.DataFrame(
             {
-                "worker": self._worker_col(len(lines.id)),
+                "worker": self._worker_col(self.line_plane),
                 "plane": cat(self.line_plane, self.plane_names),
                 "line_id": self.line_ids,
                 "display_id": np.array(lines.display_id, dtype=np.int64),
@@ -648,21 +815,25 @@ class _Builder:
         )
 
     def _workers(self) -> pd.DataFrame:
-        host, port = split_worker_label(self.worker)
-        raw = self.raw
-        start = self.start_base if self.time_base == "epoch" and self.start_base else None
+        """One row per file."""
+        ports = [split_worker_label(d.worker) for d in self.files]
+        starts = [  # the capture's start, when its times are epoch ones
+            int(b) if kind == "epoch" and b else None
+            for b, kind in zip(self.start_base, self.time_base, strict=True)
+        ]
+        raws = [d.raw for d in self.files]
         return pd.DataFrame(
             {
-                "worker": pd.Categorical([self.worker]),
-                "host": pd.array([host], dtype="string"),
-                "port": pd.array([port], dtype="Int64"),
-                "file": pd.array([self.source], dtype="string"),
-                "capture_start_ns": pd.array([start], dtype="Int64"),
-                "capture_stop_ns": pd.array([self.stop_ns], dtype="Int64"),
-                "time_base": pd.array([self.time_base], dtype="string"),
-                "hostnames": pd.array([",".join(raw["hostnames"])], dtype="string"),
-                "errors": pd.array(["\n".join(raw["errors"])], dtype="string"),
-                "warnings": pd.array(["\n".join(raw["warnings"])], dtype="string"),
+                "worker": cat(np.arange(len(self.files)), [d.worker for d in self.files]),
+                "host": pd.array([h for h, _ in ports], dtype="string"),
+                "port": pd.array([p for _, p in ports], dtype="Int64"),
+                "file": pd.array([d.source for d in self.files], dtype="string"),
+                "capture_start_ns": pd.array(starts, dtype="Int64"),
+                "capture_stop_ns": pd.array(self.stop_ns, dtype="Int64"),
+                "time_base": pd.array(self.time_base, dtype="string"),
+                "hostnames": pd.array([",".join(r["hostnames"]) for r in raws], dtype="string"),
+                "errors": pd.array(["\n".join(r["errors"]) for r in raws], dtype="string"),
+                "warnings": pd.array(["\n".join(r["warnings"]) for r in raws], dtype="string"),
             }
         )
 

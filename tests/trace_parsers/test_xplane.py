@@ -10,11 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from podscope.trace_parsers import load, validate
+from podscope.trace_parsers import TraceParseError, load, loader, validate
+from podscope.trace_parsers.loader import merge, parse_files, worker_label
 from podscope.trace_parsers.nesting import nest_columns, nest_events
 from podscope.trace_parsers.proto import xplane_pb2 as xp
-from podscope.trace_parsers.schema import PROMOTED_STATS, SCHEMA
+from podscope.trace_parsers.schema import PROMOTED_STATS, SCHEMA, TraceFrames
 from podscope.trace_parsers.xplane import parse_xplane
+from tests.analyzers.test_breakdown import worker_trace
 from tests.conftest import real_xplanes
 from tests.xspace_builder import SpaceBuilder
 
@@ -403,3 +405,83 @@ def test_decoder_is_a_parameter_and_its_tables_are_named() -> None:
 
     with pytest.raises(TraceParseError, match="offset 7: truncated varint"):
         parse_xplane(b.bytes(), worker="w", source="x.xplane.pb", decoder=broken)
+
+
+def _by_value(frames: TraceFrames) -> dict[str, pd.DataFrame]:
+    """Each frame with its categorical columns as their values (a set built at once orders
+    its categories in its own way)."""
+    return {
+        name: frame.astype({c: object for c in frame.select_dtypes("category").columns})
+        for name, frame in frames.frames()
+    }
+
+
+def _mixed_files(folder: Path) -> list[Path]:
+    """Workers unlike each other, side by side: every real sample (GPU, ROCm, TPU with its
+    XLA programs and breakdown stats), synthetic GPU and Python-only workers, epoch and
+    relative time bases, a worker without events, and a truncated file."""
+    folder.mkdir()
+    for i, f in enumerate(real_xplanes()):
+        (folder / f"real{i}_6000.xplane.pb").write_bytes(f.read_bytes())
+    (folder / "10.0.0.1_6000.xplane.pb").write_bytes(worker_trace("10.0.0.1_6000", 6, gpu=True))
+    (folder / "10.0.0.2_6000.xplane.pb").write_bytes(
+        worker_trace("10.0.0.2_6000", 4, python_only=True)
+    )
+    for host, start in [("epoch_1", 1.7e18), ("relative_1", None)]:
+        b = SpaceBuilder()
+        p = b.plane("/host:CPU")
+        line = p.line(3, "python", timestamp_ns=5_000)
+        p.event(line, "train", 1_000, 900, step_num=0, note=host)
+        if start:
+            b.plane("Task Environment", profile_start_time=start, profile_stop_time=start + 9e6)
+        (folder / f"{host}.xplane.pb").write_bytes(b.bytes())
+    b = SpaceBuilder()
+    b.plane("/host:CPU")
+    (folder / "idle_1.xplane.pb").write_bytes(b.bytes())
+    whole = worker_trace("10.0.0.9_6000", 6)
+    (folder / "10.0.0.9_6000.xplane.pb").write_bytes(whole[: len(whole) // 2])
+    return sorted(folder.glob("*.xplane.pb"))
+
+
+def _each_merged(files: list[Path]) -> tuple[TraceFrames, list[Path]]:
+    each, failed = [], []
+    for f in files:
+        try:
+            each.append(parse_xplane(f.read_bytes(), worker=worker_label(f), source=str(f)))
+        except TraceParseError:
+            failed.append(f)
+    return merge(each), failed
+
+
+def test_files_built_together_equal_each_file_merged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pod's small workers are decoded one by one and their frames built at once: every
+    frame equals the merge of each file's (values, row order, row references), the workers'
+    events are counted, and the truncated file is a failure that names it."""
+    files = _mixed_files(tmp_path / "s")
+    expected, failed = _each_merged(files)
+    assert [f.name for f in failed] == ["10.0.0.9_6000.xplane.pb"]
+    got = parse_files(files)
+    assert got.frames is not None
+    for name, frame in _by_value(expected).items():
+        pd.testing.assert_frame_equal(_by_value(got.frames)[name], frame, obj=name)
+    kept = [f for f in files if f not in failed]
+    assert [(w, f) for w, f, _ in got.workers] == [(worker_label(f), str(f)) for f in kept]
+    counts = expected.events["worker"].value_counts()
+    assert [n for _, _, n in got.workers] == [counts.get(w, 0) for w, _, _ in got.workers]
+    assert [Path(e.path).name for e in got.failures] == ["10.0.0.9_6000.xplane.pb"]
+    assert "10.0.0.9_6000.xplane.pb" in str(got.failures[0])
+    # a set that does not validate is parsed file by file, and gives the same frames
+    built = loader.build_frames
+
+    def refused(decoded, *args):  # type: ignore[no-untyped-def]
+        if len(decoded) > 1:
+            raise TraceParseError("<batch>", "xplane", "refused")
+        return built(decoded, *args)
+
+    monkeypatch.setattr(loader, "build_frames", refused)
+    again = parse_files(files)
+    assert again.frames is not None and again.workers == got.workers
+    for name, frame in _by_value(expected).items():
+        pd.testing.assert_frame_equal(_by_value(again.frames)[name], frame, obj=name)
