@@ -47,7 +47,12 @@ def test_straggler_is_the_culprit_and_the_others_wait_its_milliseconds(scenario_
         assert 48.0 <= roles.loc[v, "mean_wait_ms"] <= 72.0, roles
     late = a.slow_steps[a.slow_steps["role"] == "late"]
     assert (late["worker"] == culprit).all()
-    assert (late["cause"] == "late start").mean() >= 0.8, late["cause"].value_counts()
+    # Its late steps are late starts, or mixed: on a quiet machine one run's first 6 late steps
+    # of 21 were mixed (the others' early steps vary too), the next run's none. No late step
+    # has another cause.
+    causes = late["cause"].value_counts()
+    assert (late["cause"] == "late start").mean() >= 0.6, causes
+    assert late["cause"].isin(["late start", "mixed"]).all(), causes
 
 
 def test_a_chief_slowed_in_its_keras_callbacks_is_the_culprit_under_the_default_plan(
