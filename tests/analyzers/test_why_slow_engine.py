@@ -47,12 +47,18 @@ def test_straggler_is_the_culprit_and_the_others_wait_its_milliseconds(scenario_
         assert 48.0 <= roles.loc[v, "mean_wait_ms"] <= 72.0, roles
     late = a.slow_steps[a.slow_steps["role"] == "late"]
     assert (late["worker"] == culprit).all()
-    # Its late steps are late starts, or mixed: on a quiet machine one run's first 6 late steps
-    # of 21 were mixed (the others' early steps vary too), the next run's none. No late step
-    # has another cause.
+    assert_cause(late, "late start")
+
+
+def assert_cause(late: pd.DataFrame, cause: str) -> None:
+    """The injected cause is the largest component of every late step, and the cause of most.
+    Not of all: with 3 TF workers on 2 cores, the scheduler can end the culprit's previous
+    step 20-27 ms late (``previous step ended late``), and one run of 21 late steps had 6 at
+    a share of 0.67-0.77, under the 0.8 that names a cause (``mixed``); the next run none."""
     causes = late["cause"].value_counts()
-    assert (late["cause"] == "late start").mean() >= 0.6, causes
-    assert late["cause"].isin(["late start", "mixed"]).all(), causes
+    assert late["components"].str.startswith(cause + " +").all(), late["components"].tolist()
+    assert (late["cause"] == cause).mean() >= 0.6, causes
+    assert late["cause"].isin([cause, "mixed"]).all(), causes
 
 
 def test_a_chief_slowed_in_its_keras_callbacks_is_the_culprit_under_the_default_plan(
@@ -69,7 +75,7 @@ def test_a_chief_slowed_in_its_keras_callbacks_is_the_culprit_under_the_default_
     assert roles.loc[chief, "role"] == "culprit", roles
     assert (roles.drop(index=chief)["role"] == "victim").all(), roles
     late = a.slow_steps[(a.slow_steps["role"] == "late") & (a.slow_steps["worker"] == chief)]
-    assert (late["cause"] == BEFORE_CALL).mean() >= 0.8, late["cause"].value_counts()
+    assert_cause(late, BEFORE_CALL)
     before = a.arrivals.set_index("worker")["before_call_ns"]
     assert 35e6 <= before[chief].median() <= 60e6 and (before.drop(index=chief) == 0).all()
 
