@@ -231,13 +231,15 @@ class SessionAnalysis:
         derived: dict[str, pd.DataFrame],
         load_events: Callable[[], TraceFrames] | None = None,
         load_worker: Callable[[str], TraceFrames] | None = None,
+        alignment: tuple[pd.DataFrame, pd.DataFrame] | None = None,
     ) -> SessionAnalysis:
         """An analysis whose derived frames were computed per worker elsewhere and merged
         (``analyzers.execution``): ``frames`` holds the small frames only (planes, workers…), and
         ``derived`` sets frames of ``PER_WORKER`` and the op tables ``ops:<by>``. Attributes
         that read events (a frame not in ``derived``) call ``load_events`` once, or see no
         events without it; the timeline and event details read one worker at a time with
-        ``load_worker``.
+        ``load_worker``. ``alignment``: the steps' ``align_steps(steps, drop_partial=False)``,
+        when the caller has it.
 
         Raises:
             KeyError: an unknown derived frame.
@@ -250,6 +252,8 @@ class SessionAnalysis:
                 analysis.__dict__[name] = frame  # what the cached property would hold
             else:
                 raise KeyError(f"unknown derived frame {name!r}")
+        if alignment is not None:
+            analysis.__dict__["_alignment"] = alignment
         return analysis
 
     # ------------------------------------------------------------------ steps

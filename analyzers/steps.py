@@ -51,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from podscope.analyzers._match import isin, matches
+from podscope.analyzers._match import isin, matches, rows_by
 from podscope.analyzers.collectives import DEVICE_COLLECTIVE, HOST_COLLECTIVE
 from podscope.analyzers.groups import DERIVED_LINES, device_spans
 from podscope.analyzers.xla_programs import XLA_COLLECTIVE, xla_steps
@@ -218,9 +218,23 @@ def _worker_steps(
     )
 
 
-def _anchors(ev: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """Per step of one worker: start and end of the last collective (host collective op or
-    device collective kernel) that ends inside it; missing where none does."""
+def _per_worker_keys(
+    worker: np.ndarray, times: np.ndarray, step_worker: np.ndarray, step_times: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sort keys of (worker code, time) pairs, one int64 each, for a search among a worker's
+    own rows: times are ranked first (epoch nanoseconds times a worker code overflow)."""
+    ranks = np.unique(np.concatenate([times, step_times]), return_inverse=True)[1]
+    span = int(ranks.max()) + 1 if len(ranks) else 1
+    return (
+        worker.astype(np.int64) * span + ranks[: len(times)],
+        step_worker.astype(np.int64) * span + ranks[len(times) :],
+    )
+
+
+def _anchors(ev: pd.DataFrame, steps: pd.DataFrame, step_worker: np.ndarray) -> pd.DataFrame:
+    """Per step: start and end of the last collective of its worker (host collective op or
+    device collective kernel) that ends inside it; missing where none does. ``step_worker``:
+    each step's worker, as a code of ``ev["worker"]``."""
     on_device = matches(ev["plane"], "/device:", how="startswith")
     coll = ev[
         (~on_device & matches(ev["op_type"], HOST_COLLECTIVE, how="match"))
@@ -233,11 +247,17 @@ def _anchors(ev: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         return out
     c_start = coll["start_ns"].to_numpy(np.int64)
     c_end = c_start + coll["dur_ps"].to_numpy(np.int64) // 1000
-    order = np.argsort(c_end, kind="stable")
-    c_start, c_end = c_start[order], c_end[order]
-    i = np.searchsorted(c_end, steps["end_ns"].to_numpy(np.int64), side="right") - 1
+    c_worker = coll["worker"].cat.codes.to_numpy()
+    c_key, s_key = _per_worker_keys(
+        c_worker, c_end, step_worker, steps["end_ns"].to_numpy(np.int64)
+    )
+    order = np.argsort(c_key, kind="stable")  # by worker, then end (ties: in row order)
+    c_start, c_end, c_worker, c_key = c_start[order], c_end[order], c_worker[order], c_key[order]
+    i = np.searchsorted(c_key, s_key, side="right") - 1  # the last that ends by the step's end
     j = np.clip(i, 0, None)
-    ok = (i >= 0) & (c_end[j] >= steps["start_ns"].to_numpy(np.int64))
+    ok = (
+        (i >= 0) & (c_worker[j] == step_worker) & (c_end[j] >= steps["start_ns"].to_numpy(np.int64))
+    )
     for col, values in (("anchor_start_ns", c_start[j]), ("anchor_end_ns", c_end[j])):
         arr = pd.array(values, dtype="Int64")
         arr[~ok] = pd.NA
@@ -245,9 +265,11 @@ def _anchors(ev: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _calls(ev: pd.DataFrame, steps: pd.DataFrame, traced_calls: np.ndarray) -> pd.Series:
-    """Per step of one worker: when its step function was called, the first call of it that
-    starts inside the step: the host tracer's TraceMe of a tf.function call (a
+def _calls(
+    ev: pd.DataFrame, steps: pd.DataFrame, step_worker: np.ndarray, traced_calls: np.ndarray
+) -> pd.Series:
+    """Per step: when its step function was called, the first call of it by the step's
+    worker that starts inside the step: the host tracer's TraceMe of a tf.function call (a
     ``tf_function_call`` stat, ``traced_calls``; named ``train_function`` in Keras, the
     function's name in a loop), else its ``EagerLocalExecute: __inference_…train…``, or the
     Python tracer's ``__call__`` (where the safe plan's workers' steps begin). The TraceMe
@@ -255,7 +277,8 @@ def _calls(ev: pd.DataFrame, steps: pd.DataFrame, traced_calls: np.ndarray) -> p
     the same instant of the same step; ``EagerLocalExecute`` opens ~0.4 ms later, after
     dispatch. The worker's arrival starts there, whatever ran in the step before it (Keras's
     ``on_train_batch_begin``, a loop's Python). NA where none starts inside (XLA program
-    steps, group steps); a ``function`` or ``python_call`` step is that call."""
+    steps, group steps); a ``function`` or ``python_call`` step is that call.
+    ``step_worker``: as ``_anchors``."""
     out = pd.array([pd.NA] * len(steps), dtype="Int64")
     if steps.empty:
         return pd.Series(out, name="call_ns")
@@ -268,13 +291,53 @@ def _calls(ev: pd.DataFrame, steps: pd.DataFrame, traced_calls: np.ndarray) -> p
     own_call = steps["method"].isin(["function", "python_call"]).to_numpy()
     start = steps["start_ns"].to_numpy(np.int64)
     if len(calls):
-        t = np.sort(calls["start_ns"].to_numpy(np.int64))
-        i = np.searchsorted(t, start, side="left")
+        t = calls["start_ns"].to_numpy(np.int64)
+        t_worker = calls["worker"].cat.codes.to_numpy()
+        t_key, s_key = _per_worker_keys(t_worker, t, step_worker, start)
+        order = np.argsort(t_key, kind="stable")
+        t, t_worker, t_key = t[order], t_worker[order], t_key[order]
+        i = np.searchsorted(t_key, s_key, side="left")  # the first that starts at or after it
         j = np.clip(i, 0, len(t) - 1)
-        inside = (i < len(t)) & (t[j] < steps["end_ns"].to_numpy(np.int64))
+        inside = (
+            (i < len(t))
+            & (t_worker[j] == step_worker)
+            & (t[j] < steps["end_ns"].to_numpy(np.int64))
+        )
         out[inside] = t[j[inside]]
     out[own_call] = start[own_call]
     return pd.Series(out, name="call_ns")
+
+
+def _marker_steps(
+    events: pd.DataFrame, stats: pd.DataFrame | None, modules: bool
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """The steps of the workers whose step markers give them (``_worker_steps``' first
+    choice, where no XLA program can come before it), for every such worker at once: a
+    pod's batch of workers paid ~10 ms each for a pass per worker. Returns them, sorted by
+    time (stably), and those workers' codes."""
+    codes = events["worker"].cat.codes.to_numpy()
+    marked = (events["step_num"].notna() & (events["depth"] == 0)).to_numpy().copy()
+    if stats is not None and len(events):
+        if modules:  # any worker's programs may be steps: each worker is looked at alone
+            marked[:] = False
+        else:
+            xla_workers = np.unique(codes[isin(events["line"], {"XLA Modules"})])
+            marked &= ~np.isin(codes, xla_workers)
+    markers = events[marked]
+    if markers.empty:
+        return _rows(markers, "marker"), np.empty(0, dtype=codes.dtype)
+    m_codes = codes[marked]
+    names = markers["name"].astype(str).to_numpy(dtype=object)
+    # Per worker: its "train" markers if it has any, else those of its most frequent name
+    # (the first in order of the names with that count, as Series.mode gives it).
+    counts = pd.DataFrame({"w": m_codes, "name": names}).value_counts(sort=False).reset_index()
+    counts["train"] = counts["name"] == "train"
+    counts = counts.sort_values(
+        ["w", "train", "count", "name"], ascending=[True, False, False, True], kind="stable"
+    )
+    chosen = counts.drop_duplicates("w").set_index("w")["name"]
+    keep = names == chosen.reindex(m_codes).to_numpy()
+    return _rows(markers[keep], "marker"), chosen.index.to_numpy()
 
 
 def find_steps(events: pd.DataFrame, stats: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -292,22 +355,38 @@ def find_steps(events: pd.DataFrame, stats: pd.DataFrame | None = None) -> pd.Da
         sorted by worker then time. A worker with no steps has no rows (see
         ``step_methods`` for why).
     """
-    parts = []
     traced = (
         stats.loc[matches(stats["key"], "tf_function_call"), "event_row"].to_numpy(np.int64)
         if stats is not None and len(stats)
         else np.empty(0, dtype=np.int64)
     )
     modules = stats is not None and bool((stats["key"] == "hlo_module").any())
-    for _, g in events.groupby("worker", observed=True, sort=True):
-        st = _worker_steps(g, stats, modules).reset_index(drop=True)
-        if len(st):
-            parts.append(pd.concat([st, _anchors(g, st), _calls(g, st, traced)], axis=1))
+    marked, codes = _marker_steps(events, stats, modules)
+    done = set(codes.tolist())
+    parts = [marked] if len(marked) else []
+    names = events["worker"].cat.categories
+    for worker, pos in rows_by(events["worker"]).items():  # the others, one by one
+        if names.get_loc(worker) not in done:
+            st = _worker_steps(events.iloc[pos], stats, modules)
+            if len(st):
+                parts.append(st)
     if not parts:
         empty = _worker_steps(events.iloc[:0])
         none = events.iloc[:0]
-        return pd.concat([empty, _anchors(none, empty), _calls(none, empty, traced)], axis=1)
-    return pd.concat(parts, ignore_index=True)
+        no = np.empty(0, dtype=np.int64)
+        return pd.concat(
+            [empty, _anchors(none, empty, no), _calls(none, empty, no, traced)], axis=1
+        )
+    steps = pd.concat(parts, ignore_index=True)
+    # by worker (in the order of its categories), each worker's steps in their own order (a
+    # stable sort: the markers' are by time)
+    step_worker = names.get_indexer(steps["worker"].to_numpy())
+    steps = steps.iloc[np.argsort(step_worker, kind="stable")].reset_index(drop=True)
+    step_worker = np.sort(step_worker, kind="stable")
+    return pd.concat(
+        [steps, _anchors(events, steps, step_worker), _calls(events, steps, step_worker, traced)],
+        axis=1,
+    )
 
 
 def step_methods(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:

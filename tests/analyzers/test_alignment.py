@@ -196,3 +196,56 @@ def test_own_steps_number_each_worker_as_its_alignment_alone_does(seed: int) -> 
         ignore_index=True,
     )
     pd.testing.assert_frame_equal(own_steps(steps), expected)
+
+
+def _marked_worker(kind: str) -> bytes:
+    """A worker whose steps come from its markers one way or another (``kind``), with
+    collectives and step-function calls inside its steps."""
+    b = SpaceBuilder()
+    host = b.plane("/host:CPU")
+    line = host.line(2, "tf_Compute")
+    names = {"train": ["train", "eval"], "tie": ["b", "a"], "python": [], "xla": ["train"]}.get(
+        kind, ["train"]
+    )
+    for i in range(6):
+        t0 = (i * PERIOD_US + (300 if kind == "tie" else 0)) * US
+        for j, name in enumerate(names):  # "train" wins; else the first of the most frequent
+            host.event(line, name, t0 + j * 4000 * US, 3000 * US, step_num=i)
+            host.event(line, "inner", t0 + j * 4000 * US + US, 10 * US, step_num=50 + i)
+        if kind == "python":
+            host.event(line, CALL, t0, 3000 * US)
+        if kind == "alone":  # neither a collective nor a call: none is another worker's
+            continue
+        host.event(line, "train_function", t0 + 100 * US, 500 * US, tf_function_call=1)
+        host.event(
+            line, "allreduce/CollectiveReduceV2:CollectiveReduceV2", t0 + 2000 * US, 900 * US
+        )
+    if kind == "xla":
+        xla = host.line(3, "XLA Modules")
+        for i in range(6):  # an XLA line: this worker's steps are looked at alone
+            host.event(xla, "jit_step(1)", (i * PERIOD_US + 200) * US, 2000 * US)
+    b.plane("Task Environment", profile_start_time=1_700_000_000_000_000_000)
+    return b.bytes()
+
+
+def test_steps_of_workers_side_by_side_equal_each_workers_own() -> None:
+    """The marker workers of a batch are found at once, the others one by one: the steps,
+    their collectives and their calls equal each worker's found alone."""
+    kinds = ["train", "tie", "alone", "python", "xla", "train"]
+    each = [parse_xplane(_marked_worker(k), worker=f"w{i}_{k}") for i, k in enumerate(kinds)]
+    alone = []
+    offset = 0
+    for f in each:
+        st = SessionAnalysis(f).steps
+        alone.append(st.assign(event_row=st["event_row"] + offset))
+        offset += len(f.events)
+    together = SessionAnalysis(merge(each)).steps
+    expected = pd.concat(alone, ignore_index=True)
+    pd.testing.assert_frame_equal(together, expected)
+    assert set(together["method"]) == {"marker", "python_call"}
+    by = together.groupby("worker")["name"].agg(set)
+    assert by["w0_train"] == {"train"} and by["w1_tie"] == {"a"}
+    train = together[together["worker"] == "w0_train"]
+    assert train["anchor_end_ns"].notna().all() and train["call_ns"].notna().all()
+    alone_ = together[together["worker"] == "w2_alone"]
+    assert alone_["anchor_end_ns"].isna().all() and alone_["call_ns"].isna().all()
