@@ -73,3 +73,18 @@ def rows_by(col: pd.Series) -> dict[str, np.ndarray]:
     return {
         str(names[c]): order[bounds[i] : bounds[i + 1]] for i, c in enumerate(present) if c >= 0
     }
+
+
+def worker_time_keys(
+    worker: np.ndarray, times: np.ndarray, step_worker: np.ndarray, step_times: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sort keys of (worker code, time) pairs, one int64 each, for every worker's searches
+    at once (``np.searchsorted`` among a worker's own rows, as one search per worker would
+    find them): the times are ranked first, as epoch nanoseconds times a worker code
+    overflow. Returns the keys of ``(worker, times)`` and of ``(step_worker, step_times)``."""
+    ranks = np.unique(np.concatenate([times, step_times]), return_inverse=True)[1]
+    span = int(ranks.max()) + 1 if len(ranks) else 1
+    return (
+        worker.astype(np.int64) * span + ranks[: len(times)],
+        step_worker.astype(np.int64) * span + ranks[len(times) :],
+    )

@@ -51,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from podscope.analyzers._match import isin, matches, rows_by
+from podscope.analyzers._match import isin, matches, rows_by, worker_time_keys
 from podscope.analyzers.collectives import DEVICE_COLLECTIVE, HOST_COLLECTIVE
 from podscope.analyzers.groups import DERIVED_LINES, device_spans
 from podscope.analyzers.xla_programs import XLA_COLLECTIVE, xla_steps
@@ -218,19 +218,6 @@ def _worker_steps(
     )
 
 
-def _per_worker_keys(
-    worker: np.ndarray, times: np.ndarray, step_worker: np.ndarray, step_times: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Sort keys of (worker code, time) pairs, one int64 each, for a search among a worker's
-    own rows: times are ranked first (epoch nanoseconds times a worker code overflow)."""
-    ranks = np.unique(np.concatenate([times, step_times]), return_inverse=True)[1]
-    span = int(ranks.max()) + 1 if len(ranks) else 1
-    return (
-        worker.astype(np.int64) * span + ranks[: len(times)],
-        step_worker.astype(np.int64) * span + ranks[len(times) :],
-    )
-
-
 def _anchors(ev: pd.DataFrame, steps: pd.DataFrame, step_worker: np.ndarray) -> pd.DataFrame:
     """Per step: start and end of the last collective of its worker (host collective op or
     device collective kernel) that ends inside it; missing where none does. ``step_worker``:
@@ -248,7 +235,7 @@ def _anchors(ev: pd.DataFrame, steps: pd.DataFrame, step_worker: np.ndarray) -> 
     c_start = coll["start_ns"].to_numpy(np.int64)
     c_end = c_start + coll["dur_ps"].to_numpy(np.int64) // 1000
     c_worker = coll["worker"].cat.codes.to_numpy()
-    c_key, s_key = _per_worker_keys(
+    c_key, s_key = worker_time_keys(
         c_worker, c_end, step_worker, steps["end_ns"].to_numpy(np.int64)
     )
     order = np.argsort(c_key, kind="stable")  # by worker, then end (ties: in row order)
@@ -293,7 +280,7 @@ def _calls(
     if len(calls):
         t = calls["start_ns"].to_numpy(np.int64)
         t_worker = calls["worker"].cat.codes.to_numpy()
-        t_key, s_key = _per_worker_keys(t_worker, t, step_worker, start)
+        t_key, s_key = worker_time_keys(t_worker, t, step_worker, start)
         order = np.argsort(t_key, kind="stable")
         t, t_worker, t_key = t[order], t_worker[order], t_key[order]
         i = np.searchsorted(t_key, s_key, side="left")  # the first that starts at or after it
