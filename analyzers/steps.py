@@ -552,17 +552,20 @@ def align_steps(
             w: np.where(np.arange(len(s)) < len(ref), np.arange(len(s)), -1)
             for w, s in others.items()
         }
-    parts = []
-    for w in workers:
-        if w not in matched:
-            s = ref if w == ref_worker else by_worker[w]
-            parts.append(s.assign(key=s["step_num"].astype("int64")))
-            continue
-        s, i = others[w], matched[w]
-        ok = i >= 0
-        nums = ref["step_num"].to_numpy()[i[ok]]
+    # Keyed by their own numbers: the reference's steps, and every numbered worker's at once
+    # (a frame per worker cost 1.3 s on 512 hosts); the others by their match.
+    numbered_ = steps[steps["worker"].isin([w for w in workers if w not in matched])]
+    numbered_ = numbered_[numbered_["worker"] != ref_worker]
+    parts = [r.assign(key=r["step_num"].astype("int64")) for r in (ref, numbered_)]
+    for w, s in others.items():
+        ok = matched[w] >= 0
+        nums = ref["step_num"].to_numpy()[matched[w][ok]]
         parts.append(s[ok].assign(key=nums.astype("int64"), step_num=pd.array(nums, dtype="Int64")))
-    ordered = pd.concat(parts, ignore_index=True).drop_duplicates(["worker", "key"])
+    ordered = pd.concat(parts, ignore_index=True)
+    rank = pd.Series(np.arange(len(workers)), index=workers)
+    # by worker (each worker's rows in their own order: the first of a number is kept)
+    ordered = ordered.iloc[np.argsort(rank[ordered["worker"]].to_numpy(), kind="stable")]
+    ordered = ordered.reset_index(drop=True).drop_duplicates(["worker", "key"])
     counts = ordered.groupby("key")["worker"].nunique()
     common = counts[counts == len(workers)].index
     aligned = ordered[ordered["key"].isin(common)].copy()
