@@ -160,9 +160,9 @@ def parse_xplane(
     Raises:
         TraceParseError: empty, truncated, corrupt or non-XPlane input.
     """
-    return build_frames(
-        [decode(data, worker=worker, source=source, decoder=decoder)], stats_keys, source
-    )
+    decoded = decode(data, worker=worker, source=source, decoder=decoder)
+    del data  # decoded: strings were copied out (freed here unless the caller keeps a reference)
+    return build_frames([decoded], stats_keys, source)
 
 
 class Decoded(NamedTuple):
