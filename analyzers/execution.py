@@ -52,7 +52,7 @@ from podscope.analyzers.steps import align_steps, own_steps, whole_steps
 from podscope.analyzers.summary import summarize
 from podscope.trace_parsers import TraceParseError, load
 from podscope.trace_parsers.cache import FrameCache
-from podscope.trace_parsers.loader import Parsed, parse_files, resolve, worker_label
+from podscope.trace_parsers.loader import Parsed, parse_files, resolve, worker_label, worker_of
 from podscope.trace_parsers.schema import (
     SCHEMA_VERSION,
     TraceFrames,
@@ -303,10 +303,7 @@ def _parsed_cached(file: str, cache_dir: str | None) -> Parsed:
         frames = load(file, cache=True, cache_dir=cache_dir)
     except TraceParseError as e:
         return Parsed(None, (), (e,))
-    worker = (
-        str(frames.workers["worker"].iloc[0]) if len(frames.workers) else worker_label(Path(file))
-    )
-    return Parsed(frames, ((worker, file, len(frames.events)),), ())
+    return Parsed(frames, ((worker_of(frames, Path(file)), file, len(frames.events)),), ())
 
 
 def _rows_per_worker(steps: pd.DataFrame, workers: Sequence[tuple[str, str, int]]) -> None:

@@ -367,9 +367,9 @@ def find_steps(events: pd.DataFrame, stats: pd.DataFrame | None = None) -> pd.Da
     steps = pd.concat(parts, ignore_index=True)
     # by worker (in the order of its categories), each worker's steps in their own order (a
     # stable sort: the markers' are by time)
+    order = np.argsort(names.get_indexer(steps["worker"].to_numpy()), kind="stable")
+    steps = steps.iloc[order].reset_index(drop=True)
     step_worker = names.get_indexer(steps["worker"].to_numpy())
-    steps = steps.iloc[np.argsort(step_worker, kind="stable")].reset_index(drop=True)
-    step_worker = np.sort(step_worker, kind="stable")
     return pd.concat(
         [steps, _anchors(events, steps, step_worker), _calls(events, steps, step_worker, traced)],
         axis=1,
@@ -554,8 +554,9 @@ def align_steps(
         }
     # Keyed by their own numbers: the reference's steps, and every numbered worker's at once
     # (a frame per worker cost 1.3 s on 512 hosts); the others by their match.
-    numbered_ = steps[steps["worker"].isin([w for w in workers if w not in matched])]
-    numbered_ = numbered_[numbered_["worker"] != ref_worker]
+    numbered_ = steps[
+        steps["worker"].isin([w for w in workers if w not in others and w != ref_worker])
+    ]
     parts = [r.assign(key=r["step_num"].astype("int64")) for r in (ref, numbered_)]
     for w, s in others.items():
         ok = matched[w] >= 0

@@ -525,14 +525,18 @@ def parse_files(
             else:  # the set does not validate: each file alone names the culprit
                 others = [*_parsed_alone([f for f, _ in decoded], stats_keys, failures), *others]
     for f, frames in others:
-        worker = str(frames.workers["worker"].iloc[0]) if len(frames.workers) else worker_label(f)
-        sets.append((frames, ((worker, str(f), len(frames.events)),)))
+        sets.append((frames, ((worker_of(frames, f), str(f), len(frames.events)),)))
     each = [frames for frames, _ in sets]
     return Parsed(
         (merge(each) if len(each) > 1 else each[0]) if each else None,
         tuple(row for _, rows in sets for row in rows),
         tuple(failures),
     )
+
+
+def worker_of(frames: TraceFrames, path: Path) -> str:
+    """The worker of one file's frames: as they name it, else by the file's name."""
+    return str(frames.workers["worker"].iloc[0]) if len(frames.workers) else worker_label(path)
 
 
 def _parsed_alone(
