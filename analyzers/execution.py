@@ -35,6 +35,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -623,23 +624,53 @@ def _pool_start() -> str | None:
     return "forkserver" if "forkserver" in methods else None
 
 
+def _pool_context(method: str) -> Any:
+    """The multiprocessing context of a pool started by ``method``; a fork server imports
+    this module once, before its first fork (its children then start warm)."""
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload([__name__])
+    return ctx
+
+
+def start_pool_server() -> None:
+    """Starts, ahead of the first run, the fork server that pools started beside other
+    threads fork from (``_pool_start``): a long-lived program with threads (the dashboard's
+    server) then pays the server's imports (1-2 s) at its own start, not at the first
+    session it analyses. Nothing where fork servers do not exist."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return
+    from multiprocessing import forkserver
+
+    _pool_context("forkserver")
+    forkserver.ensure_running()
+
+
 @contextmanager
-def _client(config: ExecConfig, n_files: int) -> Iterator[tuple[Any, str]]:
-    """Where tasks run: a Dask client (an existing cluster, or a ``LocalCluster`` for a big
-    session), a pool of local processes for a small session on a machine with several cores
-    (``_pool_start``), or None (one file, one core)."""
+def _client(
+    config: ExecConfig, n_files: int, small_tasks: bool = False
+) -> Iterator[tuple[Any, str]]:
+    """Where tasks run: a Dask client (an existing cluster, or a ``LocalCluster`` for a
+    session with a big worker), a pool of local processes for a small session or one whose
+    tasks are all small (``small_tasks``: batches of small files, a pod's hosts) on a machine
+    with several cores (``_pool_start``), or None (one file, one core).
+
+    A small task's memory is bounded by its batch (``BATCH_BYTES`` of trace), so a pool runs
+    it as well as a cluster would, without the cluster's start: two fresh interpreters
+    importing Dask and pandas, 4-5 s of a 512-host pod's first analysis. A big worker's parse
+    may take gigabytes: on a ``LocalCluster``, a process past its memory limit is restarted
+    and its task retried, where in a pool the kernel would kill the biggest process."""
     has_dask = importlib.util.find_spec("distributed") is not None  # the [dask] extra
-    if config.scheduler is None and (n_files < config.in_process_below or not has_dask):
+    local = config.scheduler is None
+    if local and (n_files < config.in_process_below or small_tasks or not has_dask):
         n = _local_processes(config, n_files)
-        method = _pool_start() if config.fork else None
+        pooled = config.fork or (small_tasks and n_files >= config.in_process_below)
+        method = _pool_start() if pooled else None
         if n < 2 or method is None:
             yield None, "in-process"
             return
-        ctx = multiprocessing.get_context(method)
-        if method == "forkserver":
-            ctx.set_forkserver_preload([__name__])
         with ProcessPoolExecutor(
-            max_workers=n, mp_context=ctx, initializer=_keep_freed_memory
+            max_workers=n, mp_context=_pool_context(method), initializer=_keep_freed_memory
         ) as pool:
             yield pool, f"{n} {_POOLS[method]}"
         return
@@ -681,9 +712,11 @@ def run_tasks(
     args: tuple[Any, ...],
     progress: Progress | None = None,
     on_start: Callable[[str], None] | None = None,
+    small_tasks: bool = False,
 ) -> tuple[list[Any], str]:
     """Runs ``task(unit, *args)`` once per unit (a file, or a batch of files: ``batches``)
-    where ``config`` says (see ``_client``); ``progress`` counts files.
+    where ``config`` says (see ``_client``: ``small_tasks``, every unit's memory is bounded);
+    ``progress`` counts files.
 
     Returns:
         The results in the units' order, and where they ran.
@@ -702,7 +735,7 @@ def run_tasks(
             progress(done, total)
 
     results: dict[int, Any] = {}
-    with _client(config, total) as (client, where):
+    with _client(config, total, small_tasks) as (client, where):
         if on_start:
             on_start(where)
         if client is None:
@@ -758,6 +791,19 @@ def batches(files: Sequence[Path], processes: int) -> list[tuple[str, ...]]:
     return out
 
 
+def small_units(units: Sequence[tuple[str, ...]]) -> bool:
+    """Whether every unit of ``batches`` is small: several files (a batch holds at most
+    ``BATCH_BYTES``) or one file of at most ``BATCH_BYTES``."""
+
+    def size(f: str) -> int:
+        try:
+            return os.stat(f).st_size
+        except OSError:  # gone or unreadable: its task says why
+            return 0
+
+    return all(len(u) > 1 or size(u[0]) <= BATCH_BYTES for u in units)
+
+
 def run_session(
     files: Sequence[Path],
     config: ExecConfig,
@@ -808,7 +854,9 @@ def run_session(
     else:
         args = (parts, config.cache, config.cache_dir)
         units = batches(files, _batch_processes(config, len(files)))
-        done, where = run_tasks(analyze_files, units, config, args, progress, on_start)
+        done, where = run_tasks(
+            analyze_files, units, config, args, progress, on_start, small_units(units)
+        )
         gathered = gather(done, names)
         if store and entry:
             store.put(entry, gathered)
@@ -832,7 +880,12 @@ def _on_pool(
     results: dict[int, Any] = {}
     try:
         for future in concurrent.futures.as_completed(futures):
-            results[futures[future]] = future.result()
+            try:
+                results[futures[future]] = future.result()
+            except BrokenProcessPool as e:
+                raise ExecutionError(
+                    f"a process of the pool died mid-run (killed, or out of memory): {e}"
+                ) from e
             finished(futures[future])
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: start nothing more

@@ -155,6 +155,7 @@ def _stop_on_signals() -> None:
 
 
 def serve(settings: AppSettings) -> None:
+    from podscope.analyzers.execution import start_pool_server
     from podscope.app.main import create_app
 
     _stop_on_signals()
@@ -164,6 +165,9 @@ def serve(settings: AppSettings) -> None:
         say(f"podscope: error: cannot use the logdir {settings.logdir}: {e}", err=True)
         raise click.exceptions.Exit(2) from None
     app = create_app(settings)
+    # A pod's analysis runs in processes forked from a fork server (the server has threads):
+    # started now, its imports are not paid by the first session opened.
+    start_pool_server()
     login = " (login required)" if settings.auth.enabled else ""
     say(f"serving on http://{settings.host}:{settings.port}{login}", err=False)
     # A production WSGI server (Flask's own warns it is not one), quiet per request.
