@@ -207,6 +207,49 @@ def test_a_session_is_cut_into_batches_by_size(monkeypatch: pytest.MonkeyPatch) 
     assert cut == [(s, s), (b,), (s, s), (s, s), (s,)]
 
 
+def test_a_pod_of_small_files_runs_in_a_pool_and_a_big_worker_on_dask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``in_process_below`` files, small tasks run in a pool of this machine's processes
+    (no cluster to start), even where small sessions run in the calling thread (the
+    dashboard's ``fork=False``); a session with a file past ``BATCH_BYTES`` goes to Dask."""
+    folder = mixed_session(tmp_path / "s")
+    files = resolve(folder)
+    pool = "2 forked processes" if threading.active_count() == 1 else POOL_BESIDE_THREADS
+    for fork in (True, False):
+        config = ExecConfig(cache=False, processes=2, in_process_below=2, fork=fork)
+        run = run_session(files, config)
+        assert run.where == pool and run.failures == ()
+        assert_same(SessionAnalysis(load(folder, cache=False)), run.analysis)
+    units = execution.batches(files, 2)
+    assert execution.small_units(units)
+    monkeypatch.setattr(execution, "BATCH_BYTES", min(f.stat().st_size for f in files) - 1)
+    assert not execution.small_units(execution.batches(files, 2))
+    started: list[str] = []
+
+    class NoCluster(Exception):
+        pass
+
+    def local_cluster(**kwargs: object) -> None:
+        started.append("LocalCluster")
+        raise NoCluster  # where it would run is all this test asks
+
+    monkeypatch.setattr("distributed.LocalCluster", local_cluster)
+    with pytest.raises(NoCluster):
+        run_session(files, ExecConfig(cache=False, processes=2, in_process_below=2))
+    assert started == ["LocalCluster"]
+
+
+def _die(*args: object) -> None:
+    os._exit(9)  # as the kernel's OOM killer ends a process: no exception, no cleanup
+
+
+def test_a_pool_process_that_dies_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = ExecConfig(cache=False, processes=2, in_process_below=100)
+    with pytest.raises(ExecutionError, match="a process of the pool died mid-run"):
+        execution.run_tasks(_die, ["a", "b", "c"], config, ())
+
+
 def test_findings_of_a_per_worker_run_never_load_the_events(tmp_path: Path) -> None:
     def no_events() -> None:
         raise AssertionError("the findings read the session's events")
