@@ -157,21 +157,30 @@ class DerivedCache:
         self.frames = FrameCache(root)
         self.root = self.frames.root / "derived"  # in this user's folder of a shared one
 
-    def file_key(self, file: str) -> str:
-        return f"{self.frames.key(Path(file))}-{self.VERSION}"
+    def file_key(self, file: str, hash_now: bool = True) -> str | None:
+        path = Path(file)
+        key = self.frames.key(path) if hash_now else self.frames.key_if_hashed(path)
+        return f"{key}-{self.VERSION}" if key else None
 
-    def entry(self, files: Sequence[str], names: Sequence[str]) -> Path | None:
+    def entry(
+        self, files: Sequence[str], names: Sequence[str], hash_now: bool = True
+    ) -> Path | None:
         """The entry of some files' gathered parts (a task's batch, or the whole session):
         named by every file's key (so by the files' contents, places and the code) and the
         frames, so that a changed, added or removed file is a miss. None when a file cannot
-        be keyed (gone, unreadable)."""
+        be keyed (gone, unreadable), or, without ``hash_now``, when a file's content was never
+        hashed (no entry can hold it: ``run_session`` leaves the hashing to the tasks, in
+        parallel, where the driver read a pod's 255 MB alone first)."""
         import hashlib
 
         try:
-            keys = [self.file_key(f) for f in files]
+            keys = [self.file_key(f, hash_now) for f in files]
         except OSError:
             return None
-        text = "\n".join([*keys, ",".join(names)])
+        known = [k for k in keys if k is not None]
+        if len(known) < len(keys):
+            return None
+        text = "\n".join([*known, ",".join(names)])
         return self.root / f"session-{hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}"
 
     def get(self, entry: Path, names: Sequence[str]) -> Gathered | None:
@@ -843,7 +852,7 @@ def run_session(
     # Warm: the session's gathered parts in one read (its size follows the steps and ops, not
     # the file count), without starting a task; else a task per batch of files, then gathered.
     store = DerivedCache(config.cache_dir) if config.cache else None
-    entry = store.entry([str(f) for f in files], names) if store else None
+    entry = store.entry([str(f) for f in files], names, hash_now=False) if store else None
     gathered = store.get(entry, names) if store and entry else None
     if gathered is not None:
         where = FROM_CACHE
@@ -858,6 +867,7 @@ def run_session(
             analyze_files, units, config, args, progress, on_start, small_units(units)
         )
         gathered = gather(done, names)
+        entry = entry or (store.entry([str(f) for f in files], names) if store else None)
         if store and entry:
             store.put(entry, gathered)
     worker_files = {worker: file for worker, file, _ in gathered.workers}

@@ -107,13 +107,25 @@ class FrameCache:
         return Path(base) / "podscope"
 
     def key(self, path: Path) -> str:
+        """``key_if_hashed``, hashing the file's content if it never was."""
+        key = self._key(path, hash_now=True)
+        assert key is not None  # hashed now
+        return key
+
+    def key_if_hashed(self, path: Path) -> str | None:
+        """The file's key (``_key``) if its content hash is remembered, else None: nothing can
+        be cached under it yet, and it is not read."""
+        return self._key(path, hash_now=False)
+
+    def _key(self, path: Path, *, hash_now: bool) -> str | None:
         """Cache key of one input file: its size, mtime and BLAKE2 of its content, bound to
         the file itself (its absolute path, device and inode: the frames name their source and
         worker), and the parser version.
 
         The content hash is remembered per stat fingerprint (device, inode, size, mtime and
         ctime; ctime changes on every write and cannot be set back), so a warm load does not
-        read the file again; any write makes a new fingerprint and a new hash.
+        read the file again; any write makes a new fingerprint and a new hash. Without
+        ``hash_now``, a file whose hash is not remembered has no key (None).
         """
         st = path.stat()
         where = hashlib.blake2b(
@@ -128,6 +140,8 @@ class FrameCache:
             if not re.fullmatch(r"[0-9a-f]{32}", digest):
                 raise OSError("not a digest")
         except OSError:
+            if not hash_now:
+                return None
             digest = _file_digest(path)
             try:
                 memo.parent.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ from bench.synth import synth_xspace
 from podscope.analyzers import execution
 from podscope.analyzers.execution import RULE_FRAMES, ExecConfig, ExecutionError, run_session
 from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers import cache as cache_module
 from podscope.trace_parsers import load, resolve
 from tests.analyzers.test_breakdown import worker_trace
 from tests.app.helpers import free_port
@@ -158,6 +159,32 @@ def test_a_second_run_reads_derived_shards_only(
     for p in (tmp_path / "cache" / "derived").glob("*/*.arrow"):
         p.write_bytes(b"ARROW1 not arrow")
     assert_same(third.analysis, run_session(resolve(folder), config).analysis)
+
+
+def test_a_fresh_session_is_hashed_by_its_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session never seen is a miss without reading its files in the driver: the tasks
+    hash them (in parallel, where the driver read a pod's 255 MB alone first), each once,
+    and the session's entry is then written under the same keys."""
+    folder = mixed_session(tmp_path / "s")
+    config = ExecConfig(cache_dir=str(tmp_path / "cache"), processes=1)
+    hashed: list[str] = []
+    digest = cache_module._file_digest
+    monkeypatch.setattr(cache_module, "_file_digest", lambda p: hashed.append(p.name) or digest(p))
+    before_tasks: list[int] = []
+    run_tasks = execution.run_tasks
+
+    def counted(*args: object, **kwargs: object) -> object:
+        before_tasks.append(len(hashed))
+        return run_tasks(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(execution, "run_tasks", counted)
+    first = run_session(resolve(folder), config)
+    assert before_tasks == [0] and sorted(hashed) == sorted(f.name for f in resolve(folder))
+    second = run_session(resolve(folder), config)
+    assert second.where == execution.FROM_CACHE and len(hashed) == 4 and before_tasks == [0]
+    assert_same(first.analysis, second.analysis)
 
 
 def batch_sessions(tmp_path: Path) -> list[Path]:
