@@ -208,8 +208,9 @@ class SessionAnalysis:
     ) -> SessionAnalysis:
         """A capture (file, run folder or logdir, as ``trace_parsers.load`` reads it) analysed
         one task per worker (``analyzers.execution``): in this process or a pool of local
-        ones for a few files (forked, or from a fork server beside other threads: a
-        notebook's), a ``LocalCluster`` for many, or the Dask cluster at ``scheduler``
+        ones for a few files or many small ones (forked, or from a fork server beside other
+        threads: a notebook's), a ``LocalCluster`` for many with a big one, or the Dask
+        cluster at ``scheduler``
         (``tcp://HOST:8786``). Workers whose trace cannot be parsed are left out; the rest
         equal a whole-session analysis.
 

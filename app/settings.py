@@ -22,7 +22,8 @@ class AppSettings:
     cluster_manifest: an engine cluster the capture page offers by default (``podscope demo``).
     dask_scheduler: analyse sessions' workers on this Dask scheduler (``tcp://HOST:8786``).
     cluster_min_files: sessions of at least this many files are analysed per worker in the
-        background (a LocalCluster without ``dask_scheduler``), with progress in the page.
+        background (without ``dask_scheduler``: a pool of this machine's processes, or a
+        LocalCluster for a session with a big worker), with progress in the page.
     agent_token: the agents' shared token, sent by the Capture page (``PODSCOPE_TOKEN``).
     agent_allow: ``host:port`` patterns (``fnmatch``: ``10.0.1.*:6010``) of the agents the
         Capture page may call, beside the workers of the cluster manifests it may read

@@ -100,7 +100,8 @@ class Job:
         session: the session.
         total: worker files.
         done: files analysed so far.
-        where: where the tasks run (``LocalCluster(2 processes)``, a scheduler address).
+        where: where the tasks run (``2 processes from a fork server``,
+            ``LocalCluster(2 processes)``, a scheduler address).
         error: why it failed (None while running or after success).
         finished: set once it ended (success, failure or cancel).
     """
