@@ -27,7 +27,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from podscope.analyzers._match import matches
+from podscope.analyzers._match import matches, worker_time_keys
 from podscope.trace_parsers.nesting import nest_columns
 
 #: Stages that produce on background threads: their self time on a caller's thread is waiting.
@@ -229,48 +229,74 @@ def pipeline_summary(
         "bottleneck_work_share",
         "suggestion",
     ]
-    rows = []
     calls = rule_events[matches(rule_events["name"], GET_NEXT, how="match")]
-    # each frame split by worker once (a mask per worker was 512 passes over the pod's rows)
-    pods, inside_of, mine_of = (
-        _by_worker(pod),
-        _by_worker(calls),
-        _by_worker(iterators),
-    )
-    for worker in sorted(set(iterators["worker"]) | set(pod["worker"].astype(str))):
-        p = pods.get(worker, pod.iloc[:0])
-        steps = len(p)
-        inside = inside_of.get(worker, calls.iloc[:0])
-        if steps:
-            t0, t1 = p["start_ns"].to_numpy(), p["end_ns"].to_numpy()
-            s = inside["start_ns"].to_numpy()
-            k = np.searchsorted(np.sort(t0), s, side="right") - 1
-            ok = (k >= 0) & (s < np.sort(t1)[np.clip(k, 0, None)])
-            inside = inside[ok]
-        slow = inside[inside["dur_ps"] > slow_us * 1e6]
-        step_ns = float(p["step_time_ns"].sum())
-        traced = bool(p["split"].astype(bool).any()) if steps else False  # categories known
-        input_ns = float(p["input_ns"].astype("Float64").fillna(0).sum()) if traced else np.nan
-        worst = slow.loc[slow["dur_ps"].idxmax()] if len(slow) else None
-        mine = mine_of.get(worker, iterators.iloc[:0])
-        top = mine.iloc[0] if len(mine) and float(mine["work_ps"].iloc[0]) > 0 else None
-        work = float(mine["work_ps"].sum())
-        rows.append(
-            (
-                worker,
-                steps,
-                input_ns / steps / 1e6 if steps else np.nan,
-                input_ns / step_ns if step_ns else np.nan,  # NaN: Python-traced worker
-                len(slow) / steps if traced else np.nan,
-                float(worst["dur_ps"]) / 1e9 if worst is not None else np.nan,
-                int(worst["start_ns"]) if worst is not None else pd.NA,
-                str(top["iterator"]) if top is not None else "",
-                str(top["stage"]) if top is not None else "",
-                str(top["user_name"]) if top is not None else "",
-                float(top["work_ps"]) / work if top is not None and work else np.nan,
-                suggestion(str(top["stage"])) if top is not None else "",
-            )
+    workers = pd.Index(sorted(set(iterators["worker"]) | set(pod["worker"].astype(str))))
+    n = len(workers)
+    # Every worker at once (a loop of a dozen pandas calls per worker was 2 s of a 512-host
+    # pod's Workers page): the pod's steps per worker...
+    pw = workers.get_indexer(pod["worker"].astype(str))
+    steps = np.bincount(pw, minlength=n)
+    step_ns = np.bincount(pw, pod["step_time_ns"].to_numpy(np.float64), minlength=n).astype(float)
+    traced = np.bincount(pw, pod["split"].astype(bool).to_numpy(np.float64), minlength=n) > 0
+    input_ns = np.bincount(
+        pw, pod["input_ns"].astype("Float64").fillna(0).to_numpy(np.float64), minlength=n
+    ).astype(float)  # int where there are no steps
+    input_ns[~traced] = np.nan  # Python-traced only: no categories, no input time
+    # ... the calls inside one of their worker's steps (the k-th start and the k-th end of
+    # its steps, as sorted apart); all of a worker's calls where it has no steps...
+    t0, t1 = pod["start_ns"].to_numpy(np.int64), pod["end_ns"].to_numpy(np.int64)
+    by_start, by_end = np.lexsort((t0, pw)), np.lexsort((t1, pw))
+    cw = workers.get_indexer(calls["worker"].astype(str))
+    s = calls["start_ns"].to_numpy(np.int64)
+    call_key, step_key = worker_time_keys(cw, s, pw[by_start], t0[by_start])
+    k = np.searchsorted(step_key, call_key, side="right") - 1
+    j = np.clip(k, 0, None)
+    in_step = (k >= 0) & (pw[by_start][j] == cw) & (s < t1[by_end][j]) if len(pw) else False
+    kept = (cw >= 0) & (in_step | (steps[cw] == 0))
+    # ... the slow ones, each worker's longest first (its first in the events' order)...
+    dur = calls["dur_ps"].to_numpy()
+    slow = np.flatnonzero(kept & (dur > slow_us * 1e6))
+    n_slow = np.bincount(cw[slow], minlength=n)
+    worst = slow[np.lexsort((slow, -dur[slow], cw[slow]))]
+    worst = worst[np.unique(cw[worst], return_index=True)[1]]
+    worst_ms, worst_start = np.full(n, np.nan), np.full(n, pd.NA, dtype=object)
+    worst_ms[cw[worst]] = dur[worst] / 1e9
+    worst_start[cw[worst]] = [int(v) for v in s[worst]]
+    # ... and each worker's top iterator (``iterator_table``: by work, largest first)
+    iw = workers.get_indexer(iterators["worker"].astype(str))
+    work_ps = iterators["work_ps"].to_numpy(np.float64)
+    work = np.bincount(iw, work_ps, minlength=n).astype(float)
+    first = np.unique(iw, return_index=True)[1]  # each worker's first row
+    first = first[work_ps[first] > 0]
+    top = np.full(n, -1)
+    top[iw[first]] = first
+    has = top >= 0
+    text = {c: np.full(n, "", dtype=object) for c in ("iterator", "stage", "user_name")}
+    for c, values in text.items():
+        values[has] = iterators[c].astype(str).to_numpy(dtype=object)[top[has]]
+    share = np.full(n, np.nan)
+    share[has & (work > 0)] = work_ps[top[has & (work > 0)]] / work[has & (work > 0)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_step = np.where(steps > 0, input_ns / steps / 1e6, np.nan)
+        input_share = np.where(step_ns > 0, input_ns / step_ns, np.nan)
+        calls_per_step = np.where(traced, n_slow / np.maximum(steps, 1), np.nan)
+    rows = list(
+        zip(
+            workers.tolist(),
+            steps.tolist(),
+            per_step.tolist(),
+            input_share.tolist(),
+            calls_per_step.tolist(),
+            worst_ms.tolist(),
+            worst_start.tolist(),
+            text["iterator"].tolist(),
+            text["stage"].tolist(),
+            text["user_name"].tolist(),
+            share.tolist(),
+            [suggestion(str(st)) if h else "" for st, h in zip(text["stage"], has, strict=True)],
+            strict=True,
         )
+    )
     out = pd.DataFrame(rows, columns=cols)
     out["slowest_call_start_ns"] = out["slowest_call_start_ns"].astype("Int64")
     return out
