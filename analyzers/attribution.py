@@ -373,14 +373,15 @@ def slow_steps(
     excess = lateness(arr)
     slow = np.flatnonzero((excess >= min_excess * median_step).to_numpy())
     # what the slow steps' rows read, grouped once (a filter per row cost more than the rest)
-    slow_steps_ = arr["step"].iloc[slow]
+    workers, steps = arr["worker"].to_numpy(dtype=object), arr["step"].to_numpy()
+    wait = arr["wait_ns"].to_numpy()
+    in_slow = np.flatnonzero(np.isin(steps, steps[slow]))
     arr_by_step = {
-        int(k): (g["worker"].to_numpy(dtype=object), g["wait_ns"].to_numpy())
-        for k, g in arr[arr["step"].isin(slow_steps_)].groupby("step")
+        int(k): (workers[in_slow[p]], wait[in_slow[p]])
+        for k, p in pd.Series(steps[in_slow]).groupby(steps[in_slow]).indices.items()
     }
     parts = [*OWN_WORK, BEFORE_CALL, LATE, LINK] if sync else [*OWN_WORK, BEFORE_CALL]
     deltas = (frame[parts].astype(float) - ref[parts]).fillna(0.0).to_numpy()
-    workers, steps = arr["worker"].to_numpy(dtype=object), arr["step"].to_numpy()
     step_nums = arr["step_num"].to_numpy()
     of_step: dict[int, list[tuple[int, str]]] = {}
     for i in slow:
@@ -408,7 +409,10 @@ def slow_steps(
                 op_texts.get(int(i), ""),
                 ", ".join(
                     f"{w} {v / 1e6:.1f} ms"
-                    for w, v in zip(same_worker[victim], same_wait[victim], strict=True)
+                    # Python numbers: numpy scalars format 3x slower (511 victims a row)
+                    for w, v in zip(
+                        same_worker[victim].tolist(), same_wait[victim].tolist(), strict=True
+                    )
                 ),
             )
         )
