@@ -156,6 +156,7 @@ def _stop_on_signals() -> None:
 
 def serve(settings: AppSettings) -> None:
     from podscope.analyzers.execution import start_pool_server
+    from podscope.app.context import EXTENSION
     from podscope.app.main import create_app
 
     _stop_on_signals()
@@ -166,8 +167,13 @@ def serve(settings: AppSettings) -> None:
         raise click.exceptions.Exit(2) from None
     app = create_app(settings)
     # A pod's analysis runs in processes forked from a fork server (the server has threads):
-    # started now, its imports are not paid by the first session opened.
-    start_pool_server()
+    # started now, where the logdir has a session for it, its imports (1-2 s) are not paid
+    # by the first open of that session.
+    if (
+        settings.dask_scheduler is None
+        and app.server.extensions[EXTENSION].store.any_in_background()
+    ):
+        start_pool_server()
     login = " (login required)" if settings.auth.enabled else ""
     say(f"serving on http://{settings.host}:{settings.port}{login}", err=False)
     # A production WSGI server (Flask's own warns it is not one), quiet per request.

@@ -257,6 +257,10 @@ class SessionStore:
                 return True
         return self._in_request(trace_files(path))
 
+    def any_in_background(self) -> bool:
+        """Whether some session of the logdir is analysed by a background job (``_job``)."""
+        return any(not self._in_request(trace_files(f)) for f in self._folders().values())
+
     def _in_request(self, files: Sequence[Path]) -> bool:
         """Whether a session of ``files`` is loaded in the request, not by a background job."""
         return self.execution.scheduler is None and len(files) < self.execution.in_process_below

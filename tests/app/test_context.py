@@ -181,6 +181,10 @@ def test_a_prefetch_loads_only_what_the_request_would_load_itself(tmp_path: Path
     store.execution = replace(store.execution, in_process_below=2)
     assert store.loads_here("small") and not store.loads_here("big")
     assert not store.loads_here("../outside") and not store.loads_here("absent")
+    # the server starts the pool's fork server only where a session will need it
+    assert store.any_in_background()
+    store.execution = replace(store.execution, in_process_below=4)
+    assert not store.any_in_background()
 
 
 def test_the_layout_holds_the_pages_url_and_the_sessions_so_nothing_fires_on_load(
