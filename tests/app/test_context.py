@@ -268,5 +268,7 @@ def test_the_layout_callback_takes_the_layout_the_page_request_made(tmp_path: Pa
         with app.server.test_request_context("/_dash-update-component"):
             page["layout"](session="big")  # the job's page: started by the callback
         assert computed == [{"session": "big"}]
+        job = store.job("big")  # ends here, not in the tests that follow (its pool with it)
+        assert job is not None and job.finished.wait(300) and job.error is None
     finally:
         page["layout"].__wrapped__ = real
