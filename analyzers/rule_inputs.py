@@ -276,18 +276,25 @@ def first_device_starts(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFra
 
 def first_starts_per_aligned_step(firsts: pd.DataFrame, aligned: pd.DataFrame) -> pd.DataFrame:
     """``first_device_starts`` over a worker's own steps → over the aligned steps: a step left
-    out of the alignment belongs to the aligned step before it, as its events would."""
-    parts = []
-    # each worker's rows, split once (a mask per worker: 1,024 passes over a pod's firsts)
-    by_worker = dict(list(firsts.groupby(firsts["worker"].astype(str), sort=False)))
-    for w, st in aligned.groupby(aligned["worker"].astype(str)):
-        starts = np.sort(st["start_ns"].to_numpy())
-        mine = by_worker.get(str(w), firsts.iloc[:0])
-        k = _step_of(starts, mine["step_start_ns"].to_numpy())
-        ok = k >= 0
-        if ok.any():
-            parts.append(mine[ok].assign(step_start_ns=starts[k[ok]]))
-    return _first_per_step(parts)
+    out of the alignment belongs to the aligned step before it, as its events would. Every
+    worker's rows in one search, on keys of (worker, ranked time): a search per worker was
+    3.7 s of a 1,024-host GPU pod's diagnostics."""
+    workers = pd.Index(sorted(set(aligned["worker"].astype(str))))
+    if firsts.empty or workers.empty:
+        return _first_per_step([])
+    step_worker = workers.get_indexer(aligned["worker"].astype(str))
+    starts = aligned["start_ns"].to_numpy(np.int64)
+    order = np.lexsort((starts, step_worker))
+    step_worker, starts = step_worker[order], starts[order]
+    worker = workers.get_indexer(firsts["worker"].astype(str))  # -1: not aligned, left out
+    t = firsts["step_start_ns"].to_numpy(np.int64)
+    key, step_key = worker_time_keys(worker, t, step_worker, starts)
+    k = np.searchsorted(step_key, key, side="right") - 1
+    j = np.clip(k, 0, None)
+    ok = (worker >= 0) & (k >= 0) & (step_worker[j] == worker)
+    if not ok.any():
+        return _first_per_step([])
+    return _first_per_step([firsts[ok].assign(step_start_ns=starts[j[ok]])])
 
 
 def _first_per_step(parts: list[pd.DataFrame]) -> pd.DataFrame:
