@@ -348,9 +348,9 @@ def _host_rows(
     time range of its own (in worker order, apart from the others'), so one sorted sweep
     splits every worker's steps by that worker's events only. A sweep, a sort and a dozen
     pandas calls per worker cost 7 ms of each small host of a pod."""
-    parts = [by_worker[w] for w in hosts]
-    pos = np.concatenate([p[etype[p] >= 0] for p in parts])
-    event_host = np.repeat(np.arange(len(hosts)), [int((etype[p] >= 0).sum()) for p in parts])
+    parts = [p[etype[p] >= 0] for p in (by_worker[w] for w in hosts)]  # typed events
+    pos = np.concatenate(parts)
+    event_host = np.repeat(np.arange(len(hosts)), [len(p) for p in parts])
     start, end = all_start[pos], all_end[pos]
     if window is not None:  # an event counts only inside its own step (``step_breakdown``)
         start = np.clip(start, window[0][pos], window[1][pos])
