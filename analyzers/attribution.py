@@ -48,6 +48,7 @@ in that step exceeds the reference the most.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -278,9 +279,12 @@ def _extra_text(m: np.ndarray, col: int | None, names: pd.Index) -> str:
     extra = (np.nan_to_num(mine) - ref)[present]
     top = np.argsort(-extra, kind="stable")[:3]  # ``nlargest(3)``: ties in op type order
     top = top[extra[top] > 0]
-    return ", ".join(
-        f"{k} {v / 1e9:+.2f} ms" for k, v in zip(names[present][top], extra[top], strict=True)
-    )
+    return _ms_text(zip(names[present][top], extra[top], strict=True))
+
+
+def _ms_text(extra: Iterable[tuple[object, float]]) -> str:
+    """Op types and their extra time (ps), as the slow steps' ``ops`` column says them."""
+    return ", ".join(f"{k} {v / 1e9:+.2f} ms" for k, v in extra)
 
 
 def _op_text(mine: pd.DataFrame, ref: pd.Series) -> str:
@@ -288,7 +292,7 @@ def _op_text(mine: pd.DataFrame, ref: pd.Series) -> str:
     their extra ms."""
     extra = mine.set_index("op_type")["self_ps"].sub(ref, fill_value=0.0).nlargest(3)
     extra = extra[extra > 0]
-    return ", ".join(f"{k} {v / 1e9:+.2f} ms" for k, v in extra.items())
+    return _ms_text(extra.items())
 
 
 SLOW_OP_COLUMNS = ["worker", "step", "op_type", "self_ps"]

@@ -187,14 +187,6 @@ def iterator_table(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
     return out[ITERATOR_COLUMNS]
 
 
-def _by_worker(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """``frame``'s rows per worker (as strings), in their order."""
-    if frame.empty:
-        return {}
-    keys = frame["worker"].astype(str)
-    return {str(w): part for w, part in frame.groupby(keys, sort=False, observed=True)}
-
-
 def pipeline_summary(
     iterators: pd.DataFrame, rule_events: pd.DataFrame, pod: pd.DataFrame, slow_us: float = 50.0
 ) -> pd.DataFrame:
@@ -248,10 +240,11 @@ def pipeline_summary(
     by_start, by_end = np.lexsort((t0, pw)), np.lexsort((t1, pw))
     cw = workers.get_indexer(calls["worker"].astype(str))
     s = calls["start_ns"].to_numpy(np.int64)
-    call_key, step_key = worker_time_keys(cw, s, pw[by_start], t0[by_start])
+    step_worker = pw[by_start]
+    call_key, step_key = worker_time_keys(cw, s, step_worker, t0[by_start])
     k = np.searchsorted(step_key, call_key, side="right") - 1
     j = np.clip(k, 0, None)
-    in_step = (k >= 0) & (pw[by_start][j] == cw) & (s < t1[by_end][j]) if len(pw) else False
+    in_step = (k >= 0) & (step_worker[j] == cw) & (s < t1[by_end][j]) if len(pw) else False
     kept = (cw >= 0) & (in_step | (steps[cw] == 0))
     # ... the slow ones, each worker's longest first (its first in the events' order)...
     dur = calls["dur_ps"].to_numpy()
@@ -274,8 +267,8 @@ def pipeline_summary(
     text = {c: np.full(n, "", dtype=object) for c in ("iterator", "stage", "user_name")}
     for c, values in text.items():
         values[has] = iterators[c].astype(str).to_numpy(dtype=object)[top[has]]
-    share = np.full(n, np.nan)
-    share[has & (work > 0)] = work_ps[top[has & (work > 0)]] / work[has & (work > 0)]
+    share, shared = np.full(n, np.nan), has & (work > 0)
+    share[shared] = work_ps[top[shared]] / work[shared]
     with np.errstate(divide="ignore", invalid="ignore"):
         per_step = np.where(steps > 0, input_ns / steps / 1e6, np.nan)
         input_share = np.where(step_ns > 0, input_ns / step_ns, np.nan)
