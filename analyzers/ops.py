@@ -16,7 +16,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from podscope.analyzers._match import isin, matches
+from podscope.analyzers._match import group_ids, isin, matches
 from podscope.analyzers.groups import DERIVED_LINES
 from podscope.analyzers.rule_inputs import op_counts, per_aligned_step
 from podscope.trace_parsers.nesting import _column_kernels as kernels
@@ -283,27 +283,6 @@ def _ops_of_kernels(events: pd.DataFrame, ops: pd.DataFrame, on_device: np.ndarr
     return ops.assign(op_name=pd.Categorical(op_name), op_type=pd.Categorical(op_type))
 
 
-def _group_ids(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Group id per row over the categorical ``keys`` (ids in order of first appearance, as
-    ``groupby(sort=False)``) and each group's first row. One int64 key mixes the category
-    codes, so rows are hashed once instead of grouping on several categoricals."""
-    cols = [
-        c if isinstance(c.dtype, pd.CategoricalDtype) else c.astype("category")
-        for c in (frame[k] for k in keys)
-    ]
-    codes = [c.cat.codes.to_numpy().astype(np.int64) + 1 for c in cols]
-    radix = [len(c.cat.categories) + 1 for c in cols]
-    if float(np.prod(np.array(radix, dtype=np.float64))) < 2.0**62:
-        key = codes[0]
-        for c, r in zip(codes[1:], radix[1:], strict=True):
-            key = key * r + c
-        gid = pd.factorize(key)[0]
-    else:  # too many categories to mix into one int64
-        gid = frame.groupby(keys, sort=False, observed=True).ngroup().to_numpy()
-    seen = np.maximum.accumulate(np.r_[-1, gid[:-1]]) if len(gid) else gid
-    return gid, np.flatnonzero(gid > seen)
-
-
 def _filled(col: pd.Series, value: str) -> pd.Series:
     """The categorical ``col`` with missing values set to ``value`` (on codes, not rows)."""
     c = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
@@ -500,7 +479,7 @@ def op_stats(
         missing |= frame[k].isna().to_numpy()
     if missing.any():  # as groupby(dropna=True): rows without a key are in no group
         frame = frame[~missing]
-    gid, first_rows = _group_ids(frame, keys)
+    gid, first_rows = group_ids(frame, keys)
     runs, run_gid = _executions(frame, gid) if by == "op" and "device_op" in frame else (frame, gid)
     out = _aggregate(runs, run_gid, len(first_rows))
     out["avg_ps"] = (out["total_ps"] / out["occurrences"]).round().astype("int64")

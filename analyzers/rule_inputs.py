@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from podscope.analyzers._match import isin, matches, worker_time_keys
+from podscope.analyzers._match import group_ids, isin, matches, worker_time_keys
 from podscope.analyzers.groups import DERIVED_LINES
 
 #: An op execution shorter than this is tiny (the ``tiny_ops`` rule's short-op share).
@@ -61,14 +61,19 @@ def worker_events(events: pd.DataFrame) -> pd.DataFrame:
     python = matches(events["name"], "$", how="startswith")
     host = ~matches(events["plane"], "/device:", how="startswith")
     tf_op = ~isin(events["op_type"], {"XlaModule"}) & events["op_type"].notna().to_numpy() & host
-    g = pd.DataFrame({"traced": ~python, "host_tf_ops": tf_op}).groupby(
-        events["worker"].astype("category").array, sort=True, observed=True
+    worker = events["worker"].astype("category")
+    codes = worker.cat.codes.to_numpy()
+    has = codes >= 0
+    codes, n = codes[has], len(worker.cat.categories)
+    out = pd.DataFrame(  # counts per worker code, in the categories' order, as a groupby's
+        {
+            "worker": worker.cat.categories.astype(str),
+            "events": np.bincount(codes, minlength=n),
+            "traced": np.bincount(codes, ~python[has], n).astype(np.int64),
+            "host_tf_ops": np.bincount(codes, tf_op[has], n).astype(np.int64),
+        }
     )
-    out = g.agg(
-        events=("traced", "size"), traced=("traced", "sum"), host_tf_ops=("host_tf_ops", "sum")
-    )
-    out.index = out.index.astype(str)
-    return out.rename_axis("worker").reset_index()
+    return out[out["events"] > 0].reset_index(drop=True)
 
 
 def _union_ns(start: np.ndarray, end: np.ndarray) -> int:
@@ -135,10 +140,14 @@ def op_summary(ops: pd.DataFrame) -> pd.DataFrame:
             "self_ps": ops["op_self_ps"].to_numpy(dtype=np.float64),
         }
     )
-    g = frame.groupby(keys, sort=True, observed=True, dropna=False)
-    out = g.agg(n=("n_tiny", "size"), n_tiny=("n_tiny", "sum"), dur_ps=("dur_ps", "sum"))
-    out["self_ps"] = g["self_ps"].sum()
-    out = out.reset_index()
+    # One int64 key per row and sums by bincount: pandas' groupby on five keys was 90 ms of a
+    # 64-host batch. The sums are of whole picoseconds, exact in float64 in any order.
+    gid, first = group_ids(frame, keys)
+    out = frame[keys].iloc[first].reset_index(drop=True)
+    out["n"] = np.bincount(gid, minlength=len(first))
+    out["n_tiny"] = np.bincount(gid, frame["n_tiny"].to_numpy(), len(first)).astype(np.int64)
+    for col in ("dur_ps", "self_ps"):
+        out[col] = np.bincount(gid, frame[col].to_numpy(), len(first)).astype(np.float64)
     for col in ("worker", "op_type", "op_name"):
         out[col] = out[col].astype(object).fillna("").astype(str)
     # in the names' order, not the categories' (a file's first appearances): one worker's
