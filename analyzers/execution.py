@@ -264,8 +264,9 @@ def analyze_files(
     files: Sequence[str], parts: frozenset[str], cache: bool, cache_dir: str | None
 ) -> Gathered:
     """The task: parse a batch of workers' files (``batches``: one big worker, or several
-    small ones) and reduce them together to ``parts``; with ``cache``, read the batch's
-    derived shards when all are there, else write them.
+    small ones) and reduce them together to ``parts``; with ``cache``, hash the files (the
+    driver's entry for the session is named by them) and, for one worker, read its derived
+    shards when all are there, else write them.
 
     Several small workers are reduced as one frame set: every analysis groups by worker, so
     the frames are each worker's, side by side, as one task per worker would give them, and
@@ -279,8 +280,13 @@ def analyze_files(
     """
     names = _frame_names(parts)
     store = DerivedCache(cache_dir) if cache else None
+    # The files are hashed here, in parallel, for the session's entry the driver writes. A
+    # worker alone is kept under its own entry too (a big worker, found again wherever it is
+    # analysed); a batch of small ones is not: the session's entry holds them, and a session
+    # whose files change is cut into other batches (writing them was 8 % of a pod's task).
     entry = store.entry(files, names) if store else None
-    if store and entry and (hit := store.get(entry, names)) is not None:
+    own = entry if len(files) == 1 else None
+    if store and own and (hit := store.get(own, names)) is not None:
         return hit
     # Op tables alone read three stats: without a cache to fill, the rest of the long stats
     # frame is not built (a quarter of the parse).
@@ -302,8 +308,8 @@ def analyze_files(
     else:
         reduced = {name: empty_frame(name) for name in SMALL_FRAMES}
     out = Gathered(reduced, workers, tuple(failures))
-    if store and entry:
-        store.put(entry, out)
+    if store and own:
+        store.put(own, out)
     return out
 
 
