@@ -92,7 +92,9 @@ def test_a_straggler_whose_step_ends_late_is_matched_to_its_own_step() -> None:
     assert culprits(a) == ["w_2"]
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(
+    "seed", [pytest.param(s, marks=pytest.mark.long if s >= 2 else ()) for s in range(6)]
+)
 def test_shifting_a_workers_window_never_changes_the_culprit(seed: int) -> None:
     rng = random.Random(seed)
     lags = [rng.randint(0, 6000) for _ in range(12)]

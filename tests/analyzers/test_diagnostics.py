@@ -252,6 +252,7 @@ EXPLAINED = {
 @pytest.mark.cluster
 @pytest.mark.tf
 @pytest.mark.slow
+@pytest.mark.long  # 12 engine captures (3 min); make verify runs it
 def test_scenarios_confusion_matrix(scenario_capture, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     kwargs = {
         "straggler": {"workers": 3, "straggler_task": 1, "straggler_ms": 60.0},

@@ -141,6 +141,7 @@ def test_memory_leak_is_found_and_peaks_equal_xprof(scenario_capture) -> None:  
             assert r.fragmentation_at_peak == pytest.approx(float(peak["fragmentation"]), abs=1e-6)
 
 
+@pytest.mark.long  # a PS capture of its own (1 min); make verify's matrix has ps-imbalance too
 def test_ps_imbalance_names_the_loaded_parameter_server(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     cap = scenario_capture("ps", "ps-imbalance", workers=1, ps=2)
     a = analyse(cap.session_dir)

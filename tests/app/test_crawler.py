@@ -305,8 +305,17 @@ CRAWLERS: dict[str, Callable[[Visit], None]] = {
 }
 
 
+#: The kinds make test crawls: an engine capture and a real GPU one (40 s each); the other
+#: kinds' pages are crawled by make verify (their XLA and Android pages have tests of their own).
+IN_MAKE_TEST = ("cpu_mwms", "v100")
+
+
 @pytest.mark.parametrize(
-    "kind", ["cpu_mwms", "v100", "rocm", "tpu", "android", "perfetto", "keras", "jax"]
+    "kind",
+    [
+        pytest.param(k, marks=() if k in IN_MAKE_TEST else pytest.mark.long)
+        for k in ("cpu_mwms", "v100", "rocm", "tpu", "android", "perfetto", "keras", "jax")
+    ],
 )
 def test_every_page_and_control_works_on_each_kind_of_session(
     browser: object, crawl_server: str, crawl_logdir: Path, kind: str

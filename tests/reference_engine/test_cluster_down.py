@@ -203,6 +203,7 @@ def test_a_start_that_fails_otherwise_is_not_run_again(
 
 
 @pytest.mark.cluster
+@pytest.mark.long  # two engine starts (35 s)
 def test_a_taken_tensorflow_port_costs_a_retry_not_the_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -34,7 +34,10 @@ def per_worker(a: SessionAnalysis, column: str) -> dict[str, float]:
     [
         JaxConfig(workers=3, steps=STEPS, scenario="baseline"),
         JaxConfig(workers=3, steps=STEPS, scenario="slow-host", slow_task=1, slow_ms=SLOW_MS),
-        JaxConfig(workers=2, steps=STEPS, scenario="slow-device", slow_task=0, slow_ms=SLOW_MS),
+        pytest.param(
+            JaxConfig(workers=2, steps=STEPS, scenario="slow-device", slow_task=0, slow_ms=SLOW_MS),
+            marks=pytest.mark.long,
+        ),
     ],
     ids=lambda c: f"{c.scenario}-{c.workers}w",
 )

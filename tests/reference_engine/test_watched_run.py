@@ -15,7 +15,8 @@ from podscope.reference_engine.config import EngineConfig
 from podscope.trace_parsers import layout
 from verify.watch_run import watch_scenario
 
-pytestmark = [pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow]
+# make verify's watch matrix runs nine such runs; this one is 50 s
+pytestmark = [pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow, pytest.mark.long]
 
 
 def test_a_straggler_that_begins_mid_run_is_caught_by_its_heartbeats(tmp_path: Path) -> None:
