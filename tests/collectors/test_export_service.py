@@ -80,9 +80,11 @@ def test_token_is_required_when_set(root: Path) -> None:
         for wrong in (None, "nope"):
             # A channel each: the door ends a refused call's connection, and a call sent on a
             # channel that has not yet seen it close is UNAVAILABLE.
-            with grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
-                with pytest.raises(grpc.RpcError) as err:
-                    fetch(pb_grpc.TraceExportStub(ch), "s1", "h_1.xplane.pb", token=wrong)
+            with (
+                grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch,
+                pytest.raises(grpc.RpcError) as err,
+            ):
+                fetch(pb_grpc.TraceExportStub(ch), "s1", "h_1.xplane.pb", token=wrong)
             assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert len(fetch(stub, "s1", "h_1.xplane.pb", token="s3cret")) == 9 << 20
     finally:
