@@ -11,13 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def thread_cpu_s(native_id: int) -> float:
+    """CPU seconds (user + system) of a live thread of this process."""
+    fields = Path(f"/proc/self/task/{native_id}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def address(i: int) -> str:
@@ -88,6 +96,12 @@ class Flood:
     def start(self) -> None:
         self._thread.start()
         self._started.wait()
+
+    def cpu_s(self) -> float:
+        """The CPU seconds the flood has cost this machine so far (its thread: it makes every
+        connection), the attacker's side of the cost."""
+        assert self._thread.native_id is not None
+        return thread_cpu_s(self._thread.native_id)
 
     def stop(self) -> None:
         assert self._stop is not None

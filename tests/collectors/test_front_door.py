@@ -33,7 +33,7 @@ from podscope.collectors.front_door import (
 from podscope.collectors.proto import trace_export_pb2 as pb
 from podscope.collectors.proto import trace_export_pb2_grpc as pb_grpc
 from tests.collectors.flood import PREFACE as FLOOD_PREFACE
-from tests.collectors.flood import flood, from_address
+from tests.collectors.flood import flood, from_address, thread_cpu_s
 from tests.collectors.loop_agent import loop_agent
 
 TOKEN = "tok-0123456789abcdef"
@@ -241,8 +241,10 @@ def test_a_flood_leaves_the_training_loop_its_descriptors_and_the_collector_its_
     soon as it is closed, against an agent in a process limited to 1,024 descriptors whose
     training loop opens a file every step. The loop never fails to open it, the agent's
     descriptors stay bounded, a capture is ok while the flood goes on (the flooding addresses
-    are soon banned, and the kernel drops their connections), and the flood costs the agent a
-    small share of a core and a few log lines."""
+    are soon banned, and the kernel drops their connections), and the flood costs the agent
+    less CPU than it costs the attacker, and a few log lines. (The CPU is compared with the
+    attacker's, measured in the same run, not with the wall time: a slower machine slows both
+    sides, not their ratio.)"""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 8192:
         pytest.skip(f"the flood needs 8,192 descriptors here; the hard limit is {hard}")
@@ -258,28 +260,35 @@ def test_a_flood_leaves_the_training_loop_its_descriptors_and_the_collector_its_
             result = capture([Target(f"127.0.0.1:{port}")], opts)
             most_fds = len(os.listdir(f"/proc/{proc.pid}/fd"))
             assert f.stats.held > 1000  # and still on: connected, or trying to
+            flood_cpu_s = f.cpu_s()
         wall_s = time.monotonic() - t0
     loop = json.loads(stats.read_text())
-    print(f"flood: {loop}, {most_fds} descriptors at the capture, {wall_s:.1f} s")
+    print(
+        f"flood: {loop}, {most_fds} descriptors at the capture, {wall_s:.1f} s, "
+        f"the flood's thread {flood_cpu_s:.2f} s CPU for {f.stats.opened} connections"
+    )
     assert result.exit_code() == EXIT_OK, result.workers
     assert loop["open_failures"] == 0 and loop["iterations"] > 100
     # pending connections (128) + relayed ones (3 each) + the process's own
     assert max(most_fds, loop["max_fds"]) < 400, (most_fds, loop)
     assert loop["log_lines"] < 50  # a handful per kind of refusal, not one per connection
-    assert loop["agent_cpu_s"] < 0.25 * wall_s, (loop, wall_s)
+    # The agent's threads from their start, against the flood's from its own: measured 0.5-0.6
+    assert loop["agent_cpu_s"] < 0.8 * flood_cpu_s, (loop, flood_cpu_s, wall_s)
 
 
-def thread_cpu_s(native_id: int) -> float:
-    fields = Path(f"/proc/self/task/{native_id}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def process_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
-def test_unauthenticated_calls_cost_a_small_share_of_a_core_and_few_log_lines(
+def test_unauthenticated_calls_cost_the_agent_a_small_share_of_their_cost_and_few_log_lines(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """40 addresses making unauthenticated calls as fast as they can for 6 s (a new connection
-    each, as the ban closes them): the agent's threads use a small share of a core, the log
-    gets a few lines per address, and the collector's Hello answers throughout."""
+    each, as the ban closes them): the agent's event loop uses a small share of the CPU that
+    the calls cost their callers (this process's other threads: gRPC's clients and the
+    address relays, measured in the same run, so that a slower machine slows both sides), the
+    log gets a few lines per address, and the collector's Hello answers throughout."""
     caplog.set_level(logging.WARNING, logger="podscope.agent")
     with agent(tmp_path) as (server, addr), ExitStack() as stack:
         assert hello(addr) == "worker"
@@ -299,6 +308,7 @@ def test_unauthenticated_calls_cost_a_small_share_of_a_core_and_few_log_lines(
         loop_thread = server._thread.native_id
         assert loop_thread is not None
         cpu0 = thread_cpu_s(loop_thread)
+        process0 = process_cpu_s()
         t0 = time.monotonic()
         for t in threads:
             t.start()
@@ -315,10 +325,13 @@ def test_unauthenticated_calls_cost_a_small_share_of_a_core_and_few_log_lines(
             t.join()
         wall_s = time.monotonic() - t0
         loop_cpu = thread_cpu_s(loop_thread) - cpu0
+        callers_cpu = process_cpu_s() - process0 - loop_cpu
     print(
-        f"{calls[0]} guesses, {answered} Hellos, agent loop {loop_cpu:.2f} s CPU in {wall_s:.1f} s"
+        f"{calls[0]} guesses, {answered} Hellos, agent loop {loop_cpu:.2f} s CPU in {wall_s:.1f} s, "
+        f"callers {callers_cpu:.2f} s"
     )
     assert calls[0] > 400 and answered > 5
     lines = [r for r in caplog.records if "127.0.7." in r.getMessage()]
     assert len(lines) <= 3 * 40, len(lines)
-    assert loop_cpu < 0.15 * wall_s, (loop_cpu, wall_s, calls)
+    # measured 0.15-0.2
+    assert loop_cpu < 0.35 * callers_cpu, (loop_cpu, callers_cpu, wall_s, calls)
