@@ -45,11 +45,15 @@ browser:
 
 # make test leaves out the checks marked long (the diagnostics' confusion matrix, more kinds of
 # crawled sessions, more seeds, captures of a minute): make verify runs them, so that make test
-# stays within CI's 30 minutes on 2 cores.
+# stays within CI's 30 minutes on 2 cores. The tests run in PYTEST_WORKERS processes
+# (pytest-xdist; a file's tests stay together, and an engine capture is made once for all);
+# PYTEST_WORKERS=0 runs them in this one.
+PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?= -m "not long"
 pytest: install-test browser
 	@mkdir -p $(BUILD_TMP)
-	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/pytest --basetemp=$(BUILD_TMP)/pytest $(PYTEST_ARGS)
+	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/pytest --basetemp=$(BUILD_TMP)/pytest \
+	  -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 

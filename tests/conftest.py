@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
+import pickle
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -53,6 +56,19 @@ class Capture:
         return sorted(self.logdir.rglob("*.xplane.pb"))
 
 
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Holds an exclusive lock on ``path`` (created): a fixture made on disk once, however
+    many pytest-xdist workers ask for it at the same time."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _make_capture(kind: str, steps: int) -> Capture:
     """Runs tests/tf_captures.py once per (kind, steps, script, TF version); cached on disk."""
     require_tf()
@@ -63,14 +79,15 @@ def _make_capture(kind: str, steps: int) -> Capture:
         f"{kind}-{steps}-{tf.__version__}".encode() + script.read_bytes()
     ).hexdigest()[:12]
     logdir = FIXTURE_CACHE / f"{kind}-{key}"
-    if not list(logdir.rglob("*.xplane.pb")):
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
-        subprocess.run(
-            [sys.executable, str(script), kind, str(logdir), str(steps)],
-            check=True,
-            env=env,
-            timeout=300,
-        )
+    with _locked(FIXTURE_CACHE / f"{kind}-{key}.lock"):
+        if not list(logdir.rglob("*.xplane.pb")):
+            env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+            subprocess.run(
+                [sys.executable, str(script), kind, str(logdir), str(steps)],
+                check=True,
+                env=env,
+                timeout=300,
+            )
     return Capture(kind, logdir, steps)
 
 
@@ -126,9 +143,16 @@ def scenario_capture(
     full_trace=False, **config)``: runs the cluster, waits for warm-up, captures 2 s of every
     task with the default (safe) plan, or with ``full_trace`` every worker host-traced (the
     tasks run with jemalloc preloaded), stops the cluster. Cached for the session: each
-    scenario runs once however many tests use it."""
+    scenario runs once however many tests use it, also across pytest-xdist's workers (they
+    share the run's base folder: the first to ask captures, under a lock, and leaves the
+    capture's description there for the others)."""
     require_tf()
     made: dict[tuple[object, ...], ScenarioCapture] = {}
+    # the run's base folder: a worker's own is a folder of it
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    shared = shared / "scenarios"
 
     def make(
         workload: str,
@@ -148,15 +172,23 @@ def scenario_capture(
         key = (cfg.to_json(), workers, ps, host_tracer_level, full_trace)
         if key in made:
             return made[key]
-        root = tmp_path_factory.mktemp(f"{workload}-{scenario}-h{host_tracer_level}")
-        made[key] = capture_scenario(
-            cfg,
-            root,
-            workers=workers,
-            ps=ps,
-            host_tracer_level=host_tracer_level,
-            full_trace=full_trace,
-        )
+        name = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
+        described = shared / f"{name}.pickle"
+        with _locked(shared / f"{name}.lock"):
+            if described.exists():
+                made[key] = pickle.loads(described.read_bytes())
+            else:
+                root = shared / f"{workload}-{scenario}-h{host_tracer_level}-{name}"
+                root.mkdir(parents=True)
+                made[key] = capture_scenario(
+                    cfg,
+                    root,
+                    workers=workers,
+                    ps=ps,
+                    host_tracer_level=host_tracer_level,
+                    full_trace=full_trace,
+                )
+                described.write_bytes(pickle.dumps(made[key]))
         return made[key]
 
     yield make
