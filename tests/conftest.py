@@ -192,3 +192,20 @@ def scenario_capture(
         return made[key]
 
     yield make
+
+
+#: Markers of the tests that take seconds to minutes each.
+HEAVY = ("cluster", "browser", "tf", "slow")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with the most heavy tests (engine clusters, browsers, TF captures) first.
+
+    pytest-xdist hands files out in this order (``--dist loadfile``): a heavy file left for the
+    end keeps one process busy while the other has nothing to do. The order within a file, and
+    the set of tests, stay as collected."""
+    weight: dict[Path, int] = {}
+    for item in items:
+        heavy = any(item.get_closest_marker(m) for m in HEAVY)
+        weight[item.path] = weight.get(item.path, 0) + heavy
+    items.sort(key=lambda item: -weight[item.path])

@@ -296,6 +296,7 @@ def test_scenarios_confusion_matrix(scenario_capture, capsys: pytest.CaptureFixt
 @pytest.mark.cluster
 @pytest.mark.tf
 @pytest.mark.slow
+@pytest.mark.long  # two captures of their own; make verify runs it
 def test_mixed_precision_rule_on_cpu_runs_says_why_not(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     for precision in (None, "mixed_float16"):
         cap = (

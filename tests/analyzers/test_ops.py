@@ -306,6 +306,7 @@ def test_two_hosts_per_host_match_and_comparison(
 @pytest.mark.cluster
 @pytest.mark.tf
 @pytest.mark.slow
+@pytest.mark.long  # two captures of their own (host tracer level 3); make verify runs it
 def test_tiny_ops_dominate_and_are_counted_per_step(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     def chief(cap):  # type: ignore[no-untyped-def]
         frames = load(cap.session_dir, cache=False)

@@ -31,6 +31,7 @@ def test_mwms_straggler_is_named(scenario_capture) -> None:  # type: ignore[no-u
     assert s.iloc[0]["score"] >= 5 * max(s.iloc[1]["score"], 0.01)
 
 
+@pytest.mark.long  # a capture of its own; make verify runs it and its matrix draws the scenario
 def test_ps_straggler_is_named(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     cap = scenario_capture("ps", "straggler", workers=2, ps=1, straggler_task=1)
     _, s, _ = analyse(cap.session_dir)
@@ -57,6 +58,7 @@ def test_input_bound_input_is_the_largest_category(scenario_capture) -> None:  #
     assert pod.loc[~pod["split"], "bottleneck"].isna().all()
 
 
+@pytest.mark.long  # a capture of its own; make verify runs it and its matrix draws the scenario
 def test_no_step_markers_fallback_finds_steps(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     cap = scenario_capture("mwms-loop", "no-step-markers")
     pod, _, methods = analyse(cap.session_dir)

@@ -116,6 +116,7 @@ def test_baseline_pipeline_keeps_up(scenario_capture) -> None:  # type: ignore[n
     assert finding.severity == "none", finding
 
 
+@pytest.mark.long  # a fully traced capture and XProf's memory profile (1.5 min); make verify runs it
 def test_memory_leak_is_found_and_peaks_equal_xprof(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     leak = scenario_capture("mwms-loop", "memory-leak")
     # the full-traced baseline of the slow-allreduce test, run with allocator events

@@ -196,10 +196,10 @@ def test_eight_captures_never_kill_mwms_training(
 ) -> None:
     """The default (safe) plan on a 3-worker MWMS job: 8 consecutive 2 s captures (the full
     host trace crashed half of such jobs, most at the first captures; bench.capture_safety
-    runs longer series). make test takes the first 4 (PODSCOPE_CAPTURES, 8 in make verify)."""
+    runs longer series). make test takes the first 3 (PODSCOPE_CAPTURES, 8 in make verify)."""
     m = start_cluster(EngineConfig(workload="mwms-loop", steps=None), workers=3)
     wait_steps(m.tasks[0], 5)
-    for i in range(int(os.environ.get("PODSCOPE_CAPTURES", "4"))):
+    for i in range(int(os.environ.get("PODSCOPE_CAPTURES", "3"))):
         result = grab(m, tmp_path / "logdir", session=f"s{i:02d}")
         assert result.exit_code() == EXIT_OK, (
             i,

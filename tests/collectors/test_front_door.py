@@ -313,9 +313,11 @@ def test_unauthenticated_calls_cost_the_agent_a_small_share_of_their_cost_and_fe
         for t in threads:
             t.start()
         answered = 0
-        with grpc.insecure_channel(addr) as collector:  # the collector: a Hello a second
+        # the collector: a Hello every 0.1 s, each answered (or the test fails), for 6 s and
+        # at least 6 of them, however busy this machine is
+        with grpc.insecure_channel(addr) as collector:
             stub = pb_grpc.TraceExportStub(collector)
-            while time.monotonic() - t0 < 6:
+            while time.monotonic() - t0 < 6 or answered < 6:
                 answered += (
                     stub.Hello(pb.HelloRequest(), metadata=GOOD, timeout=10).role == "worker"
                 )
@@ -330,7 +332,7 @@ def test_unauthenticated_calls_cost_the_agent_a_small_share_of_their_cost_and_fe
         f"{calls[0]} guesses, {answered} Hellos, agent loop {loop_cpu:.2f} s CPU in {wall_s:.1f} s, "
         f"callers {callers_cpu:.2f} s"
     )
-    assert calls[0] > 400 and answered > 5
+    assert calls[0] > 400
     lines = [r for r in caplog.records if "127.0.7." in r.getMessage()]
     assert len(lines) <= 3 * 40, len(lines)
     # measured 0.15-0.2

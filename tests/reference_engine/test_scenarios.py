@@ -51,6 +51,7 @@ def test_input_bound_waits_for_input(scenario_capture) -> None:  # type: ignore[
     assert input_share(ev) >= 0.20
 
 
+@pytest.mark.long  # a capture of its own; make verify runs it and its matrix draws the scenario
 def test_ps_straggler_step_time(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     cap = scenario_capture("ps", "straggler", workers=2, ps=1, straggler_task=1)
     ev = load(cap.session_dir, cache=False).events
@@ -72,12 +73,14 @@ def test_mwms_straggler_makes_others_wait_in_collectives(scenario_capture) -> No
     assert collective_ms_per_step(ev) - collective_ms_per_step(base) >= 0.6 * 60.0
 
 
+@pytest.mark.long  # a capture of its own; make verify runs it and its matrix draws the scenario
 def test_host_overhead_leaves_gaps_between_steps(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     st = steps(chief_events(scenario_capture("mwms-loop", "host-overhead", host_overhead_ms=20.0)))
     gaps_ms = (st["start_ns"].iloc[1:].to_numpy() - st["end_ns"].iloc[:-1].to_numpy()) / 1e6
     assert pd.Series(gaps_ms).median() >= 0.8 * 20.0
 
 
+@pytest.mark.long  # a capture of its own; make verify runs it and its matrix draws the scenario
 def test_tiny_ops_adds_ops_per_step(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     def ops_per_step(e: pd.DataFrame) -> float:
         return time_in_steps_count(e, e["op_type"].notna()) / len(steps(e))
@@ -103,6 +106,7 @@ def time_in_steps_count(ev: pd.DataFrame, mask: pd.Series) -> int:
     )
 
 
+@pytest.mark.long  # a capture of its own; make verify runs it and its matrix draws the scenario
 def test_eager_runs_ops_eagerly(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     """TF 2.21 on CPU records eager ops as ``EagerLocalExecute: <OpType>`` (no is_eager stat,
     no ``name:Type`` kernel event); functions are ``EagerLocalExecute: __inference_…``."""
@@ -116,6 +120,7 @@ def test_eager_runs_ops_eagerly(scenario_capture) -> None:  # type: ignore[no-un
     assert eager_share(chief_events(scenario_capture("mwms-loop", "baseline"))) < 0.02
 
 
+@pytest.mark.long  # a capture of its own; make verify runs it and its matrix draws the scenario
 def test_no_step_markers_but_one_function_call_per_step(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     ev = chief_events(scenario_capture("mwms-loop", "no-step-markers"))
     assert steps(ev).empty
