@@ -133,6 +133,10 @@ PREP_WHERE = "prep-where"
 PREP_CANCEL = "prep-cancel"
 PREP_TICK = "prep-tick"
 PREP_DONE = "prep-done"
+#: The shell's Store whose change renders the page again (Dash pages' routing input
+#: ``RENDER_INPUT``): a big session's page once its analysis is done, without a reload.
+PAGE_RENDER = "page-render"
+RENDER_INPUT = "podscope_render"
 OPS_NOTE = "ops-note"
 
 # Workers (why slow across workers)

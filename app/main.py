@@ -157,6 +157,7 @@ def create_app(config: AppSettings) -> dash.Dash:
         serve_locally=True,
         suppress_callback_exceptions=True,
         background_callback_manager=manager(),
+        routing_callback_inputs={ids.RENDER_INPUT: Input(ids.PAGE_RENDER, "data")},
         title="PodScope",
         update_title="",  # assets/title.js names the page and session in the tab
     )
@@ -180,6 +181,7 @@ def create_app(config: AppSettings) -> dash.Dash:
         return html.Div(
             [
                 dcc.Location(id=ids.URL, refresh="callback-nav", **_page_url()),
+                dcc.Store(id=ids.PAGE_RENDER),
                 _navbar(config.auth.enabled, session_options(context.store)),
                 dbc.Container([html.Div(id=ids.SESSION_ALERT), dash.page_container], fluid=True),
             ]
@@ -237,6 +239,7 @@ def _prefetch_pages(server: Flask) -> None:
         own layout function is the wrapper's ``__wrapped__``)."""
 
         def layout(**query: Any) -> Any:
+            query.pop(ids.RENDER_INPUT, None)  # the router's own input, not the URL's
             with lock:
                 at, future = made.pop(key(page["path"], query), (0.0, None))
             if future is not None and time.monotonic() - at < PREFETCH_FRESH_S:
@@ -291,7 +294,8 @@ def _prefetch_pages(server: Flask) -> None:
                     store = current().store
                     names = store.names()
                     session = args.get("session") or (names[0] if names else "")
-                    if not (session and store.loads_here(session)):  # no job started or reported
+                    if not (session and store.loads_here(session)):  # nothing reported here
+                        store.start(session)  # a big session's job: under way as the page loads
                         raise LookupError(f"{session!r} is not loaded in a request")
                     future.set_result(page["layout"].__wrapped__(**args))
             except Exception as e:  # the page's own request says what is wrong

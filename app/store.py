@@ -333,12 +333,30 @@ class SessionStore:
             if job is not None and job.finished.is_set():
                 del self._jobs[key]
                 raise SessionError(f"session {session}: {job.error} (open the page again to retry)")
-            if job is None:
-                job = self._jobs[key] = Job(session, len(files))
-                threading.Thread(
-                    target=self._run, args=(key, job, path, files), daemon=True
-                ).start()
-            return job
+            return job or self._new_job(key, session, path, files)
+
+    def _new_job(self, key: tuple[object, ...], session: str, path: Path, files: list[Path]) -> Job:
+        """Starts the session's job (called holding ``_lock``)."""
+        job = self._jobs[key] = Job(session, len(files))
+        threading.Thread(target=self._run, args=(key, job, path, files), daemon=True).start()
+        return job
+
+    def start(self, session: str) -> None:
+        """Starts a big session's background analysis, unless it is in memory or a job of it
+        runs or has ended unreported: what a page's prefetch (``app.main``) does when the
+        browser asks for the page, so that the analysis runs while the browser loads the page's
+        scripts (1-1.5 s). The page then shows its progress, or how it ended, as if the page
+        had started it. A small, unknown or bad session is left to the page."""
+        try:
+            path, key = self._key(session)
+            files = trace_files(path)
+        except (SessionError, OSError):
+            return
+        if self._in_request(files):
+            return
+        with self._lock:
+            if key not in self._items and key not in self._jobs:
+                self._new_job(key, session, path, files)
 
     def _run(self, key: tuple[object, ...], job: Job, path: Path, files: list[Path]) -> None:
         config = replace(self.execution, cache_dir=str(self.cache_dir) if self.cache_dir else None)

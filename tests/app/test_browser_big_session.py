@@ -88,9 +88,11 @@ def test_a_big_session_shows_progress_then_the_pod_viewer(page, server) -> None:
     page.goto(server + "/pod?session=2026_02_01_big")
     page.get_by_text("Analysing the 5 workers of 2026_02_01_big").wait_for(timeout=20_000)
     page.screenshot(path=str(ARTIFACTS / "big_session_progress.png"), full_page=True)
-    # the page reloads itself when the workers are done
+    page.evaluate("window.podscopeNotReloaded = true")
+    # the page renders itself again when the workers are done, in place (no reload)
     page.locator("#pod-badges").wait_for(timeout=120_000)
     settle(page)
+    assert page.evaluate("window.podscopeNotReloaded === true")
     assert "4 workers" in page.inner_text("#pod-badges")
     notes = page.inner_text("#pod-notes")
     assert "left out: 10.0.0.9_6000" in notes
@@ -105,7 +107,7 @@ def test_cancel_stops_the_analysis_and_says_so(page, server) -> None:  # type: i
     page.get_by_text("Analysing the 24 workers of 2026_02_02_slow").wait_for(timeout=20_000)
     page.click("#prep-cancel")
     page.get_by_text("Cancelling").wait_for(timeout=5_000)
-    # after the running tasks finish, the page reloads and says why there is nothing
+    # after the running tasks finish, the page renders again and says why there is nothing
     page.get_by_text("analysis of 2026_02_02_slow cancelled").wait_for(timeout=120_000)
     page.wait_for_timeout(2000)
     assert page.get_by_text("analysis of 2026_02_02_slow cancelled").is_visible()  # it stays

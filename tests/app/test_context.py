@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -124,7 +125,6 @@ def test_a_session_asked_for_twice_at_once_is_loaded_once(tmp_path: Path) -> Non
 
 
 def test_a_page_request_prepares_its_session_before_the_layout_callback(tmp_path: Path) -> None:
-    import time
 
     from tests.analyzers.test_breakdown import worker_trace
 
@@ -171,16 +171,34 @@ def small_and_big(logdir: Path) -> None:
 
 
 def test_a_prefetch_loads_only_what_the_request_would_load_itself(tmp_path: Path) -> None:
-    """A big session's job (and how the last one ended, said once) is the page's own."""
+    """A big session's job may be started ahead (``start``), once; how it ended is said once,
+    to the page."""
     from dataclasses import replace
 
-    from podscope.app.store import SessionStore
+    from podscope.app.store import SessionError, SessionStore
 
     small_and_big(tmp_path)
     store = SessionStore(tmp_path, cache_dir=tmp_path / "cache")
     store.execution = replace(store.execution, in_process_below=2)
     assert store.loads_here("small") and not store.loads_here("big")
     assert not store.loads_here("../outside") and not store.loads_here("absent")
+    for name in ("small", "../outside", "absent"):
+        store.start(name)  # nothing to start: the page loads it, or says what is wrong
+    assert store._jobs == {}
+    with pytest.MonkeyPatch.context() as mp:  # a job that fails, to be said once
+        mp.setattr("podscope.app.store.run_session", lambda *a, **k: 1 / 0)
+        store.start("big")
+        job = store.job("big")
+        assert job is not None and job.finished.wait(60)
+        store.start("big")  # ended, not yet said: not started again
+        assert store.job("big") is job
+        with pytest.raises(SessionError, match="ZeroDivisionError"):
+            store.get("big")  # said to the page, once
+    store.start("big")  # then the next visit's prefetch starts it again
+    job = store.job("big")
+    assert job is not None and job.finished.wait(300) and job.error is None
+    store.start("big")  # in memory now
+    assert store.job("big") is None and store.loads_here("big")
     # the server starts the pool's fork server only where a session will need it
     assert store.any_in_background()
     store.execution = replace(store.execution, in_process_below=4)
@@ -259,16 +277,22 @@ def test_the_layout_callback_takes_the_layout_the_page_request_made(tmp_path: Pa
         client = app.server.test_client()
         assert client.get("/ops?session=small&by=type").status_code == 200
         with app.server.test_request_context("/_dash-update-component"):
-            taken = page["layout"](session="small", by="type")  # as Dash's router calls it
-            again = page["layout"](session="small", by="type")
+            # as Dash's router calls it: the query, and the router's input of the shell
+            taken = page["layout"](session="small", by="type", podscope_render=None)
+            again = page["layout"](session="small", by="type", podscope_render=1)
         assert computed == [{"session": "small", "by": "type"}] * 2  # the request's, `again`'s
         assert taken is not again and to_json_plotly(taken) == to_json_plotly(again)
         computed.clear()
         assert client.get("/ops?session=big").status_code == 200
+        # the request starts the big session's job (the state, not a time)
+        deadline = time.monotonic() + 60
+        while store.job("big") is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        job = store.job("big")
+        assert job is not None and computed == []  # and leaves its layout to the callback
         with app.server.test_request_context("/_dash-update-component"):
-            page["layout"](session="big")  # the job's page: started by the callback
-        assert computed == [{"session": "big"}]
-        job = store.job("big")  # ends here, not in the tests that follow (its pool with it)
-        assert job is not None and job.finished.wait(300) and job.error is None
+            page["layout"](session="big", podscope_render=None)  # progress, of that job
+        assert computed == [{"session": "big"}] and store.job("big") in (job, None)
+        assert job.finished.wait(300) and job.error is None  # ends here, its pool with it
     finally:
         page["layout"].__wrapped__ = real
