@@ -144,15 +144,18 @@ def _where(job: Job) -> str:
     Output(ids.PREP_BAR, "label"),
     Output(ids.PREP_WHERE, "children"),
     Output(ids.PREP_DONE, "data"),
+    Output(ids.PREP_TICK, "disabled"),
     Input(ids.PREP_TICK, "n_intervals"),
     State(ids.PREP_SESSION, "children"),
     prevent_initial_call=True,
 )
-def _poll(_: int, session: str) -> tuple[Any, Any, Any, Any]:
+def _poll(_: int, session: str) -> tuple[Any, Any, Any, Any, Any]:
     job = current().store.job(session)
-    if job is None or job.finished.is_set():  # done (or failed): show the page (or why)
-        return dash.no_update, dash.no_update, dash.no_update, True
-    return job.done, f"{job.done}/{job.total}", _where(job), dash.no_update
+    if job is None or job.finished.is_set():
+        # done (or failed): show the page (or why), once: the ticks stop here, or each one
+        # would render the page again while the last render is still being made
+        return dash.no_update, dash.no_update, dash.no_update, True, True
+    return job.done, f"{job.done}/{job.total}", _where(job), dash.no_update, dash.no_update
 
 
 # Done: the page renders again from the finished analysis, in place (the shell's PAGE_RENDER
