@@ -42,9 +42,11 @@ def test_straggler_is_the_culprit_and_the_others_wait_its_milliseconds(scenario_
     victims = [cap.label("worker:0"), cap.label("worker:2")]
     for v in victims:
         assert roles.loc[v, "role"] == "victim", roles
-        # within 20 % of the injected 60 ms (a victim traced by the Python tracer alone is
-        # estimated from its step start: the same number)
-        assert 48.0 <= roles.loc[v, "mean_wait_ms"] <= 72.0, roles
+        # the injected 60 ms, less 20 % at most (a victim traced by the Python tracer alone is
+        # estimated from its step start: the same number); more on a busy machine, where the
+        # culprit's threads then wait for a core too (75 ms with make test's two processes on
+        # 2 cores), so the victims really wait longer: up to 50 % more
+        assert 48.0 <= roles.loc[v, "mean_wait_ms"] <= 90.0, roles
     late = a.slow_steps[a.slow_steps["role"] == "late"]
     assert (late["worker"] == culprit).all()
     assert_cause(late, "late start")
