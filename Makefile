@@ -61,7 +61,7 @@ fuzz: install-test
 	PODSCOPE_FUZZ_N=5000 $(VENV)/bin/pytest -q tests/test_fuzz.py \
 	  tests/trace_parsers/test_cache.py::test_corrupted_cache_entries_are_misses_never_crashes
 
-# The tests make test leaves out (marked long: 10-15 min), with 8 consecutive captures; then
+# The tests make test leaves out (marked long: 15-20 min), with 8 consecutive captures; then
 # verdicts over a seeded, randomized matrix of engine runs (30-60 min); writes verify/REPORT.md;
 # then 30 engine starts beside busy loops (verify/STARTS.md); then 9 watched runs whose
 # bottleneck begins at a drawn time (verify/WATCH_REPORT.md); then the wheel built, installed

@@ -58,7 +58,7 @@ def test_input_bound_input_is_the_largest_category(scenario_capture) -> None:  #
     assert pod.loc[~pod["split"], "bottleneck"].isna().all()
 
 
-@pytest.mark.long  # a capture of its own; make verify runs it and its matrix draws the scenario
+@pytest.mark.long  # a capture of its own; make verify runs it
 def test_no_step_markers_fallback_finds_steps(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     cap = scenario_capture("mwms-loop", "no-step-markers")
     pod, _, methods = analyse(cap.session_dir)

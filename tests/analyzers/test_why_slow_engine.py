@@ -170,6 +170,7 @@ def test_ps_imbalance_names_the_loaded_parameter_server(scenario_capture) -> Non
     assert finding.severity == "none", finding
 
 
+@pytest.mark.long  # two fully traced captures (1.5 min); make verify runs it, its matrix draws slow-allreduce
 def test_slow_allreduce_is_the_collective_not_a_worker(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     """Every worker host-traced (jemalloc keeps TF 2.20/2.21 from crashing them): the delayed
     link makes each all-reduce slow after everyone arrived; the baseline's all-reduces are

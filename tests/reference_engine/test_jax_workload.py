@@ -32,7 +32,9 @@ def per_worker(a: SessionAnalysis, column: str) -> dict[str, float]:
 @pytest.mark.parametrize(
     "cfg",
     [
-        JaxConfig(workers=3, steps=STEPS, scenario="baseline"),
+        pytest.param(
+            JaxConfig(workers=3, steps=STEPS, scenario="baseline"), marks=pytest.mark.long
+        ),
         JaxConfig(workers=3, steps=STEPS, scenario="slow-host", slow_task=1, slow_ms=SLOW_MS),
         pytest.param(
             JaxConfig(workers=2, steps=STEPS, scenario="slow-device", slow_task=0, slow_ms=SLOW_MS),

@@ -120,7 +120,7 @@ def test_eager_runs_ops_eagerly(scenario_capture) -> None:  # type: ignore[no-un
     assert eager_share(chief_events(scenario_capture("mwms-loop", "baseline"))) < 0.02
 
 
-@pytest.mark.long  # a capture of its own; make verify runs it and its matrix draws the scenario
+@pytest.mark.long  # a capture of its own; make verify runs it
 def test_no_step_markers_but_one_function_call_per_step(scenario_capture) -> None:  # type: ignore[no-untyped-def]
     ev = chief_events(scenario_capture("mwms-loop", "no-step-markers"))
     assert steps(ev).empty
