@@ -9,6 +9,7 @@ import os
 import pickle
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,8 +179,9 @@ def scenario_capture(
             if described.exists():
                 made[key] = pickle.loads(described.read_bytes())
             else:
-                root = shared / f"{workload}-{scenario}-h{host_tracer_level}-{name}"
-                root.mkdir(parents=True)
+                # a folder of its own: a failed try's stays as it was
+                prefix = f"{workload}-{scenario}-h{host_tracer_level}-"
+                root = Path(tempfile.mkdtemp(prefix=prefix, dir=shared))
                 made[key] = capture_scenario(
                     cfg,
                     root,
