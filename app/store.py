@@ -237,25 +237,27 @@ class SessionStore:
         except (layout.LayoutError, OSError) as e:
             raise SessionError(f"session {session}: {e}") from None
 
-    def _key(self, session: str) -> tuple[Path, tuple[object, ...]]:
-        """The session's folder, and the key of its analysis: its files as they are now."""
+    def _key(self, session: str) -> tuple[Path, tuple[object, ...], list[Path]]:
+        """The session's folder, the key of its analysis (its files as they are now), and
+        those files."""
         path = self.path(session)
-        stats = [(f.name, f.stat()) for f in trace_files(path)]
-        files = tuple((name, st.st_size, st.st_mtime_ns) for name, st in stats)
-        return path, (session, SCHEMA_VERSION, files)
+        files = trace_files(path)
+        stats = [(f.name, f.stat()) for f in files]
+        named = tuple((name, st.st_size, st.st_mtime_ns) for name, st in stats)
+        return path, (session, SCHEMA_VERSION, named), files
 
     def loads_here(self, session: str) -> bool:
         """Whether ``get`` answers from memory or loads the session in the calling thread,
         rather than starting a background job or reporting how the last one ended (once, to
         whoever asks next): what a page's prefetch (``app.main``) may do ahead of the page."""
         try:
-            path, key = self._key(session)
+            _, key, files = self._key(session)
         except (SessionError, OSError):
             return False
         with self._lock:
             if key in self._items:
                 return True
-        return self._in_request(trace_files(path))
+        return self._in_request(files)
 
     def any_in_background(self) -> bool:
         """Whether some session of the logdir is analysed by a background job (``_job``)."""
@@ -272,7 +274,7 @@ class SessionStore:
             SessionError: bad or unknown session name.
             TraceParseError: no file of the session could be parsed.
         """
-        path, key = self._key(session)
+        path, key, files = self._key(session)
         with self._lock:
             hit = self._items.get(key)
             if hit is not None:
@@ -284,7 +286,6 @@ class SessionStore:
         if loading is not None:
             return loading.result()  # the same analysis, or the same error
         try:
-            files = trace_files(path)
             if not self._in_request(files):
                 raise SessionPreparing(self._job(key, session, path, files))
             analysis = self._in_process(key, path, files)
@@ -348,8 +349,7 @@ class SessionStore:
         scripts (1-1.5 s). The page then shows its progress, or how it ended, as if the page
         had started it. A small, unknown or bad session is left to the page."""
         try:
-            path, key = self._key(session)
-            files = trace_files(path)
+            path, key, files = self._key(session)
         except (SessionError, OSError):
             return
         if self._in_request(files):
