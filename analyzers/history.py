@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from podscope.analyzers.attribution import worker_causes
 from podscope.analyzers.breakdown import CATEGORIES
 from podscope.analyzers.compare import op_rates, step_metrics
 from podscope.analyzers.session import SessionAnalysis
@@ -73,6 +74,7 @@ def summarize(
     )
     roles = analysis.roles
     culprits = sorted(roles.loc[roles["role"] == "culprit", "worker"].astype(str))
+    causes = worker_causes(analysis.slow_steps)
     findings = [f for f in analysis.findings if f.applies and f.severity != "none"]
     top = findings[0] if findings else None
     per = "step" if len(analysis.capture_steps) else "capture"
@@ -94,7 +96,8 @@ def summarize(
         "step_ms": {w: _num(v) for w, v in per_worker.items()},
         "metrics": {k: _num(v) for k, v in step_metrics(pod).items()},
         "culprits": culprits,
-        "causes": {w: _cause(analysis.slow_steps, w) for w in culprits},
+        # the cause of each culprit's late steps (``worker_causes``; "" when it has none)
+        "causes": {w: str(causes["cause"].get(w, "")) for w in culprits},
         "top": None
         if top is None
         else {"rule_id": top.rule_id, "title": top.title, "severity": str(top.severity)},
@@ -102,12 +105,6 @@ def summarize(
         "ops": {f"{t}|{n}": _num(v) for (t, n), v in ops["self_us"].items()},
         "per": per,
     }
-
-
-def _cause(slow: pd.DataFrame, worker: str) -> str:
-    """The most common cause of the worker's late steps ("" when it has none)."""
-    own = slow[(slow["worker"].astype(str) == worker) & (slow["role"] == "late")]
-    return str(own["cause"].mode().iloc[0]) if len(own) else ""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from podscope.analyzers.attribution import worker_causes
 from podscope.analyzers.breakdown import CATEGORIES
 
 #: What a host × step matrix can show: step time, lateness, or one category's time.
@@ -196,8 +197,8 @@ def outliers(
 ) -> pd.DataFrame:
     """The hosts that matter, worst first: per host its lateness (the straggler analysis'
     ``late_ms``: mean arrival after the others' median, or step time over theirs), its mean
-    step against the median host's, its role (culprit, victim), its slow steps and their most
-    common cause with the ops that grew (``slow_steps``); the hosts late by more than 5 % of
+    step against the median host's, its role (culprit, victim), its slow steps, their cause
+    (``worker_causes``) and the ops that grew most often (``slow_steps``); the hosts late by more than 5 % of
     the median step, or named culprits, and at most ``top`` of them."""
     if stragglers.empty:
         return pd.DataFrame()
@@ -217,15 +218,12 @@ def outliers(
         out["role"] = ""
     out["slow_steps"], out["cause"], out["ops"] = 0, "", ""
     if len(slow_steps):
-        own = slow_steps[slow_steps["role"].astype(str) != "victim"]
-        own = own.assign(worker=own["worker"].astype(str))
-        for worker, g in own.groupby("worker"):
-            if worker in out.index:
-                cause = g["cause"].astype(str).mode()
-                ops = g["ops"].astype(str).mode()
-                out.loc[worker, "slow_steps"] = len(g)
-                out.loc[worker, "cause"] = cause.iloc[0] if len(cause) else ""
-                out.loc[worker, "ops"] = ops.iloc[0] if len(ops) else ""
+        causes = worker_causes(slow_steps, ("late", "outlier")).reindex(out.index).dropna()
+        out.loc[causes.index, "slow_steps"] = causes["steps"].astype("int64")
+        out.loc[causes.index, "cause"] = causes["cause"]
+        ops = slow_steps["ops"].astype(str).groupby(slow_steps["worker"].astype(str))
+        common = ops.agg(lambda g: g.mode().iloc[0] if len(g) else "").reindex(causes.index)
+        out.loc[causes.index, "ops"] = common
     # no slow step of its own (a synchronous job's late host keeps the common step time): the
     # category it spends more time in than the median host
     excess = _category_excess(pod)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from podscope.analyzers.attribution import BEFORE_CALL
+from podscope.analyzers.attribution import BEFORE_CALL, MIXED, worker_causes
 from podscope.analyzers.diagnostics.base import (
     Severity,
     Thresholds,
@@ -27,8 +27,9 @@ from podscope.analyzers.session import SessionAnalysis
     levels="straggler_wait",
 )
 def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
-    """The culprit (late in most steps), its cause (one component ≥ 80 % of its excess, else
-    mixed) and the victims' wait as a share of their step time."""
+    """The culprit (late in most steps), its cause (``worker_causes``: one component ≥ 2/3 of
+    its late steps' summed excess, else mixed) and the victims' wait as a share of their step
+    time."""
     roles = inp.roles
     if len(roles) < 2:
         return skip("needs steps on at least two workers")
@@ -45,9 +46,9 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         )
     worker = str(culprits["worker"].iloc[0])
     late = inp.slow_steps[(inp.slow_steps["worker"] == worker) & (inp.slow_steps["role"] == "late")]
-    causes = late["cause"].value_counts(normalize=True)
+    named = worker_causes(late).loc[worker]
     worst = late.iloc[0]
-    cause = str(causes.index[0])
+    cause = str(named["cause"])
     advice = {
         "late start": "it starts its steps late: work between its steps (host load, callbacks, a "
         "slow input fetch before the step) — compare its timeline before the step with a "
@@ -64,6 +65,11 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         "blocking fetch before each call): look at its host threads before each step on the "
         "Timeline.",
     }.get(cause, "no single component explains it: compare its timeline with a victim's.")
+    how = (
+        f"{named['share']:.0%} of its lateness"
+        if cause != MIXED
+        else "no component is two thirds of its lateness"
+    )
     # Synchronous: what it costs is the victims' wait (none waiting: nothing held back).
     # Asynchronous: its own extra time per step, as a share of the median step.
     expression = "float(prepare(frames).roles.query(\"role == 'victim'\").wait_share.max() if (prepare(frames).roles.role == 'victim').any() else 0.0)"
@@ -78,7 +84,10 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             "culprit": worker,
             "late_in_steps": f"{len(late)} of {int(culprits['steps'].iloc[0])}",
             "cause": cause,
-            "cause_share_of_steps": round(float(causes.iloc[0]), 3),
+            "cause_share_of_excess": round(float(named["share"]), 3),
+            "late_steps_by_cause": {
+                str(k): int(v) for k, v in late["cause"].value_counts().items()
+            },
             "excess_ms_per_late_step": round(float(late["excess_ns"].mean()) / 1e6, 3),
             "worst_step": {
                 "step": int(worst["step"]),
@@ -90,7 +99,8 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             .round(3)
             .to_dict(),
         },
-        recommendation=f"{worker} is the culprit; the others wait for it. Cause: {cause}: {advice}",
+        recommendation=f"{worker} is the culprit; the others wait for it. Cause: {cause} ({how}): "
+        f"{advice}",
         at_stake_ns=float(victims["mean_wait_ms"].mean()) * 1e6 if len(victims) else 0.0,
         page=page_at("/timeline", worker, int(worst["step"])),
     )

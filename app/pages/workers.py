@@ -14,6 +14,7 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
+from podscope.analyzers.attribution import MIXED, worker_causes
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app import ids
 from podscope.app.grid_source import BLOCK, block, column_filters, records
@@ -153,7 +154,12 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
     else:
         w = str(culprit["worker"].iloc[0])
         mine = slow[(slow["worker"] == w) & (slow["role"] == "late")]
-        cause = mine["cause"].mode().iloc[0] if len(mine) else "mixed"
+        named = worker_causes(mine).reindex([w]).iloc[0]
+        cause = (
+            f"{named['cause']}, {named['share']:.0%} of its lateness"
+            if named["cause"] != MIXED
+            else "mixed: no component is two thirds of its lateness"
+        )
         victims = roles[roles["role"] == "victim"]
         if len(victims) <= NAMED_VICTIMS:
             waits = ", ".join(
@@ -194,7 +200,8 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
         grid(roles, origin=a.start_ns),
         note,
         html.H6(
-            "Slow worker-steps (cause: one component ≥ 80 % of the excess, else mixed)",
+            "Slow worker-steps (cause: one component ≥ 80 % of the step's excess, else mixed; "
+            "largest: that component either way)",
             className="mt-3",
         ),
         paged_grid(ids.WK_SLOW, a, "420px")

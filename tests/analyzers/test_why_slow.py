@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from podscope.analyzers.attribution import roles
+from podscope.analyzers.attribution import roles, worker_causes
 from podscope.analyzers.diagnostics import Thresholds, diagnose
 from podscope.analyzers.input_pipeline import ASYNC_STAGES, stage_of, suggestion
 from podscope.analyzers.session import SessionAnalysis
@@ -192,6 +192,39 @@ def test_no_dominant_component_is_mixed() -> None:
     late = a.slow_steps[a.slow_steps["basis"] == "vs other workers"]
     assert (late["cause"] == "mixed").all()
     assert late["components"].iloc[0] == "host_compute +0.30 ms, input +0.30 ms"
+    # listed first by the tie's order in every step, yet half of the lateness: still mixed
+    assert (late["largest"] == "host_compute").all()
+    assert worker_causes(late).loc["w_2", "cause"] == "mixed"
+
+
+def slow_rows(*rows: tuple[str, float, str, float]) -> pd.DataFrame:
+    """``slow_steps`` rows of one worker: (role, excess ns, largest component, its share)."""
+    return pd.DataFrame(
+        [("w", role, e, "mixed", top, share) for role, e, top, share in rows],
+        columns=["worker", "role", "excess_ns", "cause", "largest", "cause_share"],
+    )
+
+
+def test_a_workers_cause_is_read_from_its_summed_excess_not_its_steps_labels() -> None:
+    """A make test run on a loaded machine: the injected late start was the largest part of
+    each of 19 late steps, and 9 of them were mixed (a late previous end beside it); here 10
+    are, so the most common label is mixed."""
+    steps = [("late", 80e6, "late start", 0.72)] * 10 + [("late", 60e6, "late start", 0.95)] * 9
+    got = worker_causes(slow_rows(*steps)).loc["w"]
+    assert got["cause"] == "late start" and got["steps"] == 19
+    assert got["share"] == pytest.approx((10 * 80 * 0.72 + 9 * 60 * 0.95) / (10 * 80 + 9 * 60))
+    # two causes taking turns, each all of its steps: neither is two thirds of the lateness
+    turns = [("late", 50e6, "late start", 1.0), ("late", 50e6, "host_compute", 1.0)] * 5
+    assert worker_causes(slow_rows(*turns)).loc["w", "cause"] == "mixed"
+    # a step with no positive component counts in the total and names nothing
+    rows = [("late", 10e6, "input", 1.0), ("late", 10e6, "", 0.0)]
+    assert worker_causes(slow_rows(*rows)).loc["w", "share"] == pytest.approx(0.5)
+    # only the roles asked for
+    rows = [("late", 10e6, "input", 1.0), ("outlier", 30e6, "host_compute", 1.0)]
+    assert worker_causes(slow_rows(*rows)).loc["w", "cause"] == "input"
+    both = worker_causes(slow_rows(*rows), ("late", "outlier")).loc["w"]
+    assert both["cause"] == "host_compute" and both["share"] == pytest.approx(0.75)
+    assert worker_causes(slow_rows()).empty
 
 
 def test_outlier_step_against_own_history() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from podscope.analyzers.attribution import BEFORE_CALL
+from podscope.analyzers.attribution import BEFORE_CALL, worker_causes
 from podscope.analyzers.session import SessionAnalysis
 from podscope.trace_parsers import load
 from tests.analyzers.test_diagnostics import assert_expressions_reproduce
@@ -53,14 +53,16 @@ def test_straggler_is_the_culprit_and_the_others_wait_its_milliseconds(scenario_
 
 
 def assert_cause(late: pd.DataFrame, cause: str) -> None:
-    """The injected cause is the largest component of every late step, and the cause of most.
-    Not of all: with 3 TF workers on 2 cores, the scheduler can end the culprit's previous
-    step 20-27 ms late (``previous step ended late``), and one run of 21 late steps had 6 at
-    a share of 0.67-0.77, under the 0.8 that names a cause (``mixed``); the next run none."""
-    causes = late["cause"].value_counts()
-    assert late["components"].str.startswith(cause + " +").all(), late["components"].tolist()
-    assert (late["cause"] == cause).mean() >= 0.6, causes
-    assert late["cause"].isin([cause, "mixed"]).all(), causes
+    """The injected cause is the largest component of every late step, and the culprit's cause:
+    two thirds of its late steps' summed excess at least (``worker_causes``). Not every step's
+    label: with 3 TF workers on 2 cores, the scheduler can end the culprit's previous step
+    20-27 ms late (``previous step ended late``), and a step's share then falls under the 0.8
+    that names a step's cause. One run of 21 late steps had 6 such (``mixed``), the next none;
+    make test's two processes on CI's 2 cores had 9 of 19 and 8 of 19."""
+    assert (late["largest"] == cause).all(), late["components"].tolist()
+    assert late["cause"].isin([cause, "mixed"]).all(), late["cause"].value_counts()
+    named = worker_causes(late)
+    assert len(named) == 1 and named["cause"].iloc[0] == cause, named
 
 
 def test_a_chief_slowed_in_its_keras_callbacks_is_the_culprit_under_the_default_plan(
