@@ -81,6 +81,10 @@ def test_the_report_says_whether_each_target_is_met() -> None:
     assert "## Per workload, and the slowed task" in text
     assert "| straggler | mwms-fit | task > 0 | 1 | 100% | 100% |" in text
     assert "| straggler | mwms-loop | task > 0 | 1 | 0% | 100% |" in text
+    assert "Not recorded in this runs.csv (`--rejudge` records it)." in text
+    # the culprit's cause, of the runs whose culprit is right
+    text = report(rows.assign(cause=["late start", "mixed", "—", ""]), seed=7)
+    assert "| workload | slowed | late start |\n|---|---|---|\n| mwms-fit | task > 0 | 1 |" in text
 
 
 def test_the_jax_draw_is_seeded_and_covers_every_scenario() -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from podscope.analyzers.attribution import worker_causes
 from podscope.analyzers.diagnostics import diagnose
 from podscope.analyzers.session import SessionAnalysis
 from podscope.trace_parsers import load
@@ -55,21 +56,28 @@ class Verdict:
     top: str
     culprits: tuple[str, ...]
     fired: tuple[str, ...]
+    #: each culprit's cause, as its verdict says it (``worker_causes``)
+    causes: tuple[str, ...] = ()
 
 
 def judge(session_dir: Path) -> Verdict:
     """The top finding (first that fires, in the report's order), the culprits, every rule
-    that fired; culprits as task names (``worker:2``, from the capture's manifest)."""
+    that fired, the culprits' causes; culprits as task names (``worker:2``, from the capture's
+    manifest)."""
     analysis = SessionAnalysis(load(session_dir, cache=False))
     findings = [f for f in diagnose(analysis) if f.applies and f.severity != "none"]
     manifest = json.loads((session_dir / "capture.json").read_text())
     tasks = {w["label"]: f"{w['role']}:{w['index']}" for w in manifest["workers"]}
     roles = analysis.roles
-    culprits = tuple(
-        sorted(tasks.get(w, w) for w in roles.loc[roles["role"] == "culprit", "worker"])
+    named = sorted(
+        roles.loc[roles["role"] == "culprit", "worker"].astype(str), key=lambda w: tasks.get(w, w)
     )
+    causes = worker_causes(analysis.slow_steps)["cause"]
     return Verdict(
-        findings[0].rule_id if findings else "—", culprits, tuple(f.rule_id for f in findings)
+        findings[0].rule_id if findings else "—",
+        tuple(tasks.get(w, w) for w in named),
+        tuple(f.rule_id for f in findings),
+        tuple(str(causes.get(w, "")) for w in named),
     )
 
 
@@ -102,13 +110,16 @@ def _run_one(run: Run, root: Path) -> dict[str, object]:
             top=v.top,
             culprits=culprits,
             fired=",".join(v.fired),
+            cause=",".join(v.causes) or "—",
             culprit_ok=culprit_ok,
             top_ok=top_ok,
             session=str(cap.session_dir),
             error="",
         )
     except Exception as e:  # a run that failed is a row of the report, with its error
-        row.update(top="", culprits="", fired="", culprit_ok=False, top_ok=False, session="")
+        row.update(
+            top="", culprits="", fired="", cause="", culprit_ok=False, top_ok=False, session=""
+        )
         row["error"] = f"{type(e).__name__}: {e}"[:300]
     row["seconds"] = round(time.monotonic() - t0, 1)
     return row
@@ -242,6 +253,7 @@ def report(rows: pd.DataFrame, seed: int, rejudged: bool = False) -> str:
             )
         ),
         "",
+        *_cause_section(ok, slowed),
         "## Every run",
         "",
         markdown(
@@ -254,6 +266,28 @@ def report(rows: pd.DataFrame, seed: int, rejudged: bool = False) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _cause_section(ok: pd.DataFrame, slowed: pd.Series) -> list[str]:
+    """The straggler runs' culprit causes, per workload and slowed task (runs whose culprit is
+    right): what the ``straggler_cause`` verdict tells the user to look at."""
+    head = ["## The culprit's cause in straggler runs", ""]
+    if "cause" not in ok:
+        return [*head, "Not recorded in this runs.csv (`--rejudge` records it).", ""]
+    right = (ok["scenario"] == "straggler") & ok["culprit_ok"].astype(bool)
+    runs = ok[right].assign(slowed=slowed[right])
+    text = (
+        "Where the straggler sleeps: mwms-loop before its step; mwms-fit in its Keras "
+        "`on_train_batch_begin`, inside its step, before the step function; ps in a "
+        "SleepDataset of its input pipeline. An mwms-fit worker other than the chief is "
+        "traced by the Python tracer only: its step's start is all the trace has of it, so its "
+        "callbacks read as a late start. `mixed`: no component is two thirds of its late "
+        "steps' summed excess."
+    )
+    if runs.empty:
+        return [*head, "No straggler run named its culprit.", ""]
+    table = pd.crosstab([runs["workload"], runs["slowed"]], runs["cause"].fillna("—"))
+    return [*head, text, "", markdown(table), ""]
 
 
 def jax_report(rows: pd.DataFrame, seed: int) -> str:
@@ -329,10 +363,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.rejudge:
             for i, r in rows[rows["session"] != ""].iterrows():
                 v = judge(Path(str(r["session"])))
-                rows.loc[i, ["top", "culprits", "fired"]] = [
+                rows.loc[i, ["top", "culprits", "fired", "cause"]] = [
                     v.top,
                     ",".join(v.culprits) or "—",
                     ",".join(v.fired),
+                    ",".join(v.causes) or "—",
                 ]
         args.report.write_text(report(rows, args.seed, rejudged=args.rejudge))
         return 0
