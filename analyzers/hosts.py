@@ -198,8 +198,8 @@ def outliers(
     """The hosts that matter, worst first: per host its lateness (the straggler analysis'
     ``late_ms``: mean arrival after the others' median, or step time over theirs), its mean
     step against the median host's, its role (culprit, victim), its slow steps, their cause
-    (``worker_causes``) and the ops that grew most often (``slow_steps``); the hosts late by more than 5 % of
-    the median step, or named culprits, and at most ``top`` of them."""
+    (``worker_causes``) and the ops that grew most often (``slow_steps``); the hosts late by
+    more than 5 % of the median step, or named culprits, and at most ``top`` of them."""
     if stragglers.empty:
         return pd.DataFrame()
     s = stragglers.assign(worker=stragglers["worker"].astype(str)).set_index("worker")
@@ -221,9 +221,10 @@ def outliers(
         causes = worker_causes(slow_steps, ("late", "outlier")).reindex(out.index).dropna()
         out.loc[causes.index, "slow_steps"] = causes["steps"].astype("int64")
         out.loc[causes.index, "cause"] = causes["cause"]
-        ops = slow_steps["ops"].astype(str).groupby(slow_steps["worker"].astype(str))
-        common = ops.agg(lambda g: g.mode().iloc[0] if len(g) else "").reindex(causes.index)
-        out.loc[causes.index, "ops"] = common
+        ops = slow_steps["ops"].astype(str)
+        ops = ops[slow_steps["worker"].astype(str).isin(causes.index).to_numpy()]
+        common = ops.groupby(slow_steps["worker"].astype(str)).agg(lambda g: g.mode().iloc[0])
+        out.loc[causes.index, "ops"] = common.reindex(causes.index)
     # no slow step of its own (a synchronous job's late host keeps the common step time): the
     # category it spends more time in than the median host
     excess = _category_excess(pod)

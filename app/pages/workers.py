@@ -154,7 +154,7 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
     else:
         w = str(culprit["worker"].iloc[0])
         mine = slow[(slow["worker"] == w) & (slow["role"] == "late")]
-        named = worker_causes(mine).reindex([w]).iloc[0]
+        named = worker_causes(mine).reindex([w]).fillna({"cause": MIXED, "share": 0.0}).iloc[0]
         cause = (
             f"{named['cause']}, {named['share']:.0%} of its lateness"
             if named["cause"] != MIXED
