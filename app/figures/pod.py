@@ -90,7 +90,7 @@ def breakdown_bars_figure(rows: pd.DataFrame, title: str) -> go.Figure:
         barmode="stack",
         title=title,
         xaxis_title="ms",
-        height=150 + 40 * len(y),
+        height=150 + (40 if len(y) <= 16 else 24) * len(y),  # thinner bars for many rows
         margin={"l": 10, "r": 10, "t": 90, "b": 40},
         # the legend above the bars: below them it sat on the axis title
         legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},

@@ -517,16 +517,13 @@ def _pod_bars(analysis: SessionAnalysis, selected: int | None, view: PodView) ->
     rows, title = analysis.step_rows(selected), step_title(analysis, selected)
     rows = rows[rows["worker"].astype(str).isin(set(view.chosen))]
     if len(view.chosen) <= POD_HOSTS:
-        return dcc.Graph(id=ids.POD_BARS, figure=breakdown_bars_figure(rows, title))
+        return _bars(rows, title)
     if view.groups is not None and view.groups[view.chosen].nunique() <= POD_HOSTS:
         by = view.groups.reindex(rows["worker"].astype(str)).to_numpy()
         numeric = [c for c in rows.columns if c.endswith("_ns")]
         means = rows.groupby([by, rows["device"]])[numeric].mean().reset_index()
         means = means.rename(columns={"level_0": "worker"}).assign(split=True)
-        return dcc.Graph(
-            id=ids.POD_BARS,
-            figure=breakdown_bars_figure(means, f"{title}: each group's mean host"),
-        )
+        return _bars(means, f"{title}: each group's mean host")
     return html.P(
         f"{len(view.chosen)} hosts selected: pick at most {POD_HOSTS} (a pattern such as "
         f"{pod_hosts.group_of(view.chosen[:1], max(view.levels, 1)).iloc[0]}-*, or a click on an "
@@ -534,6 +531,27 @@ def _pod_bars(analysis: SessionAnalysis, selected: int | None, view: PodView) ->
         id=ids.POD_BARS_NOTE,
         className="podscope-muted",
     )
+
+
+#: More bar rows than this are too many to read, and slow to draw (plotly.js draws each bar
+#: as an SVG path: 32 groups of hosts with 8 GPUs, 256 rows in 9 categories, took 1.5 s):
+#: each host's (or group's) accelerators are then one bar, their mean.
+BAR_ROWS = 64
+
+
+def _bars(rows: pd.DataFrame, title: str) -> Any:
+    """The bars of ``rows`` (``step_rows``: one per worker × device), each worker's
+    accelerators as their mean when there are more than ``BAR_ROWS`` rows."""
+    accelerator = (rows["device"].astype(str) != "/host:CPU").to_numpy()
+    if len(rows) > BAR_ROWS and accelerator.any():
+        devices = rows[accelerator]
+        by = devices.groupby(devices["worker"].astype(str), sort=False)
+        means = by[[c for c in rows.columns if c.endswith("_ns")]].mean()
+        means["device"] = [f"{n} devices' mean" for n in by.size()]
+        means["split"] = by["split"].all() if "split" in devices else True
+        rows = pd.concat([rows[~accelerator], means.reset_index(names="worker")])
+        title += " (each one's accelerators: their mean)"
+    return dcc.Graph(id=ids.POD_BARS, figure=breakdown_bars_figure(rows, title))
 
 
 def _host_rows(analysis: SessionAnalysis, view: PodView) -> pd.DataFrame:
