@@ -123,7 +123,7 @@ def _in_steps(coll: pd.DataFrame, aligned: pd.DataFrame) -> pd.DataFrame:
         return coll.assign(step=pd.Series(dtype="int64"))
     # worker codes by a hash lookup (a dict lookup per call's worker string was 0.2 s of
     # 133 k calls)
-    names = pd.Index(sorted(set(aligned["worker"].astype(str))))
+    names = pd.Index(sorted(aligned["worker"].astype(str).unique()))
     st = aligned.assign(_w=names.get_indexer(aligned["worker"].astype(str)))
     st = st.sort_values(["_w", "start_ns"], kind="stable")
     c_w = names.get_indexer(coll["worker"].astype(str))

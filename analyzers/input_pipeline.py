@@ -222,7 +222,9 @@ def pipeline_summary(
         "suggestion",
     ]
     calls = rule_events[matches(rule_events["name"], GET_NEXT, how="match")]
-    workers = pd.Index(sorted(set(iterators["worker"]) | set(pod["worker"].astype(str))))
+    workers = pd.Index(
+        sorted(set(iterators["worker"].unique()) | set(pod["worker"].astype(str).unique()))
+    )
     n = len(workers)
     # Every worker at once (a loop of a dozen pandas calls per worker was 2 s of a 512-host
     # pod's Workers page): the pod's steps per worker...

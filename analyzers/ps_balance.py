@@ -50,7 +50,7 @@ def ps_load(op_summary: pd.DataFrame, workers: pd.DataFrame, steps: pd.DataFrame
     ops = op_summary[~op_summary["on_device"].astype(bool)]
     update = ops["op_type"].astype(str).str.match(UPDATE)
     grads = ops["op_name"].astype(str).str.startswith(("gradient_tape/", "gradients/"))
-    trains = set(ops.loc[grads, "worker"]) | set(steps["worker"].astype(str))
+    trains = set(ops.loc[grads, "worker"].unique()) | set(steps["worker"].astype(str).unique())
     ps = sorted(set(ops.loc[update, "worker"]) - trains)
     if not ps:
         return pd.DataFrame(columns=PS_COLUMNS)

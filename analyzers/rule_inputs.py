@@ -176,7 +176,7 @@ def op_counts(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         ~isin(ops["op_type"], {"Dataset"}) & ~matches(ops["line"], "tf_data", how="startswith")
     ]  # the columns read below: a copy of every op column cost 60 ms on 1.2 M events
     cols = ["worker", "step_start_ns", "op_type", "count", "self_ps"]
-    workers = pd.Index(sorted(set(steps["worker"].astype(str))))
+    workers = pd.Index(sorted(steps["worker"].astype(str).unique()))
     if ops.empty or not len(workers):
         return pd.DataFrame(columns=cols)
     # Every worker at once: steps by (worker, start), each op in the last step of its worker
@@ -288,7 +288,7 @@ def first_starts_per_aligned_step(firsts: pd.DataFrame, aligned: pd.DataFrame) -
     out of the alignment belongs to the aligned step before it, as its events would. Every
     worker's rows in one search, on keys of (worker, ranked time): a search per worker was
     3.7 s of a 1,024-host GPU pod's diagnostics."""
-    workers = pd.Index(sorted(set(aligned["worker"].astype(str))))
+    workers = pd.Index(sorted(aligned["worker"].astype(str).unique()))
     if firsts.empty or workers.empty:
         return _first_per_step([])
     step_worker = workers.get_indexer(aligned["worker"].astype(str))
