@@ -33,8 +33,10 @@ KEPT_OPS = 40
 MIN_SHARE = 0.05
 #: Step time must change at least this much to be said.
 MIN_STEP_CHANGE = 0.10
-#: Summaries of this format; older lines are analysed again.
-SUMMARY_VERSION = 1
+#: Summaries of this format; older lines are analysed again (2: a culprit's cause is read
+#: from its late steps' summed excess, ``worker_causes``; 1 said the most common label, and a
+#: "cause changed" between the two would be the formula's, not the job's).
+SUMMARY_VERSION = 2
 
 
 def _num(value: Any) -> float | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from podscope.analyzers.history import summarize, what_changed, with_changes
+from podscope.analyzers.history import SUMMARY_VERSION, summarize, what_changed, with_changes
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app.history import SLACK, HistoryIndex
 from podscope.trace_parsers import layout, load
@@ -19,7 +19,7 @@ STRAGGLER = FIXTURES / "regressions" / "straggler_judged_by_step_ends"
 
 def entry(session: str, t: float, **kw: object) -> dict:
     base = {
-        "version": 1,
+        "version": SUMMARY_VERSION,
         "session": session,
         "start_unix_s": t,
         "culprits": [],
@@ -80,8 +80,9 @@ def test_index_keeps_the_last_line_per_session_and_skips_broken_ones(tmp_path: P
     index.add(entry("b", 2.0))
     index.add(entry("a", 1.0))
     index.add(entry("b", 2.0, culprits=["w1"]))
+    index.add({**entry("c", 3.0), "version": 1})  # an older format: analysed again, not read
     with index.path.open("a") as f:
-        f.write('{"version": 1, "session": "cut sh')  # a crash mid-line
+        f.write(f'{{"version": {SUMMARY_VERSION}, "session": "cut sh')  # a crash mid-line
     got = index.entries()
     assert [e["session"] for e in got] == ["a", "b"] and got[1]["culprits"] == ["w1"]
     assert [e["session"] for e in index.entries(["b"])] == ["b"]
@@ -90,7 +91,7 @@ def test_index_keeps_the_last_line_per_session_and_skips_broken_ones(tmp_path: P
     # Retention deleted "a": its line and the redone ones go once enough are stale.
     for i in range(SLACK):
         index.add(entry("b", 2.0, culprits=[f"w{i}"]))
-    assert index.compact(["b"]) == SLACK + 3  # "a", the older "b" lines and the cut one
+    assert index.compact(["b"]) == SLACK + 4  # "a", the older "b" lines, "c"'s and the cut one
     assert index.path.read_text().count("\n") == 1
     assert [e["culprits"] for e in index.entries()] == [[f"w{SLACK - 1}"]]
     assert index.compact(["b"]) == 0
