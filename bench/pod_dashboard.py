@@ -1,7 +1,9 @@
 """The dashboard on a pod: a fresh server on a session of N hosts (``bench.synth.pod_session``;
 with ``--devices``, each host has as many GPUs) opened page by page in headless Chromium, as a
 person opens it: the first open (the analysis in the background, with progress), then every
-page and pod view warm; the server's RSS.
+page and pod view warm, each twice: as a new page (its address typed: the scripts, the
+layout, every figure, then a quiet network) and from within the page (as a link or a control
+does: only the view is asked for and drawn); the server's RSS.
 
     python -m bench.pod_dashboard --hosts 512 [--devices 8]
 """
@@ -33,6 +35,12 @@ VIEWS = [
     "/timeline?session=pod",
     "/diagnostics?session=pod",
 ]
+#: Goes to a view from within the page, as a ``dcc.Link`` does (Dash's router then asks for
+#: that view only).
+IN_PAGE = """url => {
+  window.history.pushState({}, '', url);
+  window.dispatchEvent(new CustomEvent('_dashprivate_pushstate'));
+}"""
 DONE = "() => !document.getElementById('prep-bar')"
 READY = "() => !document.getElementById('prep-bar') && document.querySelector('.podscope-card')"
 
@@ -51,6 +59,7 @@ def run(hosts: int, devices: int = 0, cache: Path | None = None) -> dict[str, An
         browser_test.CHROME_ARGS,
         browser_test.settle,
     )
+    quiet = browser_test.DASH_QUIET.replace("QUIET_FRAMES", str(browser_test.QUIET_FRAMES))
 
     session = pod_session(OUT, hosts, slow={7: 26, 100: 23}, devices=devices)
     cache = cache or Path(tempfile.mkdtemp(prefix="podscope-pod-dash-"))
@@ -81,11 +90,29 @@ def run(hosts: int, devices: int = 0, cache: Path | None = None) -> dict[str, An
                 settle(page)
                 times[("first open " if i == 0 else "") + view] = time.perf_counter() - t
                 peak = max(peak, psutil.Process(server.pid).memory_info().rss)
+            # every view again, each from another one, within the page: the router's answer
+            # (the ``_pages_content`` update), then Dash idle for ``QUIET_FRAMES`` frames
+            for i, view in enumerate(VIEWS):
+                page.goto(base + VIEWS[i - 1])
+                settle(page)
+                t = time.perf_counter()
+                with page.expect_response(_router_answer, timeout=120_000):
+                    page.evaluate(IN_PAGE, view)
+                page.evaluate("window.__podscopeQuiet = 0")
+                page.wait_for_function(quiet, polling="raf", timeout=120_000)
+                times["in the page " + view] = time.perf_counter() - t
             browser.close()
     finally:
         server.terminate()
         server.wait(timeout=30)
     return {"hosts": hosts, "devices": devices, "times": times, "server_rss_mb": peak / 2**20}
+
+
+def _router_answer(response: Any) -> bool:
+    """The response that carries a view: Dash pages' router callback."""
+    return "_dash-update-component" in response.url and "_pages_content" in (
+        response.request.post_data or ""
+    )
 
 
 def report(r: dict[str, Any]) -> None:
@@ -97,8 +124,10 @@ def report(r: dict[str, Any]) -> None:
     for view, seconds in r["times"].items():
         print(f"{seconds:7.2f} s  {view}")
     warm = [s for v, s in r["times"].items() if v.startswith("/")]
+    inside = [s for v, s in r["times"].items() if v.startswith("in the page")]
     print(
-        f"warm views: at most {max(warm):.2f} s (target <= 2); server RSS {r['server_rss_mb']:.0f} MB (target < 2,048)"
+        f"warm views: at most {max(warm):.2f} s as new pages, {max(inside):.2f} s within the "
+        f"page (target <= 2); server RSS {r['server_rss_mb']:.0f} MB (target < 2,048)"
     )
 
 
