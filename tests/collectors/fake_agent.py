@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
+
 from podscope.collectors.export_service import (
     AgentServer,
     TraceLevels,
@@ -18,6 +20,14 @@ from podscope.collectors.export_service import (
 )
 from podscope.collectors.heartbeat import Beats
 from tests.xspace_builder import SpaceBuilder
+
+
+def own_channel(address: str) -> grpc.Channel:
+    """A channel on a connection of its own. gRPC otherwise shares a process's connections
+    between channels to one address, so a call can go out on the connection the agent's door
+    has just hung up after a refused call (UNAVAILABLE: "Stream removed"), not on a new one as
+    a client's next try does."""
+    return grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
 
 
 def xspace(events: int = 20) -> bytes:

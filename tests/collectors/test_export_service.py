@@ -12,6 +12,7 @@ import pytest
 from podscope.collectors.export_service import TOKEN_HEADER, AgentServer, safe_path, serve
 from podscope.collectors.proto import trace_export_pb2 as pb
 from podscope.collectors.proto import trace_export_pb2_grpc as pb_grpc
+from tests.collectors.fake_agent import own_channel
 
 
 @pytest.fixture
@@ -78,10 +79,9 @@ def test_token_is_required_when_set(root: Path) -> None:
     server, stub = stub_for(root, token="s3cret")
     try:
         for wrong in (None, "nope"):
-            # A channel each: the door ends a refused call's connection, and a call sent on a
-            # channel that has not yet seen it close is UNAVAILABLE.
+            # A connection each (``own_channel``): the door ends a refused call's connection.
             with (
-                grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch,
+                own_channel(f"127.0.0.1:{server.port}") as ch,
                 pytest.raises(grpc.RpcError) as err,
             ):
                 fetch(pb_grpc.TraceExportStub(ch), "s1", "h_1.xplane.pb", token=wrong)

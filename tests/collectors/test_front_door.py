@@ -32,6 +32,7 @@ from podscope.collectors.front_door import (
 )
 from podscope.collectors.proto import trace_export_pb2 as pb
 from podscope.collectors.proto import trace_export_pb2_grpc as pb_grpc
+from tests.collectors.fake_agent import own_channel
 from tests.collectors.flood import PREFACE as FLOOD_PREFACE
 from tests.collectors.flood import flood, from_address, thread_cpu_s
 from tests.collectors.loop_agent import loop_agent
@@ -123,11 +124,8 @@ def agent(tmp_path: Path, **door: object) -> Iterator[tuple[AgentServer, str]]:
 
 
 def hello(address: str, metadata: object = GOOD, timeout_s: float = 10) -> str:
-    """One Hello on a connection of its own: gRPC otherwise shares a process's connections
-    between channels to one address, and a call could go out on the connection the door
-    has just hung up (UNAVAILABLE, on a busy machine), not on a new one as a client's next
-    guess does."""
-    with grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)]) as ch:
+    """One Hello on a connection of its own (``own_channel``)."""
+    with own_channel(address) as ch:
         stub = pb_grpc.TraceExportStub(ch)
         return str(stub.Hello(pb.HelloRequest(), metadata=metadata, timeout=timeout_s).role)
 

@@ -31,7 +31,7 @@ from podscope.collectors.proto import trace_export_pb2 as pb
 from podscope.collectors.proto import trace_export_pb2_grpc as pb_grpc
 from podscope.collectors.status import Status
 from podscope.collectors.tf_profiler import call_profile, profile_request
-from tests.collectors.fake_agent import fake_agent
+from tests.collectors.fake_agent import fake_agent, own_channel
 from tests.collectors.flood import from_address
 from tests.collectors.loop_agent import loop_agent, rss_mib
 
@@ -297,9 +297,10 @@ def test_tensorflow_profile_requests_are_not_served(tmp_path: Path) -> None:
             ((), grpc.StatusCode.UNAUTHENTICATED),
             (GOOD, grpc.StatusCode.UNIMPLEMENTED),
         ):
-            # A channel each: the door ends a refused call's connection, and a call sent on
-            # a channel that has not yet seen it close is UNAVAILABLE (1 run in 3 or so).
-            with grpc.insecure_channel(address) as ch:
+            # A connection each: the door ends a refused call's connection, and a call sent
+            # on it before the client has seen it close is UNAVAILABLE. A channel each was not
+            # enough: gRPC shares connections between channels (make test's run of 2992a4c).
+            with own_channel(address) as ch:
                 t = time.monotonic()
                 with pytest.raises(grpc.RpcError) as err:
                     call_profile(ch, request, timeout_s=10, metadata=metadata)
