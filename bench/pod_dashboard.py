@@ -93,6 +93,8 @@ def run(hosts: int, devices: int = 0, cache: Path | None = None) -> dict[str, An
             # every view again, each from another one, within the page: the router's answer
             # (the ``_pages_content`` update), then Dash idle for ``QUIET_FRAMES`` frames
             for i, view in enumerate(VIEWS):
+                if VIEWS[i - 1] == view:  # one view: nowhere to come from
+                    continue
                 page.goto(base + VIEWS[i - 1])
                 settle(page)
                 t = time.perf_counter()
