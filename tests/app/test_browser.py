@@ -684,6 +684,22 @@ def test_ops_per_op_type_shows_the_type_table(page, server, how: str) -> None:  
     assert page.errors == []
 
 
+def grid_shows(page, grid: str, column: str, first: str, rows: str) -> None:  # type: ignore[no-untyped-def]
+    """Waits until the paged grid ``grid`` (its id) shows ``first`` in its first row's pinned
+    ``column`` and ``rows`` in its paging summary (``1 to 25 of 300``), and checks that it
+    still does a second later (what stays, not a transient state)."""
+    names = f"#{grid} .ag-pinned-left-cols-container [col-id={column}]"
+    summary = f"#{grid} .ag-paging-row-summary-panel"
+    page.wait_for_function(
+        f"document.querySelector('{names}')?.innerText === '{first}' && "
+        f"document.querySelector('{summary}')?.innerText.replace(/\\s+/g, ' ').trim() "
+        f"=== '{rows}'",
+        timeout=30_000,
+    )
+    page.wait_for_timeout(1000)
+    assert page.locator(names).first.inner_text() == first
+
+
 def test_ops_table_sorts_filters_and_pages_on_the_server(page, server) -> None:  # type: ignore[no-untyped-def]
     """The op table comes a block of rows at a time; its sort, its column filter, the filter
     box and its pages apply to every row of the table, not to the rows in the browser."""
@@ -696,18 +712,9 @@ def test_ops_table_sorts_filters_and_pages_on_the_server(page, server) -> None: 
     page.on("response", count_rows)
     page.goto(server + f"/ops?session={MANY_OPS_SESSION}")
     settle(page)
-    names = "#ops-table .ag-pinned-left-cols-container [col-id=op_name]"
-    summary = "#ops-table .ag-paging-row-summary-panel"
 
     def shows(first: str, rows: str) -> None:
-        page.wait_for_function(
-            f"document.querySelector('{names}')?.innerText === '{first}' && "
-            f"document.querySelector('{summary}')?.innerText.replace(/\\s+/g, ' ').trim() "
-            f"=== '{rows}'",
-            timeout=20_000,
-        )
-        page.wait_for_timeout(1000)  # what stays, not a transient state
-        assert page.locator(names).first.inner_text() == first
+        grid_shows(page, "ops-table", "op_name", first, rows)
 
     kinds = ("MatMul", "Conv2D", "Relu")
     top = MANY_OPS - 1

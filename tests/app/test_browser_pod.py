@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.synth import pod_host, pod_session
-from tests.app.test_browser import ARTIFACTS, serving, settle
+from tests.app.test_browser import ARTIFACTS, grid_shows, serving, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.slow]
 
@@ -136,18 +136,9 @@ def test_the_host_table_sorts_and_filters_every_host_on_the_server(page, server)
 
     page.on("response", count_rows)
     opened(page, server + "/pod?session=pod")
-    names = "#pod-table .ag-pinned-left-cols-container [col-id=worker]"
-    summary = "#pod-table .ag-paging-row-summary-panel"
 
     def shows(first: str, rows: str) -> None:
-        page.wait_for_function(
-            f"document.querySelector('{names}')?.innerText === '{first}' && "
-            f"document.querySelector('{summary}')?.innerText.replace(/\\s+/g, ' ').trim() "
-            f"=== '{rows}'",
-            timeout=30_000,
-        )
-        page.wait_for_timeout(1000)  # what stays, not a transient state
-        assert page.locator(names).first.inner_text() == first
+        grid_shows(page, "pod-table", "worker", first, rows)
 
     shows(pod_host(0), f"1 to 20 of {HOSTS}")
     assert blocks and max(blocks) <= 100  # blocks, never every host
