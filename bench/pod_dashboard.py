@@ -128,7 +128,8 @@ def report(r: dict[str, Any]) -> None:
     warm = [s for v, s in r["times"].items() if v.startswith("/")]
     inside = [s for v, s in r["times"].items() if v.startswith("in the page")]
     print(
-        f"warm views: at most {max(warm):.2f} s as new pages, {max(inside):.2f} s within the "
+        f"warm views: at most {max(warm, default=0):.2f} s as new pages, "
+        f"{max(inside, default=0):.2f} s within the "
         f"page (target <= 2); server RSS {r['server_rss_mb']:.0f} MB (target < 2,048)"
     )
 
