@@ -36,7 +36,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -63,8 +63,17 @@ from podscope.trace_parsers.schema import (
 
 #: Derived frames a task can compute; ``ops:<by>`` for each op table; ``rules``: what the
 #: diagnostics rules read (``analyzers.rule_inputs``; with it, the findings need no events).
-PARTS = frozenset({"steps", "breakdown", "memory", "rules", "xla_ops", *(f"ops:{b}" for b in BY)})
+#: ``pod_inputs``: the few rule frames the Pod Viewer reads (``POD_INPUT_FRAMES``).
+PARTS = frozenset(
+    {"steps", "breakdown", "memory", "rules", "pod_inputs", "xla_ops", *(f"ops:{b}" for b in BY)}
+)
 RULE_PARTS = frozenset({"steps", "breakdown", "memory", "ops:kernel", "rules"})
+#: The rule frames the Pod Viewer reads besides the steps and their breakdown: the op times of
+#: a slow step (its outliers' ops) and the devices' busy time (its header).
+POD_INPUT_FRAMES = ("op_counts", "device_busy", "worker_events")
+#: What the Pod Viewer shows, computed first when ``run_session`` is given ``first``: about
+#: two thirds of a pod's analysis.
+HEAD_PARTS = frozenset({"steps", "breakdown", "pod_inputs"})
 #: The small frames every task returns (what pages and rules need besides the derived ones).
 SMALL_FRAMES = ("planes", "lines", "workers", "parse_notes", "plane_stats", "hlo_ops")
 
@@ -255,8 +264,9 @@ def _frame_names(parts: frozenset[str]) -> list[str]:
         names.append("memory")
     if "rules" in parts:
         names += RULE_FRAMES
-    elif "xla_ops" in parts:
-        names.append("xla_ops")
+    else:
+        names += [n for n in POD_INPUT_FRAMES if "pod_inputs" in parts]
+        names += ["xla_ops"] if "xla_ops" in parts else []
     return names + sorted(p for p in parts if p.startswith("ops:"))
 
 
@@ -355,10 +365,8 @@ def _reduce(frames: TraceFrames, parts: frozenset[str]) -> dict[str, pd.DataFram
         out["own_steps"] = own[["worker", "step", "start_ns", "end_ns"]]
     if "memory" in parts:
         out["memory"] = a.memory
-    if "rules" in parts:
-        out.update((name, getattr(a, name)) for name in RULE_FRAMES)
-    elif "xla_ops" in parts:
-        out["xla_ops"] = a.xla_ops
+    rules = [n for n in _frame_names(parts) if n in RULE_FRAMES]
+    out.update((name, getattr(a, name)) for name in rules)
     for by in BY:
         if f"ops:{by}" in parts:
             out[f"ops:{by}"] = a.op_table_for(by, None)
@@ -452,10 +460,7 @@ def merge_gathered(
         derived["memory"] = g["memory"].sort_values(
             ["worker", "allocator", "t_ns"], ignore_index=True
         )
-    if "rules" in wanted:
-        derived.update((name, g[name]) for name in RULE_FRAMES)
-    elif "xla_ops" in wanted:
-        derived["xla_ops"] = g["xla_ops"]
+    derived.update((name, g[name]) for name in _frame_names(wanted) if name in RULE_FRAMES)
     for by in BY:
         if f"ops:{by}" in wanted:
             derived[f"ops:{by}"] = g[f"ops:{by}"]
@@ -621,6 +626,19 @@ def _keep_freed_memory() -> None:
     mallopt(m_top_pad, 64 << 20)
 
 
+#: How much a background pool's processes yield (``os.nice``): at 10, the kernel gives a
+#: process of normal priority about ten times their share of a core.
+BACKGROUND_NICE = 10
+
+
+def _background_process() -> None:
+    """A pool process of a background run (``run_session``'s rest, after the Pod Viewer's
+    part): the page being drawn from the first part, and the server's requests, come first."""
+    _keep_freed_memory()
+    with suppress(OSError):
+        os.nice(BACKGROUND_NICE)
+
+
 #: How a pool's processes start, and what ``where`` calls them.
 _POOLS = {"fork": "forked processes", "forkserver": "processes from a fork server"}
 
@@ -663,7 +681,7 @@ def start_pool_server() -> None:
 
 @contextmanager
 def _client(
-    config: ExecConfig, n_files: int, small_tasks: bool = False
+    config: ExecConfig, n_files: int, small_tasks: bool = False, background: bool = False
 ) -> Iterator[tuple[Any, str]]:
     """Where tasks run: a Dask client (an existing cluster, or a ``LocalCluster`` for a
     session with a big worker), a pool of local processes for a small session or one whose
@@ -674,7 +692,9 @@ def _client(
     it as well as a cluster would, without the cluster's start: two fresh interpreters
     importing Dask and pandas, 4-5 s of a 512-host pod's first analysis. A big worker's parse
     may take gigabytes: on a ``LocalCluster``, a process past its memory limit is restarted
-    and its task retried, where in a pool the kernel would kill the biggest process."""
+    and its task retried, where in a pool the kernel would kill the biggest process.
+
+    ``background``: a pool's processes run at a lower priority (``_background_process``)."""
     has_dask = importlib.util.find_spec("distributed") is not None  # the [dask] extra
     local = config.scheduler is None
     if local and (n_files < config.in_process_below or small_tasks or not has_dask):
@@ -685,7 +705,9 @@ def _client(
             yield None, "in-process"
             return
         with ProcessPoolExecutor(
-            max_workers=n, mp_context=_pool_context(method), initializer=_keep_freed_memory
+            max_workers=n,
+            mp_context=_pool_context(method),
+            initializer=_background_process if background else _keep_freed_memory,
         ) as pool:
             yield pool, f"{n} {_POOLS[method]}"
         return
@@ -728,10 +750,12 @@ def run_tasks(
     progress: Progress | None = None,
     on_start: Callable[[str], None] | None = None,
     small_tasks: bool = False,
+    background: bool = False,
 ) -> tuple[list[Any], str]:
     """Runs ``task(unit, *args)`` once per unit (a file, or a batch of files: ``batches``)
-    where ``config`` says (see ``_client``: ``small_tasks``, every unit's memory is bounded);
-    ``progress`` counts files.
+    where ``config`` says (see ``_client``: ``small_tasks``, every unit's memory is bounded;
+    ``background``, a pool's processes yield the cores to this one's); ``progress`` counts
+    files.
 
     Returns:
         The results in the units' order, and where they ran.
@@ -750,7 +774,7 @@ def run_tasks(
             progress(done, total)
 
     results: dict[int, Any] = {}
-    with _client(config, total, small_tasks) as (client, where):
+    with _client(config, total, small_tasks, background) as (client, where):
         if on_start:
             on_start(where)
         if client is None:
@@ -826,6 +850,7 @@ def run_session(
     progress: Progress | None = None,
     load_events: Callable[[], TraceFrames] | None = None,
     on_start: Callable[[str], None] | None = None,
+    first: Callable[[SessionRun], None] | None = None,
 ) -> SessionRun:
     """Runs ``analyze_files`` tasks (``batches`` of the files) where ``config`` says and
     merges the results.
@@ -838,7 +863,13 @@ def run_session(
             (a cancel) stops the run and cancels what has not run.
         load_events: how the merged analysis loads the whole session's events if an
             analysis that reads them and was not computed per worker is asked for.
-        on_start: called with where the tasks run, once that is known.
+        on_start: called with where the tasks run, once that is known (and again for the
+            rest, with ``first``).
+        first: when the session is not in the cache whole, the Pod Viewer's parts
+            (``HEAD_PARTS``) are computed first and handed to it; then the rest of ``parts``
+            (the progress counts again from 0) at a lower priority, where the processes are
+            this machine's. The Pod Viewer's analysis reads no events: its other
+            attributes raise.
 
     Returns:
         The merged analysis, the failed workers (their parse errors) and where it ran.
@@ -854,35 +885,77 @@ def run_session(
     if "rules" in parts:
         parts = parts | RULE_PARTS
     parts = frozenset(parts)
-    names = _frame_names(parts)
     # Warm: the session's gathered parts in one read (its size follows the steps and ops, not
     # the file count), without starting a task; else a task per batch of files, then gathered.
     store = DerivedCache(config.cache_dir) if config.cache else None
+    names = _frame_names(parts)
     entry = store.entry([str(f) for f in files], names, hash_now=False) if store else None
     gathered = store.get(entry, names) if store and entry else None
+    where = FROM_CACHE
     if gathered is not None:
-        where = FROM_CACHE
         if on_start:
             on_start(where)
         if progress:
             progress(len(files), len(files))
     else:
-        args = (parts, config.cache, config.cache_dir)
         units = batches(files, _batch_processes(config, len(files)))
-        done, where = run_tasks(
-            analyze_files, units, config, args, progress, on_start, small_units(units)
-        )
-        gathered = gather(done, names)
+        if first is None or parts <= HEAD_PARTS or not small_units(units):
+            gathered, where = _gathered(units, config, parts, progress, on_start)
+        else:
+            # The Pod Viewer's parts first, handed over, then the rest at a low priority: the
+            # page being drawn keeps the cores (and this process's lock: the session's entry
+            # is written once, whole, at the end). Small units only: a big worker's parse is
+            # most of its task, and would be paid twice.
+            head, head_where = _gathered(units, config, HEAD_PARTS, progress, on_start)
+            first(
+                SessionRun(_merged(head, HEAD_PARTS, config, _no_events), head.failures, head_where)
+            )
+            rest = parts - HEAD_PARTS
+            tail, where = _gathered(units, config, rest, progress, on_start, background=True)
+            gathered = Gathered({**head.frames, **tail.frames}, tail.workers, tail.failures)
         entry = entry or (store.entry([str(f) for f in files], names) if store else None)
         if store and entry:
             store.put(entry, gathered)
+    return SessionRun(_merged(gathered, parts, config, load_events), gathered.failures, where)
+
+
+def _gathered(
+    units: Sequence[tuple[str, ...]],
+    config: ExecConfig,
+    parts: frozenset[str],
+    progress: Progress | None,
+    on_start: Callable[[str], None] | None,
+    background: bool = False,
+) -> tuple[Gathered, str]:
+    """A task per batch of files (``batches``), their parts gathered, and where they ran."""
+    args = (parts, config.cache, config.cache_dir)
+    done, where = run_tasks(
+        analyze_files, units, config, args, progress, on_start, small_units(units), background
+    )
+    return gather(done, _frame_names(parts)), where
+
+
+def _merged(
+    gathered: Gathered,
+    parts: frozenset[str],
+    config: ExecConfig,
+    load_events: Callable[[], TraceFrames] | None,
+) -> SessionAnalysis:
     worker_files = {worker: file for worker, file, _ in gathered.workers}
 
     def load_worker(worker: str) -> TraceFrames:  # the timeline reads one worker at a time
         return load(worker_files[worker], cache=config.cache, cache_dir=config.cache_dir)
 
-    analysis = merge_gathered(gathered, parts, load_events, load_worker)
-    return SessionRun(analysis, gathered.failures, where)
+    return merge_gathered(gathered, parts, load_events, load_worker)
+
+
+def _no_events() -> TraceFrames:
+    """The ``load_events`` of ``run_session``'s first part: what it shows is computed, and an
+    analysis that would read every worker's events instead is a bug, not a wait."""
+    raise RuntimeError(
+        "the Pod Viewer's part of the analysis read a frame it does not hold "
+        f"(it holds {sorted(HEAD_PARTS)})"
+    )
 
 
 def _on_pool(

@@ -15,6 +15,7 @@ from podscope.app.terminal import say
 
 if TYPE_CHECKING:  # the dashboard's modules (Flask and Dash) load only for its commands
     from podscope.app.settings import AppSettings
+    from podscope.app.store import SessionStore
 
 HOST_HELP = "Interface to bind (default $PODSCOPE_HOST or 127.0.0.1: this machine only)."
 PORT_HELP = "Port (default $PODSCOPE_PORT or 8050)."
@@ -179,7 +180,23 @@ def serve(settings: AppSettings) -> None:
     # A production WSGI server (Flask's own warns it is not one), quiet per request.
     import waitress
 
-    waitress.serve(app.server, host=settings.host, port=settings.port, threads=8, ident="PodScope")
+    try:
+        waitress.serve(
+            app.server, host=settings.host, port=settings.port, threads=8, ident="PodScope"
+        )
+    finally:
+        _stop_analyses(app.server.extensions[EXTENSION].store)
+
+
+def _stop_analyses(store: SessionStore) -> None:
+    """At exit, the background analyses end now: the interpreter's exit would wait for their
+    pools' processes, and a pod's rest (computed after its Pod Viewer is shown) would hold a
+    ``kill`` or a Ctrl-C for as long as it runs."""
+    import multiprocessing
+
+    store.cancel_all()
+    for child in multiprocessing.active_children():
+        child.terminate()
 
 
 @click.command("demo")

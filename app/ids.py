@@ -133,6 +133,7 @@ PREP_WHERE = "prep-where"
 PREP_CANCEL = "prep-cancel"
 PREP_TICK = "prep-tick"
 PREP_DONE = "prep-done"
+PREP_HEAD = "prep-head"
 #: The shell's Store whose change renders the page again (Dash pages' routing input
 #: ``RENDER_INPUT``): a big session's page once its analysis is done, without a reload.
 PAGE_RENDER = "page-render"

@@ -295,7 +295,8 @@ def _prefetch_pages(server: Flask) -> None:
                     names = store.names()
                     session = args.get("session") or (names[0] if names else "")
                     if not (session and store.loads_here(session)):  # nothing reported here
-                        store.start(session)  # a big session's job: under way as the page loads
+                        # a big session's job: under way as the page loads
+                        store.start(session, head_first=page["path"] == "/pod")
                         raise LookupError(f"{session!r} is not loaded in a request")
                     future.set_result(page["layout"].__wrapped__(**args))
             except Exception as e:  # the page's own request says what is wrong

@@ -21,7 +21,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from podscope.analyzers.execution import ExecConfig, ExecutionError, WorkerPart, run_session
+from podscope.analyzers.execution import (
+    ExecConfig,
+    ExecutionError,
+    SessionRun,
+    WorkerPart,
+    run_session,
+)
 from podscope.analyzers.session import SessionAnalysis
 from podscope.trace_parsers import TraceParseError, layout, load
 from podscope.trace_parsers.loader import (
@@ -104,6 +110,10 @@ class Job:
             ``LocalCluster(2 processes)``, a scheduler address).
         error: why it failed (None while running or after success).
         finished: set once it ended (success, failure or cancel).
+        head_first: the Pod Viewer's part is computed first (``run_session``'s ``first``):
+            a job the Pod Viewer started.
+        head_ready: set once that part is in (the Pod Viewer shows it; ``done`` then counts
+            the rest from 0).
     """
 
     session: str
@@ -113,6 +123,8 @@ class Job:
     error: str | None = None
     finished: threading.Event = field(default_factory=threading.Event)
     cancel_requested: threading.Event = field(default_factory=threading.Event)
+    head_first: bool = False
+    head_ready: threading.Event = field(default_factory=threading.Event)
 
     def progress(self, done: int, total: int) -> None:
         """The runner's progress callback; raises ``Cancelled`` once cancel was asked for."""
@@ -149,6 +161,8 @@ class SessionStore:
     execution: ExecConfig = field(default_factory=lambda: ExecConfig(fork=False))
     _items: OrderedDict[tuple[object, ...], SessionAnalysis] = field(default_factory=OrderedDict)
     _jobs: dict[tuple[object, ...], Job] = field(default_factory=dict)
+    #: The Pod Viewer's part of a session whose job computes the rest (``Job.head_first``).
+    _heads: dict[tuple[object, ...], SessionAnalysis] = field(default_factory=dict)
     _failures: dict[tuple[object, ...], tuple[str, ...]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     #: Sessions being loaded in the request threads: a second request (or a page's prefetch,
@@ -267,8 +281,10 @@ class SessionStore:
         """Whether a session of ``files`` is loaded in the request, not by a background job."""
         return self.execution.scheduler is None and len(files) < self.execution.in_process_below
 
-    def get(self, session: str) -> SessionAnalysis:
-        """The session's analysis (from memory, the disk cache, or parsed now).
+    def get(self, session: str, head: bool = False) -> SessionAnalysis:
+        """The session's analysis (from memory, the disk cache, or parsed now); with ``head``
+        (the Pod Viewer), a big session's first part, while its job computes the rest
+        (``analyzers.execution.HEAD_PARTS``): a job started here computes that part first.
 
         Raises:
             SessionError: bad or unknown session name.
@@ -280,6 +296,8 @@ class SessionStore:
             if hit is not None:
                 self._items.move_to_end(key)
                 return hit
+            if head and key in self._heads:
+                return self._heads[key]
             loading = self._loading.get(key)
             if loading is None:
                 mine = self._loading[key] = Future()
@@ -287,7 +305,7 @@ class SessionStore:
             return loading.result()  # the same analysis, or the same error
         try:
             if not self._in_request(files):
-                raise SessionPreparing(self._job(key, session, path, files))
+                raise SessionPreparing(self._job(key, session, path, files, head))
             analysis = self._in_process(key, path, files)
             self._keep(key, analysis)
             mine.set_result(analysis)
@@ -322,7 +340,14 @@ class SessionStore:
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)
 
-    def _job(self, key: tuple[object, ...], session: str, path: Path, files: list[Path]) -> Job:
+    def _job(
+        self,
+        key: tuple[object, ...],
+        session: str,
+        path: Path,
+        files: list[Path],
+        head_first: bool = False,
+    ) -> Job:
         """The running job of this session, started if there is none (a failed or cancelled
         one is reported once, then a new visit starts again).
 
@@ -334,20 +359,28 @@ class SessionStore:
             if job is not None and job.finished.is_set():
                 del self._jobs[key]
                 raise SessionError(f"session {session}: {job.error} (open the page again to retry)")
-            return job or self._new_job(key, session, path, files)
+            return job or self._new_job(key, session, path, files, head_first)
 
-    def _new_job(self, key: tuple[object, ...], session: str, path: Path, files: list[Path]) -> Job:
+    def _new_job(
+        self,
+        key: tuple[object, ...],
+        session: str,
+        path: Path,
+        files: list[Path],
+        head_first: bool = False,
+    ) -> Job:
         """Starts the session's job (called holding ``_lock``)."""
-        job = self._jobs[key] = Job(session, len(files))
+        job = self._jobs[key] = Job(session, len(files), head_first=head_first)
         threading.Thread(target=self._run, args=(key, job, path, files), daemon=True).start()
         return job
 
-    def start(self, session: str) -> None:
+    def start(self, session: str, head_first: bool = False) -> None:
         """Starts a big session's background analysis, unless it is in memory or a job of it
         runs or has ended unreported: what a page's prefetch (``app.main``) does when the
         browser asks for the page, so that the analysis runs while the browser loads the page's
         scripts (1-1.5 s). The page then shows its progress, or how it ended, as if the page
-        had started it. A small, unknown or bad session is left to the page."""
+        had started it (``head_first``: the Pod Viewer, see ``get``). A small, unknown or bad
+        session is left to the page."""
         try:
             path, key, files = self._key(session)
         except (SessionError, OSError):
@@ -356,7 +389,7 @@ class SessionStore:
             return
         with self._lock:
             if key not in self._items and key not in self._jobs:
-                self._new_job(key, session, path, files)
+                self._new_job(key, session, path, files, head_first)
 
     def _run(self, key: tuple[object, ...], job: Job, path: Path, files: list[Path]) -> None:
         config = replace(self.execution, cache_dir=str(self.cache_dir) if self.cache_dir else None)
@@ -367,19 +400,32 @@ class SessionStore:
                 progress=job.progress,
                 load_events=lambda: load(path, cache=True, cache_dir=self.cache_dir),
                 on_start=lambda where: setattr(job, "where", where),
+                first=(lambda head: self._head(key, job, path, head)) if job.head_first else None,
             )
         except (Cancelled, ExecutionError, TraceParseError) as e:
-            job.error = str(e)
-            job.finished.set()
+            self._end(key, job, f"{e}")
             return
         except Exception as e:  # the thread's edge: any failure must reach the page, not vanish
-            job.error = f"{type(e).__name__}: {e}"
-            job.finished.set()
+            self._end(key, job, f"{type(e).__name__}: {e}")
             return
         self._keep(key, run.analysis)
         with self._lock:
             self._jobs.pop(key, None)
             self._failures[key] = _failures(path, run.failures)
+        self._end(key, job)
+
+    def _head(self, key: tuple[object, ...], job: Job, path: Path, head: SessionRun) -> None:
+        """The Pod Viewer's part of ``job`` is in: shown while the rest is computed."""
+        with self._lock:
+            self._heads[key] = head.analysis
+            self._failures[key] = _failures(path, head.failures)
+        job.done = 0
+        job.head_ready.set()
+
+    def _end(self, key: tuple[object, ...], job: Job, error: str | None = None) -> None:
+        with self._lock:
+            self._heads.pop(key, None)
+        job.error = error
         job.finished.set()
 
     def job(self, session: str) -> Job | None:
@@ -393,6 +439,12 @@ class SessionStore:
             for key, job in self._jobs.items():
                 if key[0] == session:
                     job.cancel_requested.set()
+
+    def cancel_all(self) -> None:
+        """Asks every running analysis to stop (the server's exit)."""
+        with self._lock:
+            for job in self._jobs.values():
+                job.cancel_requested.set()
 
     def failures(self, session: str) -> tuple[str, ...]:
         """Files of the session's last analysis that were not read (``trace_parsers.scan``:

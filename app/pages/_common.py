@@ -80,9 +80,12 @@ def session_of(search: str | None) -> str | None:
     return query_of(search).get("session")
 
 
-def load_session(session: str | None) -> tuple[str | None, SessionAnalysis | None, Any]:
+def load_session(
+    session: str | None, head: bool = False
+) -> tuple[str | None, SessionAnalysis | None, Any]:
     """(session name, analysis, alert). With no session given, the newest one is used;
-    a bad or corrupt session yields an alert instead of raising."""
+    a bad or corrupt session yields an alert instead of raising. ``head``: the Pod Viewer,
+    which a big session's first part serves (``SessionStore.get``)."""
     store = current().store
     names = store.names()
     if not session:
@@ -105,9 +108,9 @@ def load_session(session: str | None) -> tuple[str | None, SessionAnalysis | Non
             )
         session = names[0]
     try:
-        return session, store.get(session), None
+        return session, store.get(session, head), None
     except SessionPreparing as p:
-        return session, None, preparing(p.job)
+        return session, None, preparing(p.job, head)
     except (SessionError, TraceParseError) as e:
         return session, None, dbc.Alert(str(e), color="danger")
 
@@ -117,9 +120,10 @@ def load_session(session: str | None) -> tuple[str | None, SessionAnalysis | Non
 PREP_POLL_MS = 250
 
 
-def preparing(job: Job) -> html.Div:
+def preparing(job: Job, head: bool = False) -> html.Div:
     """A big session's per-worker analysis under way: progress, where it runs, Cancel; the
-    page renders itself again when it is done."""
+    page renders itself again when it is done (``head``, the Pod Viewer: when its part is
+    in). Past that part, the other pages say the Pod Viewer is ready."""
     return card(
         html.H5(f"Analysing the {job.total} workers of {job.session}"),
         html.P(_where(job), id=ids.PREP_WHERE, className="podscope-muted"),
@@ -130,13 +134,18 @@ def preparing(job: Job) -> html.Div:
         html.Div(job.session, id=ids.PREP_SESSION, hidden=True),
         dcc.Interval(id=ids.PREP_TICK, interval=PREP_POLL_MS),
         dcc.Store(id=ids.PREP_DONE, data=False),
+        dcc.Store(id=ids.PREP_HEAD, data=head),
     )
 
 
-def _where(job: Job) -> str:
+def _where(job: Job) -> Any:
     if job.where == FROM_CACHE:
         return "reading the session's cached analysis"
-    return f"workers analysed on {job.where}" if job.where else "starting the workers…"
+    where = f"workers analysed on {job.where}" if job.where else "starting the workers…"
+    if job.head_ready.is_set():
+        pod = "/pod?" + urlencode({"session": job.session})
+        return [dcc.Link("The Pod Viewer", href=pod), f" is ready. Op tables and rules: {where}"]
+    return where
 
 
 @dash.callback(
@@ -147,11 +156,12 @@ def _where(job: Job) -> str:
     Output(ids.PREP_TICK, "disabled"),
     Input(ids.PREP_TICK, "n_intervals"),
     State(ids.PREP_SESSION, "children"),
+    State(ids.PREP_HEAD, "data"),
     prevent_initial_call=True,
 )
-def _poll(_: int, session: str) -> tuple[Any, Any, Any, Any, Any]:
+def _poll(_: int, session: str, head: bool) -> tuple[Any, Any, Any, Any, Any]:
     job = current().store.job(session)
-    if job is None or job.finished.is_set():
+    if job is None or job.finished.is_set() or (head and job.head_ready.is_set()):
         # done (or failed): show the page (or why), once: the ticks stop here, or each one
         # would render the page again while the last render is still being made
         return dash.no_update, dash.no_update, dash.no_update, True, True

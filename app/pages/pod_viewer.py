@@ -94,7 +94,7 @@ def layout(
     hz: str | None = None,
     **_: str,
 ) -> Any:
-    session, analysis, alert = load_session(session)
+    session, analysis, alert = load_session(session, head=True)
     if analysis is None:
         return alert
     b = analysis.breakdown
@@ -261,7 +261,7 @@ def select_step(step: int, mode: str, search: str | None) -> str:
     prevent_initial_call=True,
 )
 def download(_csv: int | None, _pq: int | None, search: str | None) -> Any:
-    session, analysis, _ = load_session(session_of(search))
+    session, analysis, _ = load_session(session_of(search), head=True)
     if analysis is None:
         return dash.no_update
     return download_frame(analysis.breakdown, f"pod_{session}", ids.POD_PARQUET)
@@ -588,7 +588,7 @@ def _host_table(analysis: SessionAnalysis, view: PodView) -> Any:
 def host_block(request: dict[str, Any] | None, search: str | None) -> Any:
     """The block of the per-host table the grid asks for, after its sort and filters, for the
     hosts and grouping of the URL."""
-    session, analysis, _ = load_session(session_of(search))
+    session, analysis, _ = load_session(session_of(search), head=True)
     if not request or analysis is None or session is None:
         return dash.no_update
     q = query_of(search)

@@ -219,6 +219,60 @@ def test_a_batch_of_workers_equals_a_task_per_worker(
         assert_same(SessionAnalysis(load(folder, cache=False)), together.analysis)
 
 
+#: What the Pod Viewer reads of an analysis (``app.pages.pod_viewer``, ``analyzers.hosts``).
+POD_VIEWS = ("pod", "stragglers", "roles", "slow_steps", "lateness", "devices", "pod_summary")
+
+
+def test_the_pod_viewers_part_comes_first_and_the_whole_is_the_same(tmp_path: Path) -> None:
+    """``first``: the Pod Viewer's part of a pod is handed over before the rest is computed;
+    what the Pod Viewer reads of it equals the whole analysis', it reads no events, and the
+    whole equals one run's."""
+    for folder in batch_sessions(tmp_path):
+        files = resolve(folder)
+        whole = SessionAnalysis(load(folder, cache=False))
+        config = ExecConfig(
+            cache_dir=str(tmp_path / f"cache-{folder.name}"), processes=2, in_process_below=2
+        )
+        heads: list[execution.SessionRun] = []
+
+        def first(run: execution.SessionRun, heads: list[execution.SessionRun] = heads) -> None:
+            assert not heads  # once, before the rest
+            heads.append(run)
+
+        run = run_session(files, config, first=first)
+        (head,) = heads
+        assert head.analysis is not run.analysis and head.failures == run.failures
+        assert head.analysis.trace_kind == whole.trace_kind
+        for name in POD_VIEWS:
+            pd.testing.assert_frame_equal(
+                _text_as_str(getattr(head.analysis, name)),
+                _text_as_str(getattr(whole, name)),
+                check_categorical=False,
+                obj=name,
+            )
+        with pytest.raises(RuntimeError, match="the Pod Viewer's part of the analysis"):
+            head.analysis.findings  # noqa: B018 (a frame it does not hold: never the events)
+        assert_same(whole, run.analysis)
+        again = run_session(files, config, first=first)  # the whole is cached: no first part
+        assert again.where == execution.FROM_CACHE and len(heads) == 1
+        assert_same(whole, again.analysis)
+
+
+def _niceness(*_: object) -> int:
+    return os.nice(0)
+
+
+def test_the_rest_of_a_pod_runs_at_a_lower_priority() -> None:
+    config = ExecConfig(cache=False, processes=2, in_process_below=2)
+    mine = os.nice(0)
+    done, _ = execution.run_tasks(_niceness, ["a", "b"], config, (), small_tasks=True)
+    assert done == [mine, mine]
+    done, _ = execution.run_tasks(
+        _niceness, ["a", "b"], config, (), small_tasks=True, background=True
+    )
+    assert done == [min(mine + execution.BACKGROUND_NICE, 19)] * 2
+
+
 def test_a_session_is_cut_into_batches_by_size(monkeypatch: pytest.MonkeyPatch) -> None:
     small = Path(__file__)
     # four batches per process while the files allow, at most BATCH_FILES files a batch

@@ -296,3 +296,45 @@ def test_the_layout_callback_takes_the_layout_the_page_request_made(tmp_path: Pa
         assert job.finished.wait(300) and job.error is None  # ends here, its pool with it
     finally:
         page["layout"].__wrapped__ = real
+
+
+def test_a_pods_viewer_comes_first_and_the_other_pages_wait_for_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pod's job started by the Pod Viewer hands it its part first; the other pages show
+    the rest's progress, with a link to the Pod Viewer, until the whole analysis is in."""
+    from podscope.analyzers import execution
+    from podscope.app.pages._common import preparing
+    from podscope.app.store import SessionPreparing, SessionStore
+    from tests.analyzers.test_breakdown import worker_trace
+
+    folder = tmp_path / "plugins" / "profile" / "pod"
+    folder.mkdir(parents=True)
+    for i in range(8):  # in_process_below: a background job, in a pool
+        trace = worker_trace(f"h_{i}", 8, offset_us=400 if i == 3 else 0)
+        (folder / f"h_{i}.xplane.pb").write_bytes(trace)
+    store = SessionStore(tmp_path, cache_dir=tmp_path / "cache")
+    release, real = threading.Event(), execution._gathered
+
+    def held(*args, background: bool = False, **kwargs):  # type: ignore[no-untyped-def]
+        if background:  # the rest waits for the test: the state in between is looked at
+            assert release.wait(120)
+        return real(*args, background=background, **kwargs)
+
+    monkeypatch.setattr(execution, "_gathered", held)
+    with pytest.raises(SessionPreparing) as started:
+        store.get("pod", head=True)
+    job = started.value.job
+    assert job.head_first and job.head_ready.wait(120) and not job.finished.is_set()
+    head = store.get("pod", head=True)
+    assert head.stragglers.set_index("worker")["straggler"].idxmax() == "h_3"
+    with pytest.raises(SessionPreparing) as waiting:  # any other page: the rest's progress
+        store.get("pod")
+    assert waiting.value.job is job
+    card = str(preparing(job))
+    assert "/pod?session=pod" in card and "is ready. Op tables and rules" in card
+    release.set()
+    assert job.finished.wait(120) and job.error is None
+    whole = store.get("pod")
+    assert whole is not head and store.get("pod", head=True) is whole
+    assert any(f.rule_id == "straggler" and f.applies for f in whole.findings)

@@ -101,3 +101,43 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_a_server_stopped_mid_analysis_exits_and_leaves_no_process(tmp_path: Path) -> None:
+    """SIGTERM while a pod is analysed in a pool (its rest runs after the Pod Viewer is
+    shown): the server ends at once and its pool's processes with it."""
+    import psutil
+
+    from bench.synth import synth_xspace
+
+    session = tmp_path / "logdir" / "plugins" / "profile" / "pod"
+    session.mkdir(parents=True)
+    data = synth_xspace(120)  # 36 k events: a 48-host pod's tasks take seconds
+    for i in range(48):
+        (session / f"10.0.1.{i}_6000.xplane.pb").write_bytes(data)
+    port = free_port()
+    cmd = [sys.executable, "-m", "podscope", "serve", "--logdir", str(session.parents[2])]
+    proc = subprocess.Popen(
+        [*cmd, "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PODSCOPE_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        get_when_up(base + "/healthz")
+        urllib.request.urlopen(base + "/pod?session=pod", timeout=30).read()  # starts the job
+        deadline = time.monotonic() + 120  # the state, not a time: the pool's tasks run
+        pool: list[psutil.Process] = []
+        while len(pool) < 2 and time.monotonic() < deadline:
+            family = psutil.Process(proc.pid).children(recursive=True)
+            pool = [p for p in family if p.ppid() != proc.pid]  # forked by the fork server
+            time.sleep(0.05)
+        assert len(pool) >= 2, "no pool started"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    _, alive = psutil.wait_procs(pool, timeout=10)
+    assert alive == []
