@@ -67,7 +67,7 @@ from podscope.trace_parsers.schema import (
 PARTS = frozenset(
     {"steps", "breakdown", "memory", "rules", "pod_inputs", "xla_ops", *(f"ops:{b}" for b in BY)}
 )
-RULE_PARTS = frozenset({"steps", "breakdown", "memory", "ops:kernel", "rules"})
+RULE_PARTS = frozenset({"steps", "breakdown", "memory", "ops:kernel", "rules", "pod_inputs"})
 #: The rule frames the Pod Viewer reads besides the steps and their breakdown: the op times of
 #: a slow step (its outliers' ops) and the devices' busy time (its header).
 POD_INPUT_FRAMES = ("op_counts", "device_busy", "worker_events")
@@ -262,11 +262,13 @@ def _frame_names(parts: frozenset[str]) -> list[str]:
         names += ["breakdown", "before_call", "own_steps"]
     if "memory" in parts:
         names.append("memory")
+    # ``rules`` comes with ``pod_inputs`` (``RULE_PARTS``) but where the Pod Viewer's part
+    # was computed first (``run_session``'s ``first``): the rest does not compute it again
+    names += [n for n in POD_INPUT_FRAMES if "pod_inputs" in parts]
     if "rules" in parts:
-        names += RULE_FRAMES
-    else:
-        names += [n for n in POD_INPUT_FRAMES if "pod_inputs" in parts]
-        names += ["xla_ops"] if "xla_ops" in parts else []
+        names += [n for n in RULE_FRAMES if n not in POD_INPUT_FRAMES]
+    elif "xla_ops" in parts:
+        names.append("xla_ops")
     return names + sorted(p for p in parts if p.startswith("ops:"))
 
 
