@@ -5,7 +5,50 @@
   // What the navbar carries from page to page; pages about every session carry nothing.
   const KEPT = ["session", "worker", "step", "device"];
   const NOT_PER_SESSION = ["/", "/capture", "/history"];
+  const noUpdate = () => window.dash_clientside.no_update;
+  // ``app.pages._common.with_query`` in the browser: the URL query ``search`` with ``changes``
+  // applied (null or "" removes a key), or no update when that changes nothing, or when the
+  // callback fired because its page was drawn (more than one input reported at once). A
+  // control's URL writer here costs no request: on the server, the Pod Viewer's four were
+  // called again each time a view was drawn (0.4 s of a small view).
+  function withQuery(search, changes) {
+    const ctx = window.dash_clientside.callback_context;
+    if (ctx && ctx.triggered && ctx.triggered.length > 1) return noUpdate();
+    const query = new URLSearchParams(search || "");
+    const old = query.toString();
+    for (const [key, value] of Object.entries(changes)) {
+      if (value === null || value === undefined || value === "") query.delete(key);
+      else query.set(key, String(value));
+    }
+    const now = query.toString();
+    return now === old ? noUpdate() : "?" + now;
+  }
+  const ZOOM = ["xaxis.range[0]", "xaxis.range[1]", "yaxis.range[0]", "yaxis.range[1]"];
   window.dash_clientside = Object.assign({}, window.dash_clientside, {
+    podscopePod: {
+      // The step chosen goes into the URL; the page is drawn from it.
+      step: (step, mode, search) =>
+        withQuery(search, { step: mode === "step" ? Math.trunc(Number(step || 0)) : null }),
+      // The hosts, grouping and metric chosen (the default metric stays out of the URL): a new
+      // view, its zoom reset.
+      hosts: (hosts, group, metric, search, defaultMetric) =>
+        withQuery(search, {
+          hosts: (hosts || "").trim(),
+          group: group,
+          heat: metric === defaultMetric ? null : metric,
+          hz: null,
+        }),
+      // A zoom of the heat map goes into the URL; a double-click back to the whole map
+      // removes it.
+      zoom: function (relayout, search) {
+        if (!relayout) return noUpdate();
+        if (relayout["xaxis.autorange"] || relayout["yaxis.autorange"]) return withQuery(search, { hz: null });
+        if (!ZOOM.every((k) => k in relayout)) return noUpdate();
+        return withQuery(search, { hz: ZOOM.map((k) => Number(relayout[k]).toFixed(2)).join(",") });
+      },
+      // An uploaded mapping's key (``map:<digest>``), once the server holds the mapping.
+      mapping: (key, search) => (key ? withQuery(search, { group: key, hz: null }) : noUpdate()),
+    },
     podscopeShell: {
       // Moving between pages keeps the session, worker, step and device the user is looking
       // at (what each page's own view means stays with that page); the page shown is marked.

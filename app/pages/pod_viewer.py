@@ -10,7 +10,7 @@ import dash
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 import pandas as pd
-from dash import Input, Output, State, dcc, html
+from dash import ClientsideFunction, Input, Output, State, dcc, html
 
 from podscope.analyzers import hosts as pod_hosts
 from podscope.analyzers.session import SessionAnalysis
@@ -40,7 +40,6 @@ from podscope.app.pages._common import (
     query_of,
     session_of,
     table_header,
-    with_query,
 )
 from podscope.app.units import fmt_duration, grid_columns, plural
 
@@ -241,16 +240,17 @@ def _header(
     )
 
 
-@dash.callback(
+# The URL writers of the Pod Viewer's controls run in the browser (``assets/shell.js``):
+# their inputs are new on every view drawn, and Dash calls such a callback whose output, the
+# shell's URL, is outside the page, whatever ``prevent_initial_call`` says.
+dash.clientside_callback(
+    ClientsideFunction("podscopePod", "step"),
     Output(ids.URL, "search", allow_duplicate=True),
     Input(ids.POD_STEP, "value"),
     Input(ids.POD_MODE, "value"),
     State(ids.URL, "search"),
     prevent_initial_call=True,
 )
-def select_step(step: int, mode: str, search: str | None) -> str:
-    """The step chosen goes into the URL; the page is drawn from it (``layout``)."""
-    return with_query(search, step=int(step or 0) if mode == "step" else None)
 
 
 @dash.callback(
@@ -487,6 +487,8 @@ def _pod_controls(analysis: SessionAnalysis, view: PodView) -> Any:
                 id=ids.POD_MAP_ERROR,
                 className="text-danger small mt-1",
             ),
+            dcc.Store(id=ids.POD_MAP_KEY),
+            dcc.Store(id=ids.POD_DEFAULT_METRIC, data=DEFAULT_METRIC),
         ]
     )
 
@@ -597,51 +599,42 @@ def host_block(request: dict[str, Any] | None, search: str | None) -> Any:
     return {"rowData": records(part), "rowCount": count}
 
 
-@dash.callback(
+dash.clientside_callback(
+    ClientsideFunction("podscopePod", "hosts"),
     Output(ids.URL, "search", allow_duplicate=True),
     Input(ids.POD_HOSTS, "value"),
     Input(ids.POD_GROUP, "value"),
     Input(ids.POD_METRIC, "value"),
     State(ids.URL, "search"),
+    State(ids.POD_DEFAULT_METRIC, "data"),
     prevent_initial_call=True,
 )
-def choose_hosts(
-    hosts: str | None, group: str | None, metric: str | None, search: str | None
-) -> Any:
-    """The hosts, grouping and metric chosen go into the URL (a new view: its zoom reset)."""
-    heat = None if metric == DEFAULT_METRIC else metric  # defaults stay out of the URL
-    return with_query(search, hosts=(hosts or "").strip(), group=group, heat=heat, hz=None)
-
-
-@dash.callback(
+dash.clientside_callback(
+    ClientsideFunction("podscopePod", "zoom"),
     Output(ids.URL, "search", allow_duplicate=True),
     Input(ids.POD_HEATMAP, "relayoutData"),
     State(ids.URL, "search"),
     prevent_initial_call=True,
 )
-def zoom_heatmap(relayout: dict[str, Any] | None, search: str | None) -> Any:
-    """A zoom of the heat map goes into the URL (kept on reload and by other controls' views
-    until they change the rows); a double-click back to the whole map removes it."""
-    if not relayout:
-        return dash.no_update
-    if relayout.get("xaxis.autorange") or relayout.get("yaxis.autorange"):
-        return with_query(search, hz=None)
-    keys = ("xaxis.range[0]", "xaxis.range[1]", "yaxis.range[0]", "yaxis.range[1]")
-    if not all(k in relayout for k in keys):
-        return dash.no_update
-    return with_query(search, hz=",".join(f"{float(relayout[k]):.2f}" for k in keys))
-
-
-@dash.callback(
+dash.clientside_callback(
+    ClientsideFunction("podscopePod", "mapping"),
     Output(ids.URL, "search", allow_duplicate=True),
-    Output(ids.POD_MAP_ERROR, "children"),
-    Input(ids.POD_MAP_UPLOAD, "contents"),
-    State(ids.POD_MAP_UPLOAD, "filename"),
+    Input(ids.POD_MAP_KEY, "data"),
     State(ids.URL, "search"),
     prevent_initial_call=True,
 )
-def upload_mapping(contents: str | None, name: str | None, search: str | None) -> Any:
-    """A ``host,group`` file groups the hosts by it; a bad one says which line and why."""
+
+
+@dash.callback(
+    Output(ids.POD_MAP_KEY, "data"),
+    Output(ids.POD_MAP_ERROR, "children"),
+    Input(ids.POD_MAP_UPLOAD, "contents"),
+    State(ids.POD_MAP_UPLOAD, "filename"),
+    prevent_initial_call=True,
+)
+def upload_mapping(contents: str | None, name: str | None) -> Any:
+    """A ``host,group`` file groups the hosts by it (its key goes to the page's store, and
+    from there into the URL); a bad one says which line and why."""
     if not contents:
         return dash.no_update, dash.no_update
     try:
@@ -651,5 +644,4 @@ def upload_mapping(contents: str | None, name: str | None, search: str | None) -
         return dash.no_update, f"{name or 'the file'}: {e}"
     if not mapping:
         return dash.no_update, f"{name or 'the file'}: no host,group line"
-    key = current().host_maps.add(mapping)
-    return with_query(search, group=f"map:{key}", hz=None), ""
+    return f"map:{current().host_maps.add(mapping)}", ""

@@ -4,6 +4,7 @@ file, the heat map shows a chosen metric and keeps its zoom; every page stays us
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -225,4 +226,25 @@ def test_every_page_is_usable_at_pod_size(page, server, path: str) -> None:  # t
         page.wait_for_function(f"() => window.location.search.includes('{pod_host(SLOWER)}')")
         settle(page)
         assert page.locator("input[type=checkbox]").count() < 20
+    assert page.errors == []
+
+
+def test_a_view_drawn_sends_no_url_writer_to_the_server(page, server) -> None:  # type: ignore[no-untyped-def]
+    """Dash calls the controls' URL writers again on every view drawn (their inputs are new);
+    they run in the browser, so a view costs its layout and its grid's rows, no more."""
+    opened(page, server + "/pod?session=pod")
+    outputs: list[str] = []
+
+    def posted(request) -> None:  # type: ignore[no-untyped-def]
+        if "_dash-update-component" in request.url:
+            outputs.append(str(json.loads(request.post_data or "{}").get("output", "")))
+
+    page.on("request", posted)
+    page.fill("#pod-hosts", "s0-r01-*")
+    page.press("#pod-hosts", "Enter")
+    page.wait_for_function("() => window.location.search.includes('hosts=s0-r01-')")
+    settle(page)
+    assert "32 selected" in page.inner_text("#pod-summary")
+    assert any("_pages_content" in o for o in outputs)  # the view was drawn by the server
+    assert not [o for o in outputs if "shell-url.search" in o], outputs
     assert page.errors == []
