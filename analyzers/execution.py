@@ -69,7 +69,8 @@ PARTS = frozenset(
 )
 RULE_PARTS = frozenset({"steps", "breakdown", "memory", "ops:kernel", "rules", "pod_inputs"})
 #: The rule frames the Pod Viewer reads besides the steps and their breakdown: the op times of
-#: a slow step (its outliers' ops) and the devices' busy time (its header).
+#: a slow step (its outliers' ops), the devices' busy time and the workers' event counts (its
+#: header: the trace's kind).
 POD_INPUT_FRAMES = ("op_counts", "device_busy", "worker_events")
 #: What the Pod Viewer shows, computed first when ``run_session`` is given ``first``: about
 #: two thirds of a pod's analysis.
@@ -262,8 +263,8 @@ def _frame_names(parts: frozenset[str]) -> list[str]:
         names += ["breakdown", "before_call", "own_steps"]
     if "memory" in parts:
         names.append("memory")
-    # ``rules`` comes with ``pod_inputs`` (``RULE_PARTS``) but where the Pod Viewer's part
-    # was computed first (``run_session``'s ``first``): the rest does not compute it again
+    # ``rules`` brings ``pod_inputs`` (``RULE_PARTS``), except in the rest that follows the
+    # Pod Viewer's part (``run_session``'s ``first``), which holds them already
     names += [n for n in POD_INPUT_FRAMES if "pod_inputs" in parts]
     if "rules" in parts:
         names += [n for n in RULE_FRAMES if n not in POD_INPUT_FRAMES]
