@@ -298,12 +298,27 @@ def test_the_layout_callback_takes_the_layout_the_page_request_made(tmp_path: Pa
         page["layout"].__wrapped__ = real
 
 
+def held_rest(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """A pod's rest (after the Pod Viewer's part) waits until the returned event is set: the
+    state in between is looked at."""
+    from podscope.analyzers import execution
+
+    release, real = threading.Event(), execution._gathered
+
+    def held(*args, background: bool = False, **kwargs):  # type: ignore[no-untyped-def]
+        if background:
+            assert release.wait(120)
+        return real(*args, background=background, **kwargs)
+
+    monkeypatch.setattr(execution, "_gathered", held)
+    return release
+
+
 def test_a_pods_viewer_comes_first_and_the_other_pages_wait_for_the_rest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A pod's job started by the Pod Viewer hands it its part first; the other pages show
     the rest's progress, with a link to the Pod Viewer, until the whole analysis is in."""
-    from podscope.analyzers import execution
     from podscope.app.pages._common import preparing
     from podscope.app.store import SessionPreparing, SessionStore
     from tests.analyzers.test_breakdown import worker_trace
@@ -314,14 +329,7 @@ def test_a_pods_viewer_comes_first_and_the_other_pages_wait_for_the_rest(
         trace = worker_trace(f"h_{i}", 8, offset_us=400 if i == 3 else 0)
         (folder / f"h_{i}.xplane.pb").write_bytes(trace)
     store = SessionStore(tmp_path, cache_dir=tmp_path / "cache")
-    release, real = threading.Event(), execution._gathered
-
-    def held(*args, background: bool = False, **kwargs):  # type: ignore[no-untyped-def]
-        if background:  # the rest waits for the test: the state in between is looked at
-            assert release.wait(120)
-        return real(*args, background=background, **kwargs)
-
-    monkeypatch.setattr(execution, "_gathered", held)
+    release = held_rest(monkeypatch)
     with pytest.raises(SessionPreparing) as started:
         store.get("pod", head=True)
     job = started.value.job
@@ -338,3 +346,43 @@ def test_a_pods_viewer_comes_first_and_the_other_pages_wait_for_the_rest(
     whole = store.get("pod")
     assert whole is not head and store.get("pod", head=True) is whole
     assert any(f.rule_id == "straggler" and f.applies for f in whole.findings)
+
+
+@pytest.mark.slow
+def test_the_pod_viewer_is_drawn_from_a_real_pods_first_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight hosts of each real sample (TPU, GPU, ROCm): every Pod Viewer view is drawn from
+    the first part while the rest is held, so it reads nothing that part lacks (which would
+    raise, not load every host's events)."""
+    import dash
+
+    from podscope.app.store import SessionPreparing
+    from tests.conftest import real_xplanes
+
+    samples = {f.parent.name: f for f in real_xplanes()}  # one of each kind
+    if not samples:
+        pytest.skip("../shared/traces/xplane is absent")
+    release = held_rest(monkeypatch)
+    views = [{}, {"group": "1"}, {"step": "1"}, {"hosts": "host3*", "heat": "step_time"}]
+    jobs = []
+    for kind, sample in samples.items():
+        folder = tmp_path / kind / "plugins" / "profile" / "pod"
+        folder.mkdir(parents=True)
+        for i in range(8):
+            (folder / f"host{i}_6000.xplane.pb").write_bytes(sample.read_bytes())
+        app = create_app(AppSettings(logdir=tmp_path / kind, cache_dir=tmp_path / "cache"))
+        layout = next(p["layout"] for p in dash.page_registry.values() if p["path"] == "/pod")
+        with app.server.test_request_context("/pod?session=pod"):
+            store = current().store
+            with pytest.raises(SessionPreparing) as started:
+                store.get("pod", head=True)
+            job = started.value.job
+            assert job.head_ready.wait(300), kind
+            for view in views:
+                drawn = str(layout(session="pod", **view))
+                assert "pod-badges" in drawn and "8 workers" in drawn, (kind, view)
+            assert not job.finished.is_set()  # drawn while the rest was held
+            jobs.append(job)
+    release.set()
+    assert all(job.finished.wait(300) and job.error is None for job in jobs)
