@@ -253,9 +253,10 @@ def test_the_pod_viewers_part_comes_first_and_the_whole_is_the_same(tmp_path: Pa
         with pytest.raises(RuntimeError, match="the Pod Viewer's part of the analysis"):
             head.analysis.findings  # noqa: B018 (a frame it does not hold: never the events)
         assert_same(whole, run.analysis)
-        again = run_session(files, config, first=first)  # the whole is cached: no first part
-        assert again.where == execution.FROM_CACHE and len(heads) == 1
-        assert_same(whole, again.analysis)
+        if folder.name == "mixed":  # the whole is cached: read as it is, no first part
+            again = run_session(files, config, first=first)
+            assert again.where == execution.FROM_CACHE and len(heads) == 1
+            assert_same(whole, again.analysis)
 
 
 def _niceness(*_: object) -> int:
