@@ -187,76 +187,93 @@ def test_a_fresh_session_is_hashed_by_its_tasks(
     assert_same(first.analysis, second.analysis)
 
 
-def batch_sessions(tmp_path: Path) -> list[Path]:
-    """Sessions whose workers differ: synthetic ones (GPU, late, Python-traced only), a real
-    ParameterServerStrategy capture (workers, parameter servers, a coordinator), and every
-    real GPU, ROCm and TPU sample side by side (skipped when ../shared is absent)."""
-    sessions = [mixed_session(tmp_path / "mixed"), REPO / "tests" / "fixtures" / "ps_baseline"]
-    samples = real_xplanes()
-    if samples:
-        folder = tmp_path / "real"
-        folder.mkdir()
-        for i, f in enumerate(samples):
-            shutil.copyfile(f, folder / f"host{i}_6000.xplane.pb")  # links out are refused
-        sessions.append(folder)
-    return sessions
+#: Sessions whose workers differ: synthetic ones (``mixed``: GPU, late, Python-traced only), a
+#: real ParameterServerStrategy capture (workers, parameter servers, a coordinator), a real TPU
+#: and a real ROCm sample side by side, and (make verify: a minute and a half more) every real
+#: sample side by side.
+BATCH_SESSIONS = [
+    "mixed",
+    "ps_baseline",
+    "real",
+    pytest.param("every_real", marks=pytest.mark.long),
+]
+REAL_IN_MAKE_TEST = ("tpu_inference_2.xplane.pb", "traces__mi300__jax08_gemm__tw003.xplane.pb")
 
 
+def batch_session(name: str, tmp_path: Path) -> Path:
+    """The session ``name`` of ``BATCH_SESSIONS`` (the real ones skip when ../shared is
+    absent)."""
+    if name == "mixed":
+        return mixed_session(tmp_path / "mixed")
+    if name == "ps_baseline":
+        return REPO / "tests" / "fixtures" / "ps_baseline"
+    samples = [f for f in real_xplanes() if name == "every_real" or f.name in REAL_IN_MAKE_TEST]
+    if not samples:
+        pytest.skip("../shared/traces/xplane is absent")
+    folder = tmp_path / name
+    folder.mkdir()
+    for i, f in enumerate(samples):
+        shutil.copyfile(f, folder / f"host{i}_6000.xplane.pb")  # links out are refused
+    return folder
+
+
+@pytest.mark.parametrize("name", BATCH_SESSIONS)
 def test_a_batch_of_workers_equals_a_task_per_worker(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     """Small workers are reduced together (``batches``): every frame, op table and finding
     equals one task per worker's."""
-    for folder in batch_sessions(tmp_path):
-        files = resolve(folder)
-        config = ExecConfig(cache=False, processes=1, in_process_below=100)
-        monkeypatch.setattr(execution, "batches", lambda f, _: [(str(x),) for x in f])
-        alone = run_session(files, config)
-        monkeypatch.setattr(execution, "batches", lambda f, _: [tuple(map(str, f))])
-        together = run_session(files, config)
-        assert len(together.analysis.worker_names) == len(files) > 1
-        assert_same(alone.analysis, together.analysis)
-        assert_same(SessionAnalysis(load(folder, cache=False)), together.analysis)
+    folder = batch_session(name, tmp_path)
+    files = resolve(folder)
+    config = ExecConfig(cache=False, processes=1, in_process_below=100)
+    monkeypatch.setattr(execution, "batches", lambda f, _: [(str(x),) for x in f])
+    alone = run_session(files, config)
+    monkeypatch.setattr(execution, "batches", lambda f, _: [tuple(map(str, f))])
+    together = run_session(files, config)
+    assert len(together.analysis.worker_names) == len(files) > 1
+    assert_same(alone.analysis, together.analysis)
+    assert_same(SessionAnalysis(load(folder, cache=False)), together.analysis)
 
 
 #: What the Pod Viewer reads of an analysis (``app.pages.pod_viewer``, ``analyzers.hosts``).
 POD_VIEWS = ("pod", "stragglers", "roles", "slow_steps", "lateness", "devices", "pod_summary")
 
 
-def test_the_pod_viewers_part_comes_first_and_the_whole_is_the_same(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", BATCH_SESSIONS)
+def test_the_pod_viewers_part_comes_first_and_the_whole_is_the_same(
+    tmp_path: Path, name: str
+) -> None:
     """``first``: the Pod Viewer's part of a pod is handed over before the rest is computed;
     what the Pod Viewer reads of it equals the whole analysis', it reads no events, and the
     whole equals one run's."""
-    for folder in batch_sessions(tmp_path):
-        files = resolve(folder)
-        whole = SessionAnalysis(load(folder, cache=False))
-        config = ExecConfig(
-            cache_dir=str(tmp_path / f"cache-{folder.name}"), processes=2, in_process_below=2
+    folder = batch_session(name, tmp_path)
+    files = resolve(folder)
+    whole = SessionAnalysis(load(folder, cache=False))
+    config = ExecConfig(cache_dir=str(tmp_path / "cache"), processes=2, in_process_below=2)
+    heads: list[execution.SessionRun] = []
+
+    def first(run: execution.SessionRun) -> None:
+        assert not heads  # once, before the rest
+        heads.append(run)
+
+    run = run_session(files, config, first=first)
+    (head,) = heads
+    assert head.analysis is not run.analysis and head.failures == run.failures
+    assert head.analysis.trace_kind == whole.trace_kind
+    for view in POD_VIEWS:
+        pd.testing.assert_frame_equal(
+            _text_as_str(getattr(head.analysis, view)),
+            _text_as_str(getattr(whole, view)),
+            check_categorical=False,
+            obj=view,
         )
-        heads: list[execution.SessionRun] = []
-
-        def first(run: execution.SessionRun, heads: list[execution.SessionRun] = heads) -> None:
-            assert not heads  # once, before the rest
-            heads.append(run)
-
-        run = run_session(files, config, first=first)
-        (head,) = heads
-        assert head.analysis is not run.analysis and head.failures == run.failures
-        assert head.analysis.trace_kind == whole.trace_kind
-        for name in POD_VIEWS:
-            pd.testing.assert_frame_equal(
-                _text_as_str(getattr(head.analysis, name)),
-                _text_as_str(getattr(whole, name)),
-                check_categorical=False,
-                obj=name,
-            )
-        with pytest.raises(RuntimeError, match="the Pod Viewer's part of the analysis"):
-            head.analysis.findings  # noqa: B018 (a frame it does not hold: never the events)
-        assert_same(whole, run.analysis)
-        if folder.name == "mixed":  # the whole is cached: read as it is, no first part
-            again = run_session(files, config, first=first)
-            assert again.where == execution.FROM_CACHE and len(heads) == 1
-            assert_same(whole, again.analysis)
+    with pytest.raises(RuntimeError, match="the Pod Viewer's part of the analysis"):
+        head.analysis.findings  # noqa: B018 (a frame it does not hold: never the events)
+    assert_same(whole, run.analysis)
+    if name == "mixed":  # the whole is cached: read as it is, no first part
+        again = run_session(files, config, first=first)
+        assert again.where == execution.FROM_CACHE and len(heads) == 1
+        assert_same(whole, again.analysis)
 
 
 def _niceness(*_: object) -> int:
@@ -402,14 +419,12 @@ class Cluster:
             c.wait_for_workers(n, timeout=60)
 
     def stop(self) -> None:
+        # killed, not terminated: a terminated worker whose scheduler went first waited 10 s
+        # for it, at every test's end; nothing of theirs is kept
         for p in [*self.workers, self.scheduler]:
             if p.poll() is None:
-                p.terminate()
-        for p in [*self.workers, self.scheduler]:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
                 p.kill()
+            p.wait()
 
 
 @pytest.fixture
