@@ -1,4 +1,4 @@
-"""A GPU pod in the dashboard: 128 hosts of 8 GPUs each (1,024 devices), operated as a person
+"""A GPU pod in the dashboard: 64 hosts of 8 GPUs each (512 devices), operated as a person
 does. The first screen stays a pod's: hosts in the heat map, the devices said by their spread
 and the least busy, not one badge each; a host opened shows its GPUs' bars; every page stays a
 few screens. (``make bench`` opens 1,024 hosts x 8 GPUs: ``bench.pod_dashboard``.)"""
@@ -16,7 +16,7 @@ from tests.app.test_browser_pod import opened, rows_of_heatmap
 
 pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.slow]
 
-HOSTS, GPUS = 128, 8
+HOSTS, GPUS = 64, 8
 CULPRIT = 7
 page = test_browser_pod.page  # the same page fixture, with this module's server
 
@@ -31,13 +31,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def test_a_gpu_pod_is_said_by_its_hosts_and_its_devices_spread(page, server) -> None:  # type: ignore[no-untyped-def]
     opened(page, server + "/pod?session=pod")
-    page.screenshot(path=str(ARTIFACTS / "pod_128x8.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / f"pod_{HOSTS}x{GPUS}.png"), full_page=True)
     assert f"straggler: {pod_host(CULPRIT)}" in page.inner_text("#pod-badges")
-    assert len(rows_of_heatmap(page)) == HOSTS  # hosts, not their 1,024 devices
+    assert len(rows_of_heatmap(page)) == HOSTS  # hosts, not their 512 devices
     devices = page.inner_text("#devices")
     assert devices.startswith(f"{HOSTS * GPUS} busy on {HOSTS} hosts")
     assert "least busy" in devices
-    assert page.locator("#devices .badge").count() == 5  # not 1,024 badges
+    assert page.locator("#devices .badge").count() == 5  # not 512 badges
     assert page.evaluate("document.body.scrollHeight") < 5000
     # a host opened: each of its GPUs' bars
     page.locator("#pod-outliers a", has_text=pod_host(CULPRIT)).first.click()
@@ -66,7 +66,9 @@ def test_a_gpu_pod_is_said_by_its_hosts_and_its_devices_spread(page, server) -> 
 @pytest.mark.parametrize("path", ["/workers", "/ops", "/timeline", "/diagnostics"])
 def test_every_page_is_usable_on_a_gpu_pod(page, server, path: str) -> None:  # type: ignore[no-untyped-def]
     opened(page, server + path + "?session=pod")
-    page.screenshot(path=str(ARTIFACTS / f"pod_128x8_{path.strip('/')}.png"), full_page=True)
+    page.screenshot(
+        path=str(ARTIFACTS / f"pod_{HOSTS}x{GPUS}_{path.strip('/')}.png"), full_page=True
+    )
     assert page.evaluate("document.body.scrollHeight") < 6000, "a page as long as the pod"
     if page.locator("#devices").count():
         assert page.locator("#devices .badge").count() <= 5

@@ -43,14 +43,24 @@ PAGES = ("/pod", "/ops", "/xla", "/timeline", "/diagnostics", "/workers", "/comp
 @pytest.fixture(scope="module")
 def crawl_logdir(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
     """One session of each kind present here (the shared samples are skipped when absent,
-    the CPU capture when TensorFlow is not installed)."""
+    the CPU capture when TensorFlow is not installed). The engine's sessions (a capture of
+    a CPU job, a JAX run: 25 s) are made only where a test crawls them (make verify)."""
     root = tmp_path_factory.mktemp("crawl")
     profile = root / "plugins" / "profile"
-    try:
-        capture = request.getfixturevalue("scenario_capture")("mwms-loop", "straggler", workers=3)
-        shutil.copytree(capture.session_dir, profile / CPU)
-    except pytest.skip.Exception:
-        pass
+    crawled = {
+        item.callspec.params["kind"]
+        for item in request.session.items
+        if getattr(item, "originalname", "")
+        == test_every_page_and_control_works_on_each_kind_of_session.__name__
+    }
+    if "cpu_mwms" in crawled:
+        try:
+            capture = request.getfixturevalue("scenario_capture")(
+                "mwms-loop", "straggler", workers=3
+            )
+            shutil.copytree(capture.session_dir, profile / CPU)
+        except pytest.skip.Exception:
+            pass
     for session, sample in SAMPLES.items():
         if sample.exists():
             (profile / session).mkdir(parents=True)
@@ -65,7 +75,7 @@ def crawl_logdir(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtu
         keras = root / "train" / "plugins" / "profile" / "2026_02_07_keras"
         keras.mkdir(parents=True)
         shutil.copy(KERAS, keras / "host.xplane.pb")
-    if importlib.util.find_spec("jax"):  # a JAX job: XLA program steps, a culprit
+    if "jax" in crawled and importlib.util.find_spec("jax"):  # XLA program steps, a culprit
         from podscope.reference_engine.jax_workload import JaxConfig, run
 
         jax_run = run(JaxConfig(workers=3, scenario="slow-host"), tmp_path_factory.mktemp("jax"))
