@@ -791,9 +791,14 @@ def run_tasks(
     return [results[i] for i in range(len(units))], where
 
 
-#: A task's batch of small workers: about this many bytes of trace in all, and at most
-#: ``BATCH_FILES`` files (``batches``).
-BATCH_BYTES = 16 << 20
+#: A worker's file past this size is a task of its own (``batches``), run on Dask
+#: (``small_units``): its parse may take gigabytes.
+BIG_FILE_BYTES = 16 << 20
+#: A task's batch of small workers: about this many bytes of trace in all (a batch of 64
+#: hosts of 0.5 MB peaks at 360 MB in its process), and at most ``BATCH_FILES`` files
+#: (``batches``). Twice 16 MB: 512 such hosts' Pod Viewer part took 7.5-9.1 s in batches of
+#: 33, 6.7-7.3 s in batches of 64 (a batch's fixed cost, paid half as often).
+BATCH_BYTES = 32 << 20
 BATCH_FILES = 64
 
 
@@ -809,9 +814,9 @@ def batches(files: Sequence[Path], processes: int) -> list[tuple[str, ...]]:
     """The session's files cut into tasks, in order: small workers together, up to
     ``BATCH_BYTES`` of trace and ``BATCH_FILES`` files a batch, and no fewer than four
     batches per process while the files allow (the processes stay busy to the end, and the
-    progress moves); a file past ``BATCH_BYTES`` is a batch of its own. A batch's cost follows its events:
-    a task per small worker paid a reduction's fixed cost (a few hundred pandas calls, about
-    70 ms) per worker."""
+    progress moves); a file past ``BIG_FILE_BYTES`` is a batch of its own. A batch's cost
+    follows its events: a task per small worker paid a reduction's fixed cost (a few hundred
+    pandas calls, about 70 ms) per worker."""
     sizes = []
     for f in files:
         try:
@@ -823,11 +828,15 @@ def batches(files: Sequence[Path], processes: int) -> list[tuple[str, ...]]:
     batch: list[str] = []
     held = 0
     for f, size in zip(files, sizes, strict=True):
-        if batch and (len(batch) >= per_batch or held + size > BATCH_BYTES):
+        big = size > BIG_FILE_BYTES
+        if batch and (big or len(batch) >= per_batch or held + size > BATCH_BYTES):
             out.append(tuple(batch))
             batch, held = [], 0
         batch.append(str(f))
         held += size
+        if big:
+            out.append(tuple(batch))
+            batch, held = [], 0
     if batch:
         out.append(tuple(batch))
     return out
@@ -835,7 +844,7 @@ def batches(files: Sequence[Path], processes: int) -> list[tuple[str, ...]]:
 
 def small_units(units: Sequence[tuple[str, ...]]) -> bool:
     """Whether every unit of ``batches`` is small: several files (a batch holds at most
-    ``BATCH_BYTES``) or one file of at most ``BATCH_BYTES``."""
+    ``BATCH_BYTES``, none past ``BIG_FILE_BYTES``) or one file of at most ``BIG_FILE_BYTES``."""
 
     def size(f: str) -> int:
         try:
@@ -843,7 +852,7 @@ def small_units(units: Sequence[tuple[str, ...]]) -> bool:
         except OSError:  # gone or unreadable: its task says why
             return 0
 
-    return all(len(u) > 1 or size(u[0]) <= BATCH_BYTES for u in units)
+    return all(len(u) > 1 or size(u[0]) <= BIG_FILE_BYTES for u in units)
 
 
 def run_session(

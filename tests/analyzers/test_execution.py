@@ -297,12 +297,17 @@ def test_a_session_is_cut_into_batches_by_size(monkeypatch: pytest.MonkeyPatch) 
     assert [len(b) for b in execution.batches([small] * 512, 2)] == [64] * 8
     assert [len(b) for b in execution.batches([small] * 20, 2)] == [3] * 6 + [2]
     assert [len(b) for b in execution.batches([small] * 4, 2)] == [1] * 4
-    # a batch holds BATCH_BYTES at most: a bigger file is a batch of its own, in its place
+    # a batch holds BATCH_BYTES at most; a file past BIG_FILE_BYTES is a batch of its own, in
+    # its place, even where the batch has room for it
     big = REPO / "tests" / "fixtures" / "ps_baseline" / "127.0.0.1_34313.xplane.pb.gz"
-    assert big.stat().st_size > small.stat().st_size
+    assert big.stat().st_size > 2 * small.stat().st_size
     monkeypatch.setattr(execution, "BATCH_BYTES", big.stat().st_size)
     cut = execution.batches([small, small, big, *[small] * 5], 1)
     s, b = str(small), str(big)
+    assert cut == [(s, s), (b,), (s, s), (s, s), (s,)]
+    monkeypatch.setattr(execution, "BATCH_BYTES", 4 * big.stat().st_size)
+    monkeypatch.setattr(execution, "BIG_FILE_BYTES", big.stat().st_size - 1)
+    cut = execution.batches([small, small, big, *[small] * 5], 1)
     assert cut == [(s, s), (b,), (s, s), (s, s), (s,)]
 
 
@@ -311,7 +316,7 @@ def test_a_pod_of_small_files_runs_in_a_pool_and_a_big_worker_on_dask(
 ) -> None:
     """Past ``in_process_below`` files, small tasks run in a pool of this machine's processes
     (no cluster to start), even where small sessions run in the calling thread (the
-    dashboard's ``fork=False``); a session with a file past ``BATCH_BYTES`` goes to Dask."""
+    dashboard's ``fork=False``); a session with a file past ``BIG_FILE_BYTES`` goes to Dask."""
     folder = mixed_session(tmp_path / "s")
     files = resolve(folder)
     pool = "2 forked processes" if threading.active_count() == 1 else POOL_BESIDE_THREADS
@@ -322,7 +327,7 @@ def test_a_pod_of_small_files_runs_in_a_pool_and_a_big_worker_on_dask(
         assert_same(SessionAnalysis(load(folder, cache=False)), run.analysis)
     units = execution.batches(files, 2)
     assert execution.small_units(units)
-    monkeypatch.setattr(execution, "BATCH_BYTES", min(f.stat().st_size for f in files) - 1)
+    monkeypatch.setattr(execution, "BIG_FILE_BYTES", min(f.stat().st_size for f in files) - 1)
     assert not execution.small_units(execution.batches(files, 2))
     started: list[str] = []
 
