@@ -53,13 +53,16 @@ def test_straggler_is_the_culprit_and_the_others_wait_its_milliseconds(scenario_
 
 
 def assert_cause(late: pd.DataFrame, cause: str) -> None:
-    """The injected cause is the largest component of every late step, and the culprit's cause:
-    two thirds of its late steps' summed excess at least (``worker_causes``). Not every step's
-    label: with 3 TF workers on 2 cores, the scheduler can end the culprit's previous step
-    20-27 ms late (``previous step ended late``), and a step's share then falls under the 0.8
-    that names a step's cause. One run of 21 late steps had 6 such (``mixed``), the next none;
-    make test's two processes on CI's 2 cores had 9 of 19 and 8 of 19."""
-    assert (late["largest"] == cause).all(), late["components"].tolist()
+    """The injected cause is the culprit's cause: two thirds of its late steps' summed excess
+    at least (``worker_causes``), and the largest component of most of its late steps. Not of
+    every one, nor every step's label: with 3 TF workers on 2 cores, the scheduler can end the
+    culprit's previous step late (``previous step ended late``), 20-27 ms in most runs, 66 ms
+    once in a fresh clone's make test (beside the injected 41 ms, in one of 16 steps); a
+    step's share then falls under the 0.8 that names a step's cause. One run of 21 late steps
+    had 6 such (``mixed``), the next none; make test's two processes on CI's 2 cores had 9 of
+    19 and 8 of 19."""
+    largest = late["largest"] == cause
+    assert largest.mean() > 0.5, late["components"].tolist()
     assert late["cause"].isin([cause, "mixed"]).all(), late["cause"].value_counts()
     named = worker_causes(late)
     assert len(named) == 1 and named["cause"].iloc[0] == cause, named

@@ -6,24 +6,34 @@ import socket
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+#: How long a server that is still running may take to answer its first request: a state
+#: waited for (a fresh venv's first imports beside a busy test took over 20 s), with a cap
+#: only so that a hung server fails the test instead of CI.
+STARTUP_S = 300.0
 
-def get_when_up(url: str, proc: subprocess.Popen[bytes] | None = None, tries: int = 100) -> bytes:
-    """The body of ``url`` once the server answers (every 0.2 s, ``tries`` times); fails the
-    test, with the server's stderr when there is one, if it exits or never answers."""
-    for _ in range(tries):
+
+def get_when_up(url: str, proc: subprocess.Popen[Any], err: Path | None = None) -> bytes:
+    """The body of ``url`` once the server ``proc`` answers (asked every 0.2 s while it runs);
+    fails the test, with the server's stderr (its pipe, or the file ``err``), if it exits
+    first, or if it runs ``STARTUP_S`` without answering."""
+    deadline = time.monotonic() + STARTUP_S
+    while True:
         try:
             with urllib.request.urlopen(url, timeout=5) as r:
                 return bytes(r.read())
         except OSError:
-            if proc is not None and proc.poll() is not None:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                pytest.fail(f"the server exited ({proc.returncode}): {err[-2000:]}")
+            if proc.poll() is not None:
+                out = err.read_bytes() if err else proc.stderr.read() if proc.stderr else b""
+                text = out if isinstance(out, str) else out.decode(errors="replace")
+                pytest.fail(f"the server exited ({proc.returncode}): {text[-2000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"no answer from {url} in {STARTUP_S:.0f} s, the server running")
             time.sleep(0.2)
-    pytest.fail(f"no answer from {url}")
 
 
 def free_port() -> int:

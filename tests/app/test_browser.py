@@ -141,15 +141,17 @@ def serving(root: Path, cache: Path, env: dict[str, str] | None = None) -> Itera
         "--port",
         str(port),
     ]
-    proc = subprocess.Popen(
-        [*command, "--max-upload-mb", "5"],
-        env={**os.environ, "PODSCOPE_CACHE_DIR": str(cache), **(env or {})},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    err = cache.parent / f"serve-{port}.err"  # a file: a full pipe would stop the server
+    with err.open("wb") as stderr:
+        proc = subprocess.Popen(
+            [*command, "--max-upload-mb", "5"],
+            env={**os.environ, "PODSCOPE_CACHE_DIR": str(cache), **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
-        get_when_up(base + "/healthz")
+        get_when_up(base + "/healthz", proc, err)
         yield base
     finally:
         proc.terminate()

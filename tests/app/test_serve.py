@@ -30,7 +30,7 @@ def test_serve_is_quiet_and_not_flasks_development_server(tmp_path: Path) -> Non
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        get_when_up(base + "/healthz")
+        get_when_up(base + "/healthz", proc)
         for _ in range(20):  # a browser's page load is dozens of requests
             urllib.request.urlopen(base + "/", timeout=5).read()
             urllib.request.urlopen(base + "/_dash-layout", timeout=5).read()
@@ -80,7 +80,7 @@ def test_demo_captures_a_baseline_and_a_straggler_and_stops_their_jobs(tmp_path:
             for s in sessions
         }
         assert labels == {"baseline", "straggler"}  # told apart on every page
-        health = get_when_up(f"http://127.0.0.1:{port}/healthz")  # printed as it starts listening
+        health = get_when_up(f"http://127.0.0.1:{port}/healthz", proc)  # printed as it listens
         assert b'"sessions":2' in health.replace(b" ", b"")
         # the jobs are stopped: nothing listens on their workers' agents any more
         assert sum("[worker:" in line for line in lines) == 4  # two jobs of two workers
@@ -126,7 +126,7 @@ def test_a_server_stopped_mid_analysis_exits_and_leaves_no_process(tmp_path: Pat
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        get_when_up(base + "/healthz")
+        get_when_up(base + "/healthz", proc)
         urllib.request.urlopen(base + "/pod?session=pod", timeout=30).read()  # starts the job
         deadline = time.monotonic() + 120  # the state, not a time: the pool's tasks run
         pool: list[psutil.Process] = []
