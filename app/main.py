@@ -294,8 +294,10 @@ def _prefetch_pages(server: Flask) -> None:
                     store = current().store
                     names = store.names()
                     session = args.get("session") or (names[0] if names else "")
-                    if not (session and store.loads_here(session)):  # nothing reported here
-                        # a big session's job: under way as the page loads
+                    reads = "session" in params.get(page["path"], frozenset())
+                    if reads and not (session and store.loads_here(session)):
+                        # a big session's job: under way as the page loads (a page that
+                        # reads none, the Sessions list, starts none)
                         store.start(session, head_first=page["path"] == "/pod")
                         raise LookupError(f"{session!r} is not loaded in a request")
                     future.set_result(page["layout"].__wrapped__(**args))

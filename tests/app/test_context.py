@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -203,6 +204,39 @@ def test_a_prefetch_loads_only_what_the_request_would_load_itself(tmp_path: Path
     assert store.any_in_background()
     store.execution = replace(store.execution, in_process_below=4)
     assert not store.any_in_background()
+
+
+def test_the_sessions_list_starts_no_sessions_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Sessions page reads no session: its prefetch makes the list, and starts no job of
+    the newest session, however big (it started one: ``bench.folders``' 100,000-file session
+    was being hashed while its folder was removed)."""
+    from dataclasses import replace
+
+    small_and_big(tmp_path)
+    os.utime(tmp_path / "plugins" / "profile" / "big")  # the newest: the picker's default
+    app = create_app(AppSettings(logdir=tmp_path, cache_dir=tmp_path / "cache"))
+    with app.server.test_request_context("/"):
+        store = current().store
+    store.execution = replace(store.execution, in_process_below=2)
+    assert store.names()[0] == "big" and not store.loads_here("big")
+    done, started = threading.Event(), []
+
+    def start(session: str, head_first: bool = False) -> None:
+        started.append(session)
+        done.set()
+
+    def summaries() -> Any:
+        if threading.current_thread().name.startswith("podscope-prefetch"):
+            done.set()  # the prefetch makes the list
+        return type(store).summaries(store)
+
+    monkeypatch.setattr(store, "start", start)
+    monkeypatch.setattr(store, "summaries", summaries)
+    assert app.server.test_client().get("/").status_code == 200
+    assert done.wait(60)
+    assert started == [] and store._jobs == {}
 
 
 def test_the_layout_holds_the_pages_url_and_the_sessions_so_nothing_fires_on_load(
