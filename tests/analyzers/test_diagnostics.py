@@ -221,6 +221,20 @@ SCENARIO_RULE = {
 #: (all_others ~0.15-0.25), and IteratorGetNext averages ~200 µs (> XProf's 50 µs) because
 #: the prefetch thread competes for the same cores, while input stays below 5 % of the step.
 EXPECTED_ON_CPU_MWMS = {"collectives", "all_others", "slow_iterator"}
+#: The scenarios built to wait for input (the rest do nothing to the input pipeline).
+INPUT_SCENARIOS = {"input-bound", "slow-map", "eager"}
+
+
+def stalled_input(finding: Finding) -> bool:
+    """An input-bound finding at XProf's 5 % line, not a pipeline's: moderate, every worker's
+    input share under 10 %. Two training processes share two cores, and one IteratorGetNext
+    that waited for a core (68 ms in a host-overhead run, 105 ms in a memory-leak run; median
+    0.1 ms) put a mean of 6.3-6.4 % over the line in scenarios that do nothing to the input. It
+    is what the trace says; a finding of the scenario it is not."""
+    shares = finding.evidence.get("share_by_worker") or {}
+    return finding.severity == "moderate" and bool(shares) and max(shares.values()) < 0.10
+
+
 #: Off-diagonal findings that follow from how a scenario is built (explained per scenario).
 EXPLAINED = {
     # The straggler sleeps on the host before each step, i.e. between its steps; the others
@@ -233,10 +247,6 @@ EXPLAINED = {
     # pipeline has none, tf.data's injected one included); that map is a stage that cannot
     # keep up (input_stage names it).
     "input-bound": {"slow_iterator", "no_prefetch", "input_stage"},
-    # The input wait is at XProf's 5 % threshold here: in one run a single IteratorGetNext of
-    # 68 ms (median 0.17 ms) made the mean input share 6.3 % (earlier runs: below 5 %); the
-    # scenario does nothing to the input pipeline, the two training processes share 2 cores.
-    "host-overhead": {"input_bound"},
     # The leaked tensor is made by eager ops (random_normal) between steps, outside the
     # step marker: eager op time and a gap between steps, as a user's own leak would show.
     "memory-leak": {"eager", "step_gaps"},
@@ -273,7 +283,12 @@ def test_scenarios_confusion_matrix(scenario_capture, capsys: pytest.CaptureFixt
             r: findings[r].severity
             for r in sorted(set(rules) | EXPECTED_ON_CPU_MWMS | {"straggler_cause"})
         }
-        flagged[scenario] = {r for r, f in findings.items() if f.severity in ("moderate", "high")}
+        flagged[scenario] = {
+            r
+            for r, f in findings.items()
+            if f.severity in ("moderate", "high")
+            and not (r == "input_bound" and scenario not in INPUT_SCENARIOS and stalled_input(f))
+        }
     with capsys.disabled():
         print("\n" + pd.DataFrame(matrix).T.to_string())
     for scenario, rule_id in SCENARIO_RULE.items():
