@@ -291,15 +291,14 @@ def _prefetch_pages(server: Flask) -> None:
         def run() -> None:
             try:
                 with server.test_request_context(url):
-                    store = current().store
-                    names = store.names()
-                    session = args.get("session") or (names[0] if names else "")
-                    reads = "session" in params.get(page["path"], frozenset())
-                    if reads and not (session and store.loads_here(session)):
-                        # a big session's job: under way as the page loads (a page that
-                        # reads none, the Sessions list, starts none)
-                        store.start(session, head_first=page["path"] == "/pod")
-                        raise LookupError(f"{session!r} is not loaded in a request")
+                    if "session" in params.get(page["path"], frozenset()):  # (Sessions: no)
+                        store = current().store
+                        names = store.names()
+                        session = args.get("session") or (names[0] if names else "")
+                        if not (session and store.loads_here(session)):
+                            # a big session's job: under way as the page loads
+                            store.start(session, head_first=page["path"] == "/pod")
+                            raise LookupError(f"{session!r} is not loaded in a request")
                     future.set_result(page["layout"].__wrapped__(**args))
             except Exception as e:  # the page's own request says what is wrong
                 logging.getLogger(__name__).debug("prefetch of %s failed", url, exc_info=True)
