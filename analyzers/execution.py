@@ -826,17 +826,15 @@ def batches(files: Sequence[Path], processes: int) -> list[tuple[str, ...]]:
     per_batch = max(1, min(BATCH_FILES, -(-len(files) // (4 * max(processes, 1)))))
     out: list[tuple[str, ...]] = []
     batch: list[str] = []
-    held = 0
+    held, full = 0, False  # full: the batch takes no more files
     for f, size in zip(files, sizes, strict=True):
         big = size > BIG_FILE_BYTES
-        if batch and (big or len(batch) >= per_batch or held + size > BATCH_BYTES):
+        if batch and (big or full or held + size > BATCH_BYTES):
             out.append(tuple(batch))
             batch, held = [], 0
         batch.append(str(f))
         held += size
-        if big:
-            out.append(tuple(batch))
-            batch, held = [], 0
+        full = big or len(batch) >= per_batch
     if batch:
         out.append(tuple(batch))
     return out
