@@ -11,7 +11,7 @@ PIP := PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip
 STAMP = $(VENV)/.installed-$(1)-$(shell (cat pyproject.toml setup.py trace_parsers/*.c trace_parsers/*.h; ls -d */__init__.py) | sha1sum | cut -c1-12)
 BUILD_TMP := $(CURDIR)/build/tmp
 
-.PHONY: test lint typecheck pytest bench demo fuzz verify install-test install-engine browser clean docker-test plotly-bundle docs wheel
+.PHONY: test lint typecheck pytest bench demo fuzz verify install-test install-engine browser clean docker-test plotly-bundle docs wheel protos
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -117,6 +117,23 @@ plotly-bundle:
 	    --banner:js="/* plotly.js v$(PLOTLY_JS) (MIT, see PLOTLY_LICENSE): core, bar, heatmap, histogram, treemap. make plotly-bundle */" \
 	    --outfile=$(CURDIR)/assets/plotly-podscope.min.js \
 	  && cp node_modules/plotly.js/LICENSE $(CURDIR)/assets/PLOTLY_LICENSE
+
+# The protobuf and gRPC stubs (committed): made by the oldest protoc whose code every supported
+# runtime loads. grpcio-tools 1.62 writes protobuf 4.25 code, which protobuf 4.25 to 7.x import;
+# newer protoc adds a runtime check that refuses every older runtime (7.35's refuses 6.x), and
+# newer grpcio-tools a check that refuses older grpcio (TensorFlow images carry 1.6x).
+PROTOC_VENV := build/protoc-venv
+protos:
+	@test -x $(PROTOC_VENV)/bin/python || $(PYTHON) -m venv $(PROTOC_VENV)
+	$(PROTOC_VENV)/bin/python -m pip install --quiet "grpcio-tools==1.62.3"
+	cd collectors/proto && $(CURDIR)/$(PROTOC_VENV)/bin/python -m grpc_tools.protoc -I. \
+	  --python_out=. --pyi_out=. profiler_service.proto xspace_events.proto \
+	  && $(CURDIR)/$(PROTOC_VENV)/bin/python -m grpc_tools.protoc -I. \
+	  --python_out=. --pyi_out=. --grpc_python_out=. trace_export.proto
+	sed -i 's/^import trace_export_pb2 as/from podscope.collectors.proto import trace_export_pb2 as/' \
+	  collectors/proto/trace_export_pb2_grpc.py
+	cd trace_parsers/proto && $(CURDIR)/$(PROTOC_VENV)/bin/python -m grpc_tools.protoc -I. \
+	  --python_out=. --pyi_out=. xplane.proto
 
 clean:
 	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache

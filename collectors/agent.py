@@ -1,31 +1,35 @@
 """The PodScope agent, run inside a training process: traces it on request, serves the traces.
 
-Two lines in a training script::
+Two lines in a training script, whatever its framework (TensorFlow, JAX or PyTorch)::
 
     import podscope
     agent = podscope.agent.start(port=6010)      # before training; agent.stop() at the end
 
-and, for watched jobs (``podscope watch``), one more after each training step::
+and, for watched jobs (``podscope watch``) and PyTorch, one more after each training step::
 
     podscope.agent.step(n)     # or callbacks=[podscope.agent.keras_callback()], or jax_step(n, loss)
 
 The agent's one gRPC port (``collectors.export_service``) answers PodScope's ``Hello``,
 ``Trace``, ``List``, ``Fetch`` and ``Steps`` (the heartbeats, ``collectors.heartbeat``), and
-writes every trace under the agent's own folder, whatever a request names. The agent opens
-no TensorFlow port. ``Trace`` runs:
+writes every trace under the agent's own folder, whatever a request names. Starting it imports
+no framework. At each ``Trace`` it uses the profiler of the framework the process has imported
+(``collectors.frameworks``; ``framework=`` decides instead):
 
-- through the TF server the job already runs, when ``profiler_address`` names it (a
-  ``tf.distribute`` server on the task's TF_CONFIG port serves TensorFlow's ProfilerService):
-  the agent is its client over loopback, so the tracer levels of the capture plan apply;
-- else TensorFlow's profiler session inside this process
-  (``tf.profiler.experimental.start``/``stop``). TF 2.21's in-process session ignores the
-  tracer levels (measured: host events at host_tracer_level 0, no Python events at
-  python_tracer_level 1), so it refuses a plan that needs the host tracer off.
+- TensorFlow: through the TF server the job already runs, when ``profiler_address`` names it
+  (a ``tf.distribute`` server on the task's TF_CONFIG port serves TensorFlow's
+  ProfilerService): the agent is its client over loopback, so the tracer levels of the capture
+  plan apply; else TensorFlow's profiler session inside this process
+  (``tf.profiler.experimental.start``/``stop``), which ignores the tracer levels (TF 2.21), so it
+  refuses a plan that needs the host tracer off (``collectors.tf_tracer``);
+- JAX: ``jax.profiler`` in-process, an ``.xplane.pb`` (``collectors.jax_tracer``);
+- PyTorch: ``torch.profiler`` (CPU and CUDA), started and stopped at the training thread's step
+  boundaries, a Kineto ``.pt.trace.json.gz`` (``collectors.torch_tracer``).
 
-TensorFlow's own profiler server, which TensorBoard's capture button and
+A process with none of them answers every ``Trace`` with that reason (the capture records the
+worker as ``failed``). TensorFlow's own profiler server, which TensorBoard's capture button and
 ``tf.profiler.experimental.client`` need, is an explicit opt-in (``tf_profiler_port``): it has
 no authentication, listens on every interface and writes wherever a request says, so the agent
-warns when it starts it. TensorFlow is imported here only, lazily, and can be injected (``tf=``).
+warns when it starts it.
 """
 
 from __future__ import annotations
@@ -33,29 +37,38 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import grpc
 
 from podscope.collectors import heartbeat
 from podscope.collectors.export_service import (
     AgentServer,
     Limits,
-    TraceLevels,
     TracerBusy,
     TracerError,
     WorkerInfo,
     serve,
 )
+from podscope.collectors.frameworks import FRAMEWORKS, FrameworkTracer, UnknownFramework
 from podscope.collectors.front_door import DoorLimits
 from podscope.collectors.heartbeat import jax_step as jax_step  # the training loop's side
 from podscope.collectors.heartbeat import step as step
-from podscope.collectors.tf_profiler import call_profile, profile_request
+from podscope.collectors.tf_tracer import ServerTracer, TfTracer
+
+__all__ = [
+    "FRAMEWORKS",
+    "Agent",
+    "AgentError",
+    "TracerBusy",
+    "TracerError",
+    "UnknownFramework",
+    "jax_step",
+    "keras_callback",
+    "start",
+    "step",
+]
 
 log = logging.getLogger("podscope.agent")
 
@@ -64,74 +77,6 @@ TF_SERVER_WARNING = (
     "interface and writes traces wherever a request says: anyone who reaches the port can "
     "trace this process. Start it only on a trusted network (PodScope's captures do not need it)."
 )
-
-
-class ServerTracer:
-    """Traces this task through a TF profiler server in this process, into the agent's folder."""
-
-    def __init__(self, address: str) -> None:
-        self.address = address
-
-    def __call__(self, out: Path, start_ns: int, duration_ms: int, levels: TraceLevels) -> None:
-        """Asks the server for ``out`` (``<root>/<session>/<name>``); TF sleeps until ``start_ns``.
-
-        Raises:
-            TracerError: the server's error, with its status code (busy: ALREADY_EXISTS).
-        """
-        host = out.name.removesuffix(".xplane.pb")
-        request = profile_request(
-            out.parent.parent, out.parent.name, host, duration_ms, start_ns, levels
-        )
-        wait_s = max(0.0, (start_ns - time.time_ns()) / 1e9)
-        with grpc.insecure_channel(self.address) as channel:
-            try:
-                call_profile(channel, request, timeout_s=wait_s + duration_ms / 1000 + 60)
-            except grpc.RpcError as e:
-                raise TracerError(f"TF profiler server: {e.details()}", e.code()) from None
-
-
-class TfTracer:
-    """Traces this process with TensorFlow's profiler session API (in-process, no server)."""
-
-    def __init__(self, tf: Any) -> None:
-        self.tf = tf
-
-    def __call__(self, out: Path, start_ns: int, duration_ms: int, levels: TraceLevels) -> None:
-        """Records ``duration_ms`` from ``start_ns`` into ``out``; TF writes to a folder of its
-        own naming (``plugins/profile/<time>/<host>.xplane.pb``), made next to ``out``.
-
-        Raises:
-            TracerBusy: another profiler (a Keras TensorBoard callback, TF's server) is running.
-        """
-        tf = self.tf
-        if levels.host == 0:
-            raise TracerError(
-                "this agent traces in-process, where TensorFlow ignores the tracer levels and "
-                "always runs the host tracer, which crashes non-chief MultiWorkerMirroredStrategy "
-                "workers on TF 2.20/2.21: start the agent with profiler_address= the task's "
-                "tf.distribute server (its TF_CONFIG address) to honour the plan"
-            )
-        time.sleep(max(0.0, (start_ns - time.time_ns()) / 1e9))
-        work = Path(tempfile.mkdtemp(prefix=".tracing-", dir=out.parent))
-        options = tf.profiler.experimental.ProfilerOptions(
-            host_tracer_level=levels.host,
-            python_tracer_level=levels.python,
-            device_tracer_level=levels.device,
-        )
-        try:
-            try:
-                tf.profiler.experimental.start(str(work), options=options)
-            except tf.errors.AlreadyExistsError as e:
-                raise TracerBusy(f"another profiler is running in this process ({e})") from None
-            try:
-                time.sleep(duration_ms / 1000)
-            finally:
-                tf.profiler.experimental.stop()
-            written = sorted(work.glob("plugins/profile/*/*.xplane.pb"))
-            if written:
-                written[0].replace(out)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 @dataclass
@@ -156,6 +101,7 @@ def start(
     token: str | None = None,
     strategy: str = "",
     task: tuple[str, int] | None = None,
+    framework: str | None = None,
     profiler_address: str | None = None,
     tf_profiler_port: int | None = None,
     limits: Limits | None = None,
@@ -175,23 +121,28 @@ def start(
         strategy: the job's tf.distribute strategy class name (collectors plan safe captures).
         task: this process's (task type, index), e.g. ("worker", 1); None reads it from the
             ``TF_CONFIG`` environment variable, once, here (an empty role when unset).
+        framework: whose profiler traces: "tensorflow", "jax" or "torch"; None (default)
+            decides at each trace, from the frameworks this process has imported (PyTorch,
+            then JAX, then TensorFlow).
         profiler_address: the TF server this process already runs (its ``tf.distribute``
-            server, e.g. ``127.0.0.1:<TF_CONFIG port>``): traces go through it, honouring the
-            tracer levels. None: in-process profiler sessions.
+            server, e.g. ``127.0.0.1:<TF_CONFIG port>``): TensorFlow traces go through it,
+            honouring the tracer levels. None: in-process profiler sessions.
         tf_profiler_port: also start TensorFlow's own, unauthenticated profiler server on this
-            port (for TensorBoard's capture button; traces then go through it); None (default)
-            starts none.
+            port (for TensorBoard's capture button; TensorFlow traces then go through it);
+            None (default) starts none and imports no TensorFlow.
         limits: call limits and idle timeout (``collectors.guard.Limits`` defaults).
         door: connection limits of the agent's port, and the collectors' networks
             (``collectors.front_door.DoorLimits``; e.g. ``DoorLimits(allow=("10.0.0.0/8",),
             allow_only=True)`` lets only that network connect).
-        tf: the TensorFlow module (imported when None).
+        tf: the TensorFlow module, for a process that passes it in (tests): TensorFlow's
+            profiler then traces, unless ``framework`` says otherwise.
 
     Returns:
         The running agent.
 
     Raises:
-        AgentError: a non-loopback ``host`` without a ``token``, or with a short one.
+        AgentError: a non-loopback ``host`` without a ``token``, or with a short one; an
+            unknown ``framework``.
         OSError: the port could not be bound.
     """
     if not is_loopback(host):
@@ -206,12 +157,26 @@ def start(
                 f"characters: anyone who reaches the port can guess that. Use at least "
                 f"{MIN_TOKEN_CHARS} (python -c 'import secrets; print(secrets.token_urlsafe(24))')"
             )
-    if tf is None:
-        import tensorflow as tf  # type: ignore[no-redef]
     if tf_profiler_port is not None:
-        tf.profiler.experimental.server.start(tf_profiler_port)
+        from podscope.collectors.tf_tracer import start_profiler_server
+
+        start_profiler_server(tf_profiler_port, tf)
         log.warning(TF_SERVER_WARNING, tf_profiler_port)
         profiler_address = profiler_address or f"127.0.0.1:{tf_profiler_port}"
+    try:
+        tracer = FrameworkTracer(
+            framework or ("tensorflow" if tf is not None else None),
+            make={
+                "tensorflow": (
+                    (lambda: ServerTracer(profiler_address))
+                    if profiler_address
+                    else (lambda: TfTracer(tf))
+                )
+            },
+            modules={"tensorflow": tf} if tf is not None else None,
+        )
+    except UnknownFramework as e:
+        raise AgentError(str(e)) from None
     root = Path(
         repository_root
         if repository_root is not None
@@ -223,10 +188,9 @@ def start(
         role=role,
         index=index,
         strategy=strategy,
-        tf_version=str(getattr(tf, "__version__", "")),
         profiler_address=profiler_address or "",
+        framework=tracer.framework,
     )
-    tracer = ServerTracer(profiler_address) if profiler_address else TfTracer(tf)
     server = serve(
         root,
         port=port,
@@ -250,9 +214,9 @@ def keras_callback(base: type | None = None) -> Any:
             ``keras.callbacks.Callback`` for those).
     """
     if base is None:
-        import tensorflow as tf
+        from podscope.collectors.tf_tracer import keras_callback_base
 
-        base = tf.keras.callbacks.Callback
+        base = keras_callback_base()
     return heartbeat.keras_callback(base)
 
 

@@ -118,6 +118,8 @@ class WorkerResult:
     role: str = ""
     index: int | None = None
     strategy: str = ""
+    #: whose profiler traced the worker ("tensorflow", "jax", "torch"; "" when unknown)
+    framework: str = ""
     host_tracer_level: int | None = None
     python_tracer_level: int | None = None
     file: str | None = None
@@ -326,7 +328,7 @@ def fetch_trace(
     """Streams the worker's trace into ``dest``, verifying size and SHA-256; stops reading as
     soon as the agent sends more than the ``declared`` bytes."""
     stub = pb_grpc.TraceExportStub(channel)
-    name = layout.xplane_name(result.label)
+    name = dest.name
     tmp = dest.with_suffix(".part")
     t = time.monotonic()
     digest = hashlib.sha256()
@@ -459,6 +461,7 @@ def _hello_or_fail(
     if hello is None:
         return _NO_AGENT
     result.role, result.index, result.strategy = hello.role, hello.index, hello.strategy
+    result.framework = hello.framework
     return hello
 
 
@@ -507,18 +510,39 @@ def _finish_one(
     if pending is None:
         return
     response = _outcome(pending, opts, result)
-    dest = session_dir / layout.xplane_name(result.label)
     if response is None:
         notify(result)
         return
     if not isinstance(response, pb.TraceResponse):  # a bare TF profiler server
-        _check_shared(result, dest)
+        _check_shared(result, session_dir / layout.xplane_name(result.label))
+        notify(result)
+        return
+    result.framework = response.framework or result.framework
+    try:
+        dest = session_dir / _answered_name(result.label, response.name)
+    except layout.LayoutError as e:
+        result.status, result.reason = Status.FAILED, f"the agent named no trace of it: {e}"
         notify(result)
         return
     result.status = Status.TRANSFERRING
     notify(result)
     fetch_trace(channel, opts, result, session, dest, int(response.size))
     notify(result)
+
+
+def _answered_name(label: str, name: str) -> str:
+    """The file an agent says it wrote for worker ``label``: ``<label><suffix>`` with a known
+    trace suffix (an XPlane, or a PyTorch agent's Kineto JSON); an older agent names none.
+
+    Raises:
+        layout.LayoutError: any other name (a hostile agent chooses no file of the session).
+    """
+    if not name:
+        return layout.xplane_name(label)
+    suffix = layout.trace_suffix(name)
+    if suffix is None or name != layout.trace_name(label, suffix):
+        raise layout.LayoutError(f"{name!r} is not a trace file of {label}")
+    return name
 
 
 #: Hellos and transfers at a time: threads, connections being read and files being written

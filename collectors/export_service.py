@@ -4,8 +4,9 @@
     >>> server.port          # collectors call Hello, Trace, List, Fetch and Steps here
     >>> server.stop()
 
-No TensorFlow here: the agent (``collectors.agent``) passes its in-process ``Tracer``, and
-tests pass simulated ones. Every trace is written, and every file served, below the
+No framework here: the agent (``collectors.agent``) passes its in-process ``Tracer`` (the
+profiler of the framework the process runs, ``collectors.frameworks``), and tests pass
+simulated ones. Every trace is written, and every file served, below the
 repository root only: names are single path components, and the resolved path (symlinks
 followed) must stay inside the root, whatever a request says. The server is gRPC's asyncio
 server on a thread of its own (training keeps its threads): a call that sends nothing costs
@@ -16,14 +17,17 @@ and limits calls per peer.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import os
+import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import grpc
 
@@ -39,6 +43,7 @@ __all__ = [
     "TOKEN_HEADER",
     "Limits",
     "TraceLevels",
+    "Traced",
     "Tracer",
     "TracerBusy",
     "TracerError",
@@ -69,8 +74,10 @@ class WorkerInfo:
     role: str = ""
     index: int = 0
     strategy: str = ""
-    tf_version: str = ""
     profiler_address: str = ""
+    #: (framework, version) whose profiler a trace would use now: asked at each Hello, since a
+    #: job may import its framework after starting the agent.
+    framework: Callable[[], tuple[str, str]] = lambda: ("", "")
 
 
 class TracerError(RuntimeError):
@@ -89,15 +96,28 @@ class TracerBusy(TracerError):
     code = grpc.StatusCode.ALREADY_EXISTS
 
 
+class Traced(NamedTuple):
+    """What a tracer wrote: the file (``out``, or a sibling whose suffix names another format,
+    one of ``layout.TRACE_SUFFIXES``) and whose profiler wrote it."""
+
+    path: Path
+    framework: str = ""
+
+
 class Tracer(Protocol):
     """Traces this process (blocking) into ``out``: waits until ``start_ns`` (Unix ns), records
-    ``duration_ms``, writes the serialized XSpace to ``out``.
+    ``duration_ms``, writes the trace to ``out`` (an XSpace) or beside it in another format.
+
+    Returns:
+        What it wrote (None: an XSpace at ``out``).
 
     Raises:
         TracerError: no trace can be taken (TracerBusy: another profiling session is running).
     """
 
-    def __call__(self, out: Path, start_ns: int, duration_ms: int, levels: TraceLevels) -> None: ...
+    def __call__(
+        self, out: Path, start_ns: int, duration_ms: int, levels: TraceLevels
+    ) -> Traced | None: ...
 
 
 def safe_path(root: Path, session: str, name: str) -> Path:
@@ -113,12 +133,29 @@ def safe_path(root: Path, session: str, name: str) -> Path:
 
 
 def has_events(path: Path) -> bool:
-    """Whether the XSpace in ``path`` holds at least one event (TF's ``empty_trace`` test)."""
-    space = xspace.XSpace.FromString(path.read_bytes())
-    return any(line.events for plane in space.planes for line in plane.lines)
+    """Whether the trace in ``path`` holds at least one event (TF's ``empty_trace`` test): an
+    XSpace event, or a Kineto complete event (found by a byte scan, not a JSON parse: this runs
+    in the training process)."""
+    if not path.name.endswith(layout.KINETO_SUFFIXES):
+        space = xspace.XSpace.FromString(path.read_bytes())
+        return any(line.events for plane in space.planes for line in plane.lines)
+    opener = gzip.open if path.name.endswith(".gz") else open
+    tail = b""
+    with opener(path, "rb") as f:
+        while block := f.read(1 << 20):
+            if COMPLETE_EVENT.search(tail + block):
+                return True
+            tail = block[-32:]
+    return False
 
 
-def _unavailable_tracer(out: Path, start_ns: int, duration_ms: int, levels: TraceLevels) -> None:
+#: A complete ("X") event in Chrome trace JSON, as torch.profiler writes it (``"ph": "X"``).
+COMPLETE_EVENT = re.compile(rb'"ph"\s*:\s*"X"')
+
+
+def _unavailable_tracer(
+    out: Path, start_ns: int, duration_ms: int, levels: TraceLevels
+) -> Traced | None:
     raise TracerError("this agent only exports traces: it has no tracer")
 
 
@@ -153,6 +190,7 @@ class _Service:
         async with self.gate.admit(context, "Hello"):
             await self.gate.read(context, "Hello")
             i = self.info
+            framework, version = i.framework()
             return pb.HelloResponse(
                 host=socket.gethostname(),
                 pid=os.getpid(),
@@ -160,8 +198,10 @@ class _Service:
                 index=i.index,
                 strategy=i.strategy,
                 repository_root=str(self.root),
-                tf_version=i.tf_version,
+                tf_version=version if framework == "tensorflow" else "",
                 profiler_address=i.profiler_address,
+                framework=framework,
+                framework_version=version,
             )
 
     async def list_traces(
@@ -181,7 +221,7 @@ class _Service:
             if not session.is_dir():
                 continue
             for f in sorted(session.iterdir()):
-                if not f.name.endswith(layout.XPLANE_SUFFIXES):
+                if not f.name.endswith(layout.TRACE_SUFFIXES):
                     continue
                 try:
                     path = safe_path(self.root, session.name, f.name)
@@ -261,26 +301,38 @@ class _Service:
             if wait_s > 0:  # not holding the tracer (a cancelled call ends here)
                 await asyncio.sleep(wait_s)
             try:
-                await asyncio.to_thread(
+                traced = await asyncio.to_thread(
                     self._trace, out, r.start_timestamp_ns, r.duration_ms, levels
                 )
             except TracerError as e:
                 await self.gate.refuse(context, "Trace", e.code, str(e))
-            if not out.is_file():
-                return pb.TraceResponse(empty_trace=True)
-            empty = not await asyncio.to_thread(has_events, out)
-            return pb.TraceResponse(empty_trace=empty, size=out.stat().st_size)
+            path = traced.path
+            if not path.is_file():
+                return pb.TraceResponse(empty_trace=True, framework=traced.framework)
+            empty = not await asyncio.to_thread(has_events, path)
+            return pb.TraceResponse(
+                empty_trace=empty,
+                size=path.stat().st_size,
+                name=path.name,
+                framework=traced.framework,
+            )
 
-    def _trace(self, out: Path, start_ns: int, duration_ms: int, levels: TraceLevels) -> None:
+    def _trace(self, out: Path, start_ns: int, duration_ms: int, levels: TraceLevels) -> Traced:
         # A thread lock, held by the tracing thread: a cancelled call's trace still runs to its
         # end, and no second one may start meanwhile.
         if not self._tracing.acquire(blocking=False):
             raise TracerBusy("another PodScope capture is running on this worker")
         try:
             out.parent.mkdir(exist_ok=True)
-            self.tracer(out, start_ns, duration_ms, levels)
+            traced = self.tracer(out, start_ns, duration_ms, levels) or Traced(out)
         finally:
             self._tracing.release()
+        # a tracer names its own file, but only a sibling of the one asked for, of a known format
+        stem = out.name.removesuffix(layout.XPLANE_SUFFIXES[0])
+        suffix = layout.trace_suffix(traced.path.name)
+        if traced.path.parent != out.parent or traced.path.name != f"{stem}{suffix}":
+            raise TracerError(f"the tracer wrote {traced.path.name}, not a trace of {stem}")
+        return traced
 
     def handler(self) -> grpc.GenericRpcHandler:
         """Every method takes a request stream, so the Gate reads the one message itself, with

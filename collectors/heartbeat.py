@@ -11,11 +11,13 @@ Beats go into a process-wide ring buffer of the latest ``CAPACITY`` steps (one p
 a process is one worker); the agent's ``Steps`` call serves them to a watcher
 (``collectors.watch``), which polls with the last ``seq`` it has seen. A beat costs two clock
 reads, an uncontended lock and a deque append (``make bench``: ``bench.heartbeat``); nothing is
-sent from the training thread. Standard library only.
+sent from the training thread. Standard library only (``jax_step`` waits through
+``collectors.jax_tracer``).
 """
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from collections import deque
@@ -54,14 +56,24 @@ class Beats:
         self._seq = 0
         self._last_ns: int | None = None
 
-    def record(self, n: int | None = None) -> None:
-        """A step ended now (``n``: its number)."""
+    def record(self, n: object = None) -> None:
+        """A step ended now (``n``: its number; anything but an int64-sized whole number, a
+        NaN or a string say, is ignored and the beat numbered by its seq: never raises into
+        the training loop)."""
+        number = step_number(n)
         wall, mono = self.clock()
         with self._lock:
             self._seq += 1
             duration = mono - self._last_ns if self._last_ns is not None else 0
             self._last_ns = mono
-            self._buffer.append(Beat(self._seq, self._seq if n is None else int(n), wall, duration))
+            self._buffer.append(
+                Beat(self._seq, self._seq if number is None else number, wall, duration)
+            )
+
+    def count(self) -> int:
+        """Beats recorded so far (the newest seq)."""
+        with self._lock:
+            return self._seq
 
     def pause(self) -> None:
         """The loop stopped on purpose (evaluation, a checkpoint): the next beat's duration
@@ -82,8 +94,39 @@ class Beats:
             return beats, self._seq, dropped
 
 
+def step_number(n: object) -> int | None:
+    """``n`` as a step number: a whole number within int64 (an int, a NumPy integer, an
+    integral float), else None."""
+    if n is None or isinstance(n, bool):
+        return None
+    try:
+        value = operator.index(n)  # type: ignore[arg-type]
+    except TypeError:
+        if not isinstance(n, float) or not n.is_integer():
+            return None
+        value = int(n)
+    return value if -(2**63) <= value < 2**63 else None
+
+
 #: This process's beats: what ``step`` records and the agent's ``Steps`` call serves.
 BEATS = Beats()
+
+#: Called with the step's number after every beat, in the training thread, while a PyTorch
+#: trace waits for step boundaries (``collectors.torch_tracer``); None otherwise.
+_step_hook: Callable[[int | None], None] | None = None
+
+
+def set_step_hook(hook: Callable[[int | None], None] | None) -> None:
+    """Installs (or, with None, removes) the one step hook of this process."""
+    global _step_hook
+    _step_hook = hook
+
+
+def _beat(n: object) -> None:
+    BEATS.record(n)
+    hook = _step_hook
+    if hook is not None:
+        hook(step_number(n))
 
 
 def step(n: int | None = None) -> None:
@@ -92,17 +135,17 @@ def step(n: int | None = None) -> None:
     Args:
         n: the step's number (the loop's counter); None numbers beats 1, 2, ….
     """
-    BEATS.record(n)
+    _beat(n)
 
 
 def jax_step(n: int | None, *outputs: Any) -> None:
     """``step`` for JAX: waits for the step's ``outputs`` (JAX dispatches asynchronously, so a
     step has ended only when its results exist), then records the beat."""
     if outputs:
-        import jax
+        from podscope.collectors.jax_tracer import block_until_ready
 
-        jax.block_until_ready(outputs)
-    BEATS.record(n)
+        block_until_ready(outputs)
+    _beat(n)
 
 
 def keras_callback(base: type) -> Any:
@@ -122,7 +165,7 @@ def keras_callback(base: type) -> Any:
             self.steps = 0
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            BEATS.record(self.steps)
+            _beat(self.steps)
             self.steps += 1
 
         def on_test_begin(self, logs: Any = None) -> None:

@@ -23,8 +23,12 @@ from typing import Any
 
 #: Session folders live here under a logdir (TensorBoard's and XProf's layout).
 PROFILE_SUBDIR = Path("plugins") / "profile"
-#: File-name suffixes of XPlane captures.
+#: File-name suffixes of XPlane captures (TensorFlow, JAX).
 XPLANE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
+#: File-name suffixes of PyTorch profiler (Kineto) traces, as ``torch.profiler`` writes them.
+KINETO_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
+#: Every suffix an agent writes and serves.
+TRACE_SUFFIXES = XPLANE_SUFFIXES + KINETO_SUFFIXES
 #: PodScope's per-session manifest: options and per-worker capture results.
 MANIFEST_NAME = "capture.json"
 #: The layout version ``write_manifest`` writes as ``schema_version``. A manifest without one
@@ -123,7 +127,24 @@ def confined(root: Path, *parts: str) -> Path:
 
 def xplane_name(worker: str) -> str:
     """The file name of a worker's XPlane capture (workers are labelled ``host_port``)."""
-    return check_plain_name(worker) + XPLANE_SUFFIXES[0]
+    return trace_name(worker, XPLANE_SUFFIXES[0])
+
+
+def trace_name(worker: str, suffix: str) -> str:
+    """The file name of a worker's capture in the format ``suffix`` names (one of
+    ``TRACE_SUFFIXES``).
+
+    Raises:
+        LayoutError: an unknown suffix, or a worker label that is not a plain name.
+    """
+    if suffix not in TRACE_SUFFIXES:
+        raise LayoutError(f"{suffix!r} is not a trace suffix ({', '.join(TRACE_SUFFIXES)})")
+    return check_plain_name(worker) + suffix
+
+
+def trace_suffix(name: str) -> str | None:
+    """The ``TRACE_SUFFIXES`` entry ``name`` ends with, or None."""
+    return next((s for s in TRACE_SUFFIXES if name.endswith(s)), None)
 
 
 def worker_label(name: str | Path, suffixes: Iterable[str] = XPLANE_SUFFIXES) -> str:

@@ -1,8 +1,7 @@
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Iterable as _Iterable, Mapping as _Mapping
-from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -11,7 +10,7 @@ class HelloRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class HelloResponse(_message.Message):
-    __slots__ = ("host", "pid", "role", "index", "strategy", "repository_root", "tf_version", "profiler_address")
+    __slots__ = ("host", "pid", "role", "index", "strategy", "repository_root", "tf_version", "profiler_address", "framework", "framework_version")
     HOST_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +19,8 @@ class HelloResponse(_message.Message):
     REPOSITORY_ROOT_FIELD_NUMBER: _ClassVar[int]
     TF_VERSION_FIELD_NUMBER: _ClassVar[int]
     PROFILER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_VERSION_FIELD_NUMBER: _ClassVar[int]
     host: str
     pid: int
     role: str
@@ -28,7 +29,9 @@ class HelloResponse(_message.Message):
     repository_root: str
     tf_version: str
     profiler_address: str
-    def __init__(self, host: _Optional[str] = ..., pid: _Optional[int] = ..., role: _Optional[str] = ..., index: _Optional[int] = ..., strategy: _Optional[str] = ..., repository_root: _Optional[str] = ..., tf_version: _Optional[str] = ..., profiler_address: _Optional[str] = ...) -> None: ...
+    framework: str
+    framework_version: str
+    def __init__(self, host: _Optional[str] = ..., pid: _Optional[int] = ..., role: _Optional[str] = ..., index: _Optional[int] = ..., strategy: _Optional[str] = ..., repository_root: _Optional[str] = ..., tf_version: _Optional[str] = ..., profiler_address: _Optional[str] = ..., framework: _Optional[str] = ..., framework_version: _Optional[str] = ...) -> None: ...
 
 class TraceRequest(_message.Message):
     __slots__ = ("session", "name", "duration_ms", "start_timestamp_ns", "host_tracer_level", "python_tracer_level", "device_tracer_level")
@@ -49,12 +52,16 @@ class TraceRequest(_message.Message):
     def __init__(self, session: _Optional[str] = ..., name: _Optional[str] = ..., duration_ms: _Optional[int] = ..., start_timestamp_ns: _Optional[int] = ..., host_tracer_level: _Optional[int] = ..., python_tracer_level: _Optional[int] = ..., device_tracer_level: _Optional[int] = ...) -> None: ...
 
 class TraceResponse(_message.Message):
-    __slots__ = ("empty_trace", "size")
+    __slots__ = ("empty_trace", "size", "name", "framework")
     EMPTY_TRACE_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
     empty_trace: bool
     size: int
-    def __init__(self, empty_trace: _Optional[bool] = ..., size: _Optional[int] = ...) -> None: ...
+    name: str
+    framework: str
+    def __init__(self, empty_trace: bool = ..., size: _Optional[int] = ..., name: _Optional[str] = ..., framework: _Optional[str] = ...) -> None: ...
 
 class ListRequest(_message.Message):
     __slots__ = ()
