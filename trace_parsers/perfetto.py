@@ -260,6 +260,14 @@ class _Reader:
                 sb.counters.append((-1, f"{kind} cpu{ev.cpu_id}", ts, float(ev.state)))
 
 
+#: The perfetto package's protobuf code refuses runtimes older than the protoc that made it.
+OLD_PROTOBUF = (
+    "Perfetto protobuf traces need protobuf >= 6.31.1 (the perfetto package's code), and an "
+    "older protobuf is installed (a training image may pin it): read the trace where "
+    "pip install -U 'protobuf>=6.31.1' is possible"
+)
+
+
 def parse_perfetto(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceFrames:
     """Parses a Perfetto trace.
 
@@ -269,9 +277,15 @@ def parse_perfetto(data: bytes, *, worker: str, source: str = "<bytes>") -> Trac
     try:
         from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
     except ImportError as e:  # the package is a dependency; say so if it is missing
+        if getattr(e, "name", None) != "perfetto" and "runtime_version" in str(e):
+            raise TraceParseError(source, FORMAT, OLD_PROTOBUF) from e  # protobuf 4.x
         raise TraceParseError(
             source, FORMAT, "the 'perfetto' package is not installed (pip install perfetto)"
         ) from e
+    except Exception as e:  # protobuf 5 or 6 older than the perfetto code it loads
+        if type(e).__name__ != "VersionError":
+            raise
+        raise TraceParseError(source, FORMAT, f"{OLD_PROTOBUF} ({e})") from e
     from google.protobuf.message import DecodeError
 
     budget = Budget.for_input(len(data), source, FORMAT)

@@ -197,23 +197,21 @@ def test_base_install_parses_and_analyses_and_says_which_extra_serve_needs(
     assert scheduler.returncode != 0 and "pip install 'podscope[dask]'" in scheduler.stderr
 
 
-#: The training image has TensorFlow; this venv has none, so the agent gets a stand-in module
-#: (its tracer is not called: Hello only).
+#: The agent alone: this venv has no framework (Hello only).
 AGENT_CODE = """
-import sys, types
+import sys
 import podscope
 from podscope.collectors.capture import TOKEN_HEADER
 from podscope.collectors.proto import trace_export_pb2 as pb, trace_export_pb2_grpc as pb_grpc
 import grpc
-tf = types.SimpleNamespace(__version__="2.21.0")
-agent = podscope.agent.start(repository_root=sys.argv[1], token="t" * 24, tf=tf)
+agent = podscope.agent.start(repository_root=sys.argv[1], token="t" * 24)
 with grpc.insecure_channel(agent.address) as channel:
     hello = pb_grpc.TraceExportStub(channel).Hello(
         pb.HelloRequest(), timeout=10, metadata=((TOKEN_HEADER, "t" * 24),)
     )
 agent.stop()
-heavy = ("pandas", "numpy", "pyarrow", "dash", "dask")
-print(sorted(m for m in heavy if m in sys.modules), hello.tf_version)
+heavy = ("pandas", "numpy", "pyarrow", "dash", "dask", "tensorflow", "jax", "torch")
+print(sorted(m for m in heavy if m in sys.modules), repr(hello.framework))
 """
 
 
@@ -222,4 +220,74 @@ def test_agent_runs_with_only_grpcio_protobuf_and_hpack(wheel: Path, tmp_path: P
     assert run(python, tmp_path, "-c", "import pandas").returncode != 0
     out = run(python, tmp_path, "-c", AGENT_CODE, str(tmp_path / "traces"))
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[] 2.21.0"
+    assert out.stdout.strip() == "[] ''"
+
+
+#: A training image's runtimes: protobuf of every major from 4.25 (TensorFlow 2.16-2.19 images
+#: pin < 5 or < 6) to this environment's 7.x, and the grpcio older images carry. The job in
+#: each is JAX (which needs no protobuf), so a real trace is taken there.
+IMAGES = [
+    ("protobuf==4.25.8", "grpcio==1.62.3"),
+    ("protobuf==5.29.5", "grpcio==1.66.2"),
+    ("protobuf==6.33.6", None),
+    (None, None),  # this environment's protobuf 7.x and grpcio
+]
+JAX_STACK = ("jax", "ml_dtypes", "numpy", "opt_einsum", "scipy")
+JOB = REPO / "tests" / "collectors" / "framework_job.py"
+
+
+@pytest.mark.parametrize(("protobuf", "grpcio"), IMAGES, ids=lambda v: str(v))
+def test_the_agent_starts_and_is_captured_on_every_protobuf_from_4_25(
+    wheel: Path, tmp_path: Path, protobuf: str | None, grpcio: str | None
+) -> None:
+    from podscope.collectors.capture import CaptureOptions, Target, capture
+    from podscope.trace_parsers import load
+
+    pinned = tuple(p for p in (protobuf, grpcio) if p)
+    leave = ("google", "protobuf") * bool(protobuf) + ("grpc",) * bool(grpcio)
+    link = tuple(m for m in (*AGENT_ONLY, *JAX_STACK) if not m.startswith(leave))
+    python = fresh_venv(tmp_path / "venv", wheel, only=link)
+    if pinned:
+        site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
+        subprocess.run(
+            [*PIP, "install", "--no-deps", "-q", "--target", str(site), *pinned],
+            check=True,
+            timeout=300,
+            capture_output=True,
+        )
+    versions = run(
+        python,
+        tmp_path,
+        "-c",
+        "import google.protobuf as p, grpc; print(p.__version__, grpc.__version__)",
+    )
+    assert versions.returncode == 0, versions.stderr
+    got_protobuf, got_grpc = versions.stdout.split()
+    assert protobuf is None or got_protobuf == protobuf.split("==")[1]
+    assert grpcio is None or got_grpc == grpcio.split("==")[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    job = subprocess.Popen(
+        [str(python), str(JOB), "jax", str(tmp_path / "agent")],
+        cwd=tmp_path,  # not the checkout: the job imports the installed wheel
+        env={**env, **NO_COMPILER},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "job.log").open("w"),
+        text=True,
+    )
+    try:
+        assert job.stdout is not None and job.stdin is not None
+        line = job.stdout.readline()
+        assert line, (tmp_path / "job.log").read_text()[-3000:]
+        address = json.loads(line)["address"]
+        result = capture(
+            [Target(address, "w0")],
+            CaptureOptions(logdir=tmp_path / "logdir", duration_ms=1000, delay_ms=300),
+        )
+        job.stdin.close()
+        assert job.wait(timeout=60) == 0, (tmp_path / "job.log").read_text()[-3000:]
+    finally:
+        job.kill()
+    (worker,) = result.workers
+    assert (worker.status, worker.framework) == ("ok", "jax"), worker
+    assert len(load(worker.file).events) > 0

@@ -120,3 +120,37 @@ def test_deeply_nested_json_is_a_typed_error(tmp_path: Path) -> None:
     )
     with pytest.raises(TraceParseError):  # the unreadable JSON block is counted, no trace left
         load(html, cache=False)
+
+
+class VersionError(Exception):
+    """Stands for ``google.protobuf.runtime_version.VersionError`` (protobuf 5 and 6)."""
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        VersionError("Detected mismatched Protobuf Gencode/Runtime major versions"),
+        ImportError("cannot import name 'runtime_version' from 'google.protobuf'"),  # 4.x
+    ],
+    ids=["protobuf 5-6", "protobuf 4"],
+)
+def test_a_perfetto_trace_under_an_old_protobuf_says_which_protobuf_it_needs(
+    monkeypatch: pytest.MonkeyPatch, refusal: Exception
+) -> None:
+    """A training image may pin protobuf < 6.31.1, which the perfetto package's code refuses:
+    the parse says so in one line, naming the file (no traceback of protobuf's)."""
+    import builtins
+
+    from podscope.trace_parsers.perfetto import OLD_PROTOBUF, parse_perfetto
+
+    real_import = builtins.__import__
+
+    def refusing(name: str, *args: object, **kwargs: object) -> object:
+        if name.startswith("perfetto.protos"):
+            raise refusal
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", refusing)
+    with pytest.raises(TraceParseError, match="need protobuf >= 6.31.1") as err:
+        parse_perfetto(b"\n\x00", worker="w", source="phone.perfetto-trace")
+    assert "phone.perfetto-trace" in str(err.value) and OLD_PROTOBUF[:40] in str(err.value)
