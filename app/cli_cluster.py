@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from podscope.app.cli_serve import require_extra
 from podscope.app.terminal import say
 from podscope.reference_engine.config import EngineConfig, EngineError
 
@@ -83,6 +84,7 @@ def cluster_up(
     timeout_s: float,
 ) -> None:
     """Start a local cluster; returns when every task is ready (or, with --wait, when done)."""
+    require_extra("engine", "cluster up", ("tensorflow", "tf_keras"))
     from podscope.reference_engine import cluster as local  # TF's launcher: only for these commands
 
     if tf32 not in ("on", "off"):
@@ -208,6 +210,7 @@ def cluster_jax(
 ) -> None:
     """Run the engine's JAX loop (jax.distributed on loopback), each process profiling itself
     with jax.profiler, and bring the traces into one session."""
+    require_extra("engine", "cluster jax", ("jax",))
     from podscope.collectors.local import collect_local
     from podscope.reference_engine.jax_workload import JaxConfig, run
 

@@ -78,19 +78,21 @@ def serve_command(
     serve(settings)
 
 
-#: The modules each optional extra of pyproject.toml brings (import names).
+#: The modules each optional extra of pyproject.toml brings (import names), as far as a
+#: command needs them.
 EXTRAS = {
     "dashboard": ("dash", "plotly", "dash_ag_grid", "dash_bootstrap_components", "waitress"),
+    "engine": ("tensorflow", "tf_keras", "jax"),
 }
 
 
-def require_extra(extra: str, command: str) -> None:
+def require_extra(extra: str, command: str, modules: tuple[str, ...] = ()) -> None:
     """One line and exit 2 when ``podscope <command>`` needs an extra that is not installed
-    (the base ``pip install podscope`` is the agent, the capture client, the parsers, the
-    analyses and the CLI)."""
+    (the base install is the agent, the capture client, the parsers, the analyses and the
+    CLI); ``modules``: the ones of the extra the command needs (default: all)."""
     import importlib.util
 
-    absent = [m for m in EXTRAS[extra] if importlib.util.find_spec(m) is None]
+    absent = [m for m in modules or EXTRAS[extra] if importlib.util.find_spec(m) is None]
     if absent:
         say(
             f"podscope: error: podscope {command} needs the {extra} extra, and "
@@ -167,6 +169,21 @@ def serve(settings: AppSettings) -> None:
         say(f"podscope: error: cannot use the logdir {settings.logdir}: {e}", err=True)
         raise click.exceptions.Exit(2) from None
     app = create_app(settings)
+    # A production WSGI server (Flask's own warns it is not one), quiet per request; it binds
+    # here, before anything starts or "serving on" is said, so a busy port is one line.
+    import waitress
+
+    try:
+        server = waitress.create_server(
+            app.server, host=settings.host, port=settings.port, threads=8, ident="PodScope"
+        )
+    except OSError as e:
+        say(
+            f"podscope: error: cannot serve on {settings.host}:{settings.port}: "
+            f"{e.strerror or e} (another server holds the port? choose one with --port)",
+            err=True,
+        )
+        raise click.exceptions.Exit(2) from None
     # A pod's analysis runs in processes forked from a fork server (the server has threads):
     # started now, where the logdir has a session for it, its imports (1-2 s) are not paid
     # by the first open of that session.
@@ -177,13 +194,8 @@ def serve(settings: AppSettings) -> None:
         start_pool_server()
     login = " (login required)" if settings.auth.enabled else ""
     say(f"serving on http://{settings.host}:{settings.port}{login}", err=False)
-    # A production WSGI server (Flask's own warns it is not one), quiet per request.
-    import waitress
-
     try:
-        waitress.serve(
-            app.server, host=settings.host, port=settings.port, threads=8, ident="PodScope"
-        )
+        server.run()
     finally:
         _stop_analyses(app.server.extensions[EXTENSION].store)
 

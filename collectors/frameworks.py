@@ -97,7 +97,7 @@ def detect(modules: Mapping[str, ModuleType | None] | None = None) -> str | None
     modules = sys.modules if modules is None else modules
     imported = [name for name, (mod, _) in FRAMEWORKS.items() if modules.get(mod)]
     running = [name for name in imported if IN_USE[name](modules)]
-    return (running or imported or [None])[0]
+    return next(iter(running or imported), None)
 
 
 class FrameworkTracer:

@@ -231,3 +231,19 @@ def test_every_import_of_ours_goes_through_podscope() -> None:
                 continue
             bare += [f"{path.relative_to(REPO)}: {m}" for m in quoted.findall(path.read_text())]
     assert not bare, bare
+
+
+def test_version_answers_without_loading_the_analyses() -> None:
+    code = (
+        "import sys\n"
+        "sys.argv = ['podscope', '--version']\n"
+        "from podscope.app.entry import main\n"
+        "main()\n"
+        "print(sorted(m for m in ('pandas', 'numpy', 'pyarrow', 'click') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    version, loaded = out.stdout.strip().splitlines()
+    assert version.startswith("podscope ") and loaded == "[]"

@@ -42,6 +42,36 @@ def test_serve_is_quiet_and_not_flasks_development_server(tmp_path: Path) -> Non
     assert proc.returncode == 0
 
 
+def test_serve_on_a_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "podscope",
+                "serve",
+                "--logdir",
+                str(tmp_path),
+                "--port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PODSCOPE_CACHE_DIR": str(tmp_path / "cache")},
+        )
+    assert out.returncode == 2 and out.stdout == "", out
+    assert out.stderr.strip().splitlines() == [
+        f"podscope: error: cannot serve on 127.0.0.1:{port}: Address already in use (another "
+        "server holds the port? choose one with --port)"
+    ], out.stderr
+
+
 @pytest.mark.tf
 @pytest.mark.cluster
 def test_demo_captures_a_baseline_and_a_straggler_and_stops_their_jobs(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow
 
 #: What each install leaves out of this environment's packages (import names, prefixes).
 DASHBOARD_AND_DASK = ("dash", "plotly", "_plotly", "waitress", "dask", "distributed")
+ENGINE = ("tensorflow", "tf_keras", "keras", "jax")
 #: What the agent imports, all of it (the agent-only install): grpcio (with typing_extensions,
 #: which grpcio requires), protobuf and hpack.
 AGENT_ONLY = ("grpc", "grpcio", "typing_extensions", "google", "protobuf", "hpack")
@@ -177,9 +178,17 @@ def test_wheel_in_a_fresh_venv_beside_user_packages_app_and_collectors(
 def test_base_install_parses_and_analyses_and_says_which_extra_serve_needs(
     wheel: Path, tmp_path: Path
 ) -> None:
-    python = fresh_venv(tmp_path / "venv", wheel, leave_out=DASHBOARD_AND_DASK)
+    python = fresh_venv(tmp_path / "venv", wheel, leave_out=DASHBOARD_AND_DASK + ENGINE)
     env_check = run(python, tmp_path, "-c", "import dash")
     assert env_check.returncode != 0  # the dashboard really is absent
+    for command, needs in (("up", "tensorflow, tf_keras are"), ("jax", "jax is")):
+        args = ("--logdir", str(tmp_path / "runs")) if command == "jax" else ()
+        cluster = run(python, tmp_path, "-m", "podscope", "cluster", command, *args)
+        assert cluster.returncode == 2
+        assert cluster.stderr.strip().splitlines() == [
+            f"podscope: error: podscope cluster {command} needs the engine extra, and {needs} "
+            "not installed: pip install 'podscope[engine]'"
+        ], cluster.stderr
     cache = ["--no-cache"]
     out = run(python, tmp_path, "-m", "podscope", "stragglers", str(FIXTURE), *cache)
     assert out.returncode == 0, out.stderr
