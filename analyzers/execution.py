@@ -30,6 +30,7 @@ import json
 import logging
 import multiprocessing
 import os
+import shutil
 import sys
 import threading
 import warnings
@@ -55,9 +56,11 @@ from podscope.trace_parsers import TraceParseError, load
 from podscope.trace_parsers.cache import FrameCache
 from podscope.trace_parsers.loader import Parsed, parse_files, resolve, worker_label, worker_of
 from podscope.trace_parsers.schema import (
+    SCHEMA,
     SCHEMA_VERSION,
     TraceFrames,
     empty_frame,
+    exported,
     schema_document,
 )
 
@@ -525,16 +528,18 @@ def export_file(
     ``out/<frame>/<worker>.<fmt>`` (a folder per frame: ``pd.read_parquet(out/"events")``
     reads every worker's), and send back its summary only.
 
-    The frames carry their schema version: in each Parquet file's metadata
-    (``podscope.schema_version``, ``podscope.frame``), and in ``out/schema.json`` (every
-    frame's columns and dtypes, for CSV readers too)."""
+    Every table names its worker, and its row keys join across the workers' files
+    (``schema.EXPORT_COLUMNS``). The frames carry their schema version: in each Parquet file's
+    metadata (``podscope.schema_version``, ``podscope.frame``), and in ``out/schema.json``
+    (every frame's columns and dtypes, for CSV readers too)."""
     label = worker_label(Path(file))
     try:
         frames = load(file, cache=cache, cache_dir=cache_dir)
     except TraceParseError as e:
         return Exported(label, file, error=str(e))
     if out is not None:
-        for name, frame in frames.frames():
+        for name, whole in frames.frames():
+            frame = exported(name, whole, label)
             target = Path(out) / name / f"{label}{EXPORT_FORMATS[fmt]}"
             if fmt == "csv":
                 _write_whole(target, functools.partial(frame.to_csv, index=False))
@@ -551,6 +556,30 @@ def export_file(
         document = json.dumps(schema_document(), indent=1).encode()
         _write_whole(Path(out) / "schema.json", lambda p: p.write_bytes(document))
     return Exported(label, file, summarize(frames))
+
+
+def prepare_export(out: Path, replace: bool) -> None:
+    """Makes ``out`` ready for ``export_file``'s writes: an export's frames never mix with
+    another's (a capture's worker the next one lacks would stay behind).
+
+    Raises:
+        FileExistsError: ``out`` holds an export and ``replace`` is off, or holds other files
+            where an export's would go.
+    """
+    owned = [out / "schema.json", *(out / name for name in SCHEMA)]
+    present = [p for p in owned if p.exists() or p.is_symlink()]
+    if not present:
+        return
+    if not replace:
+        raise FileExistsError(
+            f"{out} already holds exported frames ({', '.join(p.name for p in present[:4])}): "
+            "pass --replace to replace them whole, or choose another folder"
+        )
+    for path in present:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def _write_whole(target: Path, write: Callable[[Path], object]) -> None:

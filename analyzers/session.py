@@ -28,11 +28,11 @@ computation of an attribute (two threads may both compute it; both get equal fra
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
-from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import numpy as np
 import pandas as pd
@@ -89,6 +89,46 @@ if TYPE_CHECKING:
     from podscope.analyzers.diagnostics.base import Finding
 
 
+T = TypeVar("T")
+
+
+class frame_property(Generic[T]):
+    """``functools.cached_property``, but what a caller gets cannot change what the analysis
+    holds: a frame comes back as a shallow copy (its columns and index are the caller's own to
+    drop, add or reorder; pandas' copy-on-write keeps the values), a list as a new list. A
+    caller's ``del a.breakdown["input_ns"]`` once changed every later ``a.findings``.
+
+    A data descriptor, so it is asked on every access (the value stays in the instance's
+    ``__dict__``, where ``SessionAnalysis.from_parts`` may set it).
+    """
+
+    def __init__(self, func: Callable[[Any], T]) -> None:
+        self.func = func
+        self.__doc__ = func.__doc__
+        self.name = func.__name__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> frame_property[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        held = obj.__dict__
+        if self.name not in held:
+            held[self.name] = self.func(obj)
+        value = held[self.name]
+        if isinstance(value, pd.DataFrame):
+            return value.copy(deep=False)
+        return list(value) if isinstance(value, list) else value
+
+    def __set__(self, obj: object, value: T) -> None:
+        obj.__dict__[self.name] = value
+
+
 #: Derived frames that a per-worker analysis computes for each worker and concatenates
 #: (``from_parts``; the breakdown is cut to the aligned steps first). Only these and the op
 #: tables read events; the findings read none (the timeline and event details do).
@@ -133,15 +173,26 @@ class SessionAnalysis:
     """A parsed session and its derived frames.
 
     Args:
-        frames: the session's ``TraceFrames`` (``trace_parsers.load``), one or many workers.
+        frames: the session's ``TraceFrames`` (``trace_parsers.load``), one or many workers;
+            or a capture's path (file, run folder or logdir), analysed as ``from_path`` does.
+
+    Raises:
+        trace_parsers.TraceParseError: for a path, nothing there could be parsed
+            (``TraceNotFound``, also a ``FileNotFoundError``: nothing at the path).
+
+    Every frame an attribute returns is the caller's own (``frame_property``): changing it
+    changes no other answer.
     """
 
     def __init__(
         self,
-        frames: TraceFrames,
+        frames: TraceFrames | str | os.PathLike[str],
         load_events: Callable[[], TraceFrames] | None = None,
         load_worker: Callable[[str], TraceFrames] | None = None,
     ) -> None:
+        if isinstance(frames, str | os.PathLike):  # a capture's path: as from_path reads it
+            self.__dict__.update(type(self).from_path(frames).__dict__)
+            return
         self._frames = frames
         self._load_events = load_events
         self._load_worker = load_worker
@@ -167,7 +218,7 @@ class SessionAnalysis:
         lines, workers), which a per-worker analysis already has."""
         return self._frames
 
-    @cached_property
+    @frame_property
     def start_ns(self) -> int:
         """The session's start (epoch ns): its workers' earliest capture start, else its
         earliest step or event; what times on the pages count from."""
@@ -178,7 +229,7 @@ class SessionAnalysis:
         ev = self.meta.events
         return int(ev["start_ns"].min()) if len(ev) else 0
 
-    @cached_property
+    @frame_property
     def trace_kind(self) -> str:
         """What wrote the capture, for advice in its own terms: ``android`` (systrace,
         Perfetto, Chrome JSON: no XPlane), ``jax`` (XLA programs named ``jit_…``, no TF op on
@@ -200,7 +251,7 @@ class SessionAnalysis:
     @classmethod
     def from_path(
         cls,
-        path: str | Path,
+        path: str | os.PathLike[str],
         *,
         session: str | None = None,
         scheduler: str | None = None,
@@ -223,7 +274,9 @@ class SessionAnalysis:
         """
         from podscope.analyzers.execution import ExecConfig, analyze_path
 
-        return analyze_path(path, session, ExecConfig(scheduler=scheduler, cache_dir=cache_dir))
+        return analyze_path(
+            Path(path), session, ExecConfig(scheduler=scheduler, cache_dir=cache_dir)
+        )
 
     @classmethod
     def from_parts(
@@ -259,7 +312,7 @@ class SessionAnalysis:
 
     # ------------------------------------------------------------------ steps
 
-    @cached_property
+    @frame_property
     def steps(self) -> pd.DataFrame:
         """Steps of every worker, by the best method each worker allows (``find_steps``)::
 
@@ -268,12 +321,12 @@ class SessionAnalysis:
         """
         return find_steps(self.frames.events, self.frames.stats)
 
-    @cached_property
+    @frame_property
     def _alignment(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Every aligned step, partial ones included, and the missing ones: aligned once."""
         return align_steps(self.steps, drop_partial=False)
 
-    @cached_property
+    @frame_property
     def aligned(self) -> pd.DataFrame:
         """Steps every worker has, numbered 0..N-1 in column ``step`` (``align_steps``; the
         partial first and last left out, ``partial``)::
@@ -282,7 +335,7 @@ class SessionAnalysis:
         """
         return whole_steps(self._alignment[0])
 
-    @cached_property
+    @frame_property
     def partial(self) -> pd.DataFrame:
         """The first and last aligned steps, left out of ``aligned`` as partial when there are
         more than ``analyzers.steps.PARTIAL_AFTER`` (XProf's rule; ``partial_steps``)."""
@@ -300,7 +353,7 @@ class SessionAnalysis:
             "warm-up)"
         )
 
-    @cached_property
+    @frame_property
     def capture_steps(self) -> pd.DataFrame:
         """Every worker-step of the capture (``worker, step, split``): the whole steps of the
         pod view and the partial first and last (``step`` -1 and -2). What op times per step
@@ -324,7 +377,7 @@ class SessionAnalysis:
         """(worker, step_num) pairs that some workers lack (left out of ``aligned``)."""
         return self._alignment[1]
 
-    @cached_property
+    @frame_property
     def step_methods(self) -> pd.DataFrame:
         """Per worker, computed from its own trace: how its steps were found (``marker``,
         ``group_id``, …) and a note; a parameter-server task (``ps_balance``: it applies
@@ -336,7 +389,7 @@ class SessionAnalysis:
         ps = none & methods["worker"].astype(str).isin(self.ps_balance["worker"].astype(str))
         return _relabel(methods, ps, "parameter_server", PS_NOTE)
 
-    @cached_property
+    @frame_property
     def methods(self) -> pd.DataFrame:
         """``step_methods`` of every worker, where a ParameterServerStrategy job's other
         stepless task (beside its parameter servers) is its ``coordinator``."""
@@ -370,7 +423,7 @@ class SessionAnalysis:
 
     # ------------------------------------------------------------------ breakdown
 
-    @cached_property
+    @frame_property
     def breakdown(self) -> pd.DataFrame:
         """XProf's step-time categories per worker × device × aligned step (``step_breakdown``)::
 
@@ -382,7 +435,7 @@ class SessionAnalysis:
             f.events, self.aligned, f.stats, hlo_ops=f.hlo_ops, metadata_stats=f.metadata_stats
         )
 
-    @cached_property
+    @frame_property
     def before_call(self) -> pd.DataFrame:
         """The categories of each host worker-step's time before its step function was
         called (``before_call_breakdown``): what the attribution counts as the worker's own
@@ -392,12 +445,12 @@ class SessionAnalysis:
             f.events, self.aligned, f.stats, hlo_ops=f.hlo_ops, metadata_stats=f.metadata_stats
         )
 
-    @cached_property
+    @frame_property
     def split(self) -> pd.DataFrame:
         """Breakdown rows whose categories are known (not Python-tracer-only workers)."""
         return self.breakdown[self.breakdown["split"].astype(bool)]
 
-    @cached_property
+    @frame_property
     def pod(self) -> pd.DataFrame:
         """Per worker × step, the slowest device of each worker, with lateness and excess::
 
@@ -405,13 +458,13 @@ class SessionAnalysis:
         """
         return with_calls(pod_view(self.breakdown), self.aligned)
 
-    @cached_property
+    @frame_property
     def stragglers(self) -> pd.DataFrame:
         """Per compared worker: mean lateness (× the median step), last-arrival share, and
         whether it is the straggler: the culprit of ``roles``, one decision for every page."""
         return stragglers(self.arrivals, self.roles)
 
-    @cached_property
+    @frame_property
     def pod_summary(self) -> pd.DataFrame:
         """Per worker × device: steps, mean/std step time and categories in ms, straggler score
         (``analyzers.pod.worker_summary``)."""
@@ -421,7 +474,7 @@ class SessionAnalysis:
         """The breakdown of aligned ``step``, or per worker × device means when None."""
         return step_rows(self.breakdown, step)
 
-    @cached_property
+    @frame_property
     def step_time_ns(self) -> float:
         """Mean step time over the traced worker-steps (ns; the busiest device's span, as on
         the Pod Viewer and in Compare), 0 when no steps."""
@@ -429,7 +482,7 @@ class SessionAnalysis:
 
     # ------------------------------------------------------------------ ops
 
-    @cached_property
+    @frame_property
     def ops(self) -> pd.DataFrame:
         """One row per op execution, self time among ops only (``op_events``)."""
         return op_events(self.frames.events, stats=self.frames.stats, hlo_ops=self.frames.hlo_ops)
@@ -459,7 +512,7 @@ class SessionAnalysis:
             hit = self._op_tables.get(key)
             whole = self._op_tables.get((by, None))
         if hit is not None:
-            return hit
+            return hit.copy(deep=False)
         if whole is not None:  # one worker's rows of the whole table (op_stats groups by worker)
             hit = whole[whole["worker"] == worker].reset_index(drop=True)
         else:
@@ -473,19 +526,19 @@ class SessionAnalysis:
                 ops=self.__dict__.get("ops"),  # the op events, where the rules made them
             )
         with self._op_tables_lock:
-            return self._op_tables.setdefault(key, hit)
+            return self._op_tables.setdefault(key, hit).copy(deep=False)
 
-    @cached_property
+    @frame_property
     def op_counts(self) -> pd.DataFrame:
         """Op executions per worker, own step and op type (``rule_inputs.op_counts``)."""
         return op_counts(self.ops, self.steps)
 
-    @cached_property
+    @frame_property
     def ops_per_step(self) -> pd.DataFrame:
         """Mean op executions per aligned step, per worker and op type (tf.data aside)."""
         return per_aligned_step(self.op_counts, self.aligned)
 
-    @cached_property
+    @frame_property
     def op_summary(self) -> pd.DataFrame:
         """Op executions, tiny ones and time per worker, op and eager flag
         (``rule_inputs.op_summary``): what the rules read instead of ``ops``."""
@@ -493,7 +546,7 @@ class SessionAnalysis:
 
     # ------------------------------------------------------------------ XLA ops
 
-    @cached_property
+    @frame_property
     def xla_ops(self) -> pd.DataFrame:
         """Every occurrence of an XLA op (HLO instruction) with its description, costs and the
         execution of its program it ran in (``analyzers.hlo_stats``)."""
@@ -508,7 +561,7 @@ class SessionAnalysis:
             executions.append(program_executions(ev, st))
         return with_executions(occ, pd.concat(executions, ignore_index=True))
 
-    @cached_property
+    @frame_property
     def device_peaks(self) -> pd.DataFrame:
         """Per worker × GPU/TPU: device type, peak FLOP rate and bandwidths, ridge point
         (``analyzers.roofline.device_peaks``)."""
@@ -526,17 +579,17 @@ class SessionAnalysis:
 
     # ------------------------------------------------------------------ what rules read
 
-    @cached_property
+    @frame_property
     def rule_events(self) -> pd.DataFrame:
         """The few events rules pick by name (``rule_inputs.rule_events``)."""
         return rule_events(self.frames.events)
 
-    @cached_property
+    @frame_property
     def worker_events(self) -> pd.DataFrame:
         """Per worker: events, non-Python-tracer events, host TF ops."""
         return worker_events(self.frames.events)
 
-    @cached_property
+    @frame_property
     def device_starts(self) -> pd.DataFrame:
         """First GPU/TPU event per worker, own step and plane."""
         return first_device_starts(self.frames.events, self.steps)
@@ -548,12 +601,12 @@ class SessionAnalysis:
 
     # ------------------------------------------------------------------ why slow across workers
 
-    @cached_property
+    @frame_property
     def collective_calls(self) -> pd.DataFrame:
         """Every collective call of every worker (``analyzers.collectives.collective_events``)."""
         return collective_events(self.frames.events)
 
-    @cached_property
+    @frame_property
     def _collectives(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         return match_collectives(self.collective_calls, self.aligned)
 
@@ -568,13 +621,13 @@ class SessionAnalysis:
         """One row per instance × participant: start, duration, wait, arrived last."""
         return self._collectives[1]
 
-    @cached_property
+    @frame_property
     def collective_summary(self) -> pd.DataFrame:
         """Per worker: collective time and, where measured, wait and last-arrival share; time
         in send/recv transfers."""
         return collective_summary(self.collective_participants, self.pod, self.collective_calls)
 
-    @cached_property
+    @frame_property
     def arrivals(self) -> pd.DataFrame:
         """The pod view of the workers whose steps compare (same kind of step span) with each
         worker-step's arrival at the collectives and its wait (``analyzers.attribution``)."""
@@ -585,7 +638,7 @@ class SessionAnalysis:
             before=self.before_call,
         )
 
-    @cached_property
+    @frame_property
     def lateness(self) -> pd.DataFrame:
         """Per compared worker-step: ``lateness_ns``, how much later it arrived at the step's
         collectives than the other workers' median arrival (asynchronous: how much longer its
@@ -601,24 +654,24 @@ class SessionAnalysis:
             }
         ).reset_index(drop=True)
 
-    @cached_property
+    @frame_property
     def synchronous(self) -> bool:
         """Whether collectives tie the workers' steps together (``analyzers.pod.anchored``);
         False leaves it to the step ends (``is_synchronous``)."""
         return anchored(self.aligned)
 
-    @cached_property
+    @frame_property
     def op_steps(self) -> pd.DataFrame:
         """Op self time per worker, aligned step and op type."""
         return op_steps_of(self.op_counts, self.aligned)
 
-    @cached_property
+    @frame_property
     def slow_steps(self) -> pd.DataFrame:
         """Slow worker-steps (late against the others, or outliers of their own history),
         the excess split and a cause (``analyzers.attribution.slow_steps``)."""
         return slow_steps(self.arrivals, self.op_steps)
 
-    @cached_property
+    @frame_property
     def roles(self) -> pd.DataFrame:
         """Per worker: culprit, victim or neither, with its mean wait. Decided from the late
         steps, whose op split never changes a role: the Pod Viewer's straggler badge needs no
@@ -629,45 +682,45 @@ class SessionAnalysis:
             return roles(self.arrivals, self.slow_steps)
         return roles(self.arrivals, slow_steps(self.arrivals, outliers=False))
 
-    @cached_property
+    @frame_property
     def iterators(self) -> pd.DataFrame:
         """tf.data iterators per worker: calls, self time, blocking, work and waiting
         (``analyzers.input_pipeline.iterator_table``)."""
         return iterator_table(self.frames.events, self.frames.stats)
 
-    @cached_property
+    @frame_property
     def input_pipeline(self) -> pd.DataFrame:
         """Per worker: input wait, blocking calls, bottleneck stage and what to change."""
         return pipeline_summary(self.iterators, self.rule_events, self.pod)
 
     # ------------------------------------------------------------------ devices, memory
 
-    @cached_property
+    @frame_property
     def has_device(self) -> bool:
         """Whether any worker has a GPU or TPU plane."""
         planes = self.meta.planes
         device = matches(planes["plane"], "/device:(?:GPU|TPU)", how="match")
         return bool((planes["n_events"].to_numpy()[device] > 0).any())
 
-    @cached_property
+    @frame_property
     def devices(self) -> pd.DataFrame:
         """Per worker × GPU/TPU: steps it worked in, compute per step, idle flag, busiest
         first (``analyzers.pod.device_activity``)."""
         return device_activity(self.meta.planes, self.device_busy, self.breakdown)
 
-    @cached_property
+    @frame_property
     def device_busy(self) -> pd.DataFrame:
         """Per worker × GPU/TPU: events and busy time from the device's own events
         (``rule_inputs.device_busy``), independent of steps."""
         return device_busy(self.frames.events)
 
-    @cached_property
+    @frame_property
     def memory(self) -> pd.DataFrame:
         """Bytes in use over time per worker and allocator (``memory_timeline``); empty when
         the capture has no allocator events."""
         return memory_timeline(self.frames.events, self.frames.stats)
 
-    @cached_property
+    @frame_property
     def memory_report(self) -> pd.DataFrame:
         """Per worker and allocator: peak, fragmentation then, live blocks at the peak, growth
         across steps and a leak flag (``analyzers.memory.memory_summary``). Growth is per worker,
@@ -675,7 +728,7 @@ class SessionAnalysis:
         workers' still happened on this one (counting only aligned steps inflated the growth)."""
         return memory_summary(self.memory, self.steps)
 
-    @cached_property
+    @frame_property
     def ps_balance(self) -> pd.DataFrame:
         """Per parameter-server task: variables, reads, updates, busy time and its share of
         the load (``analyzers.ps_balance.ps_load``); empty without PS tasks."""
@@ -745,7 +798,7 @@ class SessionAnalysis:
 
     # ------------------------------------------------------------------ diagnostics
 
-    @cached_property
+    @frame_property
     def findings(self) -> list[Finding]:
         """Every diagnostics rule's finding with default thresholds, ranked."""
         from podscope.analyzers.diagnostics import diagnose  # the rules import this module

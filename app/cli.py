@@ -83,12 +83,18 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> click.exceptions.Exit:
     type=click.Path(path_type=Path),
     help="Write every frame as OUT/<frame>/<worker>.parquet (or .csv).",
 )
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="OUT already holds exported frames: remove them first (else the export refuses).",
+)
 @click.option("--format", "fmt", default="parquet", help="parquet or csv")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @analysis_options
 def parse(
     path: Path,
     out: Path | None,
+    replace: bool,
     fmt: str,
     session: str | None,
     no_cache: bool,
@@ -99,7 +105,9 @@ def parse(
     summary, optionally write the frames.
 
     One task per worker file (``analyzers.execution``; on Dask with ``--scheduler``): each writes its
-    own frames to OUT/<frame>/<worker>.parquet (or .csv), so no process holds the session."""
+    own frames to OUT/<frame>/<worker>.parquet (or .csv), so no process holds the session. Every
+    table has a worker column, and events.event_row (the row that events.parent and
+    stats.event_row name) joins across workers on (worker, event_row)."""
     import os
 
     from podscope.analyzers.execution import (
@@ -107,6 +115,7 @@ def parse(
         ExecutionError,
         export_file,
         merge_summaries,
+        prepare_export,
         run_tasks,
     )
     from podscope.app.cli_analyze import EXIT_CLUSTER, task_progress
@@ -118,12 +127,14 @@ def parse(
     try:
         say_session(path, session)
         files = resolve(path, session)
+        if out is not None:
+            prepare_export(out, replace)
         target = str(out.resolve()) if out is not None else None
         args = (target, fmt, config.cache, config.cache_dir)
         with task_progress(0 if as_json else len(files)) as progress:
             parts, _ = run_tasks(export_file, [str(f) for f in files], config, args, progress)
         summary = merge_summaries(parts)
-    except TraceParseError as e:
+    except (TraceParseError, FileExistsError) as e:
         raise fail(str(e)) from None
     except ExecutionError as e:
         raise fail(str(e), EXIT_CLUSTER) from None

@@ -31,3 +31,15 @@ class TraceParseError(Exception):
 
 class SchemaError(TraceParseError):
     """A parser produced a frame that does not match ``trace_parsers.schema`` (a PodScope bug)."""
+
+
+class TraceNotFound(TraceParseError, FileNotFoundError):
+    """No file or folder at the path: both a ``TraceParseError`` (what the CLI and the pages
+    catch) and a ``FileNotFoundError`` (what a Python user expects of a missing path)."""
+
+    def __init__(self, path: str | Path, fmt: str = "unknown", reason: str = "") -> None:
+        TraceParseError.__init__(self, path, fmt, reason or "no such file or folder")
+        self.errno, self.strerror, self.filename = 2, "No such file or directory", self.path
+
+    def __str__(self) -> str:
+        return f"{self.path}: cannot parse as {self.fmt}: {self.reason}"

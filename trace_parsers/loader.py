@@ -35,7 +35,7 @@ from podscope.trace_parsers import layout
 from podscope.trace_parsers.atrace import looks_like_atrace, parse_atrace
 from podscope.trace_parsers.cache import FrameCache
 from podscope.trace_parsers.chrome_json import looks_like_chrome_json, parse_chrome_json
-from podscope.trace_parsers.errors import TraceParseError
+from podscope.trace_parsers.errors import TraceNotFound, TraceParseError
 from podscope.trace_parsers.perfetto import parse_perfetto
 from podscope.trace_parsers.schema import SCHEMA, TraceFrames, concat_frames, validate
 from podscope.trace_parsers.xplane import Decoded, build_frames, decode, parse_xplane
@@ -318,13 +318,14 @@ def chosen_session(path: str | Path, session: str | None = None) -> str | None:
     ``session``, the newest. None where ``path`` is a file or a folder of loose captures.
 
     Raises:
-        TraceParseError: the path does not exist, holds no capture, or names no session.
+        TraceParseError: the path holds no capture, or names no session.
+        TraceNotFound: the path does not exist (also a ``FileNotFoundError``).
     """
     p = Path(path)
     if p.is_file():
         return None
     if not p.is_dir():
-        raise TraceParseError(p, "unknown", "no such file or folder")
+        raise TraceNotFound(p)
     files = trace_files(p)
     found = session_folders(p)
     # Loose files count unless the folder is a logdir and they are not XPlanes (a notes.json

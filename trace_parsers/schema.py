@@ -39,11 +39,42 @@ SCHEMA_VERSION = 9
 
 def schema_document() -> dict[str, Any]:
     """The frames' schema as JSON: ``{"podscope_schema_version": N, "frames": {frame: {column:
-    dtype}}}`` (``schema.json`` beside exported frames; the docs' schema page)."""
+    dtype}}, "export_columns": {frame: {column: dtype}}}`` (``schema.json`` beside exported
+    frames; the docs' schema page)."""
     return {
         "podscope_schema_version": SCHEMA_VERSION,
         "frames": {name: dict(columns) for name, columns in SCHEMA.items()},
+        "export_columns": {name: dict(columns) for name, columns in EXPORT_COLUMNS.items()},
     }
+
+
+#: Columns an export (``podscope parse --out``: one file per frame and worker) adds, so that
+#: every exported table names its worker and the row keys still join once the workers' files
+#: are read back together (``pd.read_parquet(out / "events")``): ``events.event_row`` is the
+#: event's row within its worker's events, which ``events.parent`` and ``stats.event_row``
+#: name; join on ``(worker, event_row)``.
+EXPORT_COLUMNS: Mapping[str, Mapping[str, str]] = {
+    "events": {"event_row": "int32"},
+    "stats": {"worker": CAT},
+}
+
+
+def exported(name: str, frame: pd.DataFrame, worker: str) -> pd.DataFrame:
+    """One worker's ``frame`` as an export writes it: with ``EXPORT_COLUMNS`` after ``worker``
+    (``worker`` first where the frame had none)."""
+    added = EXPORT_COLUMNS.get(name)
+    if not added:
+        return frame
+    out = frame.copy(deep=False)
+    at = 1 if "worker" in out.columns else 0
+    for column, dtype in added.items():
+        if column == "worker":
+            value = pd.Categorical([worker] * len(out))
+        else:
+            value = np.arange(len(out), dtype=dtype)
+        out.insert(at, column, value)
+        at += 1
+    return out
 
 
 #: Stat keys promoted from ``stats`` to typed ``events`` columns (a stat lives in exactly one).

@@ -41,9 +41,9 @@ def test_each_derived_frame_is_computed_once(monkeypatch: pytest.MonkeyPatch) ->
     a = SessionAnalysis(_frames())
     assert len(a.breakdown) == 3 and len(a.pod) == 3 and len(a.stragglers) == 1
     a.step_rows(None), a.pod_summary, a.aligned, a.missing, a.methods
-    assert a.op_table is a.op_table_for("op", None)
+    pd.testing.assert_frame_equal(a.op_table, a.op_table_for("op", None))
     one = a.op_table_for("op", "w")
-    assert one is a.op_table_for("op", "w")
+    pd.testing.assert_frame_equal(one, a.op_table_for("op", "w"))
     # one worker's table is the whole table's rows of that worker: no second op_stats
     assert calls == {"find_steps": 1, "op_stats": 1}
     pd.testing.assert_frame_equal(one, session_module.op_stats(a.frames.events, worker="w"))
@@ -69,3 +69,48 @@ def test_findings_are_ranked_by_severity_enum() -> None:
     assert ranks == sorted(ranks, reverse=True)
     with pytest.raises(KeyError, match="known"):
         diagnose(prepare(_frames()), only=["nope"])
+
+
+FIXTURE = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "ps_baseline"
+
+
+def test_a_path_is_analysed_as_from_path_does_and_a_missing_one_is_file_not_found(
+    tmp_path,
+) -> None:
+    from podscope.trace_parsers import TraceParseError, load
+
+    by_path = SessionAnalysis(str(FIXTURE))
+    by_frames = SessionAnalysis(load(FIXTURE))
+    pd.testing.assert_frame_equal(
+        by_path.breakdown.sort_values(["worker", "step"]).reset_index(drop=True),
+        by_frames.breakdown.sort_values(["worker", "step"]).reset_index(drop=True),
+        check_like=True,
+        check_categorical=False,
+    )
+    assert SessionAnalysis(FIXTURE).worker_names == by_frames.worker_names  # a Path too
+    for call in (lambda: load(tmp_path / "gone.xplane.pb"), lambda: SessionAnalysis("gone")):
+        with pytest.raises(FileNotFoundError, match="no such file or folder") as err:
+            call()
+        assert isinstance(err.value, TraceParseError)  # what the CLI and pages catch
+
+
+def test_what_a_caller_does_to_a_returned_frame_changes_no_later_answer() -> None:
+    a = SessionAnalysis(_frames())
+    before = [(f.rule_id, f.severity) for f in a.findings]
+    taken = a.breakdown
+    columns, values = list(taken.columns), a.breakdown[a.breakdown.columns[-1]].tolist()
+    del taken[columns[-1]]
+    taken[columns[0]] = "changed"
+    taken.columns = [f"x{i}" for i in range(len(taken.columns))]
+    a.steps.pop("start_ns")
+    a.findings.clear()
+    assert list(a.breakdown.columns) == columns
+    assert a.breakdown[columns[-1]].tolist() == values
+    assert "changed" not in set(a.breakdown[columns[0]].astype(str))
+    assert "start_ns" in a.steps.columns
+    a.__dict__.pop("findings", None)  # computed again from the held frames
+    assert [(f.rule_id, f.severity) for f in a.findings] == before
+    table = a.op_table_for("op", None)
+    for column in list(table.columns):
+        del table[column]
+    assert len(a.op_table_for("op", None).columns) > 0

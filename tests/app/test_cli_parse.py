@@ -59,7 +59,11 @@ def test_parse_json_summary_and_csv_frames(tmp_path: Path) -> None:
     assert {"aggregates", "event_metadata", "events", "counters", "sched"} <= written
     schema = json.loads((out / "schema.json").read_text())  # what a CSV reader needs
     assert schema["podscope_schema_version"] == SCHEMA_VERSION
-    assert list(schema["frames"]["events"]) == list(events.columns)
+    assert set(events.columns) == set(schema["frames"]["events"]) | {"event_row"}
+    assert schema["export_columns"] == {
+        "events": {"event_row": "int32"},
+        "stats": {"worker": "category"},
+    }
 
 
 def test_parse_writes_parquet_and_prints_table(tmp_path: Path) -> None:
@@ -95,6 +99,61 @@ def test_parse_out_keeps_the_good_workers_of_a_folder_with_a_corrupt_one(tmp_pat
         "localhost_2222.parquet",
         "localhost_2223.parquet",
     ]
+
+
+def test_exported_tables_name_their_worker_and_join_across_workers(tmp_path: Path) -> None:
+    """Read back together, the workers' files still join: stats and parents name the row of
+    their own worker's event (``schema.EXPORT_COLUMNS``)."""
+    run = tmp_path / "logdir" / "plugins" / "profile" / "2026_11_30_07_00_00"
+    run.mkdir(parents=True)
+    for w, port in enumerate((2222, 2223)):
+        b = SpaceBuilder()
+        p = b.plane("/host:CPU")
+        line = p.line(1, "python")
+        for i in range(3 + w):  # workers of different sizes: rows restart at different counts
+            p.event(line, "train", i * 1_000_000, 900_000, step_num=i, _r=1)
+            p.event(line, "inner", i * 1_000_000 + 100, 1_000, tag=f"w{w}-{i}")
+        (run / f"localhost_{port}.xplane.pb").write_bytes(b.bytes())
+    out = tmp_path / "pq"
+    r = podscope("parse", str(tmp_path / "logdir"), "--out", str(out), cache=tmp_path / "c")
+    assert r.returncode == 0, r.stderr
+    tables = {name.name: pd.read_parquet(name) for name in out.iterdir() if name.is_dir()}
+    assert all("worker" in t.columns for t in tables.values()), [
+        n for n, t in tables.items() if "worker" not in t.columns
+    ]
+    events, stats = tables["events"], tables["stats"]
+    tags = stats[stats["key"].astype(str) == "tag"].merge(
+        events, on=["worker", "event_row"], suffixes=("", "_event")
+    )
+    assert len(tags) == 7 and set(tags["name"].astype(str)) == {"inner"}
+    assert all(
+        t.startswith(f"w{int(str(w).endswith('2223'))}-")
+        for t, w in zip(tags["str_value"].astype(str), tags["worker"].astype(str), strict=True)
+    )
+    inner = events[events["name"].astype(str) == "inner"]
+    parents = inner.merge(
+        events, left_on=["worker", "parent"], right_on=["worker", "event_row"], suffixes=("", "_p")
+    )
+    assert len(parents) == 7 and set(parents["name_p"].astype(str)) == {"train"}
+
+
+def test_parse_out_refuses_a_folder_of_frames_unless_told_to_replace_them(tmp_path: Path) -> None:
+    logdir = make_run(tmp_path)
+    session = next((logdir / "plugins" / "profile").iterdir())
+    out = tmp_path / "pq"
+    first = podscope("parse", str(logdir), "--out", str(out), cache=tmp_path / "c")
+    assert first.returncode == 0, first.stderr
+    (session / "localhost_2223.xplane.pb").unlink()  # the next capture has one worker
+    again = podscope("parse", str(logdir), "--out", str(out), cache=tmp_path / "c")
+    assert again.returncode == 2
+    assert [line for line in again.stderr.splitlines() if "error" in line] == [
+        f"podscope: error: {out} already holds exported frames (schema.json, events, stats, "
+        "plane_stats): pass --replace to replace them whole, or choose another folder"
+    ], again.stderr
+    replaced = podscope("parse", str(logdir), "--out", str(out), "--replace", cache=tmp_path / "c")
+    assert replaced.returncode == 0, replaced.stderr
+    assert set(pd.read_parquet(out / "events")["worker"]) == {"localhost_2222"}
+    assert [p.name for p in (out / "events").iterdir()] == ["localhost_2222.parquet"]
 
 
 def test_parse_bad_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
