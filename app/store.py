@@ -253,8 +253,16 @@ class SessionStore:
 
     def _key(self, session: str) -> tuple[Path, tuple[object, ...], list[Path]]:
         """The session's folder, the key of its analysis (its files as they are now), and
-        those files."""
+        those files.
+
+        Raises:
+            SessionError: a bad or unknown name, or a session a newer PodScope wrote.
+        """
         path = self.path(session)
+        try:
+            layout.check_manifest_version(path)  # a newer PodScope's session: its fields may
+        except layout.NewerLayout as e:  # mean what this one cannot know
+            raise SessionError(f"session {session}: {e}") from None
         files = trace_files(path)
         stats = [(f.name, f.stat()) for f in files]
         named = tuple((name, st.st_size, st.st_mtime_ns) for name, st in stats)

@@ -14,6 +14,7 @@ Standard library only, so that ``collectors`` (which must not pull in pandas) ca
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,10 @@ SESSION_FORMAT = "%Y_%m_%d_%H_%M_%S"
 
 class LayoutError(ValueError):
     """A session or file name that would leave its folder, or an unreadable manifest."""
+
+
+class NewerLayout(LayoutError):
+    """A ``capture.json`` written by a newer PodScope than this one."""
 
 
 #: Longest file or folder name, in UTF-8 bytes (Linux's NAME_MAX): longer ones are refused
@@ -354,6 +359,36 @@ def read_manifest(folder: Path) -> CaptureManifest | None:
         raise LayoutError(f"{path}: unexpected capture manifest content ({e!r:.200})") from e
 
 
+def check_manifest_version(folder: Path) -> None:
+    """Refuses a session whose ``capture.json`` a newer PodScope wrote (its fields may mean
+    what this one cannot know); any other manifest, or none, passes (the traces still parse).
+    Reads the file once per version of it.
+
+    Raises:
+        NewerLayout: the manifest's ``schema_version`` is above ``MANIFEST_VERSION``.
+    """
+    path = folder / MANIFEST_NAME
+    try:
+        st = path.stat()
+    except OSError:
+        return
+    message = _newer_manifest(str(path), st.st_mtime_ns, st.st_size)
+    if message:
+        raise NewerLayout(message)
+
+
+@functools.lru_cache(maxsize=1024)
+def _newer_manifest(path: str, mtime_ns: int, size: int) -> str:
+    """The refusal of the manifest at ``path`` as it is at (mtime, size), or ""."""
+    try:
+        read_manifest(Path(path).parent)
+    except NewerLayout as e:
+        return str(e)
+    except LayoutError:
+        return ""
+    return ""
+
+
 def _migrate(raw: Any, path: Path) -> dict[str, Any]:
     """A manifest of any version this PodScope reads, in the current one's fields
     (``schema_version`` set to the version it was written with).
@@ -367,9 +402,9 @@ def _migrate(raw: Any, path: Path) -> dict[str, Any]:
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
         raise LayoutError(f"{path}: schema_version {version!r} is not a version number")
     if version > MANIFEST_VERSION:
-        raise LayoutError(
+        raise NewerLayout(
             f"{path}: written by a newer PodScope (capture.json schema version {version}; this "
-            f"one reads up to {MANIFEST_VERSION}): upgrade podscope (pip install -U podscope)"
+            f"one reads up to {MANIFEST_VERSION}): upgrade PodScope to read it"
         )
     # 0 → 1: version 1 added schema_version itself; no field changed.
     return {**raw, "schema_version": version}

@@ -371,13 +371,23 @@ def resolve(path: str | Path, session: str | None = None) -> list[Path]:
     itself, its loose captures, or the files of ``chosen_session``.
 
     Raises:
-        TraceParseError: the path does not exist, holds no capture, or names an unknown session.
+        TraceParseError: the path does not exist, holds no capture, names an unknown session,
+            or its session's ``capture.json`` was written by a newer PodScope.
     """
     p = Path(path)
     chosen = chosen_session(p, session)
     if chosen is None:
-        return [p] if p.is_file() else trace_files(p)
-    return trace_files(session_folders(p)[chosen])
+        files = [p] if p.is_file() else trace_files(p)
+    else:
+        files = trace_files(session_folders(p)[chosen])
+    for folder in {f.parent for f in files}:
+        try:
+            layout.check_manifest_version(folder)
+        except layout.NewerLayout as e:
+            manifest = folder / layout.MANIFEST_NAME
+            reason = str(e).removeprefix(f"{manifest}: ")
+            raise TraceParseError(manifest, "capture.json", reason) from None
+    return files
 
 
 def _mtime(folder: Path) -> float:

@@ -4,6 +4,7 @@ back by the loader's side."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -193,5 +194,41 @@ def test_a_session_from_a_newer_podscope_is_refused_with_what_to_do(tmp_path: Pa
     assert layout.read_manifest(tmp_path).schema_version == layout.MANIFEST_VERSION
     raw = json.loads((tmp_path / "capture.json").read_text())
     (tmp_path / "capture.json").write_text(json.dumps({**raw, "schema_version": 99}))
-    with pytest.raises(layout.LayoutError, match=r"newer PodScope .*version 99.*pip install -U"):
+    with pytest.raises(layout.NewerLayout, match=r"newer PodScope .*version 99.*upgrade PodScope"):
         layout.read_manifest(tmp_path)
+
+
+def test_a_newer_session_is_one_clear_error_in_every_reader(tmp_path: Path) -> None:
+    """The library's load, the CLI and the dashboard's store each refuse it with the same
+    reason, naming the manifest; the traces beside it are not read as if this PodScope knew
+    what the manifest says."""
+    import shutil
+    import subprocess
+    import sys
+
+    from podscope.app.store import SessionError, SessionStore
+    from podscope.trace_parsers import TraceParseError, load
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "ps_baseline"
+    logdir = tmp_path / "logdir"
+    session = layout.session_dir(logdir, "2026_12_05_10_00_00")
+    shutil.copytree(fixture, session)
+    raw = json.loads((session / "capture.json").read_text())
+    (session / "capture.json").write_text(json.dumps({**raw, "schema_version": 7}))
+    reason = "written by a newer PodScope (capture.json schema version 7; this one reads up to 1)"
+    for path in (session, logdir):
+        with pytest.raises(TraceParseError, match=re.escape(reason)) as err:
+            load(path, cache=False)
+        assert err.value.path == str(session / "capture.json")
+    cli = subprocess.run(
+        [sys.executable, "-m", "podscope", "stragglers", str(logdir), "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cli.returncode == 2
+    errors = [line for line in cli.stderr.splitlines() if line.startswith("podscope: error")]
+    assert len(errors) == 1 and reason in errors[0], cli.stderr
+    store = SessionStore(logdir, cache_dir=tmp_path / "cache")
+    with pytest.raises(SessionError, match=re.escape(reason)):
+        store.get(session.name)
