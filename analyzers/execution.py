@@ -167,7 +167,7 @@ class DerivedCache:
 
     def __init__(self, cache_dir: str | None) -> None:
         root = Path(cache_dir) if cache_dir else FrameCache.default_dir(os.environ)
-        self.frames = FrameCache(root)
+        self.frames = FrameCache(root, FrameCache.default_max_bytes(os.environ))
         self.root = self.frames.root / "derived"  # in this user's folder of a shared one
 
     def file_key(self, file: str, hash_now: bool = True) -> str | None:
@@ -232,6 +232,7 @@ class DerivedCache:
             frames = {n: feather.read_feather(entry / _shard(n)) for n in names}
         except (OSError, ValueError, pa.ArrowException):
             return None
+        self.frames.touch(entry)  # used now: the cache's pruning keeps it longest
         return meta, frames
 
     def _write(self, entry: Path, frames: Mapping[str, pd.DataFrame], meta: dict[str, Any]) -> None:
@@ -251,6 +252,7 @@ class DerivedCache:
             partial.replace(entry / "part.json")
         except (OSError, ValueError, pa.ArrowException) as e:
             warnings.warn(f"podscope: derived frames not cached under {entry}: {e}", stacklevel=3)
+        self.frames.prune()
 
 
 def _shard(name: str) -> str:

@@ -15,7 +15,8 @@ shared folder such as a container's ``/cache`` (world-writable with the sticky b
 Parquet (lz4) read + to_pandas of the events frame took 0.34 s, about as long as parsing the
 XPlane again; Arrow IPC in this layout 0.04 s (a 906 k-event capture's warm load: 10 ms mapped,
 19 ms read). Exports (``podscope parse --out``) stay Parquet/CSV; the cache is an internal
-format.
+format. The cache is capped (``DEFAULT_MAX_BYTES``, 10 GiB, or ``PODSCOPE_CACHE_MAX_GB``): past
+the cap the entries read or written least recently are removed (``FrameCache.prune``).
 
 >>> from podscope.trace_parsers.cache import FrameCache
 >>> store = FrameCache(FrameCache.default_dir(os.environ))
@@ -24,6 +25,7 @@ format.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import hashlib
@@ -33,6 +35,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -53,6 +56,14 @@ from podscope.trace_parsers.schema import (
     empty_frame,
     validate,
 )
+
+#: The cache's size cap by default (``PODSCOPE_CACHE_MAX_GB`` sets another): past it, the
+#: entries read or written least recently are removed, parsed frames and derived ones alike.
+DEFAULT_MAX_BYTES = 10 << 30
+#: A process prunes a cache folder at most this often (a pod's 2,048 puts would each list the
+#: whole cache otherwise), and down to this share of the cap (so the next puts do not prune).
+PRUNE_EVERY_S, PRUNE_TO = 60.0, 0.8
+_last_pruned: dict[Path, float] = {}
 
 #: The digest file of an entry, and the largest one read; the key it was written under.
 DIGESTS, MAX_DIGESTS_BYTES, KEY = "digest.json", 64 << 10, "key"
@@ -80,8 +91,54 @@ class FrameCache:
     never see a half-written entry. A damaged entry is treated as a miss and rewritten.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.root = _own_folder(root)
+        self.max_bytes = max_bytes
+
+    @staticmethod
+    def default_max_bytes(env: Mapping[str, str]) -> int:
+        """``PODSCOPE_CACHE_MAX_GB`` (a number of GiB) from ``env``, else ``DEFAULT_MAX_BYTES``.
+
+        Raises:
+            ValueError: not a positive number.
+        """
+        text = env.get("PODSCOPE_CACHE_MAX_GB")
+        if not text:
+            return DEFAULT_MAX_BYTES
+        gib = float(text)
+        if not gib > 0:
+            raise ValueError(f"PODSCOPE_CACHE_MAX_GB={text!r}: a positive number of GiB")
+        return int(gib * (1 << 30))
+
+    def touch(self, entry: Path) -> None:
+        """Marks ``entry`` used now (what ``prune`` keeps longest)."""
+        with contextlib.suppress(OSError):  # removed meanwhile: nothing to keep
+            os.utime(entry)
+
+    def prune(self, now: float | None = None, force: bool = False) -> int:
+        """Removes the entries used least recently (parsed frames here, derived frames under
+        ``derived/``) while the cache holds more than ``max_bytes``, down to ``PRUNE_TO`` of
+        it; at most once per ``PRUNE_EVERY_S`` per process unless ``force``. Returns how many
+        it removed. A reader of a removed entry sees a miss and parses again."""
+        now = time.monotonic() if now is None else now
+        last = _last_pruned.get(self.root)
+        if not force and last is not None and now - last < PRUNE_EVERY_S:
+            return 0
+        _last_pruned[self.root] = now
+        if not self.private():
+            return 0
+        entries = [*_entries(self.root), *_entries(self.root / "derived")]
+        total = sum(size for _, size, _ in entries)
+        if total <= self.max_bytes:
+            return 0
+        removed = 0
+        for _, size, path in sorted(entries, key=lambda e: (e[0], str(e[2]))):
+            if total <= self.max_bytes * PRUNE_TO:
+                break
+            shutil.rmtree(path, ignore_errors=True)
+            total -= size
+            removed += 1
+        return removed
 
     def private(self) -> bool:
         """Whether the cache folder exists, is this user's and nobody else can write to it
@@ -165,7 +222,9 @@ class FrameCache:
                 name: read_frame(entry / f"{name}.arrow", name, digests[f"{name}.arrow"])
                 for name in SCHEMA
             }
-            return validate(TraceFrames(**frames), str(entry))
+            found = validate(TraceFrames(**frames), str(entry))
+            self.touch(entry)
+            return found
         except Exception:  # any unreadable entry is a miss: dropped, and rebuilt by the caller
             shutil.rmtree(entry, ignore_errors=True)
             return None
@@ -204,6 +263,28 @@ class FrameCache:
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
+        self.prune()
+
+
+def _entries(folder: Path) -> list[tuple[float, int, Path]]:
+    """(last use, bytes, path) of every cache entry directly in ``folder``: its folders but
+    the content-hash memo, the derived cache and entries being written."""
+    found: list[tuple[float, int, Path]] = []
+    try:
+        listing = list(os.scandir(folder))
+    except OSError:
+        return found
+    for item in listing:
+        if item.name in ("hashes", "derived") or item.name.startswith(".tmp-"):
+            continue
+        try:
+            if not item.is_dir(follow_symlinks=False):
+                continue
+            size = sum(f.stat().st_size for f in os.scandir(item.path) if f.is_file())
+            found.append((item.stat(follow_symlinks=False).st_mtime, size, Path(item.path)))
+        except OSError:  # removed meanwhile
+            continue
+    return found
 
 
 #: Suffix of the column that holds a nullable column's missing-value mask (one byte per row).

@@ -454,7 +454,10 @@ def load(
         raise ValueError("stats_keys gives partial frames: load them with cache=False")
     files = resolve(path, session)
     store = (
-        FrameCache(Path(cache_dir) if cache_dir else FrameCache.default_dir(os.environ))
+        FrameCache(
+            Path(cache_dir) if cache_dir else FrameCache.default_dir(os.environ),
+            FrameCache.default_max_bytes(os.environ),
+        )
         if cache
         else None
     )

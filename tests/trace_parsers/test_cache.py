@@ -323,3 +323,41 @@ def test_a_shared_sticky_cache_folder_holds_a_private_folder_per_user() -> None:
         assert [p for p in mine.iterdir() if p.name != "hashes"]  # an entry, written and reused
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def test_the_cache_is_capped_and_the_least_recently_used_entries_go_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past its cap the cache drops the entries read or written longest ago, parsed frames
+    and derived ones alike, down to ``PRUNE_TO`` of the cap; a dropped entry is a miss."""
+    from podscope.trace_parsers import cache as cache_module
+    from podscope.trace_parsers.cache import FrameCache
+
+    root = tmp_path / "cache"
+    paths = []
+    for i in range(4):
+        paths.append(tmp_path / f"h_{i}.xplane.pb")
+        paths[-1].write_bytes(capture(200 + i))
+        load(paths[-1], cache_dir=root)
+    store = FrameCache(root)
+    entries = sorted(p for p in root.iterdir() if p.name.startswith(tuple("0123456789")))
+    assert len(entries) == 4
+    derived = root / "derived" / "session-x"
+    derived.mkdir(parents=True)
+    (derived / "steps.arrow").write_bytes(b"\0" * 10_000)
+    one = sum(f.stat().st_size for f in entries[0].iterdir())
+    by_path = {store.key(p): p for p in paths}
+    for age, entry in enumerate([derived, *entries]):  # derived oldest, then h_0 … h_3
+        os.utime(entry, (1_000_000 + age, 1_000_000 + age))
+    assert store.get(store.key(paths[0])) is not None  # read now: the most recent
+    capped = FrameCache(root, max_bytes=int(one * 2.6))
+    assert capped.prune(force=True) == 3  # derived, then h_1 and h_2: under 0.8 of the cap
+    kept = {by_path[p.name].name for p in root.iterdir() if p.name in by_path}
+    assert kept == {"h_0.xplane.pb", "h_3.xplane.pb"} and not derived.exists()
+    assert capped.prune(force=True) == 0  # within the cap now
+    monkeypatch.setattr(cache_module, "PRUNE_EVERY_S", 3600.0)
+    assert FrameCache(root, max_bytes=1).prune() == 0  # once a minute per process, unforced
+    assert FrameCache.default_max_bytes({}) == cache_module.DEFAULT_MAX_BYTES
+    assert FrameCache.default_max_bytes({"PODSCOPE_CACHE_MAX_GB": "0.5"}) == 1 << 29
+    with pytest.raises(ValueError, match="PODSCOPE_CACHE_MAX_GB"):
+        FrameCache.default_max_bytes({"PODSCOPE_CACHE_MAX_GB": "-1"})
