@@ -77,9 +77,11 @@ verify: install-test browser
 	TMPDIR=$(BUILD_TMP) $(PY) -m verify.install
 
 # The documentation site (build/docs/site): the pages in docs/ and the reference generated from
-# the code (every command's --help, the frames' schema, every finding's rule); a broken link
-# or anchor fails the build.
+# the code (every command's --help, the library's API, the frames' schema, every finding's
+# rule), which docs/reference/ keeps up to date in the repository; a broken link or anchor
+# fails the build.
 docs: install-test
+	$(PY) docs/generate.py --reference
 	$(PY) docs/generate.py build/docs/src
 	$(VENV)/bin/mkdocs build --strict --quiet
 	@echo "docs: build/docs/site/index.html"

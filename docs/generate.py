@@ -1,14 +1,21 @@
 """``make docs``: the documentation site's sources, with the reference pages generated from the
 code so that they cannot drift from it.
 
-    python docs/generate.py build/docs/src
+    python docs/generate.py --reference          # docs/reference/*.md, committed
+    python docs/generate.py build/docs/src       # the site's sources
 
-Copies the written pages (``docs/*.md``, ``docs/images/``) to the output folder and writes:
+The reference pages are committed under ``docs/reference/`` (so that the docs' links work when
+read in the repository; ``tests/test_docs.py`` fails when one is stale):
 
-- ``cli.md``: every command's ``--help``, as the CLI prints it;
+- ``cli.md``: every command's ``--help``, as the CLI prints it, defaults included;
+- ``api.md``: the library's public names (``import podscope``), from their docstrings;
 - ``schema.md``: the frames' columns and dtypes, and the schema versions;
-- ``findings.md``: every diagnostics rule, with its preconditions, its threshold and its source;
-- ``changelog.md``: ``CHANGELOG.md``.
+- ``findings.md``: every diagnostics rule, with its preconditions, its threshold and its source.
+
+The site's sources are the written pages (``docs/*.md``, ``docs/images/``), the reference
+pages written afresh, ``changelog.md`` (``CHANGELOG.md``, which the pages link as
+``../CHANGELOG.md``) and ``pygments.css``, the code blocks' highlighting (Pygments, at build
+time: the theme's highlight.js would come from a CDN).
 """
 
 from __future__ import annotations
@@ -36,14 +43,16 @@ def commands(
 ) -> Iterator[tuple[str, click.Command, click.Context]]:
     for name in sorted(group.commands):
         command = group.commands[name]
-        ctx = click.Context(command, info_name=name, parent=parent, terminal_width=100)
+        ctx = click.Context(
+            command, info_name=name, parent=parent, terminal_width=100, show_default=True
+        )
         yield ctx.command_path, command, ctx
         if isinstance(command, click.Group):
             yield from commands(command, ctx)
 
 
 def cli_page() -> str:
-    root = click.Context(cli, info_name="podscope", terminal_width=100)
+    root = click.Context(cli, info_name="podscope", terminal_width=100, show_default=True)
     out = [
         "# Command line",
         "",
@@ -105,19 +114,109 @@ def findings_page() -> str:
     return "\n".join(out) + "\n"
 
 
+#: The library's public names, in the order the API page shows them.
+API = (
+    ("podscope", "load"),
+    ("podscope", "sessions"),
+    ("podscope", "TraceFrames"),
+    ("podscope", "TraceParseError"),
+    ("podscope.trace_parsers.errors", "TraceNotFound"),
+    ("podscope", "SessionAnalysis"),
+    ("podscope", "capture"),
+    ("podscope", "CaptureOptions"),
+    ("podscope", "Target"),
+    ("podscope.agent", "start"),
+    ("podscope.agent", "step"),
+    ("podscope.agent", "jax_step"),
+    ("podscope.agent", "keras_callback"),
+    ("podscope.agent", "Agent"),
+)
+
+
+def _signature(obj: object) -> str:
+    try:
+        return str(inspect.signature(obj))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
+
+
+def api_page() -> str:
+    import importlib
+
+    out = [
+        "# Library API",
+        "",
+        "Generated from the docstrings (`docs/generate.py`), as they are written: the names "
+        "`import podscope` and `podscope.agent` give. Each frame's columns are on "
+        "[Frames schema](schema.md).",
+    ]
+    for module, name in API:
+        obj = getattr(importlib.import_module(module), name)
+        kind = "class" if inspect.isclass(obj) else "function"
+        out += [
+            "",
+            f"## `{module}.{name}`",
+            "",
+            "```python",
+            f"{kind} {name}{_signature(obj)}",
+            "```",
+        ]
+        out += ["", "```text", inspect.getdoc(obj) or "(no docstring)", "```"]
+        if not inspect.isclass(obj):
+            continue
+        for attr, member in sorted(vars(obj).items()):
+            doc = inspect.getdoc(member)
+            if attr.startswith("_") or not doc:
+                continue
+            if isinstance(member, classmethod | staticmethod):
+                member = member.__func__
+            if inspect.isfunction(member):
+                heading = f"{attr}{_signature(member)}"
+            elif isinstance(member, property) or hasattr(member, "func"):  # a (cached) property
+                heading = attr
+            else:
+                continue  # a constant
+            out += ["", f"### `{name}.{heading}`", "", "```text", doc, "```"]
+    return "\n".join(out) + "\n"
+
+
+def reference_pages() -> dict[str, str]:
+    """The generated reference: file name → Markdown."""
+    return {
+        "cli.md": cli_page(),
+        "api.md": api_page(),
+        "schema.md": schema_page(),
+        "findings.md": findings_page(),
+    }
+
+
+def write_reference(folder: Path = DOCS / "reference") -> None:
+    """Writes the reference pages where the repository keeps them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in reference_pages().items():
+        (folder / name).write_text(text)
+
+
 def generate(out: Path) -> None:
+    """The site's sources in ``out``."""
+    from pygments.formatters import HtmlFormatter
+
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     for page in DOCS.glob("*.md"):
-        shutil.copy(page, out / page.name)
+        (out / page.name).write_text(
+            page.read_text().replace("](../CHANGELOG.md", "](changelog.md")
+        )
     if (DOCS / "images").is_dir():
         shutil.copytree(DOCS / "images", out / "images")
-    (out / "cli.md").write_text(cli_page())
-    (out / "schema.md").write_text(schema_page())
-    (out / "findings.md").write_text(findings_page())
+    write_reference(out / "reference")
     (out / "changelog.md").write_text((REPO / "CHANGELOG.md").read_text())
+    (out / "pygments.css").write_text(HtmlFormatter(style="default").get_style_defs(".codehilite"))
 
 
 if __name__ == "__main__":
-    generate(Path(sys.argv[1]))
+    if sys.argv[1:] == ["--reference"]:
+        write_reference()
+    else:
+        generate(Path(sys.argv[1]))

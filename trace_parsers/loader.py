@@ -436,14 +436,14 @@ def load(
             for a caller that reads a few stats; only with ``cache`` off, as such frames are
             partial.
 
-    Raises:
-        ValueError: ``stats_keys`` with ``cache`` on.
-
     Returns:
         Merged, validated frames of every worker that parsed.
 
     Raises:
-        TraceParseError: nothing could be parsed (the message lists each file's reason).
+        ValueError: ``stats_keys`` with ``cache`` on.
+        TraceParseError: nothing could be parsed (the message lists each file's reason), or
+            the session's ``capture.json`` was written by a newer PodScope.
+        TraceNotFound: nothing at ``path`` (also a ``FileNotFoundError``).
     """
     if isinstance(path, bytes | bytearray | memoryview):
         data = bytes(path)

@@ -151,6 +151,6 @@ def test_a_perfetto_trace_under_an_old_protobuf_says_which_protobuf_it_needs(
         return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(builtins, "__import__", refusing)
-    with pytest.raises(TraceParseError, match="need protobuf >= 6.31.1") as err:
+    with pytest.raises(TraceParseError, match=r"need protobuf >= 6\.31\.1") as err:
         parse_perfetto(b"\n\x00", worker="w", source="phone.perfetto-trace")
     assert "phone.perfetto-trace" in str(err.value) and OLD_PROTOBUF[:40] in str(err.value)
