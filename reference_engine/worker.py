@@ -11,25 +11,51 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from podscope.collectors import agent
-from podscope.reference_engine import netdelay
-from podscope.reference_engine.cluster import serves_tf
-from podscope.reference_engine.config import EngineConfig
-from podscope.reference_engine.workloads import WORKLOADS, Task
+if TYPE_CHECKING:  # imported in main, after stop_on_signals: numpy starts threads on import
+    from podscope.collectors import agent
+    from podscope.reference_engine.config import EngineConfig
+    from podscope.reference_engine.workloads import Task
 
 
 def report(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, "t": time.time(), **fields}), flush=True)
 
 
+def stop_on_signals(say: Callable[..., None] = report) -> None:
+    """``cluster down``'s SIGINT or SIGTERM ends this task at once, whatever its main thread
+    is doing: both are blocked in every thread (call this first, before TensorFlow starts its
+    threads, which inherit the mask) and taken by one thread that waits for them, says so and
+    leaves without the interpreter's teardown. A KeyboardInterrupt in the main thread waited
+    for the TF op it was in, then for TF's exit handlers (the coordination service's shutdown
+    barrier with tasks that were stopping too), so every task outlived the grace period and was
+    SIGKILLed."""
+    signals = {signal.SIGINT, signal.SIGTERM}  # in the main thread before any other starts
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+
+    def wait() -> None:
+        got = signal.sigwait(signals)
+        say("stopped", signal=signal.Signals(got).name)
+        sys.stdout.flush()
+        os._exit(0)
+
+    threading.Thread(target=wait, name="podscope-stop", daemon=True).start()
+
+
 def main() -> None:
+    stop_on_signals()  # first: every thread started after it leaves the signals to its thread
+    from podscope.reference_engine import netdelay
+    from podscope.reference_engine.config import EngineConfig
+    from podscope.reference_engine.workloads import WORKLOADS, Task
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", type=Path, required=True)
     ap.add_argument("--agent-port", type=int, required=True, help="port of the PodScope agent")
@@ -81,6 +107,9 @@ def _start_agent(
 ) -> agent.Agent:
     """The agent traces this task through the tf.distribute server it already runs on its
     TF_CONFIG port (a PS job's chief has none: in-process); it opens no TF port of its own."""
+    from podscope.collectors import agent
+    from podscope.reference_engine.cluster import serves_tf
+
     strategy = "ParameterServerStrategy" if cfg.workload == "ps" else "MultiWorkerMirroredStrategy"
     own_server = serves_tf(cfg.workload, task.role)
     return agent.start(

@@ -56,6 +56,55 @@ def test_down_stops_its_tasks_and_nothing_else(tmp_path: Path) -> None:
             p.wait()
 
 
+#: A task as the engine's worker starts (``stop_on_signals`` first), then stuck as a TF task is
+#: on its way out: a thread that never ends and an exit handler that waits (TF's coordination
+#: service's shutdown barrier), with its main thread in a step.
+STUCK_ON_EXIT = """
+import atexit, sys, threading, time
+from podscope.reference_engine.worker import stop_on_signals
+if sys.argv[1] == "handled":
+    stop_on_signals()
+threading.Thread(target=lambda: time.sleep(600)).start()
+atexit.register(lambda: time.sleep(600))
+print("training", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("signals", ["handled", "default"])
+def test_down_stops_a_task_in_its_step_without_sigkill(tmp_path: Path, signals: str) -> None:
+    config = str((tmp_path / "engine.json").resolve())
+    task = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            STUCK_ON_EXIT,
+            signals,
+            "podscope.reference_engine.worker",
+            "--config",
+            config,
+        ],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert task.stdout is not None and task.stdout.readline() == "training\n"
+        _manifest(tmp_path, [task.pid])
+        t = time.monotonic()
+        done = cluster.down(cluster.Manifest.load(tmp_path), grace_s=5)
+        assert done.stopped == ("worker:0",)
+        if signals == "handled":  # the engine's worker: SIGINT ends it, within the grace
+            assert done.killed == () and time.monotonic() - t < 5
+            last = json.loads(task.stdout.read().strip().splitlines()[-1])
+            assert (last["event"], last["signal"]) == ("stopped", "SIGINT")
+        else:  # what a task without it did: it outlived the grace, and only SIGKILL ended it
+            assert done.killed == ("worker:0",)
+    finally:
+        task.kill()
+        task.wait()
+
+
 def test_a_pid_reused_by_a_later_run_of_the_same_folder_is_left_alone(tmp_path: Path) -> None:
     """The same command line (another ``up`` of this folder) but not the process the manifest
     recorded: its start time differs."""
