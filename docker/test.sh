@@ -36,7 +36,9 @@ wait_healthy() {  # the container's own health check, as Docker reports it
     done
     docker logs "$1" | tail -20; echo "container $1 never became healthy ($state)"; return 1
 }
-run() { c=$(docker run -d --network "$NET" --health-interval 1s -e PODSCOPE_DASHBOARD_TOKEN=$TOKEN "$@"); containers+=("$c"); echo "$c"; }
+# Starts a container and sets $c; called in this shell, never inside $(…) (a subshell's
+# containers+=… is lost, and a failing step then left its containers running).
+run() { c=$(docker run -d --network "$NET" --health-interval 1s -e PODSCOPE_DASHBOARD_TOKEN=$TOKEN "$@"); containers+=("$c"); }
 
 # Without a login the container refuses to serve, and says how.
 if docker run --rm --network "$NET" $TAG:viewer > "$work/refused.log" 2>&1; then
@@ -45,29 +47,29 @@ fi
 grep -q PODSCOPE_DASHBOARD_TOKEN "$work/refused.log"
 
 # The image's user with an anonymous volume, then --user $(id -u) with a bind mount.
-c=$(run $TAG:viewer); wait_healthy "$c"
+run $TAG:viewer; wait_healthy "$c"
 docker exec -i "$c" python - $TOKEN < docker/smoke.py
 mkdir -p "$work/data"
-c=$(run --user "$(id -u):$(id -g)" -v "$work/data:/data" $TAG:viewer); wait_healthy "$c"
+run --user "$(id -u):$(id -g)" -v "$work/data:/data" $TAG:viewer; wait_healthy "$c"
 docker exec -i "$c" python - $TOKEN < docker/smoke.py
 ls "$work"/data/plugins/profile/*/phone.systrace >/dev/null
 t0=$(date +%s); docker stop "$c" >/dev/null; echo "docker stop took $(( $(date +%s) - t0 )) s"
 
 # The parse cache in a named volume: the first container writes it (and never says it could
 # not), a second one on the same volumes reads it.
-c=$(run -v "${volumes[0]}:/data" -v "${volumes[1]}:/cache" $TAG:viewer); wait_healthy "$c"
+run -v "${volumes[0]}:/data" -v "${volumes[1]}:/cache" $TAG:viewer; wait_healthy "$c"
 docker exec -i "$c" python - $TOKEN < docker/smoke.py
 docker exec -i "$c" python - < docker/cache_hit.py
 if docker logs "$c" 2>&1 | grep -q "parse cache not written"; then
     docker logs "$c" 2>&1 | grep "parse cache" | head -3; echo "the cache was not written"; exit 1
 fi
 docker rm -f "$c" >/dev/null
-c=$(run -v "${volumes[0]}:/data" -v "${volumes[1]}:/cache" $TAG:viewer); wait_healthy "$c"
+run -v "${volumes[0]}:/data" -v "${volumes[1]}:/cache" $TAG:viewer; wait_healthy "$c"
 docker exec -i "$c" python - < docker/cache_hit.py
 
 # A bind mount of /data the container's user cannot write: the upload says what to change.
 mkdir -p "$work/readonly" && chmod 755 "$work/readonly"
-c=$(run -v "$work/readonly:/data" $TAG:viewer); wait_healthy "$c"
+run -v "$work/readonly:/data" $TAG:viewer; wait_healthy "$c"
 if docker exec -i "$c" python - $TOKEN < docker/smoke.py > "$work/readonly.log" 2>&1; then
     echo "an upload to a folder uid 10001 cannot write succeeded"; exit 1
 fi
@@ -78,6 +80,6 @@ if docker run --rm --network "$NET" $TAG:viewer podscope demo > "$work/demo.log"
     echo "the viewer image ran the demo without TensorFlow"; exit 1
 fi
 grep -q "engine image" "$work/demo.log"
-c=$(run $TAG:engine podscope demo --duration-ms 1000); wait_healthy "$c"
+run $TAG:engine podscope demo --duration-ms 1000; wait_healthy "$c"
 docker exec -i "$c" python - $TOKEN < docker/smoke.py
 echo "make docker-test: passed"

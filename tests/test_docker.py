@@ -45,3 +45,40 @@ def test_docker_test_says_why_it_skips_without_a_daemon() -> None:
         timeout=60,
     )
     assert out.returncode == 0 and "skipped: no Docker daemon answers" in out.stdout, out
+
+
+#: A stand-in docker client: a daemon answers, builds succeed, each ``run -d`` prints a new
+#: container id and is healthy at once, and ``exec`` (the first smoke test) fails.
+FAKE_DOCKER = """#!/usr/bin/env bash
+echo "$*" >> "$DOCKER_CALLS"
+case "$1" in
+  info) echo 28.2.2 ;;
+  build) ;;
+  run) if [ "$2" = -d ]; then n=$(grep -c '^run -d' "$DOCKER_CALLS"); echo "cid-$n"; else echo PODSCOPE_DASHBOARD_TOKEN; exit 1; fi ;;
+  inspect) echo healthy ;;
+  exec) exit 1 ;;
+  *) ;;
+esac
+"""
+
+
+def test_docker_test_removes_its_containers_when_a_step_fails(tmp_path: Path) -> None:
+    """The containers a failing run started are removed on the way out (they were started in
+    a subshell once, which lost the list, and left running)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(FAKE_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    calls = tmp_path / "calls"
+    out = subprocess.run(
+        ["bash", str(ROOT / "docker" / "test.sh")],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "DOCKER_CALLS": str(calls)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode != 0, out  # the smoke test failed
+    lines = calls.read_text().splitlines()
+    started = [line for line in lines if line.startswith("run -d")]
+    assert len(started) == 1
+    assert "rm -f cid-1" in lines, lines
