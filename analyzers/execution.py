@@ -693,11 +693,62 @@ def _pool_start() -> str | None:
 
 def _pool_context(method: str) -> Any:
     """The multiprocessing context of a pool started by ``method``; a fork server imports
-    this module once, before its first fork (its children then start warm)."""
+    this module once, before its first fork (its children then start warm), and is started
+    here (``_start_fork_server``).
+
+    Raises:
+        ExecutionError: the fork server would import another PodScope than this process's.
+    """
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":
         ctx.set_forkserver_preload([__name__])
+        _start_fork_server()
     return ctx
+
+
+def shadowing_package(cwd: Path | None = None) -> Path | None:
+    """A ``podscope`` package in the working folder that is not the one this process runs:
+    what a process started with ``python -c`` (a fork server) would import instead, since its
+    ``sys.path`` begins with the working folder. None when there is none."""
+    import podscope
+
+    here = Path(cwd or os.getcwd()) / "podscope"
+    if not (here / "__init__.py").is_file():
+        return None
+    ours = Path(podscope.__file__).resolve().parent
+    return here if here.resolve() != ours else None
+
+
+def _start_fork_server() -> None:
+    """Starts the fork server (once per process) so that it imports this process's PodScope.
+
+    CPython's fork server runs ``python -c …`` and ignores the parent's ``sys.path``: started
+    from a folder that holds a ``podscope/`` source tree, it and every pool process imported
+    that one, and died on it ("a process of the pool died", for good). On Python 3.11+ it is
+    started with ``PYTHONSAFEPATH`` (no working folder on its path); before 3.11 that cannot be
+    said, and the analysis refuses, naming the folder.
+
+    Raises:
+        ExecutionError: a shadowing ``podscope/`` here, on Python 3.10.
+    """
+    from multiprocessing import forkserver
+
+    shadow = shadowing_package()
+    if shadow is not None and sys.version_info < (3, 11):
+        raise ExecutionError(
+            f"{shadow} is a podscope source tree in the folder this runs from, which the "
+            "analysis's processes would import instead of this PodScope: run from another "
+            "folder (or use Python 3.11+)"
+        )
+    saved = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"  # read by the server's interpreter at its start only
+    try:
+        forkserver.ensure_running()
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONSAFEPATH", None)
+        else:
+            os.environ["PYTHONSAFEPATH"] = saved
 
 
 def start_pool_server() -> None:
@@ -707,10 +758,7 @@ def start_pool_server() -> None:
     session it analyses. Nothing where fork servers do not exist."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return
-    from multiprocessing import forkserver
-
     _pool_context("forkserver")
-    forkserver.ensure_running()
 
 
 @contextmanager

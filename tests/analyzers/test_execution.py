@@ -549,3 +549,38 @@ def test_a_scheduler_lost_mid_run_is_one_clear_error(
     assert time.monotonic() - started < 60
     err = capfd.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) <= 1, err
+
+
+#: A process that imported this PodScope, then works in a folder that holds another
+#: ``podscope/`` source tree (a user's checkout, or a broken copy), with a thread running (so
+#: its pools start from a fork server, as the dashboard's do).
+SHADOWED = """
+import json, os, sys, threading
+from pathlib import Path
+from podscope.analyzers.execution import ExecConfig, analyze_path
+session, shadow = sys.argv[1:3]
+os.chdir(shadow)
+threading.Thread(target=threading.Event().wait, daemon=True).start()
+a = analyze_path(Path(session), None, ExecConfig(cache=False, in_process_below=2, processes=2))
+print(json.dumps(sorted(str(w) for w in a.breakdown["worker"].unique())))
+"""
+
+
+def test_a_pool_imports_this_podscope_from_a_folder_that_holds_another(tmp_path: Path) -> None:
+    """The fork server ran ``python -c`` in the working folder and imported its ``podscope/``:
+    every pool process died on it, and the Pod Viewer said 'a process of the pool died'."""
+    shadow = tmp_path / "checkout"  # another PodScope: its execution module has none of ours
+    (shadow / "podscope" / "analyzers").mkdir(parents=True)
+    for module in ("__init__.py", "analyzers/__init__.py", "analyzers/execution.py"):
+        (shadow / "podscope" / module).write_text('"""Another PodScope."""\n')
+    fixture = REPO / "tests" / "fixtures" / "ps_baseline"
+    out = subprocess.run(
+        [sys.executable, "-c", SHADOWED, str(fixture), str(shadow)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    here = SessionAnalysis(load(fixture, cache=False)).breakdown["worker"].unique()
+    assert json.loads(out.stdout) == sorted(str(w) for w in here)
