@@ -65,7 +65,8 @@ fuzz: install-test
 # verdicts over a seeded, randomized matrix of engine runs (30-60 min); writes verify/REPORT.md;
 # then 30 engine starts beside busy loops (verify/STARTS.md); then 9 watched runs whose
 # bottleneck begins at a drawn time (verify/WATCH_REPORT.md); then the wheel built, installed
-# and run on every Python here (verify/INSTALL.md).
+# and run on every Python here (verify/INSTALL.md); then the agent captured in TensorFlow 2.16,
+# 2.19 and 2.21 images built as venvs from the package index (verify/IMAGES.md).
 verify: install-test browser
 	@mkdir -p $(BUILD_TMP)
 	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/pytest --basetemp=$(BUILD_TMP)/pytest -q -m long
@@ -75,6 +76,7 @@ verify: install-test browser
 	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m verify.starts --n 30 --busy 2
 	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m verify.watch_matrix --n 9
 	TMPDIR=$(BUILD_TMP) $(PY) -m verify.install
+	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m verify.images
 
 # The documentation site (build/docs/site): the pages in docs/ and the reference generated from
 # the code (every command's --help, the library's API, the frames' schema, every finding's

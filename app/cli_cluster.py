@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from podscope.app.cli_serve import require_extra
 from podscope.app.terminal import say
 from podscope.reference_engine.config import EngineConfig, EngineError
+
+if TYPE_CHECKING:
+    from podscope.reference_engine.jax_workload import JaxConfig
 
 DEFAULT_RUN_DIR = Path("runs/cluster")
 run_dir_option = click.option(
@@ -208,11 +212,10 @@ def cluster_jax(
     label: str,
     run_dir: Path,
 ) -> None:
-    """Run the engine's JAX loop (jax.distributed on loopback), each process profiling itself
-    with jax.profiler, and bring the traces into one session."""
+    """Run the engine's JAX loop (jax.distributed on loopback), each process with the PodScope
+    agent, and capture every process through its agent in one window."""
     require_extra("engine", "cluster jax", ("jax",))
-    from podscope.collectors.local import collect_local
-    from podscope.reference_engine.jax_workload import JaxConfig, run
+    from podscope.reference_engine.jax_workload import JaxConfig
 
     cfg = JaxConfig(
         workers=workers,
@@ -223,8 +226,31 @@ def cluster_jax(
         markers=markers,
     )
     try:
-        files = run(cfg, run_dir)
+        session = capture_jax(cfg, run_dir, logdir, label or f"jax {scenario}")
     except EngineError as e:
         raise _fail(str(e)) from None
-    session = collect_local(files, logdir, asdict(cfg), label=label or f"jax {scenario}")
-    say(f"captured {len(files)} workers into {session}")
+    say(f"captured {workers} workers through their agents into {session}")
+
+
+def capture_jax(cfg: JaxConfig, run_dir: Path, logdir: Path, label: str = "") -> Path:
+    """Runs the engine's JAX loop (``reference_engine.jax_workload.launch``) and captures its
+    processes through their agents in one window that holds the configured steps, as
+    ``podscope capture`` would; returns the session folder.
+
+    Raises:
+        EngineError: a process failed, or a worker's capture did not succeed (each one's
+            status and reason said).
+    """
+    from podscope.collectors.capture import CaptureOptions, Target, capture
+    from podscope.reference_engine.jax_workload import launch
+
+    with launch(cfg, run_dir) as job:
+        result = capture(
+            [Target(address, label=worker) for worker, address in job.targets],
+            CaptureOptions(logdir=logdir, duration_ms=job.window_ms(), delay_ms=500, label=label),
+        )
+    failed = [w for w in result.workers if w.status != "ok"]
+    if failed:
+        said = "; ".join(f"{w.label}: {w.status.value} ({w.reason})" for w in failed)
+        raise EngineError(f"the JAX capture did not bring every worker home: {said}")
+    return result.session_dir

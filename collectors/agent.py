@@ -53,12 +53,14 @@ from podscope.collectors.export_service import (
 )
 from podscope.collectors.frameworks import FRAMEWORKS, FrameworkTracer, UnknownFramework
 from podscope.collectors.front_door import DoorLimits
+from podscope.collectors.heartbeat import RECORDING as RECORDING
 from podscope.collectors.heartbeat import jax_step as jax_step  # the training loop's side
 from podscope.collectors.heartbeat import step as step
 from podscope.collectors.tf_tracer import ServerTracer, TfTracer
 
 __all__ = [
     "FRAMEWORKS",
+    "RECORDING",
     "Agent",
     "AgentError",
     "TracerBusy",

@@ -111,6 +111,11 @@ def step_number(n: object) -> int | None:
 #: This process's beats: what ``step`` records and the agent's ``Steps`` call serves.
 BEATS = Beats()
 
+#: Set while a capture's profiler records this process (from the moment TensorFlow's, JAX's or
+#: PyTorch's profiler has started in-process until it stops): a job that must put known work
+#: inside the window, as the reference engine does, waits for it.
+RECORDING = threading.Event()
+
 #: Called with the step's number after every beat, in the training thread, while a PyTorch
 #: trace waits for step boundaries (``collectors.torch_tracer``); None otherwise.
 _step_hook: Callable[[int | None], None] | None = None

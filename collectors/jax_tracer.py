@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from podscope.collectors import heartbeat
 from podscope.collectors.export_service import TracerBusy, TracerError
 from podscope.collectors.tf_profiler import TraceLevels
 
@@ -75,9 +76,11 @@ class JaxTracer:
                 if "already" in str(e).lower():
                     raise TracerBusy(f"another profile is running in this process ({e})") from None
                 raise TracerError(f"jax.profiler did not start: {e}") from None
+            heartbeat.RECORDING.set()
             try:
                 time.sleep(duration_ms / 1000)
             finally:
+                heartbeat.RECORDING.clear()
                 profiler.stop_trace()
             written = sorted(work.glob("plugins/profile/*/*.xplane.pb"))
             if written:

@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from podscope.collectors import heartbeat
 from podscope.collectors.export_service import TracerBusy, TracerError
 from podscope.collectors.tf_profiler import TraceLevels, call_profile, profile_request
 
@@ -85,9 +86,11 @@ class TfTracer:
                 tf.profiler.experimental.start(str(work), options=options)
             except tf.errors.AlreadyExistsError as e:
                 raise TracerBusy(f"another profiler is running in this process ({e})") from None
+            heartbeat.RECORDING.set()
             try:
                 time.sleep(duration_ms / 1000)
             finally:
+                heartbeat.RECORDING.clear()
                 tf.profiler.experimental.stop()
             written = sorted(work.glob("plugins/profile/*/*.xplane.pb"))
             if written:

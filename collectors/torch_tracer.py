@@ -84,6 +84,7 @@ class _Window:
                 try:
                     self.profiler = self._make(n + 1 if n is not None else 0)
                     self.profiler.start()
+                    heartbeat.RECORDING.set()
                 except Exception as e:  # reported by the agent's thread, never raised here
                     self.error, self.profiler = e, None
                     self.done.set()
@@ -93,6 +94,7 @@ class _Window:
             self.steps += 1
             try:
                 if now >= self.end_ns:
+                    heartbeat.RECORDING.clear()
                     self.profiler.stop()
                     self.done.set()
                 else:
@@ -107,6 +109,7 @@ class _Window:
             if self.done.is_set():
                 return
             if self.profiler is not None:
+                heartbeat.RECORDING.clear()
                 try:
                     self.profiler.stop()
                 except Exception as e:

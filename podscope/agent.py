@@ -9,6 +9,15 @@ and ``podscope.collectors.heartbeat``.
 """
 
 from podscope.collectors.agent import FRAMEWORKS, Agent, AgentError, keras_callback, start
-from podscope.collectors.heartbeat import jax_step, step
+from podscope.collectors.heartbeat import RECORDING, jax_step, step
 
-__all__ = ["FRAMEWORKS", "Agent", "AgentError", "jax_step", "keras_callback", "start", "step"]
+__all__ = [
+    "FRAMEWORKS",
+    "RECORDING",
+    "Agent",
+    "AgentError",
+    "jax_step",
+    "keras_callback",
+    "start",
+    "step",
+]

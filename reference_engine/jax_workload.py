@@ -2,10 +2,13 @@
 
 Each process is one JAX CPU device; ``jax.distributed`` on loopback with gloo collectives ties
 them into one mesh, so the step's gradient mean is a real cross-process all-reduce, as on a pod.
-Every process captures itself with ``jax.profiler`` around the same steps (after warm-up and a
-barrier); ``collectors.local.collect_local`` then brings the files into one session as
-``jax-worker-<i>.xplane.pb``. No step marker is written unless asked: the steps are the
-executions of the jitted step (``analyzers.xla_programs``).
+Every process starts the PodScope agent, as a user's job would, and is captured through it
+(``jax.profiler``, chosen by the agent): ``launch`` starts the processes and returns, warm,
+with their agents' addresses; the caller captures them in one window (``podscope cluster jax``
+does, with ``collectors.capture``), each process waits until its profiler records
+(``podscope.agent.RECORDING``), all meet at a barrier, and they run the configured steps inside
+the window. No step marker is written unless asked: the steps are the executions of the jitted
+step (``analyzers.xla_programs``).
 
 Injected bottlenecks (``JaxConfig.scenario``), each with the verdict PodScope must give:
 
@@ -26,8 +29,9 @@ from the program's HLO types. ``offload=True`` keeps a float32 momentum buffer i
 JAX's host offloading does; XLA:CPU accepts the memory kinds but moves nothing (host and
 device memory are one), so the capture has no copy to name.
 
-    >>> files = run(JaxConfig(workers=2, steps=12, scenario="slow-host"), run_dir)
-    >>> session = collect_local(files, logdir, label="jax slow-host")
+    >>> with launch(JaxConfig(workers=2, steps=12, scenario="slow-host"), run_dir) as job:
+    ...     capture([Target(a, label=w) for w, a in job.targets],
+    ...             CaptureOptions(logdir, duration_ms=job.window_ms()))
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -91,67 +96,103 @@ class JaxConfig:
             raise EngineError(f"unknown JAX dtype {self.dtype!r}; known: {DTYPES}")
 
 
-def run(cfg: JaxConfig, run_dir: Path, timeout_s: float = 600.0) -> dict[str, Path]:
-    """Runs ``cfg`` to completion in ``run_dir`` and returns each worker's trace file by its
-    label (``jax-worker-<i>``); ``collectors.local.collect_local`` makes them a session.
+@dataclass(frozen=True)
+class JaxJob:
+    """A launched JAX run, warm and waiting for its capture.
+
+    Attributes:
+        cfg: the run.
+        targets: (worker label ``jax-worker-<i>``, its agent's address) per process.
+        step_ms: the slowest process's last warm-up step, ms.
+    """
+
+    cfg: JaxConfig
+    targets: tuple[tuple[str, str], ...]
+    step_ms: float
+
+    def window_ms(self) -> int:
+        """A capture window that holds the barrier and every configured step, with room for a
+        busy machine (three times the warm step; the processes idle after their last step)."""
+        return int(2000 + 3 * self.cfg.steps * self.step_ms)
+
+
+#: The files through which the launcher and its processes meet (in the run folder).
+READY, DONE = "ready-{}.json", "done"
+
+
+@contextmanager
+def launch(cfg: JaxConfig, run_dir: Path, timeout_s: float = 600.0) -> Iterator[JaxJob]:
+    """Starts ``cfg``'s processes in ``run_dir`` and yields once every one is warm and its
+    agent listens; on leaving, lets them finish and waits for them.
 
     Raises:
-        EngineError: a worker failed, wrote no trace, or the run timed out (with the first
-            failed worker's last log lines).
+        EngineError: a process failed (with its last log lines), or the run timed out.
     """
     from podscope.reference_engine.cluster import free_ports
 
     cfg.check()
     run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in [run_dir / DONE, *run_dir.glob(READY.format("*"))]:
+        stale.unlink(missing_ok=True)
     (run_dir / "jax.json").write_text(json.dumps(asdict(cfg)))
     port = free_ports(1)[0]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
     env.pop("XLA_FLAGS", None)  # one CPU device per process
-    procs = []
-    for i in range(cfg.workers):
-        log = (run_dir / f"worker-{i}.log").open("wb")
-        cmd = [
-            sys.executable,
-            "-m",
-            "podscope.reference_engine.jax_workload",
-            str(run_dir),
-            str(i),
-            str(port),
-        ]
-        procs.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log))
     deadline = time.monotonic() + timeout_s
-    failed = []
+    procs: list[subprocess.Popen[bytes]] = []
     try:
-        for i, (proc, log) in enumerate(procs):
+        for i in range(cfg.workers):
+            with (run_dir / f"worker-{i}.log").open("wb") as log:
+                cmd = [sys.executable, "-m", "podscope.reference_engine.jax_workload"]
+                cmd += [str(run_dir), str(i), str(port)]
+                procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
+        ready = [_ready(run_dir, i, procs[i], deadline) for i in range(cfg.workers)]
+        yield JaxJob(
+            cfg,
+            tuple((f"{PREFIX}{i}", r["address"]) for i, r in enumerate(ready)),
+            max(float(r["step_ms"]) for r in ready),
+        )
+        (run_dir / DONE).touch()
+        for i, proc in enumerate(procs):
             try:
                 code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                for p, _ in procs:
-                    p.kill()
-                code = -9
-            log.close()
+                raise EngineError(f"JAX run timed out after {timeout_s:.0f} s") from None
             if code != 0:
-                failed.append(i)
-    except BaseException:  # Ctrl-C, or SIGTERM made an exception: no process outlives the run
-        for p, log in procs:
-            p.kill()
-            p.wait()
-            log.close()
-        raise
-    if failed:
-        tail = (run_dir / f"worker-{failed[0]}.log").read_text(errors="replace")[-1500:]
-        raise EngineError(f"JAX worker(s) {failed} failed:\n{tail}")
-    files = {}
-    for i in range(cfg.workers):
-        found = sorted((run_dir / f"trace-{i}").rglob("*.xplane.pb"))
-        if not found:
-            raise EngineError(f"JAX worker {i} wrote no trace under {run_dir / f'trace-{i}'}")
-        files[f"{PREFIX}{i}"] = found[0]
-    return files
+                raise EngineError(f"JAX worker {i} failed:\n{_tail(run_dir, i)}")
+    finally:  # Ctrl-C, a failure, or a capture that raised: no process outlives the run
+        (run_dir / DONE).touch()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+def _tail(run_dir: Path, i: int) -> str:
+    return (run_dir / f"worker-{i}.log").read_text(errors="replace")[-1500:]
+
+
+def _ready(run_dir: Path, i: int, proc: subprocess.Popen[bytes], deadline: float) -> dict[str, Any]:
+    """Process ``i``'s ready file, once written.
+
+    Raises:
+        EngineError: it exited first, or the deadline passed.
+    """
+    path = run_dir / READY.format(i)
+    while not path.exists():
+        if proc.poll() is not None:
+            raise EngineError(f"JAX worker {i} exited before it was ready:\n{_tail(run_dir, i)}")
+        if time.monotonic() > deadline:
+            raise EngineError(f"JAX worker {i} was not ready in time:\n{_tail(run_dir, i)}")
+        time.sleep(0.05)
+    return dict(json.loads(path.read_text()))
 
 
 def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (subprocess)
     cfg = JaxConfig(**json.loads((work / "jax.json").read_text()))
+    from podscope.collectors import agent as podscope_agent
+
+    agent = podscope_agent.start(repository_root=work / f"agent-{index}")  # loopback, any port
     import jax
 
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -252,15 +293,25 @@ def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (sub
         return loss
 
     for i in range(cfg.warmup):
+        t = time.perf_counter()
         one(i).block_until_ready()
+        step_ms = (time.perf_counter() - t) * 1000
+    ready = work / READY.format(index)
+    partial = ready.with_suffix(".part")
+    partial.write_text(json.dumps({"address": agent.address, "step_ms": step_ms}))
+    partial.replace(ready)
+    # the steps go inside the capture's window: each process waits for its own profiler, then
+    # for every other's (a barrier), and only then steps
+    if not podscope_agent.RECORDING.wait(timeout=600):
+        raise SystemExit("no capture came")
     multihost_utils.sync_global_devices("podscope-capture-start")
-    jax.profiler.start_trace(str(work / f"trace-{index}"))
     for i in range(cfg.warmup, cfg.warmup + cfg.steps):
         loss = one(i)
     loss.block_until_ready()
-    jax.profiler.stop_trace()
-    multihost_utils.sync_global_devices("podscope-capture-stop")
     print(json.dumps({"event": "done", "loss": float(loss)}), flush=True)
+    while not (work / DONE).exists():  # the trace is brought home from this process
+        time.sleep(0.05)
+    agent.stop()
     jax.distributed.shutdown()
 
 

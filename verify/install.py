@@ -5,7 +5,8 @@ install it into a fresh venv from the package index (the base install: no extras
 CLI on the committed fixtures (``--version``, ``stragglers``, ``parse``), the agent's import,
 and ``serve``'s one-line answer without the dashboard extra. On this machine's Python it also
 measures what each role adds to an image: the base install, and the agent alone
-(``pip install --no-deps podscope grpcio protobuf hpack``). Writes ``verify/INSTALL.md``.
+(``pip install --no-deps dist/podscope-*.whl grpcio protobuf hpack typing_extensions``).
+Writes ``verify/INSTALL.md``.
 
     python -m verify.install --report verify/INSTALL.md
 """
@@ -116,8 +117,9 @@ def check(python: Path, work: Path) -> dict[str, str]:
 def agent_only(python: Path, work: Path, wheel: Path) -> str:
     venv = work / "agent"
     sh(python, "-m", "venv", venv)
-    sh(venv / "bin" / "pip", "install", "-q", "--no-deps", wheel)
-    sh(venv / "bin" / "pip", "install", "-q", "grpcio", "protobuf", "hpack")
+    # the documented agent-only line (README, docs/install.md)
+    sh(venv / "bin" / "pip", "install", "-q", "--no-deps", wheel, "grpcio", "protobuf", "hpack")
+    sh(venv / "bin" / "pip", "install", "-q", "--no-deps", "typing_extensions")
     sh(venv / "bin" / "python", "-c", "import podscope.agent")
     dists, mb = footprint(venv)
     names = sorted(

@@ -18,8 +18,8 @@ from typing import Any
 
 from podscope.analyzers.diagnostics import diagnose
 from podscope.analyzers.session import SessionAnalysis
-from podscope.collectors.local import collect_local
-from podscope.reference_engine.jax_workload import PREFIX, JaxConfig, run
+from podscope.app.cli_cluster import capture_jax
+from podscope.reference_engine.jax_workload import PREFIX, JaxConfig
 
 SCENARIOS = ("baseline", "slow-host", "slow-device")
 #: Rule ids that count as the injected cause being the top finding.
@@ -84,7 +84,7 @@ def run_jax(r: JaxRun, root: Path) -> dict[str, Any]:
     row: dict[str, Any] = asdict(r)
     t0 = time.monotonic()
     try:
-        session = collect_local(run(r.config(), root / "run"), root / "logdir", asdict(r))
+        session = capture_jax(r.config(), root / "run", root / "logdir", label=r.scenario)
         analysis = SessionAnalysis.from_path(session)
         fired = [f.rule_id for f in diagnose(analysis) if f.applies and f.severity != "none"]
         roles = analysis.roles

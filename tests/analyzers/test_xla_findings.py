@@ -147,10 +147,11 @@ def test_every_rule_that_fires_on_an_xla_sample_is_true(path: Path | None, tmp_p
 def test_engine_precision_and_offload_verdicts(
     variant: dict[str, Any], half: bool, tmp_path: Path
 ) -> None:
-    from podscope.reference_engine.jax_workload import JaxConfig, run
+    from podscope.app.cli_cluster import capture_jax
+    from podscope.reference_engine.jax_workload import JaxConfig
 
-    files = run(JaxConfig(workers=1, steps=4, **variant), tmp_path)
-    a = SessionAnalysis(load(files["jax-worker-0"], cache=False))
+    session = capture_jax(JaxConfig(workers=1, steps=4, **variant), tmp_path / "run", tmp_path)
+    a = SessionAnalysis(load(session / "jax-worker-0.xplane.pb", cache=False))
     findings = {f.rule_id: f for f in a.findings}
     precision = findings["mixed_precision"]
     assert precision.applies and (precision.value >= 0.1) == half, precision

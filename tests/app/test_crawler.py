@@ -76,12 +76,14 @@ def crawl_logdir(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtu
         keras.mkdir(parents=True)
         shutil.copy(KERAS, keras / "host.xplane.pb")
     if "jax" in crawled and importlib.util.find_spec("jax"):  # XLA program steps, a culprit
-        from podscope.reference_engine.jax_workload import JaxConfig, run
+        from podscope.app.cli_cluster import capture_jax
+        from podscope.reference_engine.jax_workload import JaxConfig
 
-        jax_run = run(JaxConfig(workers=3, scenario="slow-host"), tmp_path_factory.mktemp("jax"))
-        (profile / "2026_02_08_jax").mkdir(parents=True)
-        for worker, path in jax_run.items():
-            shutil.copy(path, profile / "2026_02_08_jax" / f"{worker}.xplane.pb")
+        jax_logdir = tmp_path_factory.mktemp("jax")
+        session = capture_jax(
+            JaxConfig(workers=3, scenario="slow-host"), jax_logdir / "run", jax_logdir
+        )
+        shutil.copytree(session, profile / "2026_02_08_jax")
     if not profile.exists():
         pytest.skip("no session of any kind: no TensorFlow and no shared samples")
     return root

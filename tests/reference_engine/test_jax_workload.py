@@ -1,5 +1,6 @@
 """Ground truth for XLA program steps: the engine's JAX loop (several processes on loopback,
-``jax.distributed`` with gloo, captured with ``jax.profiler``) with a known step count and an
+``jax.distributed`` with gloo, each captured through its PodScope agent, which traces with
+``jax.profiler``) with a known step count and an
 injected slow host or slow device; PodScope must count the steps, split them as the events
 say and name the slowed worker, for the reason it was slowed."""
 
@@ -10,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from podscope.analyzers.session import SessionAnalysis
-from podscope.collectors.local import collect_local
-from podscope.reference_engine.jax_workload import PREFIX, JaxConfig, run
+from podscope.app.cli_cluster import capture_jax
+from podscope.reference_engine.jax_workload import PREFIX, JaxConfig
 from tests.analyzers.test_xla_programs import check_breakdown_against_events
 
 pytest.importorskip("jax", reason="JAX (extra 'test' or 'engine') is not installed")
@@ -21,7 +22,7 @@ STEPS, SLOW_MS = 12, 20.0
 
 
 def analysed(cfg: JaxConfig, tmp_path: Path) -> SessionAnalysis:
-    session = collect_local(run(cfg, tmp_path / "run"), tmp_path / "logdir", label=cfg.scenario)
+    session = capture_jax(cfg, tmp_path / "run", tmp_path / "logdir", label=cfg.scenario)
     return SessionAnalysis.from_path(session)
 
 
