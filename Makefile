@@ -17,7 +17,12 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
+# The tests run PyTorch on the CPU: its CPU build first (on this project's machines pip takes it
+# from the local disk; a plain `torch` requirement would pull the CUDA build, several GB), which
+# the test extra's `torch>=2.1` then accepts.
+TORCH ?= torch==2.13.0
 $(call STAMP,test): | $(PY)
+	$(PIP) install --quiet "$(TORCH)"
 	$(PIP) install --quiet -e '.[test]'
 	@touch $@
 
