@@ -9,7 +9,6 @@ callbacks reach it through ``current()``. Two apps in one process each keep thei
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import threading
 from collections import OrderedDict
@@ -22,7 +21,7 @@ from podscope.analyzers.execution import ExecConfig
 from podscope.app.history import Watching
 from podscope.app.settings import AppSettings
 from podscope.app.store import SessionStore
-from podscope.app.targets import targets_from
+from podscope.app.targets import address_matches, targets_from
 from podscope.collectors.capture import Target
 from podscope.collectors.errors import CaptureError
 
@@ -98,20 +97,22 @@ class AppContext:
         """
         path = self.allowed_manifest(manifest) if manifest and not addresses else None
         targets = targets_from(addresses or None, path)
-        if addresses and self.settings.auth.enabled:
+        if self.settings.auth.enabled:  # typed or from a manifest: the same check
             refused = [t.address for t in targets if not self.may_call(t.address)]
             if refused:
                 raise CaptureError(
                     f"{', '.join(refused[:5])}: not an agent this dashboard may call. It calls "
                     "the workers of the served cluster and the addresses matching "
-                    "PODSCOPE_AGENT_ALLOW (host:port patterns, e.g. 10.0.1.*:6010), which the "
-                    "operator sets"
+                    "PODSCOPE_AGENT_ALLOW (host:port patterns matched label by label, e.g. "
+                    "10.0.1.*:6010, or networks, e.g. 10.0.1.0/24:6010), which the operator "
+                    "sets"
                 )
         return targets
 
     def may_call(self, address: str) -> bool:
-        """Whether ``address`` is the served cluster's worker or matches ``agent_allow``."""
-        if any(fnmatch.fnmatchcase(address, p) for p in self.settings.agent_allow):
+        """Whether ``address`` is the served cluster's worker or matches ``agent_allow``
+        (``app.targets.address_matches``)."""
+        if any(address_matches(address, p) for p in self.settings.agent_allow):
             return True
         served = self.settings.cluster_manifest
         if served is None:

@@ -25,7 +25,8 @@ class AppSettings:
         background (without ``dask_scheduler``: a pool of this machine's processes, or a
         LocalCluster for a session with a big worker), with progress in the page.
     agent_token: the agents' shared token, sent by the Capture page (``PODSCOPE_TOKEN``).
-    agent_allow: ``host:port`` patterns (``fnmatch``: ``10.0.1.*:6010``) of the agents the
+    agent_allow: ``host:port`` patterns (``app.targets.address_matches``: ``10.0.1.*:6010``
+        label by label, ``10.0.1.0/24:6010`` as a network) of the agents the
         Capture page may call, beside the workers of the cluster manifests it may read
         (``PODSCOPE_AGENT_ALLOW``, comma-separated). A dashboard with a login calls no other
         address; a loopback one without a login calls what its user types.

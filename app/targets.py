@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,38 @@ def address_problem(address: str) -> str | None:
     if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
         return f"port {port[:10]!r} is not 1-65535"
     return None
+
+
+def _split(address: str) -> tuple[str, str]:
+    """(host, port) of ``host:port`` or ``[v6]:port``; the host without brackets, lower-case."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]").lower(), port
+
+
+def address_matches(address: str, pattern: str) -> bool:
+    """Whether a worker ``address`` (``host:port``) is one ``pattern`` admits
+    (``PODSCOPE_AGENT_ALLOW``'s entries):
+
+    - ``HOST:PORT`` where PORT is a number or ``*``;
+    - HOST a network in CIDR form (``10.0.1.0/24``, ``[fd00::/64]``): an IP address in it (a
+      host name never matches a network: what it resolves to can change);
+    - else HOST's labels one by one, each a shell pattern within its label: ``10.0.1.*``
+      admits ``10.0.1.7`` but not ``10.0.1.attacker.example`` (``*`` never crosses a dot),
+      ``worker-*.train.internal`` admits ``worker-3.train.internal``.
+    """
+    host, port = _split(address)
+    want_host, want_port = _split(pattern)
+    if not host or not want_host or (want_port != "*" and want_port != port):
+        return False
+    if "/" in want_host:
+        try:
+            return ipaddress.ip_address(host) in ipaddress.ip_network(want_host, strict=False)
+        except ValueError:
+            return False
+    labels, wanted = host.split("."), want_host.split(".")
+    return len(labels) == len(wanted) and all(
+        fnmatchcase(label, want) for label, want in zip(labels, wanted, strict=True)
+    )
 
 
 #: What the Capture page accepts (the server checks; the form's own limits are only a help).

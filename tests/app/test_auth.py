@@ -278,11 +278,12 @@ def test_capture_page_sends_the_agents_token(tmp_path: Path) -> None:
     assert len(traced) == 1 and "1 of 1 worker captured" in str(alert)
 
 
-def run_capture_page(app, addresses: str):  # type: ignore[no-untyped-def]
-    """The Capture page's job for ``addresses``, as Dash runs it (in the app's context)."""
+def run_capture_page(app, addresses: str | None, manifest: str | None = None):  # type: ignore[no-untyped-def]
+    """The Capture page's job for ``addresses`` (or a cluster ``manifest``), as Dash runs it
+    (in the app's context)."""
     run_capture = sys.modules["pages.capture"].run_capture
     with app.server.test_request_context():
-        return run_capture(lambda _: None, 1, addresses, None, 200, 100, "2", "0", 0, "x", "")
+        return run_capture(lambda _: None, 1, addresses, manifest, 200, 100, "2", "0", 0, "x", "")
 
 
 class Trap:
@@ -327,6 +328,54 @@ def test_the_agents_token_goes_only_to_the_agents_the_operator_named(tmp_path: P
         assert trap.metadata and trap.metadata[0]["x-podscope-token"] == "agents-secret"
     finally:
         trap.server.stop(0)
+
+
+def test_a_manifest_under_the_logdir_sends_the_token_only_where_allowed(tmp_path: Path) -> None:
+    """A viewer's upload can put a ``cluster.json`` under the logdir; a capture user who picks
+    it must not send the agents' token to the address it names: its workers pass the same
+    check as typed addresses."""
+    from podscope.reference_engine import cluster
+
+    trap = Trap()
+    try:
+        run_dir = tmp_path / "logdir" / "uploaded"
+        run_dir.mkdir(parents=True)
+        task = cluster.TaskInfo(
+            "worker", 0, 1, "127.0.0.1:1", f"127.0.0.1:{trap.port}", str(run_dir / "log")
+        )
+        cluster.Manifest(str(run_dir), "mwms-loop", "baseline", (task,), 0.0).save()
+        auth = AuthSettings(token=TOKEN)
+        settings = AppSettings(logdir=tmp_path / "logdir", agent_token="agents-secret", auth=auth)
+        alert = run_capture_page(create_app(settings), None, str(run_dir))
+        assert "not an agent this dashboard may call" in str(alert) and not trap.metadata
+    finally:
+        trap.server.stop(0)
+
+
+@pytest.mark.parametrize(
+    ("address", "pattern", "admitted"),
+    [
+        ("10.0.1.7:6010", "10.0.1.*:6010", True),
+        ("10.0.1.attacker.example:6010", "10.0.1.*:6010", False),  # * never crosses a dot
+        ("10.0.1.7:6011", "10.0.1.*:6010", False),
+        ("10.0.1.7:6011", "10.0.1.*:*", True),
+        ("10.0.1.7:6010", "10.0.1.0/24:6010", True),
+        ("10.0.2.7:6010", "10.0.1.0/24:6010", False),
+        ("10.0.1.example:6010", "10.0.1.0/24:6010", False),  # a name never matches a network
+        ("[fd00::5]:6010", "[fd00::/64]:6010", True),
+        ("[fd01::5]:6010", "[fd00::/64]:6010", False),
+        ("worker-3.train.internal:6010", "worker-*.train.internal:6010", True),
+        ("worker-3.evil.train.internal:6010", "worker-*.train.internal:6010", False),
+        ("Worker-3.Train.Internal:6010", "worker-*.train.internal:6010", True),
+        ("10.0.1.7:6010", "*:6010", False),  # one label, not four
+    ],
+)
+def test_allow_patterns_match_label_by_label_and_networks_as_cidr(
+    address: str, pattern: str, admitted: bool
+) -> None:
+    from podscope.app.targets import address_matches
+
+    assert address_matches(address, pattern) is admitted
 
 
 def test_viewers_cannot_capture(tmp_path: Path) -> None:
