@@ -85,7 +85,7 @@ class Beats:
         """(beats after ``after_seq``, oldest first; the newest seq; how many beats after
         ``after_seq`` already left the buffer)."""
         with self._lock:
-            if not self._buffer:
+            if not self._buffer or after_seq >= self._seq:  # nothing newer (any uint64 asks)
                 return [], self._seq, 0
             first = self._buffer[0].seq  # seqs in the buffer are consecutive
             start = max(0, after_seq - first + 1)

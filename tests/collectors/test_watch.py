@@ -13,6 +13,7 @@ import pytest
 from podscope.collectors import watch
 from podscope.collectors.capture import CaptureOptions, Target, capture
 from podscope.collectors.heartbeat import Beat, Beats
+from podscope.collectors.heartbeat import step as podscope_step
 from podscope.collectors.watch import Triggers, Watcher, WatchError, WatchOptions
 from podscope.trace_parsers import layout
 from tests.collectors.fake_agent import fake_agent
@@ -52,6 +53,22 @@ def test_beats_ring_buffer_serves_what_a_watcher_has_not_seen() -> None:
     clock.ns += 5_000 * MS  # an evaluation
     beats.record(99)
     assert beats.since(15)[0][0].duration_ns == 0  # not a 5 s step
+
+
+def test_beats_take_any_step_number_and_any_seq_without_raising() -> None:
+    """The training loop's side never raises (a NaN, an infinity, a string, a number past
+    int64 number the beat by its seq), and a watcher's after_seq may be any uint64."""
+    clock = Clock()
+    beats = Beats(capacity=8, clock=clock)
+    for n in (float("nan"), float("inf"), "abc", 2**63, -(2**63) - 1, True, 7.0, 12):
+        clock.ns += 10 * MS
+        beats.record(n)  # type: ignore[arg-type]
+    got, last, _ = beats.since(0)
+    assert [b.step for b in got] == [1, 2, 3, 4, 5, 6, 7, 12] and last == 8
+    for after in (2**63, 2**64 - 1):
+        assert beats.since(after) == ([], 8, 0)
+    for n in (float("nan"), "abc", 2**70):
+        podscope_step(n)  # the module's step(), as a loop calls it
 
 
 def _beats(durations_ms: list[float]) -> list[Beat]:
