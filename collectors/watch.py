@@ -671,12 +671,14 @@ def _write_json(path: Path, payload: Any) -> None:
 
 def watched_sessions(logdir: Path) -> list[tuple[int, Path, int]]:
     """The watcher's sessions directly under ``logdir``: (start ns, folder, bytes), oldest
-    first (those whose ``capture.json`` has ``watch``)."""
+    first (those whose ``capture.json`` has ``watch``; a link is never one: the watcher makes
+    folders, and what a link leads to is not its own)."""
     root = layout.profile_root(logdir)
     found = []
     for folder in root.iterdir() if root.is_dir() else ():
         try:
-            manifest = layout.read_manifest(folder) if folder.is_dir() else None
+            real = folder.is_dir() and not folder.is_symlink()
+            manifest = layout.read_manifest(folder) if real else None
         except layout.LayoutError:
             continue
         if manifest is None or manifest.watch is None:
@@ -698,6 +700,9 @@ def retain(logdir: Path, keep: int, max_bytes: int | None) -> list[str]:
         _, folder, size = sessions.pop(0)
         shutil.rmtree(folder, ignore_errors=True)
         total -= size
+        if folder.exists() or folder.is_symlink():  # said only of what is really gone
+            log.warning("watch: retention could not delete session %s", folder.name)
+            continue
         deleted.append(folder.name)
     if deleted:
         log.info("watch: retention deleted %d session(s): %s", len(deleted), ", ".join(deleted))

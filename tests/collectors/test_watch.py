@@ -210,6 +210,27 @@ def test_retention_by_bytes_keeps_the_newest(tmp_path: Path, agents: tuple) -> N
     assert len(watch.watched_sessions(logdir)) == 1
 
 
+def test_retention_never_follows_a_link_nor_says_it_deleted_what_it_kept(
+    tmp_path: Path,
+) -> None:
+    """A session folder that is a link (to another user's data, say) is not the watcher's:
+    never counted nor deleted; what retention reports deleted is gone."""
+    from podscope.trace_parsers import layout
+
+    logdir = tmp_path / "logdir"
+    elsewhere = tmp_path / "elsewhere"
+    for i, folder in enumerate(
+        [elsewhere, *(layout.session_dir(logdir, f"s{i}") for i in range(3))]
+    ):
+        layout.write_manifest(folder, folder.name, 1000 + i, {}, [], watch={"reason": "scheduled"})
+    link = layout.session_dir(logdir, "a_link")
+    link.symlink_to(elsewhere)
+    assert [f.name for _, f, _ in watch.watched_sessions(logdir)] == ["s0", "s1", "s2"]
+    assert watch.retain(logdir, keep=1, max_bytes=None) == ["s0", "s1"]
+    assert link.is_symlink() and (elsewhere / "capture.json").exists()
+    assert [f.name for _, f, _ in watch.watched_sessions(logdir)] == ["s2"]
+
+
 def test_agents_come_and_go(tmp_path: Path, agents: tuple) -> None:
     addresses, beats, clock, stack = agents
     logdir = tmp_path / "logdir"
