@@ -56,6 +56,9 @@ MAX_FAILURES, MAX_FAILURES_ALL, FAILURE_WINDOW_S = 5, 50, 300
 SESSION_HOURS = 12
 #: The shortest dashboard token a server that serves other machines accepts.
 MIN_TOKEN_CHARS = 16
+#: The shortest users-file password a login accepts: ``podscope hash-password`` makes none
+#: shorter, and a hand-written file's hash of "1" must not open a dashboard that serves others.
+MIN_PASSWORD_CHARS = 8
 VIEW, CAPTURE = "view", "capture"
 ROLES = (VIEW, CAPTURE)
 
@@ -120,7 +123,7 @@ class AuthSettings:
         if self.token and hmac.compare_digest(secret.encode(), self.token.encode()):
             return user or "token", CAPTURE
         hashed = self.users.get(user)
-        if hashed and check_password_hash(hashed, secret):
+        if hashed and len(secret) >= MIN_PASSWORD_CHARS and check_password_hash(hashed, secret):
             return user, CAPTURE if user in self.capture_users else VIEW
         return None
 

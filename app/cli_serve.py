@@ -371,8 +371,10 @@ def hash_password_command(user: str, capture: bool) -> None:
     if ":" in user or not user.strip():
         raise click.BadParameter("a user name without ':'", param_hint="USER")
     password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
-    if len(password) < 8:
-        say("podscope: error: use at least 8 characters", err=True)
+    from podscope.app.auth import MIN_PASSWORD_CHARS
+
+    if len(password) < MIN_PASSWORD_CHARS:
+        say(f"podscope: error: use at least {MIN_PASSWORD_CHARS} characters", err=True)
         raise click.exceptions.Exit(2)
     role = "capture:" if capture else ""
     click.echo(f"{user}:{role}{generate_password_hash(password)}")

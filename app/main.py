@@ -29,7 +29,7 @@ import dash
 import dash_bootstrap_components as dbc
 import plotly.graph_objects as go
 from dash import ALL, ClientsideFunction, Input, Output, State, dcc, html
-from flask import Flask, has_request_context, jsonify, request
+from flask import Flask, Response, has_request_context, jsonify, request
 
 from podscope.app import ids
 from podscope.app.auth import current_user
@@ -141,6 +141,24 @@ def _navbar(login: bool, sessions: list[dict[str, str]]) -> dbc.Navbar:
     )
 
 
+def _refuse_unknown_callbacks(app: dash.Dash) -> None:
+    """A callback request naming no callback of the app is 400 with a reason, not Dash's
+    KeyError and a 500 (a malformed or hostile client's request is not a server failure)."""
+    from dash._callback import GLOBAL_CALLBACK_MAP
+
+    @app.server.before_request
+    def known_callback() -> Any:
+        if request.method != "POST" or request.path != "/_dash-update-component":
+            return None
+        body = request.get_json(silent=True)
+        output = body.get("output") if isinstance(body, dict) else None
+        if isinstance(output, str) and (
+            output in app.callback_map or output in GLOBAL_CALLBACK_MAP
+        ):
+            return None
+        return Response('{"error": "no such callback"}', status=400, mimetype="application/json")
+
+
 def create_app(config: AppSettings) -> dash.Dash:
     """Builds the Dash app for ``config`` (one logdir); its ``AppContext`` rides on the Flask
     server (``app.context.current()``)."""
@@ -194,6 +212,7 @@ def create_app(config: AppSettings) -> dash.Dash:
     # empty templates are built once (0.12 s).
     threading.Thread(target=_warm_up, name="podscope-warm-up", daemon=True).start()
     _prefetch_pages(app.server)  # after the login check: only for who may see the page
+    _refuse_unknown_callbacks(app)
 
     @app.server.route("/healthz")
     def healthz() -> object:

@@ -403,3 +403,40 @@ def test_viewers_cannot_capture(tmp_path: Path) -> None:
     shown = capture_page()
     assert "may view sessions" not in shown and "disabled=False" in shown
     assert c.post("/_dash-update-component", json=body).status_code != 403
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"output": "no-such-component.children", "outputs": {}, "inputs": []},
+        {"output": 7},
+        [],
+        "not json",
+    ],
+    ids=["unknown output", "not a string", "a list", "not JSON"],
+)
+def test_a_callback_request_naming_no_callback_is_400_not_500(tmp_path: Path, body: object) -> None:
+    c = client(tmp_path)  # loopback, no login: the request reaches Dash
+    if isinstance(body, str):
+        r = c.post("/_dash-update-component", data=body, content_type="application/json")
+    else:
+        r = c.post("/_dash-update-component", json=body)
+    assert r.status_code == 400 and r.get_json() == {"error": "no such callback"}
+
+
+def test_a_users_file_password_shorter_than_eight_characters_never_logs_in(
+    tmp_path: Path,
+) -> None:
+    """A hand-written users file may hold the hash of "1": that login is refused like a wrong
+    one (``podscope hash-password`` makes no such hash)."""
+    users = tmp_path / "users"
+    users.write_text(
+        f"weak:capture:{generate_password_hash('1')}\n"
+        f"ok:capture:{generate_password_hash('long enough')}\n"
+    )
+    names, capture = read_users(users)
+    c = client(tmp_path, users=names, capture_users=capture)
+    assert login(c, "1", user="weak").status_code != 302
+    assert c.get("/pod").status_code == 302  # still sent to the login page
+    assert login(c, "long enough", user="ok").status_code == 302
+    assert c.get("/pod").status_code == 200
