@@ -189,7 +189,9 @@ def create_app(config: AppSettings) -> dash.Dash:
     )
     attach(app.server, context)
     install_hosts(app.server, answered_names(config.host, config.allowed_hosts))  # first
-    install_auth(app.server, config.auth, capture_outputs=(ids.CAP_RESULT, ids.CAP_WATCH_SAID))
+    # capturing calls the agents with their token; labels and notes change what everyone reads
+    capture_outputs = (ids.CAP_RESULT, ids.CAP_WATCH_SAID, ids.SES_SAVED)
+    install_auth(app.server, config.auth, capture_outputs=capture_outputs)
     app.server.config["MAX_CONTENT_LENGTH"] = (
         config.max_upload_mb * 2**20 * 4 // 3 + 2**20
     )  # base64 overhead

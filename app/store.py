@@ -480,6 +480,8 @@ class SessionStore:
         errors = []
         for name, data in files:
             safe = _UNSAFE.sub("_", Path(name).name)[-MAX_UPLOAD_NAME:] or "trace"
+            if safe.lower() in RESERVED_NAMES:  # a manifest comes from a capture, never a viewer
+                safe = f"upload_{safe}"
             try:
                 fmt = format_of(Path(safe), data[:65536])
                 fmt.parse(data, worker=worker_label(Path(safe)), source=name)
@@ -506,6 +508,13 @@ class SessionStore:
             raise SessionError(_unwritable(self.logdir, e)) from None
         saved = tuple(worker_label(Path(safe)) for safe, _ in staged)
         return ImportResult(folder.name, saved, tuple(errors))
+
+
+#: Names a session folder gives meaning to (its capture manifest, an engine cluster's): an
+#: upload of that name is saved under another, so it never becomes one. A viewer's
+#: ``capture.json`` with forged ``watch`` and start fields made retention delete real watched
+#: sessions and /history fail for everyone; a ``cluster.json`` sent the agents' token elsewhere.
+RESERVED_NAMES = (layout.MANIFEST_NAME, "cluster.json")
 
 
 def _unwritable(logdir: Path, e: Exception) -> str:

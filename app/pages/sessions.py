@@ -13,6 +13,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, dcc, html
 
 from podscope.app import ids
+from podscope.app.auth import may_capture
 from podscope.app.context import current
 from podscope.app.pages._common import card
 from podscope.app.store import SessionError, SessionSummary
@@ -215,11 +216,13 @@ def upload(contents: object, names: object) -> tuple[object, object]:
     prevent_initial_call=True,
 )
 def pick(session: str | None) -> tuple[str, str, bool]:
-    """The chosen session's label and note, to edit."""
-    chosen = next((s for s in current().store.summaries() if s.name == session), None)
+    """The chosen session's label and note, to edit (with the capture role: a viewer's Save
+    stays off, and the server refuses it too)."""
+    context = current()
+    chosen = next((s for s in context.store.summaries() if s.name == session), None)
     if chosen is None:
         return "", "", True
-    return chosen.label, chosen.note, False
+    return chosen.label, chosen.note, not may_capture(context.settings.auth)
 
 
 @dash.callback(

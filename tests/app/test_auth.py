@@ -15,6 +15,7 @@ from podscope.app.cli import cli
 from podscope.app.main import create_app
 from podscope.app.settings import AppSettings, auth_from_env
 from podscope.collectors.errors import CaptureError
+from podscope.trace_parsers import layout
 
 TOKEN = "team-token-123"
 DASH_POST = ("/_dash-update-component", "/_dash-upload")
@@ -403,6 +404,38 @@ def test_viewers_cannot_capture(tmp_path: Path) -> None:
     shown = capture_page()
     assert "may view sessions" not in shown and "disabled=False" in shown
     assert c.post("/_dash-update-component", json=body).status_code != 403
+
+
+def test_viewers_cannot_rewrite_a_sessions_label_or_note(tmp_path: Path) -> None:
+    """A label and a note change what everyone reads of a session: the capture role only.
+    The server refuses a viewer's save (403) whatever a browser sends, and the page keeps the
+    viewer's Save button off."""
+    from podscope.app import ids
+
+    users = tmp_path / "users"
+    users.write_text(
+        f"ada:{generate_password_hash('ada password')}\n"
+        f"bob:capture:{generate_password_hash('bob password')}\n"
+    )
+    names, capture = read_users(users)
+    c = client(tmp_path, users=names, capture_users=capture)
+    output = f"..{ids.SES_SAVED}.children...{ids.SESSIONS_TABLE}.rowData@x.."
+    body = {"output": output, "outputs": [], "inputs": [], "changedPropIds": []}
+    pick = sys.modules["pages.sessions"].pick
+    session = tmp_path / "logdir" / "plugins" / "profile" / "s1"
+    layout.write_manifest(session, "s1", 1, {}, [])
+    (session / "w.xplane.pb").write_bytes(b"")  # a capture file: a session to pick
+    assert login(c, "ada password", user="ada").status_code == 302
+    assert c.post("/_dash-update-component", json=body).status_code == 403
+    with c:
+        c.get("/")
+        assert pick("s1")[2] is True  # Save stays off for a viewer
+    assert c.get("/logout").status_code == 302
+    assert login(c, "bob password", user="bob").status_code == 302
+    assert c.post("/_dash-update-component", json=body).status_code != 403
+    with c:
+        c.get("/")
+        assert pick("s1")[2] is False
 
 
 @pytest.mark.parametrize(

@@ -44,6 +44,35 @@ def test_the_newest_session_is_the_newest_capture_not_the_last_name(tmp_path: Pa
     assert SessionStore(tmp_path).names() == ["2026_01_05_capture", "upload_2025_01_01_00_00_00"]
 
 
+@pytest.mark.parametrize("name", ["capture.json", "CAPTURE.JSON", "cluster.json"])
+def test_an_upload_never_becomes_a_manifest(tmp_path: Path, name: str) -> None:
+    """A viewer's trace named as a session's manifest (a Chrome JSON trace with a forged
+    ``watch`` and start) is saved under another name: the session has no manifest, retention
+    and History never read it."""
+    import json
+
+    from podscope.app.store import SessionStore
+    from podscope.collectors import watch
+    from podscope.trace_parsers import layout
+
+    forged = {
+        "traceEvents": [{"name": "x", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1}],
+        "schema_version": 1,
+        "session": "forged",
+        "start_timestamp_ns": 10**30,
+        "watch": {"reason": "scheduled"},
+        "workers": [],
+    }
+    store = SessionStore(tmp_path)
+    result = store.import_files([(name, json.dumps(forged).encode())])
+    folder = tmp_path / "plugins" / "profile" / result.session
+    assert result.saved and not (folder / "capture.json").exists()
+    assert not (folder / "cluster.json").exists()
+    (saved,) = [p.name for p in folder.iterdir()]
+    assert saved.startswith(f"upload_{name}")
+    assert layout.read_manifest(folder) is None and watch.watched_sessions(tmp_path) == []
+
+
 def test_uploads_in_one_second_get_their_own_sessions_and_same_named_files_both_stay(
     tmp_path: Path,
 ) -> None:
