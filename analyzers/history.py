@@ -109,6 +109,85 @@ def summarize(
     }
 
 
+#: What a summary line may hold: longest text, most items of a list or mapping.
+MAX_TEXT, MAX_ITEMS = 4096, 100_000
+#: The latest start a summary may say (Unix s; year 2286): a forged 10**30 broke the page.
+MAX_START_S = 1e10
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("not text")
+    return value[:MAX_TEXT]
+
+
+def _texts(value: Any) -> list[str]:
+    if not isinstance(value, list) or len(value) > MAX_ITEMS:
+        raise TypeError("not a list of text")
+    return [_text(v) for v in value]
+
+
+def _mapping(value: Any, of: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or len(value) > MAX_ITEMS:
+        raise TypeError("not a mapping")
+    return {_text(k): of(v) for k, v in value.items()}
+
+
+def _number(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError("not a number")
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def checked_summary(entry: Any) -> dict[str, Any] | None:
+    """``entry`` (a line of the history index, parsed) as ``summarize`` writes it, every field
+    of the type the History page reads; None when it is not one (another version, a field
+    missing or of another type, a start no capture can have). Text and collections are
+    bounded. The index is a file anyone who can write the logdir can edit: one bad line must
+    not break the page for everyone."""
+    if not isinstance(entry, dict) or entry.get("version") != SUMMARY_VERSION:
+        return None
+    try:
+        start = _number(entry["start_unix_s"])
+        if start is None or not 0 <= start < MAX_START_S:
+            return None
+        window = entry.get("window")
+        if window is not None:
+            if not isinstance(window, list) or len(window) != 2:
+                return None
+            window = [int(_number(w) or 0) for w in window]
+        top = entry.get("top")
+        if top is not None:
+            if not isinstance(top, dict):
+                return None
+            top = {k: _text(top.get(k, "")) for k in ("rule_id", "title", "severity")}
+        per = entry.get("per")
+        return {
+            "version": SUMMARY_VERSION,
+            "session": _text(entry["session"]),
+            "start_unix_s": start,
+            "label": _text(entry.get("label", "")),
+            "reason": _text(entry.get("reason", "manual")),
+            "detail": _text(entry.get("detail", "")),
+            "trigger_workers": _texts(entry.get("trigger_workers", [])),
+            "window": window,
+            "statuses": _mapping(entry.get("statuses", {}), _text),
+            "step_ms": _mapping(entry.get("step_ms", {}), _number),
+            "metrics": _mapping(entry.get("metrics", {}), _number),
+            "culprits": _texts(entry.get("culprits", [])),
+            "causes": _mapping(entry.get("causes", {}), _text),
+            "top": top,
+            "fired": _texts(entry.get("fired", [])),
+            "ops": _mapping(entry.get("ops", {}), _number),
+            "per": per if per in ("step", "capture") else "capture",
+        }
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+
+
 @dataclass(frozen=True)
 class Change:
     """One regression finding between two consecutive captures.

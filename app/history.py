@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from podscope.analyzers.execution import ExecConfig, ExecutionError, run_session
-from podscope.analyzers.history import SUMMARY_VERSION, summarize
+from podscope.analyzers.history import checked_summary, summarize
 from podscope.analyzers.session import SessionAnalysis
 from podscope.collectors.capture import Target
 from podscope.collectors.watch import (
@@ -44,6 +44,24 @@ INDEX_NAME = "history.jsonl"
 #: Stale lines (deleted sessions, summaries redone) the index keeps before ``compact``
 #: rewrites it.
 SLACK = 200
+
+
+#: What the index reader reads at most: its newest bytes and lines (a thousand sessions' are
+#: a few MB), and the longest line it parses (a summary keeps 40 ops: a few KB). A hostile
+#: index of 2 M lines took 4.5 s, one of a single 300 MB line 41 s, on every change.
+MAX_INDEX_BYTES, MAX_LINES, MAX_LINE_BYTES = 64 << 20, 100_000, 1 << 20
+
+
+def _tail_lines(path: Path) -> list[bytes]:
+    """The last ``MAX_LINES`` whole lines within the last ``MAX_INDEX_BYTES`` of ``path``."""
+    with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        start = max(0, size - MAX_INDEX_BYTES)
+        f.seek(start)
+        lines = f.read(MAX_INDEX_BYTES).split(b"\n")
+    if start:
+        lines = lines[1:]  # the first is cut
+    return [line for line in lines if line.strip()][-MAX_LINES:]
 
 
 class HistoryIndex:
@@ -107,18 +125,18 @@ class HistoryIndex:
             key = (st.st_size, st.st_mtime_ns)
             if self._cache is None or self._cache[0] != key:
                 latest: dict[str, dict[str, Any]] = {}
-                lines = 0
-                with self.path.open() as f:
-                    for line in f:
-                        lines += 1
-                        try:
-                            entry = json.loads(line)
-                        except ValueError:
-                            continue  # a line cut short by a crash
-                        if isinstance(entry, dict) and entry.get("version") == SUMMARY_VERSION:
-                            latest[str(entry.get("session"))] = entry
+                lines = _tail_lines(self.path)
+                for line in lines:
+                    if len(line) > MAX_LINE_BYTES:
+                        continue  # no summary is this long
+                    try:
+                        entry = checked_summary(json.loads(line))
+                    except (ValueError, RecursionError):
+                        continue  # a line cut short by a crash, or not JSON at all
+                    if entry is not None:
+                        latest[entry["session"]] = entry
                 ordered = sorted(latest.values(), key=lambda e: e["start_unix_s"])
-                self._cache = (key, ordered, lines)
+                self._cache = (key, ordered, len(lines))
             found = self._cache[1]
         if sessions is None:
             return list(found)

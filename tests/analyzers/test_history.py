@@ -97,6 +97,56 @@ def test_index_keeps_the_last_line_per_session_and_skips_broken_ones(tmp_path: P
     assert index.compact(["b"]) == 0
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"start_unix_s": 10**30},  # no capture starts then (it broke /history for good)
+        {"start_unix_s": "yesterday"},
+        {"start_unix_s": float("nan")},
+        {"culprits": "w1"},
+        {"metrics": {"step_time (p50)": "slow"}},
+        {"ops": [1, 2]},
+        {"top": "straggler"},
+        {"window": [1]},
+        {"session": None},
+    ],
+    ids=lambda b: ",".join(b),
+)
+def test_one_bad_index_line_is_left_out_and_the_rest_read(tmp_path: Path, bad: dict) -> None:
+    index = HistoryIndex(tmp_path)
+    index.add(entry("a", 1.0))
+    index.add({**entry("b", 2.0), **bad})
+    index.add(entry("c", 3.0))
+    assert [e["session"] for e in index.entries()] == ["a", "c"]
+
+
+def test_a_hostile_index_is_read_within_bounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Millions of lines, or one line of hundreds of MB: the reader parses only the newest
+    lines of the newest bytes, and no line past the longest a summary can be."""
+    import podscope.app.history as history
+
+    monkeypatch.setattr(history, "MAX_LINES", 1000)
+    monkeypatch.setattr(history, "MAX_LINE_BYTES", 4096)
+    index = HistoryIndex(tmp_path)
+    index.add(entry("early", 1.0))
+    with index.path.open("a") as f:
+        f.write(json.dumps(entry("huge", 2.0, label="x" * 100_000)) + "\n")  # over the line cap
+        f.write("[" * 100_000 + "\n")  # nested past the parser's depth
+        for i in range(5000):
+            f.write(json.dumps(entry(f"s{i}", 10.0 + i)) + "\n")
+    got = [e["session"] for e in index.entries()]
+    assert got == [f"s{i}" for i in range(4000, 5000)]  # the newest thousand lines only
+    big = tmp_path / "big"
+    monkeypatch.setattr(history, "MAX_INDEX_BYTES", 1 << 20)
+    one_line = HistoryIndex(big)
+    one_line.path.parent.mkdir(parents=True)
+    one_line.path.write_bytes(b'{"version": 2, "label": "' + b"y" * (8 << 20) + b'"}\n')
+    one_line.add(entry("after", 5.0))
+    assert [e["session"] for e in one_line.entries()] == ["after"]
+
+
 WATCHED = FIXTURES / "watched_straggler"
 
 
