@@ -36,7 +36,7 @@ import logging
 import secrets
 import threading
 import time
-from collections import defaultdict, deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -53,6 +53,8 @@ log = logging.getLogger("podscope.dashboard")
 #: Paths served without a login: the login itself and the container's health check.
 OPEN_PATHS = frozenset({"/login", "/logout", "/healthz"})
 MAX_FAILURES, MAX_FAILURES_ALL, FAILURE_WINDOW_S = 5, 50, 300
+#: Addresses whose failed logins are remembered at most, and the largest login request body.
+MAX_PEERS, MAX_LOGIN_BYTES = 10_000, 64 << 10
 SESSION_HOURS = 12
 #: The shortest dashboard token a server that serves other machines accepts.
 MIN_TOKEN_CHARS = 16
@@ -190,11 +192,19 @@ def read_users(path: Path) -> tuple[dict[str, str], frozenset[str]]:
 
 
 class _Failures:
-    """Failed logins per peer address and in all, within the window (one server process)."""
+    """Failed logins per peer address, and in all, within the window (one server process).
+
+    An attempt counts against its address from the moment it starts (``begin``) until it
+    succeeds: concurrent guesses from one address cannot all pass the check before the first
+    is counted (16 clients at once had 57 failures counted before the block). The global
+    count blocks only addresses that have failed themselves: a correct token from an address
+    that has not failed always gets in (50 failures from 10 addresses locked everyone out).
+    At most ``MAX_PEERS`` addresses are remembered, those that failed longest ago dropped first.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._times: dict[str, deque[float]] = defaultdict(deque)
+        self._times: OrderedDict[str, deque[float]] = OrderedDict()
         self._all: deque[float] = deque()
 
     @staticmethod
@@ -203,26 +213,40 @@ class _Failures:
             times.popleft()
         return times
 
-    def blocked(self, peer: str) -> str | None:
-        """Why logins from ``peer`` are refused now, or None."""
+    def begin(self, peer: str) -> str | None:
+        """Why a login from ``peer`` is refused now; else None, with the attempt counted
+        against ``peer`` until ``succeeded``."""
         with self._lock:
             now = time.monotonic()
-            if len(self._recent(self._times[peer], now)) >= MAX_FAILURES:
+            mine = self._times.get(peer)
+            failed = len(self._recent(mine, now)) if mine is not None else 0
+            if failed >= MAX_FAILURES:
                 return "too many failures from it"
-            if len(self._recent(self._all, now)) >= MAX_FAILURES_ALL:
-                return "too many failures from all addresses"
+            if failed and len(self._recent(self._all, now)) >= MAX_FAILURES_ALL:
+                return "too many failures from all addresses, this one among them"
+            if mine is None:
+                self._make_room(now)
+                mine = self._times[peer] = deque()
+            self._times.move_to_end(peer)
+            mine.append(now)
             return None
 
-    def add(self, peer: str) -> None:
+    def _make_room(self, now: float) -> None:
+        if len(self._times) < MAX_PEERS:
+            return
+        for old in [p for p, t in self._times.items() if not self._recent(t, now)]:
+            del self._times[old]
+        while len(self._times) >= MAX_PEERS:
+            self._times.popitem(last=False)  # the one whose last attempt is oldest
+
+    def failed(self, peer: str) -> None:
+        """The attempt ``begin`` counted failed (it stays counted against ``peer``)."""
         with self._lock:
             now = time.monotonic()
-            self._recent(self._times[peer], now).append(now)
             self._recent(self._all, now).append(now)
-            if len(self._times) > 10_000:  # addresses with no failure left in the window
-                for old in [p for p, t in self._times.items() if not self._recent(t, now)]:
-                    del self._times[old]
 
-    def clear(self, peer: str) -> None:
+    def succeeded(self, peer: str) -> None:
+        """The right credentials: ``peer``'s failures are forgotten."""
         with self._lock:
             self._times.pop(peer, None)
 
@@ -396,20 +420,22 @@ def install(server: flask.Flask, auth: AuthSettings, capture_outputs: Iterable[s
     @server.route("/login", methods=["GET", "POST"])
     def login() -> ResponseReturnValue:
         request = flask.request
+        request.max_content_length = MAX_LOGIN_BYTES  # a login form is small: no 600 MiB parse
         peer = request.remote_addr or "?"
-        next_path = safe_next(request.values.get("next"))
         if request.method != "POST":  # GET, HEAD: the page; only a POST is an attempt
-            return _login_page(auth, next_path=next_path)
-        why = failures.blocked(peer)
+            return _login_page(auth, next_path=safe_next(request.args.get("next")))
+        why = failures.begin(peer)  # before the body is read: a refusal costs nothing
         if why is not None:
             log.warning("login refused from %s: %s", peer, why)
+            next_path = safe_next(request.args.get("next"))
             return _login_page(auth, "Too many failed logins: try again later.", next_path), 429
+        next_path = safe_next(request.values.get("next"))
         found = auth.check(request.form.get("user", ""), request.form.get("secret", ""))
         if found is None:
-            failures.add(peer)
-            log.warning("failed login from %s (user %r)", peer, request.form.get("user", ""))
+            failures.failed(peer)
+            log.warning("failed login from %s (user %r)", peer, request.form.get("user", "")[:64])
             return _login_page(auth, "Wrong user, password or token.", next_path), 401
-        failures.clear(peer)
+        failures.succeeded(peer)
         name, role = found
         sessions.end(flask.session.get("sid"))
         flask.session.clear()

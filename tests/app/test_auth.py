@@ -128,8 +128,58 @@ def test_failed_logins_from_many_addresses_meet_a_global_limit(tmp_path: Path) -
             )
             guesses += r.status_code == 401
     assert guesses == MAX_FAILURES_ALL
+    # the guessing addresses are refused now, even with the right token …
+    attacker = {"REMOTE_ADDR": "10.0.0.1"}
+    assert c.post("/login", data={"secret": TOKEN}, environ_base=attacker).status_code == 429
+    # … and one that has not failed gets in with it: the lockout locks out no one else
     fresh = {"REMOTE_ADDR": "10.9.9.9"}
-    assert c.post("/login", data={"secret": TOKEN}, environ_base=fresh).status_code == 429
+    assert c.post("/login", data={"secret": TOKEN}, environ_base=fresh).status_code == 302
+
+
+def test_concurrent_guesses_from_one_address_are_counted_before_they_are_checked(
+    tmp_path: Path,
+) -> None:
+    """16 clients of one address at once: each attempt counts from its start, so no more than
+    ``MAX_FAILURES`` are checked (57 were, when each was counted after its check)."""
+    import threading
+
+    settings = AppSettings(logdir=tmp_path / "logdir", auth=AuthSettings(token=TOKEN))
+    settings.logdir.mkdir()
+    app = create_app(settings)
+    codes: list[int] = []
+    start = threading.Barrier(16)
+
+    def guess() -> None:
+        c = app.server.test_client()
+        start.wait()
+        for _ in range(4):
+            codes.append(c.post("/login", data={"secret": "guess"}).status_code)
+
+    threads = [threading.Thread(target=guess) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert codes.count(401) <= MAX_FAILURES and codes.count(429) == len(codes) - codes.count(401)
+
+
+def test_a_huge_login_body_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    c = client(tmp_path, token=TOKEN)
+    r = c.post("/login", data={"secret": "x" * (2 << 20)})
+    assert r.status_code == 413
+    assert login(c, TOKEN).status_code == 302  # still a login page for everyone
+
+
+def test_the_failed_logins_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import podscope.app.auth as auth_module
+
+    monkeypatch.setattr(auth_module, "MAX_PEERS", 100)
+    failures = auth_module._Failures()
+    for i in range(1000):
+        peer = f"10.1.{i // 256}.{i % 256}"
+        assert failures.begin(peer) is None
+        failures.failed(peer)
+    assert len(failures._times) <= 100
 
 
 def test_users_with_hashed_passwords(tmp_path: Path) -> None:
