@@ -23,6 +23,11 @@ import pandas as pd
 
 #: Rows a grid asks for at a time (its ``cacheBlockSize``).
 BLOCK = 100
+#: The most a request may ask, past what any grid of these pages sends: rows at a time,
+#: column filters (a condition pair each), sort keys, characters of a filter's text, and
+#: words of the quick filter. A viewer's filter of 4,000 words took 6.3 s on 34 rows, and a
+#: sort model of 20,000 entries 9.3 s.
+MAX_BLOCK, MAX_FILTERS, MAX_SORTS, MAX_FILTER_CHARS, MAX_WORDS = 1000, 64, 16, 200, 16
 #: AG Grid's number filter: value against ``filter`` (``inRange``: between ``filter`` and
 #: ``filterTo``, both ends excluded, as the grid's own filter does; blanks pass none of them).
 _NUMBER: dict[str, Callable[[pd.Series, float, float | None], pd.Series]] = {
@@ -58,7 +63,12 @@ def _blank(column: pd.Series) -> pd.Series:
     return column.isna() | (column.astype("string").fillna("") == "")
 
 
-def _condition(column: pd.Series, name: str, cond: dict[str, Any]) -> pd.Series:
+def _condition(column: pd.Series, name: str, cond: Any) -> pd.Series:
+    if not isinstance(cond, dict):
+        raise FilterError(f"column {name!r}: a filter condition is not an object")
+    text = cond.get("filter")
+    if isinstance(text, str) and len(text) > MAX_FILTER_CHARS:
+        raise FilterError(f"column {name!r}: a filter over {MAX_FILTER_CHARS} characters")
     kind = cond.get("type")
     if kind == "blank":
         return _blank(column)
@@ -67,7 +77,11 @@ def _condition(column: pd.Series, name: str, cond: dict[str, Any]) -> pd.Series:
     if cond.get("filterType") == "number" and kind in _NUMBER:
         values = pd.to_numeric(column, errors="coerce")
         to = cond.get("filterTo")
-        mask = _NUMBER[kind](values, float(cond["filter"]), None if to is None else float(to))
+        try:
+            bounds = float(cond["filter"]), None if to is None else float(to)
+        except (KeyError, TypeError, ValueError):
+            raise FilterError(f"column {name!r}: a number filter without a number") from None
+        mask = _NUMBER[kind](values, *bounds)
         return mask.fillna(False).astype(bool) & values.notna()  # a blank is no number
     if cond.get("filterType") == "text" and kind in _TEXT:
         text = column.astype("string").fillna("").str.lower()
@@ -75,12 +89,18 @@ def _condition(column: pd.Series, name: str, cond: dict[str, Any]) -> pd.Series:
     raise FilterError(f"column {name!r}: no {cond.get('filterType')!r} filter {kind!r}")
 
 
-def _filtered(frame: pd.DataFrame, model: dict[str, Any]) -> pd.DataFrame:
+def _filtered(frame: pd.DataFrame, model: Any) -> pd.DataFrame:
+    if not isinstance(model, dict) or len(model) > MAX_FILTERS:
+        raise FilterError(f"a filter model is an object of at most {MAX_FILTERS} columns")
     keep = pd.Series(True, index=frame.index)
     for name, spec in model.items():
         if name not in frame:
             raise FilterError(f"column {name!r}: not in this table")
+        if not isinstance(spec, dict):
+            raise FilterError(f"column {name!r}: a filter is an object")
         conds = spec.get("conditions") or [spec]
+        if not isinstance(conds, list) or len(conds) > 2:
+            raise FilterError(f"column {name!r}: at most two conditions")
         masks = [_condition(frame[name], name, c) for c in conds]
         joined = masks[0]
         for m in masks[1:]:
@@ -93,6 +113,10 @@ def quick_filtered(frame: pd.DataFrame, text: str | None) -> pd.DataFrame:
     """The rows that hold every word of ``text`` (case-insensitive) in one of their text
     columns (names, types, workers, devices)."""
     words = (text or "").lower().split()
+    if len(words) > MAX_WORDS or len(text or "") > MAX_FILTER_CHARS:
+        raise FilterError(
+            f"the filter box takes at most {MAX_WORDS} words and {MAX_FILTER_CHARS} characters"
+        )
     if not words or frame.empty:
         return frame
     columns = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
@@ -106,28 +130,61 @@ def quick_filtered(frame: pd.DataFrame, text: str | None) -> pd.DataFrame:
     return frame[keep]
 
 
-def block(
-    frame: pd.DataFrame, request: dict[str, Any], quick: str | None = None
-) -> tuple[pd.DataFrame, int]:
+def block(frame: pd.DataFrame, request: Any, quick: str | None = None) -> tuple[pd.DataFrame, int]:
     """The rows the grid asked for (``request``: its ``getRowsRequest``) after its filters,
     ``quick`` and its sort (stable: rows equal on the sort keys keep the frame's order), and
     how many rows pass the filters (the grid's row count).
 
     Raises:
-        FilterError: a filter on a column the frame lacks, or of a kind the grid has not.
+        FilterError: a filter on a column the frame lacks, or of a kind the grid has not, or
+            a request past the bounds (``MAX_BLOCK`` …) or of the wrong types.
     """
+    if not isinstance(request, dict):
+        raise FilterError("a rows request is an object")
+    start = _row(request, "startRow") or 0
+    asked = _row(request, "endRow")
+    end = start if asked is None else max(asked, start)
+    if end - start > MAX_BLOCK:
+        raise FilterError(f"at most {MAX_BLOCK} rows at a time")
+    model = request.get("sortModel") or []
+    if not isinstance(model, list) or len(model) > MAX_SORTS:
+        raise FilterError(f"a sort model is a list of at most {MAX_SORTS} columns")
     rows = quick_filtered(_filtered(frame, request.get("filterModel") or {}), quick)
-    sort = [s for s in request.get("sortModel") or [] if s.get("colId") in rows]
+    sort: dict[str, bool] = {}  # column → ascending; a column once, as the grid sends it
+    for s in model:
+        if isinstance(s, dict) and isinstance(s.get("colId"), str) and s["colId"] in rows:
+            sort.setdefault(s["colId"], s.get("sort") != "desc")
     if sort:
         rows = rows.sort_values(
-            [s["colId"] for s in sort],
-            ascending=[s.get("sort") != "desc" for s in sort],
-            kind="stable",
-            na_position="last",
+            list(sort), ascending=list(sort.values()), kind="stable", na_position="last"
         )
-    start = max(int(request.get("startRow") or 0), 0)
-    end = max(int(request.get("endRow") or start), start)
     return rows.iloc[start:end], len(rows)
+
+
+def _row(request: dict[str, Any], key: str) -> int | None:
+    value = request.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise FilterError(f"{key} is a row number, not {str(value)[:20]!r}")
+    return value
+
+
+def rows_response(
+    frame: pd.DataFrame,
+    request: Any,
+    rows: Callable[[pd.DataFrame], list[dict[str, Any]]] | None = None,
+    quick: str | None = None,
+) -> dict[str, Any]:
+    """The grid's ``getRowsResponse`` for ``request`` (``block``): the block's rows as
+    ``rows`` makes them (default ``records``) and the row count. A request no grid of these
+    pages sends (a filter, sort or row range past the bounds above, or of the wrong types)
+    gets no rows, not a 500."""
+    try:
+        part, count = block(frame, request, quick)
+    except FilterError:
+        return {"rowData": [], "rowCount": 0}
+    return {"rowData": (rows or records)(part), "rowCount": count}
 
 
 def column_filters(columns: list[dict[str, Any]], frame: pd.DataFrame) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from podscope.analyzers.ops import kernel_groups, op_comparison
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app import ids
 from podscope.app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure, short_name
-from podscope.app.grid_source import BLOCK, block, column_filters, records
+from podscope.app.grid_source import BLOCK, column_filters, records, rows_response
 from podscope.app.pages._common import (
     ALL_WORKERS,
     card,
@@ -381,8 +381,9 @@ def table_rows(request: dict[str, Any] | None, search: str | None) -> Any:
         analysis, query.get("worker"), query.get("by"), query.get("device"), query.get("kernel")
     )
     shown = view.groups if view.groups is not None else view.table
-    part, count = block(grid_frame(shown), request, query.get("q"))
-    return {"rowData": linked_records(part, session), "rowCount": count}
+    return rows_response(
+        grid_frame(shown), request, lambda part: linked_records(part, session), query.get("q")
+    )
 
 
 @dash.callback(

@@ -28,7 +28,7 @@ from podscope.app.figures.pod import (
     step_time_lines_figure,
     straggler_evidence,
 )
-from podscope.app.grid_source import BLOCK, block, column_filters, records
+from podscope.app.grid_source import BLOCK, column_filters, records, rows_response
 from podscope.app.pages._common import (
     NO_STEPS_HINT,
     card,
@@ -595,8 +595,7 @@ def host_block(request: dict[str, Any] | None, search: str | None) -> Any:
         return dash.no_update
     q = query_of(search)
     view = PodView.of(analysis, q.get("hosts"), q.get("group"), q.get("heat"), q.get("hz"))
-    part, count = block(_host_rows(analysis, view), request)
-    return {"rowData": records(part), "rowCount": count}
+    return rows_response(_host_rows(analysis, view), request)
 
 
 dash.clientside_callback(

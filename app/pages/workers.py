@@ -17,7 +17,7 @@ from dash import Input, Output, State, dcc, html
 from podscope.analyzers.attribution import MIXED, worker_causes
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app import ids
-from podscope.app.grid_source import BLOCK, block, column_filters, records
+from podscope.app.grid_source import BLOCK, column_filters, records, rows_response
 from podscope.app.pages._common import card, download_frame, load_session, session_of
 from podscope.app.units import first_of, fmt_duration, grid_columns, in_ms
 
@@ -111,11 +111,11 @@ def _block_of(component_id: str, request: dict[str, Any], search: str | None) ->
     if not request or a is None or session is None:
         return dash.no_update
     paged = PAGED[component_id]
-    part, count = block(_in_view(paged.rows(a), (), paged.pinned, a.start_ns), request)
-    return {
-        "rowData": records(part.assign(timeline=paged.links(part, a, session))),
-        "rowCount": count,
-    }
+    return rows_response(
+        _in_view(paged.rows(a), (), paged.pinned, a.start_ns),
+        request,
+        lambda part: records(part.assign(timeline=paged.links(part, a, session))),
+    )
 
 
 def empty(text: str) -> html.P:

@@ -16,7 +16,7 @@ from podscope.analyzers.hlo_stats import op_profile
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app import ids
 from podscope.app.figures.xla import op_profile_figure, roofline_figure
-from podscope.app.grid_source import BLOCK, block, column_filters, records
+from podscope.app.grid_source import BLOCK, column_filters, records, rows_response
 from podscope.app.pages._common import (
     ALL_WORKERS,
     card,
@@ -409,8 +409,9 @@ def table_rows(request: dict[str, Any] | None, search: str | None) -> Any:
     if request is None or analysis is None or session is None:
         return dash.no_update
     view = view_of(analysis, query.get("worker"), query.get("device"), query.get("execution"))
-    part, count = block(grid_frame(view.table), request, query.get("q"))
-    return {"rowData": linked_records(part, session), "rowCount": count}
+    return rows_response(
+        grid_frame(view.table), request, lambda part: linked_records(part, session), query.get("q")
+    )
 
 
 @dash.callback(

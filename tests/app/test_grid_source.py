@@ -6,7 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from podscope.app.grid_source import FilterError, block, column_filters, quick_filtered
+from podscope.app.grid_source import (
+    FilterError,
+    block,
+    column_filters,
+    quick_filtered,
+    rows_response,
+)
 
 
 @pytest.fixture
@@ -132,6 +138,44 @@ def test_a_filter_the_grid_does_not_send_is_a_typed_error(frame: pd.DataFrame) -
         block(frame, {"filterModel": {"gone": text("contains", "x")}})
     with pytest.raises(FilterError, match=r"'op_name'.*'regex'"):
         block(frame, {"filterModel": {"op_name": text("regex", "x")}})
+
+
+@pytest.mark.parametrize(
+    ("request_", "why"),
+    [
+        ({"startRow": "abc", "endRow": 100}, "startRow is a row number"),
+        ({"startRow": -1, "endRow": 100}, "startRow is a row number"),
+        ({"startRow": 0, "endRow": 10**9}, "at most 1000 rows"),
+        ({"startRow": 0, "endRow": 1, "sortModel": [{"colId": "x"}] * 20_000}, "sort model"),
+        ({"startRow": 0, "endRow": 1, "sortModel": "op_name"}, "sort model"),
+        ({"startRow": 0, "endRow": 1, "filterModel": ["op_name"]}, "filter model"),
+        ({"filterModel": {f"c{i}": text("contains") for i in range(100)}}, "filter model"),
+        ({"filterModel": {"op_name": text("contains", "x" * 10_000)}}, "over 200 characters"),
+        ({"filterModel": {"op_name": {"conditions": [text("contains")] * 50}}}, "two conditions"),
+        ({"filterModel": {"self_ms": number("equals", "many")}}, "without a number"),  # type: ignore[arg-type]
+        ({"filterModel": {"op_name": "x"}}, "a filter is an object"),
+        ([1, 2], "an object"),
+    ],
+)
+def test_a_request_past_what_a_grid_sends_is_refused_at_once(
+    frame: pd.DataFrame, request_: object, why: str
+) -> None:
+    """A viewer's crafted request: refused by its size before any work, never a 500 (the
+    page answers no rows)."""
+    with pytest.raises(FilterError, match=why):
+        block(frame, request_)
+    assert rows_response(frame, request_) == {"rowData": [], "rowCount": 0}
+
+
+def test_the_quick_filter_is_bounded(frame: pd.DataFrame) -> None:
+    with pytest.raises(FilterError, match="at most 16 words"):
+        block(frame, {"startRow": 0, "endRow": 1}, quick=" ".join(["w"] * 4000))
+    assert rows_response(frame, {"startRow": 0, "endRow": 1}, quick="matmul") == {
+        "rowData": [
+            {"op_name": "dense/MatMul", "op_type": "MatMul", "self_ms": 3.0, "worker": "w_1"}
+        ],
+        "rowCount": 2,
+    }
 
 
 def test_column_filters_follow_the_values_and_links_are_neither_sorted_nor_filtered(
