@@ -22,8 +22,8 @@ the public ROCm captures (``tests/trace_parsers/test_hlo_cost.py``). Two rule se
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from podscope.trace_parsers.hlo_module import (
     PRIMITIVE,
@@ -140,6 +140,11 @@ class _Props(dict[object, float]):
         return 0.0
 
 
+#: The deepest computations may call each other (XLA's modules nest a few levels: a fusion in
+#: a while body in a call); deeper is a crafted module, refused before Python's stack is.
+MAX_NESTING = 64
+
+
 class CostUnknown(Exception):
     """A module's costs cannot be computed: malformed (an instruction without the operands
     its opcode needs), or more work than its budget (one built to be quadratic)."""
@@ -154,6 +159,8 @@ class _Shared:
     sums: dict[int, _Props]
     max_work: int
     work: int = 0
+    #: the computations being analysed now, outermost first (a call nests one more)
+    open: list[int] = field(default_factory=list)
 
     def charge(self, n: int) -> None:
         self.work += n
@@ -194,9 +201,17 @@ class _Analysis:
         hit = self.shared.sums.get(id(comp))
         if hit is not None and not comp.is_fusion:
             return hit
-        nested = _Analysis(self.rules, self.shared)
-        for instr in _post_order(comp):
-            nested.visit(instr)
+        if id(comp) in self.shared.open:  # XLA's modules call no computation from itself
+            raise CostUnknown(f"computation {comp.name!r} calls itself")
+        if len(self.shared.open) >= MAX_NESTING:
+            raise CostUnknown(f"computations nested more than {MAX_NESTING} deep")
+        self.shared.open.append(id(comp))
+        try:
+            nested = _Analysis(self.rules, self.shared)
+            for instr in _post_order(comp):
+                nested.visit(instr)
+        finally:
+            self.shared.open.pop()
         self.shared.sums[id(comp)] = nested.sum
         return nested.sum
 
@@ -350,12 +365,15 @@ def _device_flops_adjustment(instr: Instruction, flops: float) -> float:
 # -------------------------------------------------------------------- opcode handlers
 
 
-def _dot_flops(lhs: Shape, result: Shape, contracting: Iterable[int]) -> float:
-    width = math.prod(lhs.dims[d] for d in contracting if d < len(lhs.dims))
+def _dot_flops(
+    lhs: Shape, result: Shape, contracting: Sequence[int], charge: Callable[[int], None]
+) -> float:
+    charge(len(contracting))
+    width = math.prod(lhs.dims[d] for d in contracting if 0 <= d < len(lhs.dims))
     return float(_FMA_FLOPS * result.elements * width)
 
 
-def _conv_flops(conv: Instruction, result: Shape) -> float:
+def _conv_flops(conv: Instruction, result: Shape, charge: Callable[[int], None]) -> float:
     lhs, rhs = conv.operands[0].shape, conv.operands[1].shape
     d = conv.conv
     window = conv.window or ((1, 1, 0, 0, 1, 1),)
@@ -377,6 +395,9 @@ def _conv_flops(conv: Instruction, result: Shape) -> float:
         if n == 1 and k == o and wdil == bdil == stride == 1 and pad_lo == pad_hi == o - 1:
             valid *= o
             continue
+        # XLA counts the valid (kernel, output) pairs one by one: the work is charged first,
+        # since a crafted kernel of 10**12 or a window of 10**6 x 10**6 would never end
+        charge(k if stride == 1 and bdil == 1 else k * o)
         count = 0
         for kernel_idx in range(k):
             if stride == 1 and bdil == 1:
@@ -402,11 +423,13 @@ def _conv_flops(conv: Instruction, result: Shape) -> float:
 
 
 def _dot(a: _Analysis, instr: Instruction, p: _Props) -> None:
-    p["flops"] = _dot_flops(instr.operands[0].shape, instr.shape, instr.dot["lhs_contracting"])
+    p["flops"] = _dot_flops(
+        instr.operands[0].shape, instr.shape, instr.dot["lhs_contracting"], a.shared.charge
+    )
 
 
 def _convolution(a: _Analysis, instr: Instruction, p: _Props) -> None:
-    p["flops"] = _conv_flops(instr, instr.shape)
+    p["flops"] = _conv_flops(instr, instr.shape, a.shared.charge)
 
 
 def _reduce(a: _Analysis, instr: Instruction, p: _Props) -> None:
@@ -506,9 +529,9 @@ def _custom_call(a: _Analysis, instr: Instruction, p: _Props) -> None:
         return
     if instr.custom_call_target in _CUBLAS_LT:
         contracting = _backend_dims(instr.backend_config, "lhs_contracting_dimensions")
-        p["flops"] = _dot_flops(instr.operands[0].shape, result, contracting)
+        p["flops"] = _dot_flops(instr.operands[0].shape, result, contracting, a.shared.charge)
     else:
-        p["flops"] = _conv_flops(instr, result)
+        p["flops"] = _conv_flops(instr, result, a.shared.charge)
     if instr.shape.is_tuple:  # the real output, not the scratch buffer
         p["bytes"] = p["bytes"] - p[("out", ())] + a.size(result)
         p[("out", ())] = float(a.size(result))
@@ -612,6 +635,8 @@ def module_costs(module: Module, rules: str = "gpu", max_work: int = 50_000_000)
         return _costs(module, rules, max_work)
     except (IndexError, KeyError, ZeroDivisionError) as e:
         raise CostUnknown(f"malformed module {module.name!r}: {type(e).__name__} {e}") from e
+    except OverflowError as e:  # a shape of more than 2**1024 elements: no device has one
+        raise CostUnknown(f"module {module.name!r}: a size past any device's ({e})") from e
 
 
 def _costs(module: Module, rules: str, max_work: int) -> dict[str, Cost]:

@@ -217,9 +217,14 @@ class Shape:
             yield from s.leaves((*index, i))
 
     def text(self) -> str:
-        """As HLO text prints it: ``f32[5,1024]{1,0:T(8,128)S(5)}``, ``(s32[], u8[16]{0})``."""
+        """As HLO text prints it: ``f32[5,1024]{1,0:T(8,128)S(5)}``, ``(s32[], u8[16]{0})``;
+        a tuple's first ``SHOWN`` elements (a crafted module's text must not grow past its
+        size: ``expression``)."""
         if self.is_tuple:
-            return "(" + ", ".join(s.text() for s in self.tuple_shapes) + ")"
+            shown = [s.text() for s in self.tuple_shapes[:SHOWN]]
+            if len(self.tuple_shapes) > SHOWN:
+                shown.append(f"… {len(self.tuple_shapes) - SHOWN} more")
+            return "(" + ", ".join(shown) + ")"
         out = f"{self.dtype}[{','.join(map(str, self.dims))}]"
         if self.minor_to_major is None or not self.is_array or not self.dims:
             return out
@@ -513,10 +518,16 @@ def category(instr: Instruction) -> str:
     return instr.opcode
 
 
+#: Tuple elements and operands an instruction's text shows (then "… N more").
+SHOWN = 32
+
+
 def expression(instr: Instruction) -> str:
     """The instruction as one line of HLO text (``%name = shape opcode(operands), attrs``):
     the operands with their shapes, and the attributes that say what it runs."""
-    args = ", ".join(f"{o.shape.text()} %{o.name}" for o in instr.operands)
+    args = ", ".join(f"{o.shape.text()} %{o.name}" for o in instr.operands[:SHOWN])
+    if len(instr.operands) > SHOWN:  # an operand's text per operand: quadratic if unbounded
+        args += f", … {len(instr.operands) - SHOWN} more"
     attrs = []
     if instr.opcode == "fusion":
         attrs.append(f"kind={instr.fusion_kind}")

@@ -284,3 +284,103 @@ def test_the_work_on_a_module_is_bounded_by_its_size(monkeypatch: pytest.MonkeyP
     rows = hlo_ops(_space_with(m), worker="w", rules="gpu")
     assert steps and max(steps) <= size * WORK_PER_BYTE + WORK_PER_MODULE + n
     assert set(rows["hlo_op"].astype(str)) == {"x", "fusion"} and rows["flops"].isna().all()
+
+
+def _conv(kernel: int, out: int, stride: int) -> Module:
+    """A 1-D convolution (batch, feature, width) of a ``kernel``-wide window and ``out`` outputs."""
+    m = Module()
+    e = m.entry()
+    m.add(e, "x", "parameter", (F32, (1, 1, 4)), parameter_number=0)
+    m.add(e, "k", "parameter", (F32, (1, 1, kernel)), parameter_number=1)
+    m.add(e, "conv", "convolution", (F32, (1, 1, out)), "x", "k")
+    i = e.instructions[-1]
+    c = i.convolution_dimension_numbers
+    c.input_batch_dimension, c.input_feature_dimension = 0, 1
+    c.input_spatial_dimensions.append(2)
+    c.kernel_spatial_dimensions.append(2)
+    c.output_feature_dimension = 1
+    c.output_spatial_dimensions.append(2)
+    i.window.dimensions.add(size=kernel, stride=stride, window_dilation=1, base_dilation=1)
+    return m
+
+
+@pytest.mark.parametrize(
+    ("kernel", "out", "stride"),
+    [(10**12, 4, 1), (1_000_000, 1_000_000, 2)],
+    ids=["a 10**12 kernel", "a 10**6 x 10**6 strided window"],
+)
+def test_a_convolutions_counting_is_charged_to_the_budget(
+    kernel: int, out: int, stride: int
+) -> None:
+    """XLA counts a convolution's valid (kernel, output) pairs one by one: a 629-byte trace of
+    such a module took 125 s of CPU in every parser. The loop is charged first."""
+    m = _conv(kernel, out, stride)
+    assert len(m.proto.SerializeToString()) < 700
+    with pytest.raises(CostUnknown, match="steps"):
+        module_costs(m.decoded(), "gpu")
+    rows = hlo_ops(_space_with(m), worker="w")  # the file still opens, its costs unknown
+    assert "conv" in rows["hlo_op"].tolist() and rows["flops"].isna().all()
+    small = module_costs(_conv(3, 4, 1).decoded(), "gpu")["conv"].flops
+    assert small == 2 * (4 + 3 + 2)  # XLA's count: kernel taps 0, 1, 2 meet 4, 3, 2 outputs
+
+
+def test_a_dot_of_200k_contracting_dimensions_is_charged() -> None:
+    m = Module()
+    e = m.entry()
+    m.add(e, "a", "parameter", (F32, (2, 2)), parameter_number=0)
+    m.add(e, "dot", "dot", (F32, (2, 2)), "a", "a")
+    e.instructions[-1].dot_dimension_numbers.lhs_contracting_dimensions.extend([1] * 200_000)
+    with pytest.raises(CostUnknown, match="steps"):
+        module_costs(m.decoded(), "gpu", max_work=10_000)
+
+
+def test_sizes_past_any_device_are_costs_unknown_not_overflow() -> None:
+    m = Module()
+    e = m.entry()
+    m.add(e, "a", "parameter", (F32, (2**62,) * 20), parameter_number=0)
+    m.add(e, "neg", "negate", (F32, (2**62,) * 20), "a")
+    with pytest.raises(CostUnknown, match="past any device"):
+        module_costs(m.decoded(), "gpu")
+    rows = hlo_ops(_space_with(m), worker="w")
+    assert rows["hlo_op"].tolist() == ["a", "neg"]
+
+
+def test_a_computation_that_calls_itself_or_nests_past_the_limit_is_refused() -> None:
+    from podscope.trace_parsers.hlo_cost import MAX_NESTING
+
+    looped = Module()
+    body = looped.computation("body")
+    looped.add(body, "p", "parameter", (F32, (4,)), parameter_number=0)
+    looped.add(body, "again", "call", (F32, (4,)), "p")
+    body.instructions[-1].called_computation_ids.append(body.id)  # itself
+    e = looped.entry()
+    looped.add(e, "x", "parameter", (F32, (4,)), parameter_number=0)
+    looped.add(e, "c", "call", (F32, (4,)), "x", calls=["body"])
+    with pytest.raises(CostUnknown, match="calls itself"):
+        module_costs(looped.decoded(), "gpu")
+    deep = Module()
+    names = [f"c{i}" for i in range(2000)]
+    for i, name in enumerate(reversed(names)):  # c1999 first: each calls the one after it
+        comp = deep.computation(name)
+        deep.add(comp, f"p{i}", "parameter", (F32, (4,)), parameter_number=0)
+        if i:
+            deep.add(comp, f"call{i}", "call", (F32, (4,)), f"p{i}", calls=[names[-i]])
+    e = deep.entry()
+    deep.add(e, "x", "parameter", (F32, (4,)), parameter_number=0)
+    deep.add(e, "top", "call", (F32, (4,)), "x", calls=["c0"])
+    with pytest.raises(CostUnknown, match=f"nested more than {MAX_NESTING}"):
+        module_costs(deep.decoded(), "gpu")
+    assert len(hlo_ops(_space_with(deep), worker="w")) > 2000  # listed, costs unknown
+
+
+def test_an_instructions_text_stays_within_its_own_size() -> None:
+    """10,000 operands that each name a 1,000-element tuple: the text shows the first few."""
+    from podscope.trace_parsers.hlo_module import SHOWN, expression
+
+    m = Module()
+    e = m.entry()
+    m.add(e, "t", "parameter", (13, ()), parameter_number=0, tuple=[(F32, (1,), 0)] * 1000)
+    m.add(e, "wide", "tuple", (13, ()), *["t"] * 10_000, tuple=[(F32, (1,), 0)] * 10)
+    wide = next(i for c in m.decoded().computations for i in c.instructions if i.name == "wide")
+    text = expression(wide)
+    assert len(text) < 20_000 and f"… {10_000 - SHOWN} more" in text and "… 968 more" in text
