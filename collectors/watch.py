@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 
 import grpc
 
+from podscope.collectors import heartbeat
 from podscope.collectors.capture import CaptureOptions, CaptureResult, Target, capture
 from podscope.collectors.errors import CaptureError
 from podscope.collectors.export_service import TOKEN_HEADER, grpc_options
@@ -507,8 +508,10 @@ class Watcher:
             state.status = "restarted"
             return
         state.dropped += response.dropped
-        for b in response.beats:
+        for b in list(response.beats)[-heartbeat.CAPACITY :]:  # what an agent can hold
             beat = Beat(b.seq, b.step, b.end_unix_ns, b.duration_ns)
+            if not _plausible(beat, state.cursor):
+                continue  # a hostile or broken agent's beat: never kept
             if beat.duration_ns > 0:  # the first beat, or one after a pause, has no length
                 self._minutes.add(label, beat)
                 if beat.end_unix_ns - beat.duration_ns >= self._settled_ns:
@@ -709,6 +712,18 @@ def retain(logdir: Path, keep: int, max_bytes: int | None) -> list[str]:
     return deleted
 
 
+#: The longest step a beat may say (a day), and what the minute log holds at most per worker:
+#: open minutes, and beats a minute (their median is the minute's). Beats dated in future
+#: minutes were kept for ever: +48 MB a poll from a hostile agent.
+MAX_STEP_S, OPEN_MINUTES, MINUTE_BEATS = 86_400.0, 3, 10_000
+
+
+def _plausible(beat: Beat, cursor: int) -> bool:
+    """Whether ``beat`` is one a training process could have sent in this poll: past the
+    cursor, of a length a step can have."""
+    return beat.seq > cursor and 0 <= beat.duration_ns <= MAX_STEP_S * 1e9
+
+
 class _MinuteLog:
     """Heartbeats summed per worker and minute, appended to a CSV once the minute is over."""
 
@@ -718,10 +733,20 @@ class _MinuteLog:
 
     def add(self, worker: str, beat: Beat) -> None:
         end_s = beat.end_unix_ns / 1e9
-        self._open.setdefault((end_s - end_s % 60, worker), []).append(beat)
+        key = (end_s - end_s % 60, worker)
+        beats = self._open.get(key)
+        if beats is None:
+            mine = sorted(k for k in self._open if k[1] == worker)
+            if len(mine) >= OPEN_MINUTES:  # written now: a worker holds a few minutes at most
+                self._write(mine[: len(mine) - OPEN_MINUTES + 1])
+            beats = self._open[key] = []
+        if len(beats) < MINUTE_BEATS:
+            beats.append(beat)
 
     def flush(self, before: float) -> None:
-        done = sorted(k for k in self._open if k[0] < before)
+        self._write(sorted(k for k in self._open if k[0] < before))
+
+    def _write(self, done: list[tuple[float, str]]) -> None:
         if not done:
             return
         rows = []

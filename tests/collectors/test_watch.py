@@ -303,3 +303,21 @@ def test_keras_callback_and_jax_helper_record_beats() -> None:
     jnp = pytest.importorskip("jax.numpy")
     heartbeat.jax_step(7, jnp.arange(3) * 2)
     assert heartbeat.BEATS.since(last + 5)[0][0].step == 7
+
+
+def test_a_hostile_agents_beats_cannot_grow_the_watcher(tmp_path: Path) -> None:
+    """Beats dated in ever later minutes were kept for ever (+48 MB a poll): a worker's
+    minute log holds ``OPEN_MINUTES`` minutes, each at most ``MINUTE_BEATS`` beats, and the
+    rest is written out; beats no step could send are never kept."""
+    log = watch._MinuteLog(tmp_path / "heartbeats.csv")
+    for minute in range(2000):  # one beat in each of 2,000 future minutes
+        log.add("w0", Beat(minute + 1, minute, T0 + minute * 60 * 10**9, 10 * MS))
+    for i in range(3 * watch.MINUTE_BEATS):  # one minute flooded
+        log.add("w1", Beat(i + 1, i, T0, 1 * MS))
+    assert len([k for k in log._open if k[1] == "w0"]) == watch.OPEN_MINUTES
+    assert sum(len(b) for k, b in log._open.items() if k[1] == "w1") == watch.MINUTE_BEATS
+    rows = (tmp_path / "heartbeats.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2000 - watch.OPEN_MINUTES  # the header, the minutes written
+    assert not watch._plausible(Beat(5, 5, T0, MS), cursor=5)  # not past the cursor
+    assert not watch._plausible(Beat(6, 6, T0, 2 * 86_400 * 10**9), cursor=5)  # a 2-day step
+    assert watch._plausible(Beat(6, 6, T0, MS), cursor=5)
