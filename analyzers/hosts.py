@@ -68,15 +68,22 @@ def _prefix(name: str, level: int) -> str:
     return name[: cuts[level - 1]] if len(cuts) >= level else name
 
 
+#: The most hosts a mapping names (a pod of 2,048 hosts is far from it), and the longest name.
+MAX_MAPPED_HOSTS, MAX_NAME_CHARS = 100_000, 255
+
+
 def parse_mapping(text: str) -> dict[str, str]:
     """A mapping file's ``host,group`` lines (CSV or whitespace separated; ``#`` comments and a
     ``host,group`` header skipped) → {host: group}.
 
     Raises:
-        ValueError: a line without two fields (names the line).
+        ValueError: a line without two fields, or a name over ``MAX_NAME_CHARS`` (names the
+            line), or more than ``MAX_MAPPED_HOSTS`` hosts.
     """
     out: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), 1):
+        if len(out) >= MAX_MAPPED_HOSTS:
+            raise ValueError(f"more than {MAX_MAPPED_HOSTS:,} hosts")
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
@@ -85,6 +92,8 @@ def parse_mapping(text: str) -> dict[str, str]:
             raise ValueError(f"line {number}: expected 'host,group', got {raw.strip()!r}")
         if number == 1 and fields == ["host", "group"]:
             continue
+        if max(map(len, fields)) > MAX_NAME_CHARS:
+            raise ValueError(f"line {number}: a name over {MAX_NAME_CHARS} characters")
         out[fields[0]] = fields[1]
     return out
 

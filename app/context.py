@@ -33,19 +33,22 @@ MAX_MANIFEST_BYTES = 1 << 20
 
 class HostMaps:
     """Host → group mappings users uploaded on the Pod Viewer, by their content's digest (the
-    URL names the digest, never the mapping); the last ``keep`` are kept in memory."""
+    URL names the digest, never the mapping); the last ``keep`` are kept in memory, and no
+    more than ``max_hosts`` hosts in all (32 maps of 36 MiB held 370 MB each)."""
 
-    def __init__(self, keep: int = 32) -> None:
+    def __init__(self, keep: int = 32, max_hosts: int = 200_000) -> None:
         self._maps: OrderedDict[str, dict[str, str]] = OrderedDict()
         self._lock = threading.Lock()
-        self._keep = keep
+        self._keep, self._max_hosts = keep, max_hosts
 
     def add(self, mapping: dict[str, str]) -> str:
         key = hashlib.blake2b(repr(sorted(mapping.items())).encode(), digest_size=8).hexdigest()
         with self._lock:
             self._maps[key] = mapping
             self._maps.move_to_end(key)
-            while len(self._maps) > self._keep:
+            while len(self._maps) > 1 and (
+                len(self._maps) > self._keep or sum(map(len, self._maps.values())) > self._max_hosts
+            ):
                 self._maps.popitem(last=False)
         return key
 

@@ -624,6 +624,10 @@ dash.clientside_callback(
 )
 
 
+#: The largest host mapping file (100,000 hosts of long names fit in it).
+MAX_MAP_BYTES = 8 << 20
+
+
 @dash.callback(
     Output(ids.POD_MAP_KEY, "data"),
     Output(ids.POD_MAP_ERROR, "children"),
@@ -636,6 +640,12 @@ def upload_mapping(contents: str | None, name: str | None) -> Any:
     from there into the URL); a bad one says which line and why."""
     if not contents:
         return dash.no_update, dash.no_update
+    if not isinstance(contents, str) or len(contents) > MAX_MAP_BYTES * 4 // 3 + 1024:
+        # base64, checked before it is decoded; a crafted request may send anything
+        return (
+            dash.no_update,
+            f"{name or 'the file'}: not a file of at most {MAX_MAP_BYTES >> 20} MiB",
+        )
     try:
         text = base64.b64decode(contents.split(",", 1)[1]).decode("utf-8")
         mapping = pod_hosts.parse_mapping(text)
