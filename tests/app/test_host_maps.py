@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import sys
 
+import dash
 import pytest
 
 from podscope.analyzers.hosts import MAX_MAPPED_HOSTS, MAX_NAME_CHARS, parse_mapping
@@ -42,7 +43,8 @@ def test_an_upload_that_is_no_mapping_file_is_said_not_parsed(contents: object) 
     app = create_app(AppSettings())
     upload = sys.modules["pages.pod_viewer"].upload_mapping
     with app.server.test_request_context():
-        key, said = upload(contents, "racks.csv")
+        kept, said = upload(contents, "racks.csv")
+        assert kept is dash.no_update
         assert "racks.csv: not a file of at most 8 MiB" in said
         ok = "data:text/csv;base64," + base64.b64encode(b"h0,r0\n").decode()
         assert upload(ok, "racks.csv")[1] == ""
