@@ -143,6 +143,10 @@ class SessionPreparing(Exception):
 
 #: Uploaded file names are cut to their last characters (a file name has at most 255 bytes).
 MAX_UPLOAD_NAME = 120
+#: Uploads read at once: each parse takes a request thread and memory up to its file's budget,
+#: so more wait for none of the server's threads (eight at once timed out /healthz and
+#: /login for everyone): one past it is told to try again.
+UPLOADS_AT_ONCE = 2
 
 
 @dataclass
@@ -170,6 +174,10 @@ class SessionStore:
     _loading: dict[tuple[object, ...], Future[SessionAnalysis]] = field(default_factory=dict)
     #: The listing index: per session, its folder's mtime and its summary (``_summary``).
     _listing: dict[str, tuple[int, SessionSummary]] = field(default_factory=dict)
+    #: Uploads being read now (``import_files``), at most ``UPLOADS_AT_ONCE``.
+    _uploads: threading.BoundedSemaphore = field(
+        default_factory=lambda: threading.BoundedSemaphore(UPLOADS_AT_ONCE)
+    )
 
     def _folders(self) -> dict[str, Path]:
         return session_folders(self.logdir)
@@ -474,8 +482,19 @@ class SessionStore:
             The session and the workers saved, and one "name: reason" per rejected file.
 
         Raises:
-            SessionError: the logdir cannot be written (says what to change).
+            SessionError: the logdir cannot be written (says what to change), or
+                ``UPLOADS_AT_ONCE`` uploads are being read already.
         """
+        if not self._uploads.acquire(blocking=False):
+            raise SessionError(
+                f"{UPLOADS_AT_ONCE} uploads are being read now: send this one again in a moment"
+            )
+        try:
+            return self._import(files)
+        finally:
+            self._uploads.release()
+
+    def _import(self, files: Sequence[tuple[str, bytes]]) -> ImportResult:
         staged: list[tuple[str, bytes]] = []
         errors = []
         for name, data in files:

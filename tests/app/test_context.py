@@ -455,3 +455,54 @@ def test_the_pod_viewer_is_drawn_from_a_real_pods_first_part(
         assert not job.finished.is_set()  # drawn while the rest was held
     release.set()
     assert job.finished.wait(300) and job.error is None
+
+
+def test_uploads_past_the_ones_being_read_are_told_to_come_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight uploads at once held eight request threads and their files' memory: at most
+    ``UPLOADS_AT_ONCE`` are read, the next is refused at once (its thread freed)."""
+    import threading
+
+    from podscope.app import store as store_module
+    from podscope.app.store import UPLOADS_AT_ONCE, SessionError, SessionStore
+    from tests.analyzers.test_breakdown import worker_trace
+
+    store = SessionStore(tmp_path)
+    reading, release = threading.Semaphore(0), threading.Event()
+    real = store_module.format_of
+
+    def slow_format(path: Path, head: bytes):  # type: ignore[no-untyped-def]
+        fmt = real(path, head)
+
+        class Slow:
+            suffixes = fmt.suffixes
+
+            @staticmethod
+            def parse(*a, **k):  # type: ignore[no-untyped-def]
+                reading.release()  # one more upload is being read
+                release.wait(timeout=30)
+                return fmt.parse(*a, **k)
+
+        return Slow()
+
+    monkeypatch.setattr(store_module, "format_of", slow_format)
+    trace = worker_trace("a", 3)
+    results: list[object] = []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(store.import_files([("w.xplane.pb", trace)]))
+        )
+        for _ in range(UPLOADS_AT_ONCE)
+    ]
+    for t in threads:
+        t.start()
+    for _ in range(UPLOADS_AT_ONCE):  # every one of them is being read
+        assert reading.acquire(timeout=30)
+    with pytest.raises(SessionError, match="send this one again in a moment"):
+        store.import_files([("w.xplane.pb", trace)])
+    release.set()
+    for t in threads:
+        t.join()
+    assert len(results) == UPLOADS_AT_ONCE and all(r.saved for r in results)  # type: ignore[attr-defined]
+    assert store.import_files([("w.xplane.pb", trace)]).saved  # free again
