@@ -11,13 +11,17 @@ when its first trace starts, so starting the agent changes nothing in the job un
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Mapping
 from importlib import import_module
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from podscope.collectors import heartbeat
 from podscope.collectors.export_service import Traced, Tracer, TracerError
 from podscope.collectors.tf_profiler import TraceLevels
 
@@ -159,3 +163,36 @@ class FrameworkTracer:
             raise TracerError(f"{name}'s profiler cannot be loaded in this process: {e}") from None
         traced = tracer(out, start_ns, duration_ms, levels) or Traced(out)
         return Traced(traced.path, name)
+
+
+def record_xspace(
+    out: Path,
+    start_ns: int,
+    duration_ms: int,
+    start: Callable[[Path], None],
+    stop: Callable[[], None],
+) -> None:
+    """A TSL profiler session in this process (TensorFlow's or JAX's, which both write
+    ``<folder>/plugins/profile/<run>/<host>.xplane.pb``), from ``start_ns`` for
+    ``duration_ms``, its file moved to ``out``; ``heartbeat.RECORDING`` is set meanwhile.
+
+    Args:
+        start: starts the session writing into the folder it is given (raising the tracer's
+            errors, ``TracerBusy`` when another profiler runs).
+        stop: ends it (it writes its file then).
+    """
+    time.sleep(max(0.0, (start_ns - time.time_ns()) / 1e9))
+    work = Path(tempfile.mkdtemp(prefix=".tracing-", dir=out.parent))
+    try:
+        start(work)
+        heartbeat.RECORDING.set()
+        try:
+            time.sleep(duration_ms / 1000)
+        finally:
+            heartbeat.RECORDING.clear()
+            stop()
+        written = sorted(work.glob("plugins/profile/*/*.xplane.pb"))
+        if written:
+            written[0].replace(out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -11,14 +11,11 @@ It writes ``<dir>/plugins/profile/<time>/<host>.xplane.pb``; the tracer moves th
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from podscope.collectors import heartbeat
 from podscope.collectors.export_service import TracerBusy, TracerError
+from podscope.collectors.frameworks import record_xspace
 from podscope.collectors.tf_profiler import TraceLevels
 
 
@@ -64,29 +61,19 @@ class JaxTracer:
         """
         profiler = self.profiler if self.profiler is not None else jax_profiler()
         options = _options(profiler, levels)
-        time.sleep(max(0.0, (start_ns - time.time_ns()) / 1e9))
-        work = Path(tempfile.mkdtemp(prefix=".tracing-", dir=out.parent))
-        try:
+
+        def start(folder: Path) -> None:
             try:
                 if options is None:
-                    profiler.start_trace(str(work))
+                    profiler.start_trace(str(folder))
                 else:
-                    profiler.start_trace(str(work), profiler_options=options)
+                    profiler.start_trace(str(folder), profiler_options=options)
             except RuntimeError as e:
                 if "already" in str(e).lower():
                     raise TracerBusy(f"another profile is running in this process ({e})") from None
                 raise TracerError(f"jax.profiler did not start: {e}") from None
-            heartbeat.RECORDING.set()
-            try:
-                time.sleep(duration_ms / 1000)
-            finally:
-                heartbeat.RECORDING.clear()
-                profiler.stop_trace()
-            written = sorted(work.glob("plugins/profile/*/*.xplane.pb"))
-            if written:
-                written[0].replace(out)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+
+        record_xspace(out, start_ns, duration_ms, start, profiler.stop_trace)
 
 
 def make_tracer() -> JaxTracer:

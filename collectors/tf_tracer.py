@@ -8,16 +8,14 @@ imports TensorFlow, lazily, when a trace starts (or a Keras callback is asked fo
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from podscope.collectors import heartbeat
 from podscope.collectors.export_service import TracerBusy, TracerError
+from podscope.collectors.frameworks import record_xspace
 from podscope.collectors.tf_profiler import TraceLevels, call_profile, profile_request
 
 
@@ -74,29 +72,19 @@ class TfTracer:
                 "workers on TF 2.20/2.21: start the agent with profiler_address= the task's "
                 "tf.distribute server (its TF_CONFIG address) to honour the plan"
             )
-        time.sleep(max(0.0, (start_ns - time.time_ns()) / 1e9))
-        work = Path(tempfile.mkdtemp(prefix=".tracing-", dir=out.parent))
         options = tf.profiler.experimental.ProfilerOptions(
             host_tracer_level=levels.host,
             python_tracer_level=levels.python,
             device_tracer_level=levels.device,
         )
-        try:
+
+        def start(folder: Path) -> None:
             try:
-                tf.profiler.experimental.start(str(work), options=options)
+                tf.profiler.experimental.start(str(folder), options=options)
             except tf.errors.AlreadyExistsError as e:
                 raise TracerBusy(f"another profiler is running in this process ({e})") from None
-            heartbeat.RECORDING.set()
-            try:
-                time.sleep(duration_ms / 1000)
-            finally:
-                heartbeat.RECORDING.clear()
-                tf.profiler.experimental.stop()
-            written = sorted(work.glob("plugins/profile/*/*.xplane.pb"))
-            if written:
-                written[0].replace(out)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+
+        record_xspace(out, start_ns, duration_ms, start, tf.profiler.experimental.stop)
 
 
 def start_profiler_server(port: int, tf: Any = None) -> None:

@@ -429,14 +429,19 @@ def test_allow_patterns_match_label_by_label_and_networks_as_cidr(
     assert address_matches(address, pattern) is admitted
 
 
-def test_viewers_cannot_capture(tmp_path: Path) -> None:
+def ada_views_bob_captures(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A dashboard whose users file has ada (views) and bob (captures)."""
     users = tmp_path / "users"
     users.write_text(
         f"ada:{generate_password_hash('ada password')}\n"
         f"bob:capture:{generate_password_hash('bob password')}\n"
     )
     names, capture = read_users(users)
-    c = client(tmp_path, users=names, capture_users=capture)
+    return client(tmp_path, users=names, capture_users=capture)
+
+
+def test_viewers_cannot_capture(tmp_path: Path) -> None:
+    c = ada_views_bob_captures(tmp_path)
     body = {"output": "cap-result.children", "outputs": {}, "inputs": [], "changedPropIds": []}
     page = sys.modules["pages.capture"]
 
@@ -462,13 +467,7 @@ def test_viewers_cannot_rewrite_a_sessions_label_or_note(tmp_path: Path) -> None
     viewer's Save button off."""
     from podscope.app import ids
 
-    users = tmp_path / "users"
-    users.write_text(
-        f"ada:{generate_password_hash('ada password')}\n"
-        f"bob:capture:{generate_password_hash('bob password')}\n"
-    )
-    names, capture = read_users(users)
-    c = client(tmp_path, users=names, capture_users=capture)
+    c = ada_views_bob_captures(tmp_path)
     output = f"..{ids.SES_SAVED}.children...{ids.SESSIONS_TABLE}.rowData@x.."
     body = {"output": output, "outputs": [], "inputs": [], "changedPropIds": []}
     pick = sys.modules["pages.sessions"].pick
