@@ -58,6 +58,8 @@ log = logging.getLogger("podscope.watch")
 HEARTBEATS_CSV = "heartbeats.csv"
 STATUS_JSON = "watch.json"
 REQUEST_FILE = "capture-now"
+#: The sessions the watcher captured, one name a line, oldest first: all retention deletes.
+LEDGER = "watched-sessions.txt"
 LOCK_FILE = "watch.lock"
 HEARTBEAT_COLUMNS = ("minute_unix_s", "worker", "steps", "median_ms", "max_ms", "last_step")
 #: Beats kept per worker in memory (the triggers' windows), and written per worker into a
@@ -596,6 +598,7 @@ class Watcher:
             self._settled_ns = time.time_ns() + int(SETTLE_S * 1e9)
             for state in self.workers.values():
                 state.reset(self.opts.triggers)
+        record_own(self.opts.capture.logdir, result.session)
         deleted = retain(self.opts.capture.logdir, self.opts.keep, self.opts.max_bytes)
         watched = WatchedCapture(
             result.session,
@@ -672,28 +675,46 @@ def _write_json(path: Path, payload: Any) -> None:
     tmp.replace(path)
 
 
+def record_own(logdir: Path, session: str) -> None:
+    """Adds ``session`` to the watcher's ledger (``LEDGER``): the sessions retention may
+    delete, in the order they were captured."""
+    path = layout.state_dir(logdir) / LEDGER
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(layout.check_plain_name(session) + "\n")
+
+
+def _ledger(logdir: Path) -> list[str]:
+    try:
+        text = (layout.state_dir(logdir) / LEDGER).read_text()
+    except OSError:
+        return []
+    return list(dict.fromkeys(line for line in text.splitlines() if line))
+
+
 def watched_sessions(logdir: Path) -> list[tuple[int, Path, int]]:
-    """The watcher's sessions directly under ``logdir``: (start ns, folder, bytes), oldest
-    first (those whose ``capture.json`` has ``watch``; a link is never one: the watcher makes
-    folders, and what a link leads to is not its own)."""
+    """The watcher's sessions directly under ``logdir``: (order captured, folder, bytes),
+    oldest first. Only those its ledger names: a ``capture.json`` saying ``watch`` is not
+    enough (anyone who can write a session folder can write one; a forged one made retention
+    delete real watched sessions and keep the forgery), and a link is never one."""
     root = layout.profile_root(logdir)
     found = []
-    for folder in root.iterdir() if root.is_dir() else ():
+    for order, name in enumerate(_ledger(logdir)):
         try:
-            real = folder.is_dir() and not folder.is_symlink()
-            manifest = layout.read_manifest(folder) if real else None
+            folder = layout.confined(root, name)
         except layout.LayoutError:
             continue
-        if manifest is None or manifest.watch is None:
+        if not folder.is_dir() or folder.is_symlink():
             continue
         size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
-        found.append((manifest.start_timestamp_ns, folder, size))
-    return sorted(found)
+        found.append((order, folder, size))
+    return found
 
 
 def retain(logdir: Path, keep: int, max_bytes: int | None) -> list[str]:
-    """Deletes the watcher's oldest sessions, whole, until at most ``keep`` are left and they
-    hold at most ``max_bytes`` (the newest is always kept). Returns the deleted names."""
+    """Deletes the watcher's oldest sessions (``watched_sessions``), whole, until at most
+    ``keep`` are left and they hold at most ``max_bytes`` (the newest is always kept); the
+    ledger then names the sessions that are left. Returns the deleted names."""
     sessions = watched_sessions(logdir)
     total = sum(size for _, _, size in sessions)
     deleted = []
@@ -708,6 +729,10 @@ def retain(logdir: Path, keep: int, max_bytes: int | None) -> list[str]:
             continue
         deleted.append(folder.name)
     if deleted:
+        path = layout.state_dir(logdir) / LEDGER
+        tmp = path.with_suffix(".part")
+        tmp.write_text("".join(f"{f.name}\n" for _, f, _ in sessions))
+        tmp.replace(path)
         log.info("watch: retention deleted %d session(s): %s", len(deleted), ", ".join(deleted))
     return deleted
 

@@ -225,10 +225,29 @@ def test_retention_never_follows_a_link_nor_says_it_deleted_what_it_kept(
         layout.write_manifest(folder, folder.name, 1000 + i, {}, [], watch={"reason": "scheduled"})
     link = layout.session_dir(logdir, "a_link")
     link.symlink_to(elsewhere)
+    for name in ("s0", "a_link", "s1", "s2"):  # as if the watcher had captured each
+        watch.record_own(logdir, name)
     assert [f.name for _, f, _ in watch.watched_sessions(logdir)] == ["s0", "s1", "s2"]
     assert watch.retain(logdir, keep=1, max_bytes=None) == ["s0", "s1"]
     assert link.is_symlink() and (elsewhere / "capture.json").exists()
     assert [f.name for _, f, _ in watch.watched_sessions(logdir)] == ["s2"]
+
+
+def test_retention_deletes_only_the_sessions_its_ledger_names(tmp_path: Path) -> None:
+    """A session whose ``capture.json`` says ``watch`` (forged, or another watcher's) but that
+    this watcher never captured is never deleted, whatever its start says."""
+    from podscope.trace_parsers import layout
+
+    logdir = tmp_path / "logdir"
+    for name, start in (("forged", 10**30), ("old_forged", 1), ("mine_a", 10), ("mine_b", 20)):
+        folder = layout.session_dir(logdir, name)
+        layout.write_manifest(folder, name, start, {}, [], watch={"reason": "scheduled"})
+    watch.record_own(logdir, "mine_a")
+    watch.record_own(logdir, "mine_b")
+    assert watch.retain(logdir, keep=1, max_bytes=None) == ["mine_a"]
+    left = sorted(p.name for p in layout.profile_root(logdir).iterdir())
+    assert left == ["forged", "mine_b", "old_forged"]
+    assert [f.name for _, f, _ in watch.watched_sessions(logdir)] == ["mine_b"]
 
 
 def test_agents_come_and_go(tmp_path: Path, agents: tuple) -> None:
