@@ -79,6 +79,14 @@ RELAY_BYTES = 256 << 10
 SWEEP_S = 0.25
 #: The most a pending connection may send before its first call's headers are complete.
 MAX_FIRST_BYTES = 32 << 10
+#: The largest first header block decoded (a gRPC call's, token included, is a few hundred
+#: bytes), and the dynamic table size updates it may begin with (RFC 7541 allows two). The
+#: block is decoded in Python on the training process's event loop: a 32 KiB block of size
+#: updates cost about 40 ms, and 1,100 such connections took the loop from 795 to 65 steps/s.
+MAX_HEADER_BLOCK, MAX_SIZE_UPDATES = 4 << 10, 2
+#: Decoding time a peer may cost in ``DoorLimits.ban_window_s`` before it is banned, whatever
+#: its count of refusals (slow blocks made each address only 1-2 refusals in 10 s).
+MAX_DECODE_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -241,14 +249,33 @@ class Opening:
         """
         if self._ack is None or not self._headers_done:
             return None
+        block = bytes(self._block)
+        if len(block) > MAX_HEADER_BLOCK:
+            raise NotHttp2(f"a first header block of {len(block)} bytes")
+        if _size_updates(block) > MAX_SIZE_UPDATES:
+            raise NotHttp2("a header block of dynamic table size updates")
         try:
             decoder = hpack.Decoder(max_header_list_size=MAX_FIRST_BYTES)
-            decoded = decoder.decode(bytes(self._block), raw=True)
+            decoded = decoder.decode(block, raw=True)
         except (hpack.HPACKError, ValueError, IndexError) as e:
             raise NotHttp2(f"bad header block: {e}") from None
         headers = {bytes(k).decode("latin-1"): bytes(v).decode("latin-1") for k, v in decoded}
         a, b = self._ack
         return FirstCall(headers, self._stream_id, bytes(self.data[:a] + self.data[b:]))
+
+
+def _size_updates(block: bytes) -> int:
+    """The dynamic table size updates (``001xxxxx``, RFC 7541 §6.3) a header block begins with,
+    counted without decoding it (up to one past ``MAX_SIZE_UPDATES``)."""
+    count, pos = 0, 0
+    while pos < len(block) and block[pos] & 0xE0 == 0x20 and count <= MAX_SIZE_UPDATES:
+        count += 1
+        if block[pos] & 0x1F == 0x1F:  # the value goes on in 7-bit groups
+            pos += 1
+            while pos < len(block) and block[pos] & 0x80:
+                pos += 1
+        pos += 1
+    return count
 
 
 def refusal(encoder: hpack.Encoder, stream_id: int, code: int, message: str) -> bytes:
@@ -319,6 +346,8 @@ class FrontDoor:
         self._by_port: dict[int, str] = {}
         self._trusted_until: dict[str, float] = {}
         self._failures: dict[str, deque[float]] = {}
+        #: per peer: (when, CPU seconds) its bytes cost to read and decode (``_charge``)
+        self._spent: dict[str, deque[tuple[float, float]]] = {}
         self._banned: dict[str, float] = {}
         self._listener: socket.socket | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -479,12 +508,15 @@ class FrontDoor:
         if not data:
             self._drop(p)
             return
+        started = time.thread_time()
         try:
             p.opening.feed(data)
             call = p.opening.first_call()
         except NotHttp2 as e:
             self._fail(p, str(e))
             return
+        finally:
+            self._charge(p.peer, time.thread_time() - started)
         if call is None:
             return
         sent = call.headers.get(TOKEN_HEADER, "").encode("latin-1")
@@ -568,6 +600,25 @@ class FrontDoor:
     def _drop(self, p: _Pending) -> None:
         self._release(p)
         p.sock.close()
+
+    def _charge(self, peer: str, seconds: float) -> None:
+        """Counts the CPU ``peer``'s bytes cost this thread; past ``MAX_DECODE_S`` in
+        ``ban_window_s``, a refusal's worth each time until it is banned (the ban counts cost,
+        not only refusals)."""
+        if seconds <= 0 or self.trusted(peer):
+            return
+        now = time.monotonic()
+        spent = self._spent.setdefault(peer, deque())
+        spent.append((now, seconds))
+        while spent and now - spent[0][0] > self.limits.ban_window_s:
+            spent.popleft()
+        if sum(s for _, s in spent) > MAX_DECODE_S:
+            spent.clear()
+            for _ in range(self.limits.ban_after):  # as many refusals as a ban takes
+                self.refused(peer)
+        if len(self._spent) > 4096:
+            for old in [k for k, t in self._spent.items() if not t]:
+                del self._spent[old]
 
     def refused(self, peer: str) -> None:
         """Counts a failure of ``peer`` (a refused call or connection); past ``ban_after`` in

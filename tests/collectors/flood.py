@@ -1,7 +1,8 @@
 """Connection floods from many loopback addresses, as an attacker on the network makes them.
 
 ``Flood`` holds ``preface`` connections that send HTTP/2's client preface and a SETTINGS frame
-and then nothing, and ``bare`` TCP connections that send nothing, spread over ``addresses``
+(or another ``opening``: ``COSTLY``, a first header block that is costly to decode) and then
+nothing, and ``bare`` TCP connections that send nothing, spread over ``addresses``
 source addresses (127.0.1.1, 127.0.1.2, …: every 127/8 address is this machine's). Each one
 is opened again as soon as the server closes it, for as long as the flood runs. The loop runs
 in a thread of its own.
@@ -42,9 +43,24 @@ class FloodStats:
     lifetimes: list[float] = field(default_factory=list)
 
 
+#: The attack run's costly opening: the preface, the acknowledgement of the server's SETTINGS,
+#: and a first HEADERS frame of 32 KB of HPACK dynamic table size updates.
+COSTLY = (
+    PREFACE
+    + bytes([0, 0, 0, 4, 1, 0, 0, 0, 0])
+    + (32_000).to_bytes(3, "big")
+    + bytes([1, 0x4, 0, 0, 0, 1])
+    + b"\x3f\xe1\x1f" * 10_666
+    + b"\x3f\xe1"
+)
+
+
 class Flood:
-    def __init__(self, port: int, addresses: int, preface: int, bare: int) -> None:
+    def __init__(
+        self, port: int, addresses: int, preface: int, bare: int, opening: bytes = PREFACE
+    ) -> None:
         self.port, self.addresses, self.preface, self.bare = port, addresses, preface, bare
+        self.opening = opening
         self.stats = FloodStats()
         self._stop: asyncio.Event | None = None
         self._loop = asyncio.new_event_loop()
@@ -83,7 +99,7 @@ class Flood:
             t0 = loop.time()
             try:
                 if send:
-                    await loop.sock_sendall(sock, PREFACE)
+                    await loop.sock_sendall(sock, self.opening)
                 while await loop.sock_recv(sock, 1 << 16):
                     pass  # the server's SETTINGS, GOAWAY…: read until it closes
             except OSError:
@@ -112,8 +128,10 @@ class Flood:
 
 
 @contextmanager
-def flood(port: int, addresses: int, preface: int, bare: int) -> Iterator[Flood]:
-    f = Flood(port, addresses, preface, bare)
+def flood(
+    port: int, addresses: int, preface: int, bare: int, opening: bytes = PREFACE
+) -> Iterator[Flood]:
+    f = Flood(port, addresses, preface, bare, opening)
     f.start()
     try:
         yield f

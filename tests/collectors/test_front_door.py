@@ -101,6 +101,9 @@ def test_opening_reads_the_first_call_whatever_its_framing(split: str, shape: st
         (PREFACE + ACK + frame(1, 0x4 | 0x8, 1, bytes([200]) + b"x"), "padding"),
         (PREFACE + ACK + frame(1, 0x4, 1, b"\xff\xff\xff\xff"), "header block"),
         (PREFACE + frame(0, 0, 1, bytes(MAX_FIRST_BYTES)), "no call"),
+        # the attack run's block of HPACK table size updates: refused by its size, undecoded
+        (PREFACE + ACK + frame(1, 0x4, 1, b"\x20" * 12_000), "first header block of 12000"),
+        (PREFACE + ACK + frame(1, 0x4, 1, b"\x3f\xe1\x1f" * 3 + headers_block(TOKEN)), "size"),
     ],
 )
 def test_opening_refuses_what_is_not_a_grpc_client(data: bytes, reason: str) -> None:
@@ -108,6 +111,35 @@ def test_opening_refuses_what_is_not_a_grpc_client(data: bytes, reason: str) -> 
     with pytest.raises(NotHttp2, match=reason):
         opening.feed(data)
         opening.first_call()
+
+
+def test_a_header_block_is_refused_before_it_is_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Too big, or opening with more table size updates than HPACK allows: no decoder runs."""
+    import podscope.collectors.front_door as door
+
+    class NoDecoder:
+        def __init__(self, **_: object) -> None:
+            raise AssertionError("decoded")
+
+    monkeypatch.setattr(door.hpack, "Decoder", NoDecoder)
+    for block in (b"\x20" * 5000, b"\x20\x20\x20" + headers_block(TOKEN)):
+        opening = Opening()
+        with pytest.raises(NotHttp2):
+            opening.feed(PREFACE + ACK + frame(1, 0x4, 1, block))
+            opening.first_call()
+
+
+def test_a_peer_is_banned_by_the_cpu_its_bytes_cost_not_only_its_refusals() -> None:
+    """Slow blocks made each address 1-2 refusals in 10 s, never enough for a ban."""
+    from podscope.collectors.front_door import MAX_DECODE_S, FrontDoor
+
+    door = FrontDoor("127.0.0.1", 0, 1, DoorLimits(allow=("10.9.0.0/16",)), token=TOKEN.encode())
+    door._charge("10.1.0.1", MAX_DECODE_S / 2)
+    assert "10.1.0.1" not in door._banned
+    door._charge("10.1.0.1", MAX_DECODE_S / 2 + 0.001)
+    assert "10.1.0.1" in door._banned
+    door._charge("10.9.0.1", 10 * MAX_DECODE_S)  # a trusted network is never banned
+    assert "10.9.0.1" not in door._banned
 
 
 # -- the door in front of a real agent -----------------------------------------------------
@@ -272,6 +304,49 @@ def test_a_flood_leaves_the_training_loop_its_descriptors_and_the_collector_its_
     assert loop["log_lines"] < 50  # a handful per kind of refusal, not one per connection
     # The agent's threads from their start, against the flood's from its own: measured 0.5-0.6
     assert loop["agent_cpu_s"] < 0.8 * flood_cpu_s, (loop, flood_cpu_s, wall_s)
+
+
+@pytest.mark.long
+def test_a_flood_of_costly_header_blocks_leaves_the_training_loop_half_its_steps(
+    tmp_path: Path,
+) -> None:
+    """The attack run's flood: 1,100 connections from 200 addresses, each sending the preface,
+    SETTINGS and a 32 KB block of HPACK table size updates, opened again as soon as closed.
+    Decoded in Python on the agent's loop, it took the training loop from 795 to 65 steps/s
+    and the collector's Hello past its deadline. The loop keeps at least half its steps/s (the
+    same loop measured alone just before, on the same machine), and Hello answers within 2 s."""
+    from tests.collectors.flood import COSTLY
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 8192:
+        pytest.skip(f"the flood needs 8,192 descriptors here; the hard limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 8192), hard))
+
+    def steps_per_s(flooded: bool) -> tuple[float, list[float]]:
+        stats = tmp_path / f"stats-{flooded}.json"
+        hellos: list[float] = []
+        with loop_agent(tmp_path / f"root-{flooded}", TOKEN, stats) as (_proc, port):
+            t0 = time.monotonic()
+            if flooded:
+                with flood(port, addresses=200, preface=1100, bare=0, opening=COSTLY) as f:
+                    wait_for(lambda: f.stats.opened > 1000, timeout_s=120)
+                    t0 = time.monotonic()  # the flood is on: count from here
+                    while time.monotonic() - t0 < 8:
+                        started = time.monotonic()
+                        assert hello(f"127.0.0.1:{port}", timeout_s=10) == "worker"
+                        hellos.append(time.monotonic() - started)
+                        time.sleep(0.5)
+                    wall = time.monotonic() - t0
+            else:
+                time.sleep(8)
+                wall = time.monotonic() - t0
+        return json.loads(stats.read_text())["iterations"] / wall, hellos
+
+    alone, _ = steps_per_s(False)
+    under, hellos = steps_per_s(True)
+    print(f"steps/s alone {alone:.0f}, under the flood {under:.0f}; Hello {max(hellos):.2f} s")
+    assert under >= 0.5 * alone, (alone, under)
+    assert max(hellos) < 2.0, hellos
 
 
 def process_cpu_s() -> float:
