@@ -481,7 +481,13 @@ class FrontDoor:
         if lim.allow_only and not trusted:
             return "not in the agent's allowed networks"
         if self._held[peer] >= lim.max_connections_per_peer:
-            return f"{lim.max_connections_per_peer} connections from it open"
+            # its oldest connection still waiting for a first call makes room: one address
+            # (a NAT's) holding idle openings cannot lock out a collector behind the same one
+            oldest = next((p for p in self._pending.values() if p.peer == peer), None)
+            if oldest is None:
+                return f"{lim.max_connections_per_peer} connections from it open"
+            self._drop(oldest)
+            self.refused(peer)
         if self.token is None:
             full = self._relayed >= lim.max_connections
             return f"{self._relayed} connections open" if full else None

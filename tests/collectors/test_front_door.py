@@ -238,16 +238,20 @@ def test_connections_are_bounded_per_address_and_the_oldest_untrusted_make_room(
     tmp_path: Path,
 ) -> None:
     with agent(tmp_path, max_pending=6, max_connections_per_peer=2, auth_s=30) as (server, addr):
-        # per address: the third is closed at once
+        # per address: a third closes its oldest opening (the newest may be a collector)
         a = [connect(server.port, "127.0.5.1") for _ in range(3)]
-        assert closed_by_server(a[2], 5) and not closed_by_server(a[0], 0.3)
+        assert closed_by_server(a[0], 5) and not closed_by_server(a[2], 0.3)
         # the pool: 6 pending at most; the 7th closes the oldest
         more = [connect(server.port, f"127.0.5.{i}") for i in range(2, 7)]
         wait_for(lambda: server.door.connections()[0] == 6)
-        assert closed_by_server(a[0], 5) and not closed_by_server(more[-1], 0.3)
+        assert closed_by_server(a[1], 5) and not closed_by_server(more[-1], 0.3)
         # a collector gets in, however full the pool is
         assert hello(addr) == "worker"
-        for s in a + more:
+        # and one behind the same address (a NAT) as idle openings that fill its share
+        idle = [connect(server.port, "127.0.5.9") for _ in range(2)]
+        with from_address("127.0.5.9", server.port) as behind:
+            assert hello(behind) == "worker"
+        for s in a + more + idle:
             s.close()
 
 
