@@ -75,6 +75,8 @@ UNAUTHENTICATED = 16
 WRONG_TOKEN = "wrong or missing PodScope token"
 #: The most one relayed connection reads at once (and so holds, per direction).
 RELAY_BYTES = 256 << 10
+#: Connections of banned addresses closed off the accept pace in one turn of the loop.
+MAX_DRAINED = 4096
 #: How often pending connections past ``DoorLimits.auth_s`` are closed.
 SWEEP_S = 0.25
 #: The most a pending connection may send before its first call's headers are complete.
@@ -174,7 +176,12 @@ class Quiet:
 
 
 class NotHttp2(ValueError):
-    """A pending connection's bytes are not an HTTP/2 client's."""
+    """A pending connection's bytes are not an HTTP/2 client's; ``hostile``: nor any client's
+    by mistake (a header block no gRPC client sends, built to be costly)."""
+
+    def __init__(self, message: str, hostile: bool = False) -> None:
+        super().__init__(message)
+        self.hostile = hostile
 
 
 @dataclass
@@ -251,9 +258,9 @@ class Opening:
             return None
         block = bytes(self._block)
         if len(block) > MAX_HEADER_BLOCK:
-            raise NotHttp2(f"a first header block of {len(block)} bytes")
+            raise NotHttp2(f"a first header block of {len(block)} bytes", hostile=True)
         if _size_updates(block) > MAX_SIZE_UPDATES:
-            raise NotHttp2("a header block of dynamic table size updates")
+            raise NotHttp2("a header block of dynamic table size updates", hostile=True)
         try:
             decoder = hpack.Decoder(max_header_list_size=MAX_FIRST_BYTES)
             decoded = decoder.decode(block, raw=True)
@@ -424,6 +431,7 @@ class FrontDoor:
             self._allowance + (now - self._allowance_at) * lim.max_accepts_per_s,
         )
         self._allowance_at = now
+        drained = 0
         while self._allowance >= 1:
             try:
                 sock, addr = self._listener.accept()
@@ -433,8 +441,15 @@ class FrontDoor:
                 log.warning("PodScope agent: accept failed (%s): pausing 0.1 s", e)
                 self._pause(0.1)
                 return
+            peer = str(addr[0])
+            if peer in self._banned and drained < MAX_DRAINED:
+                # queued before its ban (the kernel drops its new ones): closed at once, off the
+                # pace, so a collector queued behind a flood is reached in milliseconds
+                sock.close()
+                drained += 1
+                continue
             self._allowance -= 1
-            self._admit(sock, str(addr[0]))
+            self._admit(sock, peer)
         self._pause(1 / lim.max_accepts_per_s)
 
     def _pause(self, seconds: float) -> None:
@@ -520,6 +535,8 @@ class FrontDoor:
             call = p.opening.first_call()
         except NotHttp2 as e:
             self._fail(p, str(e))
+            if e.hostile:  # no gRPC client sends it: banned at once, not after 20
+                self._ban(p.peer, f"sent {e}")
             return
         finally:
             self._charge(p.peer, time.thread_time() - started)
@@ -620,8 +637,7 @@ class FrontDoor:
             spent.popleft()
         if sum(s for _, s in spent) > MAX_DECODE_S:
             spent.clear()
-            for _ in range(self.limits.ban_after):  # as many refusals as a ban takes
-                self.refused(peer)
+            self._ban(peer, f"cost over {MAX_DECODE_S * 1000:.0f} ms of CPU to read")
         if len(self._spent) > 4096:
             for old in [k for k, t in self._spent.items() if not t]:
                 del self._spent[old]
@@ -635,28 +651,34 @@ class FrontDoor:
         times.append(now)
         while times and now - times[0] > lim.ban_window_s:
             times.popleft()
-        if len(times) >= lim.ban_after and peer not in self._banned and not self.trusted(peer):
-            self._banned[peer] = now + lim.ban_s
-            self.quiet.warn(
-                peer,
-                "ban",
-                "PodScope agent: %s refused %d times in %g s: its connections are dropped for %g s",
-                peer,
-                len(times),
-                lim.ban_window_s,
-                lim.ban_s,
-            )
-            for w in list(self._writers.get(peer, ())):
-                w.close()
-            for p in [p for p in self._pending.values() if p.peer == peer]:
-                self._drop(p)
-            self._refilter()
+        if len(times) >= lim.ban_after:
+            self._ban(peer, f"refused {len(times)} times in {lim.ban_window_s:g} s")
         if len(self._failures) > 4096:
             stale = [
                 k for k, t in self._failures.items() if not t or now - t[-1] > lim.ban_window_s
             ]
             for old in stale:
                 del self._failures[old]
+
+    def _ban(self, peer: str, why: str) -> None:
+        """Bans ``peer`` (unless it is trusted or banned already): closes its connections and
+        has the kernel drop its new ones (``collectors.syn_filter``) for ``ban_s``."""
+        if peer in self._banned or self.trusted(peer):
+            return
+        self._banned[peer] = time.monotonic() + self.limits.ban_s
+        self.quiet.warn(
+            peer,
+            "ban",
+            "PodScope agent: %s %s: its connections are dropped for %g s",
+            peer,
+            why,
+            self.limits.ban_s,
+        )
+        for w in list(self._writers.get(peer, ())):
+            w.close()
+        for p in [p for p in self._pending.values() if p.peer == peer]:
+            self._drop(p)
+        self._refilter()
 
     def _refilter(self) -> None:
         """The kernel's drop list: the banned addresses, the latest bans first."""
