@@ -42,7 +42,7 @@ from podscope.app.terminal import say, say_session
 @click.group(no_args_is_help=True, context_settings={"show_default": True})
 @click.version_option(package_name="podscope", message="podscope %(version)s")
 def cli() -> None:
-    """PodScope: capture, parse and explain TensorFlow and TFLite traces."""
+    """PodScope: capture, parse and explain TensorFlow, JAX, PyTorch and TFLite traces."""
 
 
 for command in (
