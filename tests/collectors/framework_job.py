@@ -1,20 +1,19 @@
 """A small training job of one framework with the PodScope agent started as a user would.
 
-    python -m tests.collectors.framework_job FRAMEWORK ROOT [--no-step] [--rank R --world W --master-port P]
+    python -m tests.collectors.framework_job FRAMEWORK ROOT [--no-step] [--rank R --world W --store FILE]
 
 FRAMEWORK is ``tensorflow``, ``jax``, ``torch`` or ``none`` (a process that imports no
 framework). Trains in its main thread, and after the first step prints one JSON line
 ``{"address": …, "modules": [frameworks imported]}``; it goes on training — a matmul step, ``podscope.agent.step(n)`` after it
 unless ``--no-step`` (PyTorch then counts its optimizer's steps) — until its stdin closes.
 With ``--world W`` (PyTorch) the ranks train under DistributedDataParallel over gloo on
-loopback.
+loopback, meeting through the file ``--store``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import threading
 from collections.abc import Callable
@@ -64,8 +63,10 @@ def _torch(args: argparse.Namespace) -> Callable[[int], None]:
     if args.world > 1:
         import torch.distributed as dist
 
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.master_port))
-        dist.init_process_group("gloo", rank=args.rank, world_size=args.world)
+        # a file store, not a port: a port chosen free can be taken by another test meanwhile
+        dist.init_process_group(
+            "gloo", init_method=f"file://{args.store}", rank=args.rank, world_size=args.world
+        )
         model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(256, 64), torch.randn(256, 1)
@@ -85,7 +86,7 @@ def main() -> None:
     ap.add_argument("--no-step", action="store_true")
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--world", type=int, default=1)
-    ap.add_argument("--master-port", type=int, default=0)
+    ap.add_argument("--store", default="")
     args = ap.parse_args()
     agent = podscope.agent.start(
         repository_root=args.root

@@ -28,7 +28,6 @@ from podscope.collectors.capture import CaptureOptions, Target, capture
 from podscope.collectors.export_service import Traced, TracerError
 from podscope.collectors.tf_profiler import TraceLevels
 from podscope.trace_parsers import layout
-from tests.app.helpers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,12 +38,12 @@ def jobs(
 ) -> Iterator[list[dict[str, Any]]]:
     """Runs ``world`` processes of the framework's job; yields their first JSON lines (with
     ``address``); on leaving, stops them and adds each one's last line under ``"end"``."""
-    port = free_port()
+    store = tmp_path / "ddp-store"
     procs, logs = [], []
     for rank in range(world):
         args = [framework, str(tmp_path / f"agent{rank}"), *extra]
         if world > 1:
-            args += ["--rank", str(rank), "--world", str(world), "--master-port", str(port)]
+            args += ["--rank", str(rank), "--world", str(world), "--store", str(store)]
         logs.append(tmp_path / f"job{rank}.log")
         with logs[-1].open("w") as log:
             procs.append(
