@@ -54,7 +54,6 @@ class _Window:
         self.source: object = None
         self.profiler: Any = None
         self.error: BaseException | None = None
-        self.steps = 0
 
     def _make(self, next_step: int) -> Any:
         profiler = self.torch.profiler
@@ -91,7 +90,6 @@ class _Window:
                 return
             if source is not self.source:
                 return  # one boundary per step: the hook that started the window
-            self.steps += 1
             try:
                 if now >= self.end_ns:
                     heartbeat.RECORDING.clear()
@@ -196,8 +194,8 @@ class TorchTracer:
                 "podscope.agent.step(n) after each training step (an optimizer's step() also "
                 "counts)"
             )
-        path = out.with_name(out.name.removesuffix(layout.XPLANE_SUFFIXES[0]))
-        path = path.with_name(path.name + layout.KINETO_SUFFIXES[0])
+        stem = out.name.removesuffix(layout.XPLANE_SUFFIXES[0])
+        path = out.with_name(layout.trace_name(stem, layout.KINETO_SUFFIXES[0]))
         _export(window.profiler, path)
         return Traced(path, "torch")
 
