@@ -17,6 +17,8 @@ and limits calls per peer.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import functools
 import gzip
 import hashlib
 import os
@@ -31,7 +33,7 @@ from typing import Any, NamedTuple, Protocol
 
 import grpc
 
-from podscope.collectors.front_door import DoorLimits, FrontDoor
+from podscope.collectors.front_door import DoorLimits, FrontDoor, private_socket, remove_private
 from podscope.collectors.guard import TOKEN_HEADER, Gate, Limits, Peers, TokenInterceptor
 from podscope.collectors.heartbeat import BEATS, Beats
 from podscope.collectors.proto import trace_export_pb2 as pb
@@ -376,7 +378,8 @@ def grpc_options(door: DoorLimits | None = None) -> list[tuple[str, Any]]:
         options += [
             ("grpc.max_connection_idle_ms", idle_ms),
             ("grpc.server_handshake_timeout_ms", idle_ms),
-            # the relay's connections, and a margin for local clients that skip it
+            # the relay's connections (nothing else can reach its unix socket), and a margin
+            # for those the relay has closed that the server has not yet seen end
             ("grpc.max_allowed_incoming_connections", door.max_connections + 16),
         ]
     return options
@@ -406,7 +409,12 @@ class AgentServer:
                 options=grpc_options(limits),
             )
             self._server.add_generic_rpc_handlers((handler,))
-            upstream = self._server.add_insecure_port("127.0.0.1:0")
+            self._upstream = upstream = private_socket()
+            self._remove = functools.partial(remove_private, upstream)
+            atexit.register(self._remove)  # a process that exits without stop()
+            if not self._server.add_insecure_port(f"unix:{upstream}"):
+                remove_private(upstream)
+                raise OSError(f"cannot listen on the unix socket {upstream}")
             await self._server.start()
             self.door = FrontDoor(
                 host.strip("[]"),
@@ -420,6 +428,7 @@ class AgentServer:
                 started["port"] = await self.door.start()
             except OSError as e:
                 await self._server.stop(0)
+                remove_private(upstream)
                 raise OSError(
                     f"the port is in use or the address is not this machine's: {e}"
                 ) from e
@@ -451,6 +460,8 @@ class AgentServer:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
+        atexit.unregister(self._remove)
+        self._remove()
 
 
 def serve(

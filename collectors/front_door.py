@@ -4,7 +4,9 @@ The agent lives inside the user's training process, whose file descriptors and C
 a peer that opens connections and sends nothing, or HTTP/2's preface and no call, must cost it
 next to nothing. gRPC's server has no per-address connection limit and keeps such connections
 open, so the port is held by this small relay, on the agent's own event loop, and the gRPC
-server listens on loopback behind it.
+server listens behind it on a unix socket in a folder only the training process's user can
+enter (``private_socket``): no other local user can reach it past the door, and it holds no
+TCP port for anyone to fill.
 
 **The token is checked at the door.** A new connection is *pending*: the door answers the
 client's HTTP/2 preface with an empty SETTINGS frame (a gRPC client sends its first call's
@@ -39,10 +41,13 @@ Refusals are logged at most once a minute per address (``Quiet``).
 
 Without a token (a loopback-only agent) the door relays every connection within the bounds.
 
-The gRPC server learns each call's real peer from ``peer_of`` (the relay's loopback port →
-the client's address), so the per-peer call limits and the logs name the client, not the relay.
+The gRPC server learns each call's real peer from ``peer_of``: the relay binds each of its
+connections to the server to a name of its own in that folder (the server sees it as the
+call's peer), and ``peer_of`` maps the name to the client's address, so the per-peer call
+limits and the logs name the client, not the relay.
 
-    >>> door = FrontDoor("0.0.0.0", 6010, upstream_port, DoorLimits(), token=b"s3cret")
+    >>> door = FrontDoor("0.0.0.0", 6010, "/tmp/podscope-agent-x/grpc.sock", DoorLimits(),
+    ...                  token=b"s3cret")
     >>> await door.start()
 """
 
@@ -53,7 +58,9 @@ import contextlib
 import hmac
 import ipaddress
 import logging
+import os
 import socket
+import tempfile
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -340,11 +347,11 @@ class FrontDoor:
         self,
         host: str,
         port: int,
-        upstream_port: int,
+        upstream: str,
         limits: DoorLimits,
         token: bytes | None = None,
     ) -> None:
-        self.host, self.port, self.upstream_port, self.limits = host, port, upstream_port, limits
+        self.host, self.port, self.upstream, self.limits = host, port, upstream, limits
         self.token = token
         self.quiet = Quiet()
         self._networks = limits.networks()
@@ -352,7 +359,8 @@ class FrontDoor:
         self._held: Counter[str] = Counter()  # pending and relayed connections per peer
         self._relayed = 0
         self._writers: dict[str, set[asyncio.StreamWriter]] = {}
-        self._by_port: dict[int, str] = {}
+        self._by_name: dict[str, str] = {}  # the relay's socket names → client addresses
+        self._relays = 0  # relayed connections made so far (each names its socket)
         self._trusted_until: dict[str, float] = {}
         self._failures: dict[str, deque[float]] = {}
         #: per peer: (when, CPU seconds) its bytes cost to read and decode (``_charge``)
@@ -402,9 +410,9 @@ class FrontDoor:
 
     # -- what the gRPC server asks the door ------------------------------------------------
 
-    def peer_of(self, relay_port: int) -> str | None:
-        """The client whose connection the relay makes from ``relay_port``."""
-        return self._by_port.get(relay_port)
+    def peer_of(self, relay_name: str) -> str | None:
+        """The client whose connection the relay makes from the socket named ``relay_name``."""
+        return self._by_name.get(relay_name)
 
     def trusted(self, peer: str) -> bool:
         """An address in ``allow``, or one that presented the token within ``trust_s``."""
@@ -716,13 +724,24 @@ class FrontDoor:
         writers = self._writers.setdefault(peer, set())
         writer: asyncio.StreamWriter | None = None
         upstream: asyncio.StreamWriter | None = None
-        relay_port = 0
+        self._relays += 1
+        name = os.path.join(os.path.dirname(self.upstream), f"relay-{self._relays}")
         try:
             reader, writer = await asyncio.open_connection(sock=sock)
             writers.add(writer)
-            up_reader, upstream = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-            relay_port = int(upstream.get_extra_info("sockname")[1])
-            self._by_port[relay_port] = peer
+            relay = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                relay.setblocking(False)
+                relay.bind(name)  # the name the server sees as this connection's peer
+                self._by_name[name] = peer
+                await asyncio.get_running_loop().sock_connect(relay, self.upstream)
+            except BaseException:
+                relay.close()
+                raise
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(name)  # the connection keeps its name; the folder keeps no file
+            up_reader, upstream = await asyncio.open_unix_connection(sock=relay)
             if first:
                 upstream.write(first)
             await asyncio.gather(_pump(reader, upstream), _pump(up_reader, writer))
@@ -734,13 +753,32 @@ class FrontDoor:
             for w in (writer, upstream):
                 if w is not None:
                     w.close()
-            self._by_port.pop(relay_port, None)
+            self._by_name.pop(name, None)
             if writer is not None:
                 writers.discard(writer)
             if not writers:
                 self._writers.pop(peer, None)
             self._relayed -= 1
             self._unhold(peer)
+
+
+def private_socket() -> str:
+    """A path for the gRPC server's unix socket in a new folder only this user may enter
+    (``mkdtemp``: mode 0700), short enough for a socket's name (108 bytes on Linux, the
+    relay's names included) wherever ``TMPDIR`` points; remove it with ``remove_private``."""
+    base = tempfile.gettempdir()
+    folder = tempfile.mkdtemp(prefix="podscope-agent-", dir=base if len(base) < 60 else "/tmp")
+    return os.path.join(folder, "grpc.sock")
+
+
+def remove_private(upstream: str) -> None:
+    """Removes ``private_socket``'s folder and what is left in it."""
+    folder = os.path.dirname(upstream)
+    for name in os.listdir(folder):
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(folder, name))
+    with contextlib.suppress(OSError):
+        os.rmdir(folder)
 
 
 async def _pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:

@@ -70,8 +70,8 @@ def peer_host(peer: str) -> str:
 class Peers:
     """Who a call's peer is, and what the front door learns from its calls.
 
-    Behind the front door (``collectors.front_door``) every call comes from the relay on a
-    loopback port: ``of`` maps that port to the client's address. ``refused`` counts a refused
+    Behind the front door (``collectors.front_door``) every call comes from the relay, over a
+    unix socket it names: ``of`` maps that name to the client's address. ``refused`` counts a refused
     call toward the peer's ban (wrong tokens only: a collector told the agent is busy is never
     banned for it)."""
 
@@ -84,17 +84,11 @@ class Peers:
         self._door = door
         self.quiet = door.quiet
 
-    def _relay_port(self, context: grpc.aio.ServicerContext[Any, Any]) -> int | None:
-        raw = context.peer()
-        if self._door is None or peer_host(raw) not in ("127.0.0.1", "::1"):
-            return None
-        port = raw.rsplit(":", 1)[-1]
-        return int(port) if port.isdigit() else None
-
     def of(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
-        port = self._relay_port(context)
-        found = self._door.peer_of(port) if self._door is not None and port is not None else None
-        return found if found is not None else peer_host(context.peer())
+        raw = context.peer()
+        kind, _, name = raw.partition(":")
+        found = self._door.peer_of(name) if self._door is not None and kind == "unix" else None
+        return found if found is not None else peer_host(raw)
 
     def refused(self, peer: str) -> None:
         if self._door is not None:

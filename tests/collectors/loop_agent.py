@@ -6,8 +6,8 @@ Starts the agent (simulated tracer) on 127.0.0.1:0 and prints its port; the "tra
 then opens and closes a file and does a little work, over and over, counting ``open()``
 failures (``EMFILE``: descriptors used up). On stdin closing it writes ``STATS`` (JSON: loop
 iterations, failures, the most descriptors the process held, log lines, the
-CPU seconds of the agent's threads) and exits. Run it
-under ``prlimit --nofile=1024`` to give it a training job's descriptor budget.
+CPU seconds of the agent's threads) and exits. It limits
+itself to 1,024 descriptors, a training job's descriptor budget.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ class _Count(logging.Handler):
 
 
 def main(root: Path, token: str, stats: Path) -> None:
+    # Set here, not by the test's preexec_fn: a fork that runs Python beside the test
+    # process's gRPC threads can crash the child before it execs.
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
     lines = _Count()
     logging.getLogger("podscope").addHandler(lines)
 
@@ -89,14 +92,13 @@ if __name__ == "__main__":
 
 @contextmanager
 def loop_agent(root: Path, token: str, stats: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
-    """Runs ``main`` in a process limited to 1,024 descriptors (``prlimit --nofile=1024``);
-    yields (process, agent port). ``stats`` is written when the block ends."""
+    """Runs ``main`` in a process of its own (limited to 1,024 descriptors); yields
+    (process, agent port). ``stats`` is written when the block ends."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.collectors.loop_agent", str(root), token, str(stats)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024)),
     )
     try:
         assert proc.stdout is not None and proc.stdin is not None

@@ -265,6 +265,53 @@ def test_allow_only_lets_only_the_named_networks_in(tmp_path: Path) -> None:
         DoorLimits(allow=("not-a-network",)).networks()
 
 
+def listening_tcp_ports() -> set[int]:
+    """The TCP ports this process listens on (``/proc/net/tcp*`` rows whose socket is ours)."""
+    ours = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:["):
+                ours.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for row in f.read().splitlines()[1:]:
+                fields = row.split()
+                if fields[3] == "0A" and fields[9] in ours:  # LISTEN
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def test_the_grpc_server_is_reached_only_through_the_door(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The attack run filled the gRPC server's loopback port straight, past the door: it now
+    has none, only a unix socket in a folder of the process's user's alone, and the calls
+    relayed to it are still told apart by their clients' addresses."""
+    caplog.set_level(logging.WARNING, logger="podscope.agent")
+    before = listening_tcp_ports()
+    with agent(tmp_path) as (server, addr):
+        assert listening_tcp_ports() - before == {server.port}
+        folder = Path(server.door.upstream).parent
+        mode = folder.stat()
+        assert mode.st_mode & 0o777 == 0o700 and mode.st_uid == os.getuid()
+        assert hello(addr) == "worker"
+        with from_address("127.0.7.1", server.port) as other:
+            assert hello(other) == "worker"
+            with pytest.raises(grpc.RpcError) as err, own_channel(other) as ch:
+                # past the door (the token), then refused by the gRPC server: it names the
+                # client, not the relay
+                pb_grpc.TraceExportStub(ch).Fetch(
+                    pb.FetchRequest(session="../x", name="a"), metadata=GOOD, timeout=10
+                ).next()
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert os.listdir(folder) == ["grpc.sock"]  # the relay's names leave no files
+    assert not folder.exists()
+    refusals = [r.getMessage() for r in caplog.records if "refused Fetch" in r.getMessage()]
+    assert refusals and all("Fetch from 127.0.7.1:" in line for line in refusals), refusals
+
+
 # -- the attack run's flood ----------------------------------------------------------------
 
 
