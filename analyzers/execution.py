@@ -751,6 +751,15 @@ def _start_fork_server() -> None:
             os.environ["PYTHONSAFEPATH"] = saved
 
 
+def fork_server_context() -> Any:
+    """The multiprocessing context of processes forked from the fork server (started here if
+    it is not yet; ``spawn`` where fork servers do not exist): for a process of its own
+    started from a server with threads (an upload's reading, ``app.uploads``)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    return _pool_context("forkserver")
+
+
 def start_pool_server() -> None:
     """Starts, ahead of the first run, the fork server that pools started beside other
     threads fork from (``_pool_start``): a long-lived program with threads (the dashboard's

@@ -22,6 +22,7 @@ from podscope.app.history import Watching
 from podscope.app.settings import AppSettings
 from podscope.app.store import SessionStore
 from podscope.app.targets import address_matches, targets_from
+from podscope.app.uploads import UploadBudget
 from podscope.collectors.capture import Target
 from podscope.collectors.errors import CaptureError
 
@@ -83,7 +84,11 @@ class AppContext:
         return cls(
             settings,
             SessionStore(
-                settings.logdir, settings.cache_dir, settings.frame_cache_sessions, execution
+                settings.logdir,
+                settings.cache_dir,
+                settings.frame_cache_sessions,
+                execution,
+                UploadBudget(settings.upload_memory_mb, cpu_s=settings.upload_cpu_s),
             ),
             Watching(settings.logdir, settings.cache_dir),
         )

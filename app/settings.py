@@ -18,6 +18,9 @@ class AppSettings:
     logdir: the folder whose ``plugins/profile/<session>`` folders the app shows.
     cache_dir: parsed-frame cache (None: ``trace_parsers``' default).
     max_upload_mb: largest accepted upload.
+    upload_memory_mb: memory the uploads being read at once may use together
+        (``app.uploads``; ``PODSCOPE_UPLOAD_MEMORY_MB``).
+    upload_cpu_s: CPU seconds one upload's reading may take (``PODSCOPE_UPLOAD_CPU_S``).
     frame_cache_sessions: parsed sessions kept in memory (least recently used dropped).
     cluster_manifest: an engine cluster the capture page offers by default (``podscope demo``).
     dask_scheduler: analyse sessions' workers on this Dask scheduler (``tcp://HOST:8786``).
@@ -40,6 +43,8 @@ class AppSettings:
     logdir: Path = Path("runs")
     cache_dir: Path | None = None
     max_upload_mb: int = 512
+    upload_memory_mb: int = 2048
+    upload_cpu_s: int = 120
     frame_cache_sessions: int = 4
     cluster_manifest: Path | None = None
     dask_scheduler: str | None = None
@@ -54,6 +59,7 @@ class AppSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AppSettings:
         """Settings from ``PODSCOPE_LOGDIR``, ``PODSCOPE_CACHE_DIR``, ``PODSCOPE_MAX_UPLOAD_MB``,
+        ``PODSCOPE_UPLOAD_MEMORY_MB``, ``PODSCOPE_UPLOAD_CPU_S``,
         ``PODSCOPE_FRAME_CACHE_SESSIONS``, ``PODSCOPE_CLUSTER_MANIFEST``,
         ``PODSCOPE_DASK_SCHEDULER``, ``PODSCOPE_CLUSTER_MIN_FILES``, ``PODSCOPE_TOKEN``,
         ``PODSCOPE_AGENT_ALLOW``, ``PODSCOPE_ALLOWED_HOSTS``, ``PODSCOPE_HOST``,
@@ -73,6 +79,8 @@ class AppSettings:
             logdir=Path(get("LOGDIR") or "runs"),
             cache_dir=Path(cache) if cache else None,
             max_upload_mb=int(get("MAX_UPLOAD_MB") or 512),
+            upload_memory_mb=int(get("UPLOAD_MEMORY_MB") or 2048),
+            upload_cpu_s=int(get("UPLOAD_CPU_S") or 120),
             frame_cache_sessions=int(get("FRAME_CACHE_SESSIONS") or 4),
             cluster_manifest=Path(manifest) if manifest else None,
             dask_scheduler=get("DASK_SCHEDULER"),

@@ -29,10 +29,10 @@ from podscope.analyzers.execution import (
     run_session,
 )
 from podscope.analyzers.session import SessionAnalysis
+from podscope.app.uploads import UploadBudget, Verdict, read_uploads
 from podscope.trace_parsers import TraceParseError, layout, load
 from podscope.trace_parsers.loader import (
     PARSERS,
-    format_of,
     scan,
     session_folders,
     trace_files,
@@ -143,10 +143,6 @@ class SessionPreparing(Exception):
 
 #: Uploaded file names are cut to their last characters (a file name has at most 255 bytes).
 MAX_UPLOAD_NAME = 120
-#: Uploads read at once: each parse takes a request thread and memory up to its file's budget,
-#: so more wait for none of the server's threads (eight at once timed out /healthz and
-#: /login for everyone): one past it is told to try again.
-UPLOADS_AT_ONCE = 2
 
 
 @dataclass
@@ -157,12 +153,16 @@ class SessionStore:
     capacity: analyses kept in memory.
     execution: where big sessions' per-worker tasks run; sessions of fewer than its
         ``in_process_below`` files (and no scheduler) are loaded whole in the request.
+    uploads: what the uploads being read at once may use (``app.uploads``); one past its
+        ``at_once`` is told to send again, its request thread freed at once (eight uploads
+        read at once timed out /healthz and /login for everyone).
     """
 
     logdir: Path
     cache_dir: Path | None = None
     capacity: int = 4
     execution: ExecConfig = field(default_factory=lambda: ExecConfig(fork=False))
+    uploads: UploadBudget = field(default_factory=UploadBudget)
     _items: OrderedDict[tuple[object, ...], SessionAnalysis] = field(default_factory=OrderedDict)
     _jobs: dict[tuple[object, ...], Job] = field(default_factory=dict)
     #: The Pod Viewer's part of a session whose job computes the rest (``Job.head_first``).
@@ -174,10 +174,11 @@ class SessionStore:
     _loading: dict[tuple[object, ...], Future[SessionAnalysis]] = field(default_factory=dict)
     #: The listing index: per session, its folder's mtime and its summary (``_summary``).
     _listing: dict[str, tuple[int, SessionSummary]] = field(default_factory=dict)
-    #: Uploads being read now (``import_files``), at most ``UPLOADS_AT_ONCE``.
-    _uploads: threading.BoundedSemaphore = field(
-        default_factory=lambda: threading.BoundedSemaphore(UPLOADS_AT_ONCE)
-    )
+    #: Uploads being read now (``import_files``), at most ``uploads.at_once``.
+    _reading: threading.BoundedSemaphore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._reading = threading.BoundedSemaphore(self.uploads.at_once)
 
     def _folders(self) -> dict[str, Path]:
         return session_folders(self.logdir)
@@ -469,7 +470,8 @@ class SessionStore:
             return next((f for k, f in self._failures.items() if k[0] == session), ())
 
     def import_files(self, files: Sequence[tuple[str, bytes]]) -> ImportResult:
-        """Validates each uploaded file by parsing it; the good ones become a new session
+        """Validates each uploaded file by parsing it, in a process of its own within the
+        ``uploads`` budget (``app.uploads``); the good ones become a new session
         (``upload_<time>``, never one that exists: two uploads in one second get two), each
         saved under a safe name with its format's suffix (two files of one name both kept).
         The session appears whole or not at all: files are written to a hidden folder that
@@ -483,50 +485,71 @@ class SessionStore:
 
         Raises:
             SessionError: the logdir cannot be written (says what to change), or
-                ``UPLOADS_AT_ONCE`` uploads are being read already.
+                ``uploads.at_once`` uploads are being read already.
         """
-        if not self._uploads.acquire(blocking=False):
+        if not self._reading.acquire(blocking=False):
             raise SessionError(
-                f"{UPLOADS_AT_ONCE} uploads are being read now: send this one again in a moment"
+                f"{self.uploads.at_once} uploads are being read now: send this one again in a "
+                "moment"
             )
         try:
             return self._import(files)
         finally:
-            self._uploads.release()
+            self._reading.release()
 
     def _import(self, files: Sequence[tuple[str, bytes]]) -> ImportResult:
-        staged: list[tuple[str, bytes]] = []
-        errors = []
-        for name, data in files:
-            safe = _UNSAFE.sub("_", Path(name).name)[-MAX_UPLOAD_NAME:] or "trace"
-            if safe.lower() in RESERVED_NAMES:  # a manifest comes from a capture, never a viewer
-                safe = f"upload_{safe}"
-            try:
-                fmt = format_of(Path(safe), data[:65536])
-                fmt.parse(data, worker=worker_label(Path(safe)), source=name)
-            except TraceParseError as e:
-                errors.append(f"{name[:120]}: {e.reason}")
-                continue
-            if not safe.endswith(fmt.suffixes):  # keep it findable as a capture file of its format
-                safe += fmt.suffixes[0]
-            suffix = next(x for x in fmt.suffixes if safe.endswith(x))
-            staged.append((_distinct(safe, suffix, {n for n, _ in staged}), data))
-        if not staged:
-            return ImportResult("", (), tuple(errors))
+        """Writes the files to a hidden staging folder (``.<session>.partial``), has them read
+        there (``read_uploads``), names the good ones by their format and renames the folder
+        into place; the refused ones are deleted."""
+        if not files:
+            return ImportResult("", (), ())
         tmp: Path | None = None
         try:
             folder = layout.new_session_dir(self.logdir, prefix="upload_")  # reserved, empty
             tmp = folder.with_name(f".{folder.name}.partial")
             tmp.mkdir()
-            for safe, data in staged:
-                (tmp / safe).write_bytes(data)
+            staged = []
+            for i, (name, data) in enumerate(files):
+                (tmp / f"{i}").write_bytes(data)
+                staged.append((f"{i}", name))
+            verdicts = read_uploads(tmp, staged, self.uploads)
+            kept, errors = self._name_files(tmp, files, verdicts)
+            if not kept:
+                shutil.rmtree(tmp)
+                folder.rmdir()
+                return ImportResult("", (), tuple(errors))
             tmp.replace(folder)  # onto the empty reserved folder: the session appears whole
         except (OSError, layout.LayoutError) as e:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
             raise SessionError(_unwritable(self.logdir, e)) from None
-        saved = tuple(worker_label(Path(safe)) for safe, _ in staged)
+        saved = tuple(worker_label(Path(safe)) for safe in kept)
         return ImportResult(folder.name, saved, tuple(errors))
+
+    @staticmethod
+    def _name_files(
+        tmp: Path, files: Sequence[tuple[str, bytes]], verdicts: Sequence[Verdict]
+    ) -> tuple[list[str], list[str]]:
+        """Renames each good staged file to a safe name with its format's suffix (two files
+        of one name both kept), deletes the refused ones; (names kept, "name: reason"s)."""
+        kept: list[str] = []
+        errors = []
+        for (name, _), verdict in zip(files, verdicts, strict=True):
+            staged = tmp / verdict.name
+            if not verdict.suffixes:
+                staged.unlink()
+                errors.append(f"{name[:120]}: {verdict.reason}")
+                continue
+            safe = _UNSAFE.sub("_", Path(name).name)[-MAX_UPLOAD_NAME:] or "trace"
+            if safe.lower() in RESERVED_NAMES:  # a manifest comes from a capture, never a viewer
+                safe = f"upload_{safe}"
+            if not safe.endswith(verdict.suffixes):  # findable as a capture file of its format
+                safe += verdict.suffixes[0]
+            suffix = next(x for x in verdict.suffixes if safe.endswith(x))
+            safe = _distinct(safe, suffix, set(kept))
+            staged.rename(tmp / safe)
+            kept.append(safe)
+        return kept, errors
 
 
 #: Names a session folder gives meaning to (its capture manifest, an engine cluster's): an

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -461,48 +462,88 @@ def test_uploads_past_the_ones_being_read_are_told_to_come_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Eight uploads at once held eight request threads and their files' memory: at most
-    ``UPLOADS_AT_ONCE`` are read, the next is refused at once (its thread freed)."""
+    ``uploads.at_once`` are read, the next is refused at once (its thread freed)."""
     import threading
 
     from podscope.app import store as store_module
-    from podscope.app.store import UPLOADS_AT_ONCE, SessionError, SessionStore
+    from podscope.app.store import SessionError, SessionStore
     from tests.analyzers.test_breakdown import worker_trace
 
     store = SessionStore(tmp_path)
+    at_once = store.uploads.at_once
     reading, release = threading.Semaphore(0), threading.Event()
-    real = store_module.format_of
+    real = store_module.read_uploads
 
-    def slow_format(path: Path, head: bytes):  # type: ignore[no-untyped-def]
-        fmt = real(path, head)
+    def slow_read(*a, **k):  # type: ignore[no-untyped-def]
+        reading.release()  # one more upload is being read
+        release.wait(timeout=30)
+        return real(*a, **k)
 
-        class Slow:
-            suffixes = fmt.suffixes
-
-            @staticmethod
-            def parse(*a, **k):  # type: ignore[no-untyped-def]
-                reading.release()  # one more upload is being read
-                release.wait(timeout=30)
-                return fmt.parse(*a, **k)
-
-        return Slow()
-
-    monkeypatch.setattr(store_module, "format_of", slow_format)
+    monkeypatch.setattr(store_module, "read_uploads", slow_read)
     trace = worker_trace("a", 3)
     results: list[object] = []
     threads = [
         threading.Thread(
             target=lambda: results.append(store.import_files([("w.xplane.pb", trace)]))
         )
-        for _ in range(UPLOADS_AT_ONCE)
+        for _ in range(at_once)
     ]
     for t in threads:
         t.start()
-    for _ in range(UPLOADS_AT_ONCE):  # every one of them is being read
+    for _ in range(at_once):  # every one of them is being read
         assert reading.acquire(timeout=30)
     with pytest.raises(SessionError, match="send this one again in a moment"):
         store.import_files([("w.xplane.pb", trace)])
     release.set()
     for t in threads:
         t.join()
-    assert len(results) == UPLOADS_AT_ONCE and all(r.saved for r in results)  # type: ignore[attr-defined]
+    assert len(results) == at_once and all(r.saved for r in results)  # type: ignore[attr-defined]
     assert store.import_files([("w.xplane.pb", trace)]).saved  # free again
+
+
+def big_chrome_trace(events: int) -> bytes:
+    """A valid Chrome JSON trace whose reading takes seconds of CPU and hundreds of MiB."""
+    rows = [
+        {"name": f"op{i % 50}", "ph": "X", "ts": i, "dur": 1, "pid": 1, "tid": i % 4}
+        for i in range(events)
+    ]
+    return json.dumps({"traceEvents": rows}).encode()
+
+
+@pytest.mark.parametrize(
+    ("budget", "refusal"),
+    [
+        ({"total_memory_mb": 2 * 192}, "needs more than the 192 MiB an upload may use"),
+        ({"cpu_s": 1}, "took more than the 1 s of CPU an upload may use"),
+    ],
+)
+def test_an_upload_is_read_off_the_server_within_its_budget(
+    tmp_path: Path, budget: dict[str, int], refusal: str
+) -> None:
+    """A worst-case upload held the server's GIL and memory while it was parsed: it is read in
+    a process of its own, refused past its memory or CPU, and the server spends next to
+    nothing on it; the upload's other files keep their own verdicts, nothing is left behind."""
+    import resource
+
+    from podscope.app.store import SessionStore
+    from podscope.app.uploads import UploadBudget
+    from tests.analyzers.test_breakdown import worker_trace
+
+    store = SessionStore(tmp_path / "logdir", uploads=UploadBudget(**budget))
+    big, small = big_chrome_trace(300_000), worker_trace("a", 3)
+    assert store.import_files([("warm.xplane.pb", small)]).saved  # the fork server started
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    result = store.import_files([("w.xplane.pb", small), ("big.trace.json", big)])
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    spent = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    assert spent < 0.5, spent  # reading the big one took seconds, elsewhere
+    assert result.saved == ("w",)
+    assert len(result.errors) == 1 and result.errors[0].startswith(
+        "big.trace.json: reading it " + refusal
+    )
+    assert sorted(p.name for p in (tmp_path / "logdir").rglob("*") if p.is_file()) == [
+        "w.xplane.pb",
+        "warm.xplane.pb",
+    ]
+    # within the default budget the same file is read and kept
+    assert SessionStore(tmp_path / "logdir").import_files([("big.trace.json", big)]).saved
