@@ -56,6 +56,66 @@ CHROME = json.dumps(
 ).encode()
 
 
+KINETO = json.dumps(
+    {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "GPU", "numSms": 80}],
+        "distributedInfo": {"rank": 0, "world_size": 2, "backend": "nccl"},
+        "traceEvents": [
+            {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "py"}},
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": "ProfilerStep#4",
+                "pid": 1,
+                "tid": 2,
+                "ts": 100.125,
+                "dur": 50.5,
+                "args": {"External id": 1},
+            },
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mm",
+                "pid": 1,
+                "tid": 2,
+                "ts": 101.5,
+                "dur": 9,
+                "args": {"Input Dims": [[8, 8], [8, 8]], "Input type": ["float", "float"]},
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 2,
+                "ts": 103,
+                "dur": 2,
+                "args": {"correlation": 7},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "ncclKernel_AllReduce",
+                "pid": 0,
+                "tid": 7,
+                "ts": 106,
+                "dur": 20,
+                "args": {
+                    "device": 0,
+                    "stream": 7,
+                    "correlation": 7,
+                    "Collective name": "allreduce",
+                    "In msg nelems": 64,
+                },
+            },
+            {"ph": "s", "cat": "ac2g", "id": 7, "pid": 1, "tid": 2, "ts": 103},
+            {"ph": "f", "cat": "ac2g", "id": 7, "pid": 0, "tid": 7, "ts": 106, "bp": "e"},
+        ],
+    }
+).encode()
+
+
 def samples() -> dict[str, bytes]:
     out = {
         "atrace": ATRACE,
@@ -64,6 +124,8 @@ def samples() -> dict[str, bytes]:
         + ATRACE
         + b"</script></body></html>",
         "chrome": CHROME,
+        "kineto": KINETO,
+        "kineto_gz": gzip.compress(KINETO),
         "xplane": worker_trace("w_1", 5, input_us=10),
         "xplane_gz": gzip.compress(worker_trace("w_1", 3)),
     }
@@ -142,7 +204,13 @@ def test_upload_mutations_import_or_report(tmp_path: Path) -> None:
 
     store = SessionStore(tmp_path)
     rng = random.Random("podscope-upload")
-    names = {"xplane": "w.xplane.pb", "xplane_gz": "w.xplane.pb.gz", "chrome": "w.json"}
+    names = {
+        "xplane": "w.xplane.pb",
+        "xplane_gz": "w.xplane.pb.gz",
+        "chrome": "w.json",
+        "kineto": "w.pt.trace.json",
+        "kineto_gz": "w.pt.trace.json.gz",
+    }
     for fmt, data in sorted(samples().items()):
         for _ in range(max(1, N // 10)):
             name = names.get(fmt, f"w.{fmt}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import stat
 import zlib
 from collections import Counter
@@ -36,6 +37,7 @@ from podscope.trace_parsers.atrace import looks_like_atrace, parse_atrace
 from podscope.trace_parsers.cache import FrameCache
 from podscope.trace_parsers.chrome_json import looks_like_chrome_json, parse_chrome_json
 from podscope.trace_parsers.errors import TraceNotFound, TraceParseError
+from podscope.trace_parsers.kineto import looks_like_kineto, parse_kineto
 from podscope.trace_parsers.perfetto import parse_perfetto
 from podscope.trace_parsers.schema import SCHEMA, TraceFrames, concat_frames, validate
 from podscope.trace_parsers.xplane import Decoded, build_frames, decode, parse_xplane
@@ -53,17 +55,29 @@ class Format:
     sniff: Callable[[bytes], bool]
 
 
+def _plain(head: bytes) -> bytes | None:
+    """A file's first bytes, gunzipped when they are gzip's (None: broken gzip)."""
+    if head[:2] != b"\x1f\x8b":
+        return head
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 65536)
+    except zlib.error:
+        return None
+
+
+#: JSON text's start: an object or array whose first member begins (a protobuf stream that
+#: begins with field 1 has 0x0a, a newline, first: a JSON file may too).
+_JSON_START = re.compile(rb"\s*[\[{]\s*[\"{\[\]}]")
+
+
 def _proto_kind(head: bytes) -> str | None:
     """``xplane`` or ``perfetto`` for a protobuf stream (either may be gzip-compressed): an
     XSpace's first plane names itself ("/host:CPU", "/device:…", "Task Environment"), a
     Perfetto trace's first packet does not."""
-    if head[:2] == b"\x1f\x8b":
-        try:
-            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 65536)
-        except zlib.error:
-            return None
-    if head[:1] != b"\x0a":
+    plain = _plain(head)
+    if plain is None or plain[:1] != b"\x0a" or _JSON_START.match(plain):
         return None
+    head = plain
     window = head[:4096]
     for marker in (b"/host:", b"/device:", b"Task Environment", b"/host:metadata"):
         k = window.find(marker)
@@ -82,11 +96,20 @@ def _looks_like_perfetto(head: bytes) -> bool:
 
 #: Parsers by format name, tried in this order when sniffing content.
 PARSERS: Mapping[str, Format] = {
+    "kineto": Format(
+        "kineto",
+        (*layout.KINETO_SUFFIXES, ".json", ".json.gz"),
+        parse_kineto,
+        lambda head: looks_like_kineto(_plain(head) or b""),
+    ),
     "atrace": Format(
         "atrace", (".systrace", ".ctrace", ".atrace", ".html"), parse_atrace, looks_like_atrace
     ),
     "chrome_json": Format(
-        "chrome_json", (".json", ".json.gz"), parse_chrome_json, looks_like_chrome_json
+        "chrome_json",
+        (".json", ".json.gz"),
+        parse_chrome_json,
+        lambda head: looks_like_chrome_json(_plain(head) or b""),
     ),
     "xplane": Format("xplane", (".xplane.pb", ".xplane.pb.gz"), parse_xplane, _looks_like_xplane),
     "perfetto": Format(

@@ -27,6 +27,11 @@ CAT = "category"
 #: XLA's memory space of host memory (``Layout::kHostMemorySpace``, ``S(5)`` in HLO text): the
 #: value of ``hlo_ops.copy_from`` / ``copy_to`` for a copy to or from the host.
 HOST_MEMORY_SPACE = 5
+#: The host's plane (XPlane's, and the PyTorch traces' ``trace_parsers.kineto`` reads).
+HOST_PLANE = "/host:CPU"
+#: The host plane's stat every PyTorch profiler trace gets (1: some start time had a fraction
+#: of a µs, which Holistic Trace Analysis rounds): what marks a worker as a PyTorch rank.
+KINETO_MARK = "fractional_timestamps"
 #: Integer ids repeated on every row (line and event-metadata ids): a categorical with int64
 #: categories, so a row costs a 1–2 byte code instead of 8 bytes.
 CAT_ID = "category[int64]"
@@ -34,7 +39,8 @@ CAT_ID = "category[int64]"
 #: The frames' schema version (their columns, dtypes and meaning): in the parse cache's key,
 #: in every frame ``podscope parse --out`` writes (Parquet metadata ``podscope.schema_version``,
 #: and ``schema.json`` beside CSV and Parquet alike). Bump on any change to the frames.
-SCHEMA_VERSION = 9
+#: 10: PyTorch profiler traces, which Chrome JSON frames were cached for, read as such.
+SCHEMA_VERSION = 10
 
 
 def schema_document() -> dict[str, Any]:
