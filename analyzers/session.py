@@ -201,6 +201,7 @@ class SessionAnalysis:
         self._frames_lock = threading.Lock()
         self._op_tables: dict[tuple[str, str | None], pd.DataFrame] = {}
         self._op_tables_lock = threading.Lock()
+        self._gpu_ranks: dict[int, pd.DataFrame] | None = None
 
     @property
     def frames(self) -> TraceFrames:
@@ -527,6 +528,24 @@ class SessionAnalysis:
             )
         with self._op_tables_lock:
             return self._op_tables.setdefault(key, hit).copy(deep=False)
+
+    def gpu_view(self, view: str) -> pd.DataFrame:
+        """Holistic Trace Analysis' ``view`` of the session's PyTorch ranks
+        (``analyzers.gpu_views``; empty without any), the ranks' events read once.
+
+        Raises:
+            KeyError: an unknown view.
+        """
+        from podscope.analyzers.gpu_views import VIEWS, rank_events
+
+        compute = VIEWS[view]
+        with self._op_tables_lock:
+            ranks = self._gpu_ranks
+        if ranks is None:
+            ranks = rank_events(self.frames)
+            with self._op_tables_lock:
+                self._gpu_ranks = ranks
+        return compute(ranks)
 
     @frame_property
     def op_counts(self) -> pd.DataFrame:

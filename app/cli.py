@@ -22,6 +22,7 @@ from podscope.app.cli_analyze import (
 )
 from podscope.app.cli_capture import capture_command
 from podscope.app.cli_cluster import cluster_cli
+from podscope.app.cli_gpu import gpu_command
 from podscope.app.cli_serve import (
     demo_command,
     export_command,
@@ -53,6 +54,7 @@ for command in (
     ops_command,
     hlo_command,
     roofline_command,
+    gpu_command,
     memory_command,
     diagnose_command,
     compare_command,

@@ -1,0 +1,83 @@
+"""``podscope gpu``: Holistic Trace Analysis' numbers for a session's PyTorch ranks, as a table
+or ``--csv`` (``analyzers.gpu_views``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from podscope.app.cli_analyze import no_cache_option, path_argument, session_option
+from podscope.app.cli_table import show_table, wide_option
+from podscope.app.terminal import say, say_session
+
+#: What each view shows, for the table's title.
+TITLES = {
+    "temporal": "GPU µs per rank (HTA's temporal breakdown; non-comp: non-compute kernels)",
+    "overlap": "communication overlapped by computation",
+    "kernel-types": "GPU time by kernel type, over every rank",
+    "kernels": "top kernels per rank and type",
+}
+
+
+#: Shorter headers for the terminal's table (the CSV keeps HTA's names).
+SHORT = {
+    "idle_time_us": "idle",
+    "compute_time_us": "compute",
+    "non_compute_time_us": "non-comp",
+    "kernel_time_us": "kernel",
+    "idle_time_pctg": "idle %",
+    "compute_time_pctg": "compute %",
+    "non_compute_time_pctg": "non-comp %",
+    "comp_comm_overlap_pctg": "overlapped %",
+    "kernel_type": "type",
+    "percentage": "%",
+}
+
+
+@click.command("gpu")
+@click.option("--csv", is_flag=True, help="CSV on stdout, columns named as HTA names them.")
+@wide_option
+@click.option(
+    "--view",
+    type=click.Choice(list(TITLES)),
+    default="temporal",
+    show_default=True,
+    help="Which of Holistic Trace Analysis' views.",
+)
+@no_cache_option
+@session_option
+@path_argument
+def gpu_command(
+    path: Path, csv: bool, wide: bool, view: str, no_cache: bool, session: str | None
+) -> None:
+    """Holistic Trace Analysis' numbers for the PyTorch ranks of PATH (a torch.profiler
+    trace, a folder of them or a logdir), by HTA's definitions: temporal (idle, compute and
+    non-compute GPU time), overlap (communication overlapped by computation), kernel-types
+    and kernels."""
+    from podscope.analyzers.gpu_views import gpu_view, pytorch_workers
+    from podscope.trace_parsers import TraceParseError, load
+
+    try:
+        say_session(path, session)
+        frames = load(path, session=session, cache=not no_cache)
+    except TraceParseError as e:
+        say(f"podscope: error: {e}", err=True)
+        raise click.exceptions.Exit(2) from None
+    for failure in frames.failures:
+        say(f"podscope: warning: left out: {failure}", err=True)
+    if not pytorch_workers(frames):
+        say(f"podscope: error: {path} holds no PyTorch profiler trace", err=True)
+        raise click.exceptions.Exit(2)
+    table = gpu_view(frames, view)
+    if csv:
+        table.to_csv(sys.stdout, index=False)
+        return
+    whole = {  # µs are whole numbers but in traces with fractional durations: no ".000"
+        c: "int64"
+        for c in table.columns
+        if c.endswith("_us") and table[c].notna().all() and (table[c] % 1 == 0).all()
+    }
+    shown = table.astype(whole).rename(columns=lambda c: SHORT.get(c, c.replace("_", " ")))
+    show_table(shown, TITLES[view], wide=wide, cut="name" if view == "kernels" else None)
