@@ -169,3 +169,13 @@ XLA_NODE_TABLE = "xla-node-table"
 XLA_TABLE = "xla-table"
 XLA_DETAILS = "xla-details"
 CMP_XLA = "cmp-xla"
+
+# GPU (PyTorch) page
+GPU_VIEW = "gpu-view"
+GPU_NOTE = "gpu-note"
+GPU_GRAPH = "gpu-graph"
+GPU_TABLE = "gpu-table"
+GPU_CSV = "gpu-csv"
+GPU_PARQUET = "gpu-parquet"
+GPU_DOWNLOAD = "gpu-download"
+GPU_VIEW_BOX = "gpu-view-box"
