@@ -11,7 +11,9 @@ traces):
   moves each start up and each end down to a whole µs. HTA then keeps only the iterations the
   profiler traced whole: the CPU events that start before the last ``ProfilerStep#N``, and the
   GPU events (a stream and a correlation, or an ``Event Sync`` / ``Context Sync``) launched by
-  one of them (matched by correlation id). The views read the events with a stream.
+  one of them (matched by correlation id), unless the ranks name fewer than two
+  ``ProfilerStep`` between them: then it keeps every event. The views read the events with a
+  stream.
 * **Kernel types** by name, as HTA's ``get_kernel_type``: COMMUNICATION (``nccl…``, ``hip…``,
   ``hccl…``, ``…ncclKernel…``), MEMORY (``Memcpy…``, ``Memset…``, ``dma…``), COMPUTATION
   (anything but syncs, copies, launches and collectives), else OTHER.
@@ -41,7 +43,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from podscope.trace_parsers.schema import HOST_PLANE, KINETO_MARK, TraceFrames
+from podscope.trace_parsers.schema import HOST_PLANE, KINETO_MARK, TRACE_ORDER, TraceFrames
 
 _COMMUNICATION = re.compile(r"(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)")
 _MEMORY = re.compile(r"(^(hip)?Memcpy)|(^(hip)?Memset)|(^dma)")
@@ -78,17 +80,17 @@ def pytorch_workers(frames: TraceFrames) -> list[str]:
 
 def rank_events(frames: TraceFrames) -> dict[int, pd.DataFrame]:
     """Per rank (``distributedInfo.rank``; else its worker's position), the events HTA keeps of
-    it (module docstring): ``name``, ``kernel_type``, ``ts``, ``dur`` (µs), ``stream``,
-    ``correlation``, in time order."""
+    it (module docstring): ``name``, ``cat``, ``kernel_type``, ``ts``, ``dur`` (µs),
+    ``stream``, ``correlation``, ``bandwidth`` (a copy's GB/s), ``order`` (a GPU event's place
+    in the file), in time order."""
     events, stats, plane_stats = frames.events, frames.stats, frames.plane_stats
-    stream = np.full(len(events), -1, dtype=np.int64)
-    rows = stats[stats["key"] == "stream"]
-    numeric = pd.to_numeric(
-        rows["int_value"].astype("Float64").fillna(rows["float_value"]), errors="coerce"
-    )
-    numeric = numeric.fillna(pd.to_numeric(rows["str_value"].astype(object), errors="coerce"))
-    stream[rows["event_row"].to_numpy()] = numeric.fillna(-1).astype(np.int64).to_numpy()
+    stream = _numeric_arg(stats, "stream", len(events), -1).astype(np.int64)
+    bandwidth = _numeric_arg(stats, "memory bandwidth (GB/s)", len(events), 0.0)
+    order = _numeric_arg(stats, TRACE_ORDER, len(events), -1)
     correlation = events["correlation_id"].fillna(-1).to_numpy(dtype=np.int64)
+    category = np.full(len(events), "", dtype=object)
+    cats = stats[stats["key"] == "cat"]
+    category[cats["event_row"].to_numpy()] = cats["str_value"].astype(str).to_numpy()
     host = plane_stats[plane_stats["plane"] == HOST_PLANE]
     read: dict[int, pd.DataFrame] = {}
     for position, worker in enumerate(pytorch_workers(frames)):
@@ -103,18 +105,24 @@ def rank_events(frames: TraceFrames) -> dict[int, pd.DataFrame]:
         read[_host_int(mine, "rank", position)] = pd.DataFrame(
             {
                 "name": names,
+                "cat": category[at],
                 "ts": ts,
                 "dur": dur,
                 "stream": stream[at],
                 "correlation": correlation[at],
+                "bandwidth": bandwidth[at],
+                "order": order[at],
             }
         )
     # HTA aligns the ranks' times to the earliest event of any (its sums are then exact)
     first = min((f["ts"].min() for f in read.values() if len(f)), default=0.0)
+    # and keeps whole iterations only when the ranks name two steps or more between them
+    steps = {n for f in read.values() for n in f["name"].unique() if _PROFILER_STEP.match(n)}
     out: dict[int, pd.DataFrame] = {}
     for rank, frame in sorted(read.items()):
         frame["ts"] -= first
-        frame = _traced_iterations(frame)
+        if len(steps) > 1:
+            frame = _traced_iterations(frame)
         types = {n: kernel_type(n) for n in frame["name"].unique()}
         frame["kernel_type"] = frame["name"].map(types)
         out[rank] = frame.sort_values("ts", kind="stable", ignore_index=True)
@@ -137,6 +145,18 @@ def _hta_times(
     return ts, dur
 
 
+def _numeric_arg(stats: pd.DataFrame, key: str, n: int, default: float) -> np.ndarray:
+    """Per event row, its arg ``key`` as a number (text that reads as one too), as HTA reads
+    it (``pd.to_numeric``); ``default`` where it has none or it is not a number."""
+    out = np.full(n, default, dtype=np.float64)
+    rows = stats[stats["key"] == key]
+    value = rows["int_value"].astype("Float64").fillna(rows["float_value"])
+    text = pd.to_numeric(rows["str_value"].astype(object), errors="coerce")
+    value = pd.to_numeric(value, errors="coerce").fillna(text).fillna(default)
+    out[rows["event_row"].to_numpy()] = value.to_numpy(dtype=np.float64)
+    return out
+
+
 def _host_int(host_stats: pd.DataFrame, key: str, default: int) -> int:
     found = host_stats.loc[host_stats["key"] == key, "int_value"].dropna()
     return int(found.iloc[0]) if len(found) else default
@@ -144,10 +164,9 @@ def _host_int(host_stats: pd.DataFrame, key: str, default: int) -> int:
 
 def _traced_iterations(frame: pd.DataFrame) -> pd.DataFrame:
     """HTA's ``_filter_irrelevant_gpu_kernels``: the CPU events that start before the last
-    ``ProfilerStep``, and the GPU events whose correlation one of them has (once per match)."""
-    on_gpu = ((frame["stream"] >= 0) & (frame["correlation"] >= 0)) | frame["name"].isin(
-        ("Event Sync", "Context Sync")
-    )
+    ``ProfilerStep``, and the GPU events whose correlation one of them has (once per match).
+    (HTA skips it when its ranks name fewer than two steps: ``rank_events``.)"""
+    on_gpu = _gpu_events(frame)
     cpu, gpu = frame[~on_gpu], frame[on_gpu]
     if cpu.empty:
         return frame
@@ -301,12 +320,201 @@ def _top_kernels(gpu: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+#: The runtime calls HTA counts as launches: kernels (CUDA, MTIA), then copies and sets.
+LAUNCHES = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "runFunction - job_prep_and_submit_for_execution",
+)
+MEMORY_LAUNCHES = ("cudaMemcpyAsync", "cudaMemsetAsync")
+
+
+def launches(ranks: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    """HTA's ``get_cuda_kernel_launch_stats`` (memory events included), every rank: per
+    launch (a launch call and the GPU event of its correlation) the call's duration, the GPU
+    event's, and the delay from the call's end to the event's start (0 when negative), µs."""
+    parts = []
+    for rank, frame in ranks.items():
+        launched = frame.loc[frame["name"].isin(LAUNCHES + MEMORY_LAUNCHES), "correlation"]
+        cpu = frame[(frame["stream"] == -1) & frame["correlation"].isin(launched)]
+        gpu = frame[(frame["stream"] != -1) & frame["correlation"].isin(launched)]
+        joined = cpu[["correlation", "dur", "ts"]].merge(
+            gpu[["correlation", "dur", "ts"]], on="correlation", suffixes=("_cpu", "_gpu")
+        )
+        parts.append(
+            pd.DataFrame(
+                {
+                    "rank": rank,
+                    "correlation": joined["correlation"],
+                    "cpu_duration": joined["dur_cpu"],
+                    "gpu_duration": joined["dur_gpu"],
+                    "launch_delay": (joined["ts_gpu"] - joined["ts_cpu"] - joined["dur_cpu"]).clip(
+                        lower=0
+                    ),
+                }
+            )
+        )
+    columns = ["rank", "correlation", "cpu_duration", "gpu_duration", "launch_delay"]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    table = pd.concat(parts, ignore_index=True)[columns]
+    return table.sort_values(["rank", "correlation"], ignore_index=True, kind="stable")
+
+
+#: The categories of GPU events HTA's idle time reads (no syncs), and its threshold (µs) below
+#: which a gap between two kernels is the launch overhead ("kernel wait").
+IDLE_CATEGORIES = (
+    "kernel",
+    "Kernel",
+    "gpu_memset",
+    "Memset",
+    "gpu_memcpy",
+    "Memcpy",
+    "mtia_ccp_events",
+)
+CONSECUTIVE_KERNEL_DELAY = 30
+
+
+def idle(ranks: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    """HTA's ``get_idle_time_breakdown`` of every rank: per stream, each gap before a GPU
+    event (from the previous event's end on the stream, in start order) is *host wait* when
+    the event's launch call started after that end (the host was late), else *kernel wait*
+    when shorter than ``CONSECUTIVE_KERNEL_DELAY``, else *other*; their sums and shares of the
+    stream's idle time (two decimals)."""
+    parts = []
+    for rank, frame in ranks.items():
+        gpu = frame[(frame["stream"] != -1) & frame["cat"].isin(IDLE_CATEGORIES)]
+        launch = frame[~_gpu_events(frame)].drop_duplicates("correlation", keep="last")
+        runtime = gpu["correlation"].map(launch.set_index("correlation")["ts"])
+        gpu = gpu.assign(ts_runtime=runtime)
+        for stream, on in gpu.groupby("stream", sort=True):
+            on = on.sort_values("ts", kind="stable")
+            prev_end = (on["ts"] + on["dur"]).shift(1)
+            gap = on["ts"] - prev_end
+            host = on["ts_runtime"] > prev_end
+            category = np.where(
+                host, "host_wait", np.where(gap < CONSECUTIVE_KERNEL_DELAY, "kernel_wait", "other")
+            )
+            sums = gap.groupby(category).sum()
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "rank": rank,
+                        "stream": int(stream),
+                        "idle_category": sums.index,
+                        "idle_time": sums.to_numpy(),
+                        "idle_time_ratio": (sums / sums.sum()).to_numpy(),
+                    }
+                )
+            )
+    columns = ["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(parts, ignore_index=True)[columns].round(2)
+
+
+def _gpu_events(frame: pd.DataFrame) -> pd.Series:
+    """HTA's GPU events (its ``GPUKernelFilter``): a stream and a correlation, or a sync."""
+    return ((frame["stream"] >= 0) & (frame["correlation"] >= 0)) | frame["name"].isin(
+        ("Event Sync", "Context Sync")
+    )
+
+
+#: The runtime calls that enqueue work on a stream (HTA's ``get_runtime_launch_events_mask``).
+ENQUEUES = (
+    LAUNCHES
+    + MEMORY_LAUNCHES
+    + (
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "hipLaunchKernel",
+        "hipExtModuleLaunchKernel",
+        "hipMemcpyAsync",
+        "hipMemsetAsync",
+        "hipMemcpyWithStream",
+    )
+)
+STATISTICS = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
+
+
+def _described(frame: pd.DataFrame, by: list[str], column: str) -> pd.DataFrame:
+    """pandas' ``describe`` of ``column`` per ``by`` group, flat: ``by`` then ``STATISTICS``."""
+    if frame.empty:
+        return pd.DataFrame(columns=[*by, *STATISTICS])
+    table = frame.groupby(by)[column].describe().reset_index()
+    return table[[*by, *STATISTICS]].astype({"count": "int64"})
+
+
+def queues(ranks: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    """HTA's ``get_queue_length_summary`` of every rank: per stream, the number of operations
+    enqueued and not yet run (+1 at each launch call that has its GPU event, -1 at each such
+    event's start), described over the points where it changes."""
+    parts = []
+    for rank, frame in ranks.items():
+        gpu = frame[frame["stream"] != -1]
+        has_event = frame["correlation"].isin(gpu.loc[_gpu_events(gpu), "correlation"])
+        calls = frame[frame["name"].isin(ENQUEUES) & has_event & ~_gpu_events(frame)]
+        streams = gpu.drop_duplicates("correlation", keep="last").set_index("correlation")
+        calls = calls.assign(stream=calls["correlation"].map(streams["stream"]), queue=1)
+        ran = gpu[gpu["correlation"].isin(calls["correlation"])].assign(queue=-1)
+        both = pd.concat([calls, ran]).sort_values("ts")
+        for stream, on in both.groupby("stream", sort=True):
+            parts.append(
+                pd.DataFrame(
+                    {"rank": rank, "stream": int(stream), "queue_length": on["queue"].cumsum()}
+                )
+            )
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    return _described(table, ["rank", "stream"], "queue_length")
+
+
+def memory_bw(ranks: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    """HTA's ``get_memory_bw_summary`` of every rank: per copy kind (``Memcpy HtoD``, ``Memcpy
+    DtoH``, ``Memcpy DtoD``, ``Memset``…), the bandwidth in use (GB/s, the events'
+    ``memory bandwidth (GB/s)``, summed while they overlap) described over the points where it
+    changes and is above zero."""
+    parts = []
+    for rank, frame in ranks.items():
+        gpu = frame[frame["stream"] != -1]
+        # in the file's order, as HTA holds them: its (unstable) sort by time then breaks
+        # ties as it does, and the running sums between tied points are its
+        copies = gpu[gpu["kernel_type"] == "MEMORY"].sort_values("order", kind="stable")
+        kind = copies["name"].map(_copy_kind)
+        dur = copies["dur"].where(copies["dur"] != 0, 1)  # HTA: a 0 µs copy lasts 1 µs
+        bw = copies["bandwidth"]
+        series = pd.concat(
+            [
+                pd.DataFrame({"ts": copies["ts"], "name": kind, "bw": bw}),
+                pd.DataFrame({"ts": copies["ts"] + dur, "name": kind, "bw": -bw}),
+            ],
+            ignore_index=True,
+        ).sort_values("ts")
+        for name, on in series.groupby("name", sort=True):
+            running = on["bw"].cumsum()
+            parts.append(
+                pd.DataFrame({"rank": rank, "name": name, "memory_bw_gbps": running[running > 0]})
+            )
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    return _described(table, ["rank", "name"], "memory_bw_gbps")
+
+
+def _copy_kind(name: str) -> str:
+    """HTA's ``get_memory_kernel_type``: ``Memset``, ``Memcpy HtoD``… from the event's name."""
+    if name[:6] == "Memset":
+        return "Memset"
+    return name[:11] if name[:6] == "Memcpy" else "Memcpy Unknown"
+
+
 #: ``podscope gpu --view`` names → the view.
 VIEWS: dict[str, Callable[[dict[int, pd.DataFrame]], pd.DataFrame]] = {
     "temporal": temporal,
     "overlap": overlap,
     "kernel-types": kernel_types,
     "kernels": kernels,
+    "launches": launches,
+    "idle": idle,
+    "queues": queues,
+    "memory-bw": memory_bw,
 }
 
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+import pandas as pd
 
 from podscope.app.cli_analyze import no_cache_option, path_argument, session_option
 from podscope.app.cli_table import show_table, wide_option
@@ -18,6 +19,10 @@ TITLES = {
     "overlap": "communication overlapped by computation",
     "kernel-types": "GPU time by kernel type, over every rank",
     "kernels": "top kernels per rank and type",
+    "idle": "GPU idle µs per rank and stream, by cause",
+    "launches": "kernel launches per rank, µs (every launch: --csv)",
+    "queues": "operations queued per stream",
+    "memory-bw": "memory bandwidth in use (GB/s) per copy kind",
 }
 
 
@@ -34,6 +39,20 @@ SHORT = {
     "kernel_type": "type",
     "percentage": "%",
 }
+
+
+def launch_summary(launches: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: launches, and the mean and largest CPU duration, GPU duration and delay."""
+    grouped = launches.groupby("rank")
+    out = grouped.size().rename("launches").to_frame()
+    for column, short in (
+        ("cpu_duration", "cpu"),
+        ("gpu_duration", "gpu"),
+        ("launch_delay", "delay"),
+    ):
+        out[f"{short} mean"] = grouped[column].mean().round(1)
+        out[f"{short} max"] = grouped[column].max()
+    return out.reset_index()
 
 
 @click.command("gpu")
@@ -54,8 +73,10 @@ def gpu_command(
 ) -> None:
     """Holistic Trace Analysis' numbers for the PyTorch ranks of PATH (a torch.profiler
     trace, a folder of them or a logdir), by HTA's definitions: temporal (idle, compute and
-    non-compute GPU time), overlap (communication overlapped by computation), kernel-types
-    and kernels."""
+    non-compute GPU time), overlap (communication overlapped by computation), kernel-types,
+    kernels, idle (host wait, kernel wait, other), launches (CPU and GPU duration and launch
+    delay of each launch), queues (CUDA queue length per stream) and memory-bw (copy
+    bandwidth)."""
     from podscope.analyzers.gpu_views import gpu_view, pytorch_workers
     from podscope.trace_parsers import TraceParseError, load
 
@@ -74,6 +95,8 @@ def gpu_command(
     if csv:
         table.to_csv(sys.stdout, index=False)
         return
+    if view == "launches":  # one row per launch: the terminal gets each rank's summary
+        table = launch_summary(table)
     whole = {  # µs are whole numbers but in traces with fractional durations: no ".000"
         c: "int64"
         for c in table.columns

@@ -78,6 +78,13 @@
         const current = new URLSearchParams(search || "").get("session");
         if (!session || current === session) return window.dash_clientside.no_update;
         if (!current && NOT_PER_SESSION.includes(pathname || "/")) return window.dash_clientside.no_update;
+        if (!current) {
+          // A link without a session (the newest is shown): name it, and keep the view the
+          // link asked for (/gpu?view=idle stays the idle view).
+          const kept = new URLSearchParams(search || "");
+          kept.set("session", session);
+          return "?" + kept.toString();
+        }
         return "?" + new URLSearchParams({ session: session }).toString();
       },
     },

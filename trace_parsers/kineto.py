@@ -16,7 +16,8 @@ categories. It becomes:
   annotations on a line of their own per stream (``Stream #<stream> annotations``, line id
   ``ANNOTATION_LINES`` + stream), so they never nest the kernels;
 * every event's ``args`` in ``stats`` (long form; lists and objects as JSON text), its
-  category as stat ``cat``, ``args.correlation`` as ``correlation_id`` (a runtime launch and
+  category as stat ``cat``, a GPU event's place among the file's timed events as
+  ``trace_order``, ``args.correlation`` as ``correlation_id`` (a runtime launch and
   the kernel it launched share it: the launch → kernel flow);
 * ``deviceProperties`` of each GPU as its plane's stats; ``distributedInfo`` (``rank``,
   ``world_size``, ``backend``…), ``schemaVersion``, ``baseTimeNanoseconds`` and
@@ -46,7 +47,14 @@ from podscope.trace_parsers.budget import Budget
 from podscope.trace_parsers.chrome_json import load_json
 from podscope.trace_parsers.errors import TraceParseError
 from podscope.trace_parsers.nesting import depth_column, nest_columns
-from podscope.trace_parsers.schema import HOST_PLANE, KINETO_MARK, SCHEMA, TraceFrames, validate
+from podscope.trace_parsers.schema import (
+    HOST_PLANE,
+    KINETO_MARK,
+    SCHEMA,
+    TRACE_ORDER,
+    TraceFrames,
+    validate,
+)
 
 FORMAT = "kineto"
 #: Line ids of the GPU user annotations: this plus the stream.
@@ -193,6 +201,10 @@ class _Builder:
             self.arg_rows.extend([row] * len(args))
             self.arg_keys.extend(args)
             self.arg_values.extend(args.values())
+        if gpu:  # where the profiler wrote it, among the timed events
+            self.arg_rows.append(row)
+            self.arg_keys.append(TRACE_ORDER)
+            self.arg_values.append(row)
 
     def _untimed(self, e: dict[str, Any], ph: Any) -> None:
         if ph == "M":

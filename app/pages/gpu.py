@@ -49,11 +49,35 @@ VIEWS = {
         "Per rank and kernel type, the kernels by total time; past the tenth, or past 80 % "
         "of the type's time, the rest summed as 'others'.",
     ),
+    "idle": (
+        "Idle time",
+        "Per rank and stream, the gaps between its GPU events by cause: host wait (the "
+        "launch call came after the stream ran dry: the host was late), kernel wait (gaps "
+        "under 30 µs: launch overhead), other (the stream waited on something else, e.g. an "
+        "event of another stream).",
+    ),
+    "launches": (
+        "Kernel launches",
+        "Per launch call and the GPU event it launched: the call's CPU time, the event's GPU "
+        "time and the delay from the call's end to the event's start. Long calls or short "
+        "kernels behind long delays mean a launch-bound step.",
+    ),
+    "queues": (
+        "Queue length",
+        "Per rank and stream, the operations enqueued and not yet started, over the points "
+        "where it changes: a queue near empty leaves the GPU waiting on the host.",
+    ),
+    "memory-bw": (
+        "Memory bandwidth",
+        "Per rank and copy kind, the bandwidth the copies and sets use while they run (GB/s, "
+        "as the profiler reports each), over the points where it changes.",
+    ),
 }
 DEFAULT = "temporal"
 #: Columns of long text, given the room to be read.
 WIDE = ("kernel_type", "name")
 COLORS = {"idle": "#bab0ac", "compute": "#4c78a8", "non_compute": "#f58518"}
+IDLE_COLORS = {"host_wait": "#e45756", "kernel_wait": "#f58518", "other": "#bab0ac"}
 
 
 def figure(view: str, table: pd.DataFrame) -> go.Figure:
@@ -99,7 +123,7 @@ def figure(view: str, table: pd.DataFrame) -> go.Figure:
             hovertemplate="%{y}: %{x:,.0f} µs (%{customdata} %)<extra></extra>",
         )
         fig.update_layout(xaxis={"title": "µs, all ranks"}, yaxis={"autorange": "reversed"})
-    else:
+    elif view == "kernels":
         top = table.sort_values("sum_us", ascending=False).head(20)
         labels = [
             f"rank {r} · {t.lower()} · {n[:60]}"
@@ -115,7 +139,49 @@ def figure(view: str, table: pd.DataFrame) -> go.Figure:
         fig.update_layout(
             xaxis={"title": "µs (the 20 largest rows)"}, yaxis={"autorange": "reversed"}
         )
-    rows = len(fig.data[0].y) if fig.data else 0
+    elif view == "idle":
+        where = [
+            f"rank {r} · stream {s}" for r, s in zip(table["rank"], table["stream"], strict=True)
+        ]
+        for category, color in IDLE_COLORS.items():
+            mine = table["idle_category"] == category
+            fig.add_bar(
+                y=[w for w, m in zip(where, mine, strict=True) if m],
+                x=table.loc[mine, "idle_time"],
+                name=category.replace("_", " "),
+                orientation="h",
+                marker_color=color,
+                hovertemplate="%{y}: %{x:,.0f} µs<extra>" + category + "</extra>",
+            )
+        fig.update_layout(
+            barmode="stack",
+            xaxis={"title": "idle µs"},
+            yaxis={
+                "autorange": "reversed",
+                "categoryorder": "array",
+                "categoryarray": list(dict.fromkeys(where)),
+            },
+        )
+    elif view == "launches":
+        for column, label, color in (
+            ("cpu_duration", "launch call (CPU)", COLORS["non_compute"]),
+            ("launch_delay", "launch delay", COLORS["idle"]),
+        ):
+            fig.add_histogram(x=table[column], name=label, marker_color=color, opacity=0.75)
+        fig.update_layout(
+            barmode="overlay", xaxis={"title": "µs", "type": "log"}, yaxis={"title": "launches"}
+        )
+    else:  # queues, memory-bw: the mean and the largest per row of the summary
+        key = "stream" if view == "queues" else "name"
+        where = [
+            f"rank {r} · {key} {v}" if key == "stream" else f"rank {r} · {v}"
+            for r, v in zip(table["rank"], table[key], strict=True)
+        ]
+        for stat, color in (("mean", COLORS["compute"]), ("max", COLORS["non_compute"])):
+            fig.add_bar(y=where, x=table[stat], name=stat, orientation="h", marker_color=color)
+        unit = "operations queued" if view == "queues" else "GB/s in use"
+        fig.update_layout(barmode="group", xaxis={"title": unit}, yaxis={"autorange": "reversed"})
+    rows = len({y for d in fig.data if d.y is not None for y in d.y}) or 8  # 8: a histogram
     fig.update_layout(
         height=max(220, 90 + 26 * rows),
         margin={"l": 10, "r": 10, "t": 20, "b": 40},

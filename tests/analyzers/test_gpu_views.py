@@ -101,6 +101,47 @@ def test_every_view_equals_holistic_trace_analysis(folder: Path, hta_dir: Path) 
     )
     np.testing.assert_allclose(mine["stddev"], kernels["stddev"], rtol=0.01, atol=1e-9)
 
+    ranks = analysis.t.get_ranks()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idle, _ = analysis.get_idle_time_breakdown(ranks=ranks, visualize=False)
+        launches = analysis.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
+        queues = analysis.get_queue_length_summary(ranks=ranks)
+        memory = analysis.get_memory_bw_summary(ranks=ranks)
+    keys = ["rank", "stream", "idle_category"]
+    mine = gpu_view(frames, "idle").sort_values(keys, ignore_index=True)
+    idle = idle.sort_values(keys, ignore_index=True)
+    assert mine[keys].values.tolist() == idle[keys].values.tolist()
+    same(mine, idle, ["idle_time=idle_time"], [])
+    np.testing.assert_allclose(mine["idle_time_ratio"], idle["idle_time_ratio"], atol=0.005)
+
+    mine = gpu_view(frames, "launches")
+    theirs = pd.concat([df.assign(rank=r) for r, df in launches.items()], ignore_index=True)
+    theirs = theirs.sort_values(["rank", "correlation"], ignore_index=True, kind="stable")
+    assert mine[["rank", "correlation"]].values.tolist() == (
+        theirs[["rank", "correlation"]].values.tolist()
+    )
+    same(mine, theirs, [f"{c}={c}" for c in ("cpu_duration", "gpu_duration", "launch_delay")], [])
+
+    for view, theirs, key in (("queues", queues, "stream"), ("memory-bw", memory, "name")):
+        mine = gpu_view(frames, view)
+        if theirs is None or theirs.empty:  # HTA: None (or nothing) when no rank has one
+            assert mine.empty
+            continue
+        theirs = theirs.droplevel(0, axis=1).reset_index()
+        assert mine[["rank", key]].values.tolist() == theirs[["rank", key]].values.tolist()
+        stats = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
+        for stat in stats:  # a single point has no std: NaN in both
+            a, b = mine[stat].to_numpy(float), theirs[stat].to_numpy(float)
+            assert (
+                (np.abs(a - b) <= 0.01 * np.abs(b) + 1e-9) | (np.isnan(a) & np.isnan(b))
+            ).all(), (
+                view,
+                stat,
+                a,
+                b,
+            )
+
 
 def test_kernel_types_by_name() -> None:
     assert kernel_type("ncclKernel_AllReduce_RING_LL_Sum_float") == "COMMUNICATION"

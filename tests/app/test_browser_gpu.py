@@ -19,6 +19,17 @@ from tests.app.test_browser import ARTIFACTS, serving, settle
 from tests.conftest import SHARED_TRACES
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+#: The views as the page offers them (its radio labels), in order.
+VIEWS = {
+    "temporal": "Temporal breakdown",
+    "overlap": "Communication overlap",
+    "kernel-types": "Kernel types",
+    "kernels": "Top kernels",
+    "idle": "Idle time",
+    "launches": "Kernel launches",
+    "queues": "Queue length",
+    "memory-bw": "Memory bandwidth",
+}
 RANKS = SHARED_TRACES / "kineto" / "gpu_sampled_2of128"
 TF = SHARED_TRACES / "xplane" / "gpu_tf_multiworker_v100"
 
@@ -65,10 +76,8 @@ def grid(page) -> list[dict[str, str]]:  # type: ignore[no-untyped-def]
 
 
 def test_every_view_of_the_gpu_page_shows_htas_numbers_and_stays(page, gpu_server) -> None:  # type: ignore[no-untyped-def]
-    expected = {
-        view: gpu_view(load(RANKS, cache=False), view)
-        for view in ("temporal", "overlap", "kernel-types", "kernels")
-    }
+    frames = load(RANKS, cache=False)
+    expected = {view: gpu_view(frames, view) for view in VIEWS}
     page.goto(gpu_server + "/gpu?session=2026_04_01_ddp")
     settle(page)
     assert page.get_by_role("radio", name="Temporal breakdown", exact=True).is_checked()
@@ -80,30 +89,32 @@ def test_every_view_of_the_gpu_page_shows_htas_numbers_and_stays(page, gpu_serve
     bars = page.locator("#gpu-graph .barlayer .trace")
     assert bars.count() == 3  # compute, non-compute, idle
 
-    for label, view in (
-        ("Communication overlap", "overlap"),
-        ("Kernel types", "kernel-types"),
-        ("Top kernels", "kernels"),
-    ):
+    for view, label in list(VIEWS.items())[1:]:
         page.get_by_role("radio", name=label, exact=True).check()
         settle(page)
         assert query(page)["view"] == view
         page.wait_for_timeout(1000)  # still there, not a transient state
         assert page.get_by_role("radio", name=label, exact=True).is_checked()
         summary = page.inner_text("#gpu-table .ag-paging-row-summary-panel")
-        assert summary.replace("\n", " ").endswith(f"of {len(expected[view])}"), summary
-    kinds = {r["kernel_type"] for r in grid(page)}
-    assert kinds <= {"COMPUTATION", "COMMUNICATION", "MEMORY"} and "COMMUNICATION" in kinds
+        assert summary.replace("\n", " ").replace(",", "").endswith(f"of {len(expected[view])}")
+        if view == "kernels":
+            kinds = {r["kernel_type"] for r in grid(page)}
+            assert kinds <= {"COMPUTATION", "COMMUNICATION", "MEMORY"}
+            assert "COMMUNICATION" in kinds
+        if view == "idle":  # the causes, stacked per rank and stream
+            assert page.locator("#gpu-graph .barlayer .trace").count() == 3
 
     # the URL is the view: a reload shows it again; Back returns to the one before
     kept = page.url
     page.reload()
     settle(page)
-    assert page.url == kept and page.get_by_role("radio", name="Top kernels").is_checked()
+    assert page.url == kept and page.get_by_role("radio", name="Memory bandwidth").is_checked()
     page.go_back()
     settle(page)
-    assert query(page)["view"] == "kernel-types"
-    assert page.get_by_role("radio", name="Kernel types", exact=True).is_checked()
+    assert query(page)["view"] == "queues"
+    assert page.get_by_role("radio", name="Queue length", exact=True).is_checked()
+    page.get_by_role("radio", name="Kernel types", exact=True).check()
+    settle(page)
 
     with page.expect_download() as got:
         page.click("#gpu-csv")
@@ -113,6 +124,18 @@ def test_every_view_of_the_gpu_page_shows_htas_numbers_and_stays(page, gpu_serve
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "gpu_ranks.png"), full_page=True)
     assert page.errors == []
+
+
+def test_a_link_without_a_session_keeps_its_view(page, gpu_server) -> None:  # type: ignore[no-untyped-def]
+    """The newest session is shown and named in the URL, and the view the link asked for is
+    kept (the shell once wrote ?session=… alone)."""
+    page.goto(gpu_server + "/gpu?view=idle")
+    settle(page)
+    kept = query(page)
+    assert kept["view"] == "idle" and kept["session"] in ("2026_04_01_ddp", "2026_04_02_tf")
+    page.goto(gpu_server + "/gpu?view=idle&session=2026_04_01_ddp")
+    settle(page)
+    assert page.get_by_role("radio", name="Idle time", exact=True).is_checked()
 
 
 def test_a_session_without_pytorch_ranks_says_where_to_look(page, gpu_server) -> None:  # type: ignore[no-untyped-def]
