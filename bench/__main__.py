@@ -24,6 +24,7 @@ from bench import (
     android,
     app_latency,
     folders,
+    kineto,
     pod,
     pod_capture,
     pod_dashboard,
@@ -243,6 +244,7 @@ def main() -> None:
         n_events = int(bench_parse(tf_path, 1)["podscope parse (cold, no cache)"]["events"])
         app_latency.report(app_latency.bench_browser(tf_path), n_events)
     android.report(android.bench_android(OUT, args.android_mb, args.repeat))
+    kineto.report(kineto.bench_kineto(args.repeat))
     if args.transfer_mb:
         transfer.report(transfer.bench_transfer(args.transfer_mb, args.repeat), args.transfer_mb)
     if not args.no_folders:
