@@ -78,6 +78,8 @@ verify: install-test browser
 	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 PODSCOPE_CAPTURES=8 $(VENV)/bin/pytest --basetemp=$(BUILD_TMP)/pytest -q \
 	  tests/collectors/test_capture_cluster.py::test_eight_captures_never_kill_mwms_training
 	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m verify $(VERIFY_ARGS)
+	TMPDIR=$(BUILD_TMP) PODSCOPE_HTA_SEEDS=200 $(VENV)/bin/pytest --basetemp=$(BUILD_TMP)/pytest -q \
+	  tests/analyzers/test_gpu_views.py -k drawn
 	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m verify.starts --n 30 --busy 2
 	TMPDIR=$(BUILD_TMP) TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m verify.watch_matrix --n 9
 	TMPDIR=$(BUILD_TMP) $(PY) -m verify.install

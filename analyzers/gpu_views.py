@@ -81,8 +81,8 @@ def pytorch_workers(frames: TraceFrames) -> list[str]:
 def rank_events(frames: TraceFrames) -> dict[int, pd.DataFrame]:
     """Per rank (``distributedInfo.rank``; else its worker's position), the events HTA keeps of
     it (module docstring): ``name``, ``cat``, ``kernel_type``, ``ts``, ``dur`` (µs),
-    ``stream``, ``correlation``, ``bandwidth`` (a copy's GB/s), ``order`` (a GPU event's place
-    in the file), in time order."""
+    ``stream``, ``correlation``, ``bandwidth`` (a copy's GB/s), ``order`` (a GPU event's or
+    launch call's place in the file's ``traceEvents``; -1 for others), in time order."""
     events, stats, plane_stats = frames.events, frames.stats, frames.plane_stats
     stream = _numeric_arg(stats, "stream", len(events), -1).astype(np.int64)
     bandwidth = _numeric_arg(stats, "memory bandwidth (GB/s)", len(events), 0.0)
@@ -227,21 +227,30 @@ def temporal(ranks: dict[int, pd.DataFrame]) -> pd.DataFrame:
 
 
 def _sweep(
-    intervals: Iterable[tuple[int, np.ndarray, np.ndarray]],
+    intervals: Iterable[tuple[int, np.ndarray, np.ndarray]], each: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """Over intervals of several kinds (``(bit, starts, ends)``, each kind's disjoint), the
-    elementary segments' set of running kinds (a bit mask) and durations."""
-    times, deltas = [], []
+    elementary segments' set of running kinds (a bit mask) and durations.
+
+    Ties in time are broken as HTA breaks them, so that the zero-length segments between
+    tied points (which name a set of kinds with no time) are its: every kind's starts then
+    ends, sorted by pandas' default (unstable) sort once all are in, or, ``each``, after each
+    kind is added (its ``_get_gpu_kernel_type_time``)."""
+    frame = pd.DataFrame({"status": np.zeros(0, np.int64), "time": np.zeros(0)})
     for bit, starts, ends in intervals:
-        times += [starts, ends]
-        deltas += [np.full(len(starts), bit), np.full(len(ends), -bit)]
-    if not times:
-        return np.zeros(0, np.int64), np.zeros(0)
-    t = np.concatenate(times)
-    d = np.concatenate(deltas)
-    order = np.argsort(t, kind="stable")
-    t, running = t[order], np.cumsum(d[order])
-    return running[:-1], np.diff(t)
+        piece = pd.DataFrame(
+            {
+                "status": np.r_[np.full(len(starts), bit), np.full(len(ends), -bit)],
+                "time": np.r_[starts, ends].astype(np.float64),
+            }
+        )
+        frame = pd.concat([frame, piece], ignore_index=True)
+        if each:
+            frame = frame.sort_values(by="time").reset_index(drop=True)
+    if not each:
+        frame = frame.sort_values(by="time").reset_index(drop=True)
+    running = frame["status"].cumsum().to_numpy()
+    return running[:-1], np.diff(frame["time"].to_numpy())
 
 
 def overlap(ranks: dict[int, pd.DataFrame]) -> pd.DataFrame:
@@ -272,12 +281,13 @@ def kernel_types(ranks: dict[int, pd.DataFrame]) -> pd.DataFrame:
         parts = [
             (1 << i, *_merged(gpu[gpu["kernel_type"] == t])) for i, t in enumerate(KERNEL_TYPES)
         ]
-        running, durations = _sweep(parts)
+        running, durations = _sweep(parts, each=True)
         for mask in np.unique(running[running > 0]).tolist():
             name = _type_names(int(mask))
             totals[name] = totals.get(name, 0.0) + float(durations[running == mask].sum())
-    table = pd.DataFrame(list(totals.items()), columns=["kernel_type", "sum_us"])
-    table = table.sort_values("sum_us", ascending=False, ignore_index=True, kind="stable")
+    # by name, then by time as HTA sorts (types of equal time stay in its order)
+    table = pd.DataFrame(sorted(totals.items()), columns=["kernel_type", "sum_us"])
+    table = table.sort_values(by=["sum_us"], ascending=False, ignore_index=True)
     table["percentage"] = (100 * table["sum_us"] / table["sum_us"].sum()).round(1)
     return table
 
@@ -387,8 +397,9 @@ def idle(ranks: dict[int, pd.DataFrame]) -> pd.DataFrame:
         launch = frame[~_gpu_events(frame)].drop_duplicates("correlation", keep="last")
         runtime = gpu["correlation"].map(launch.set_index("correlation")["ts"])
         gpu = gpu.assign(ts_runtime=runtime)
+        gpu = gpu.sort_values("order", kind="stable")  # the file's order, as HTA holds them
         for stream, on in gpu.groupby("stream", sort=True):
-            on = on.sort_values("ts", kind="stable")
+            on = on.sort_values("ts")  # HTA's sort: events at one µs stay as its sort leaves them
             prev_end = (on["ts"] + on["dur"]).shift(1)
             gap = on["ts"] - prev_end
             host = on["ts_runtime"] > prev_end
@@ -451,13 +462,17 @@ def queues(ranks: dict[int, pd.DataFrame]) -> pd.DataFrame:
     event's start), described over the points where it changes."""
     parts = []
     for rank, frame in ranks.items():
+        frame = frame.sort_values("order", kind="stable")  # the file's order, as HTA holds it
         gpu = frame[frame["stream"] != -1]
-        has_event = frame["correlation"].isin(gpu.loc[_gpu_events(gpu), "correlation"])
+        # a launch call linked to its GPU event (HTA links none to the file's first event)
+        linked = _gpu_events(frame) & (frame["order"] != 0)
+        has_event = frame["correlation"].isin(frame.loc[linked, "correlation"])
         calls = frame[frame["name"].isin(ENQUEUES) & has_event & ~_gpu_events(frame)]
         streams = gpu.drop_duplicates("correlation", keep="last").set_index("correlation")
         calls = calls.assign(stream=calls["correlation"].map(streams["stream"]), queue=1)
+        calls = calls[calls["stream"].notna()]
         ran = gpu[gpu["correlation"].isin(calls["correlation"])].assign(queue=-1)
-        both = pd.concat([calls, ran]).sort_values("ts")
+        both = pd.concat([calls, ran]).sort_values("ts")  # HTA's sort, ties as it leaves them
         for stream, on in both.groupby("stream", sort=True):
             parts.append(
                 pd.DataFrame(

@@ -16,8 +16,8 @@ categories. It becomes:
   annotations on a line of their own per stream (``Stream #<stream> annotations``, line id
   ``ANNOTATION_LINES`` + stream), so they never nest the kernels;
 * every event's ``args`` in ``stats`` (long form; lists and objects as JSON text), its
-  category as stat ``cat``, a GPU event's place among the file's timed events as
-  ``trace_order``, ``args.correlation`` as ``correlation_id`` (a runtime launch and
+  category as stat ``cat``, the place of a GPU event or a launch call in the file's
+  ``traceEvents`` as ``trace_order``, ``args.correlation`` as ``correlation_id`` (a runtime launch and
   the kernel it launched share it: the launch → kernel flow);
 * ``deviceProperties`` of each GPU as its plane's stats; ``distributedInfo`` (``rank``,
   ``world_size``, ``backend``…), ``schemaVersion``, ``baseTimeNanoseconds`` and
@@ -148,7 +148,8 @@ class _Builder:
         self.span: tuple[int, int] | None = None
         self._gpu: dict[str, bool] = {}
 
-    def add(self, e: dict[str, Any]) -> None:
+    def add(self, e: dict[str, Any], index: int) -> None:
+        """Adds ``e``, the ``index``-th of the file's ``traceEvents``."""
         ph = e.get("ph")
         if ph != "X":
             self._untimed(e, ph)
@@ -201,10 +202,10 @@ class _Builder:
             self.arg_rows.extend([row] * len(args))
             self.arg_keys.extend(args)
             self.arg_values.extend(args.values())
-        if gpu:  # where the profiler wrote it, among the timed events
+        if gpu or "correlation" in args:  # a launch or what it launched: where the file has it
             self.arg_rows.append(row)
             self.arg_keys.append(TRACE_ORDER)
-            self.arg_values.append(row)
+            self.arg_values.append(index)
 
     def _untimed(self, e: dict[str, Any], ph: Any) -> None:
         if ph == "M":
@@ -248,9 +249,9 @@ def parse_kineto(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceF
     events = doc["traceEvents"]
     budget.charge_rows(len(events))  # before the work: one event row at most per event
     b = _Builder()
-    for e in events:
+    for i, e in enumerate(events):
         if isinstance(e, dict):
-            b.add(e)
+            b.add(e, i)
         else:
             b.notes["skipped_events"] += 1
     if not b.name:

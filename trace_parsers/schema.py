@@ -32,8 +32,9 @@ HOST_PLANE = "/host:CPU"
 #: The host plane's stat every PyTorch profiler trace gets (1: some start time had a fraction
 #: of a µs, which Holistic Trace Analysis rounds): what marks a worker as a PyTorch rank.
 KINETO_MARK = "fractional_timestamps"
-#: A PyTorch trace's GPU event's stat: where the file wrote it among its timed events (the
-#: frames are in time order; Holistic Trace Analysis' time series break ties in file order).
+#: A PyTorch trace's stat of its GPU events and launch calls: their place in the file's
+#: ``traceEvents`` (the frames are in time order; Holistic Trace Analysis' time series break
+#: ties in the file's order, and it links no launch to the file's first event).
 TRACE_ORDER = "trace_order"
 #: Integer ids repeated on every row (line and event-metadata ids): a categorical with int64
 #: categories, so a row costs a 1–2 byte code instead of 8 bytes.

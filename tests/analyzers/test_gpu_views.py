@@ -173,3 +173,165 @@ def test_the_cli_prints_the_views(tmp_path: Path) -> None:
             text=True,
         )
         assert other.returncode == 2 and "no PyTorch profiler trace" in other.stderr
+
+
+def random_rank(rng: Any, rank: int, world: int, steps: int) -> dict[str, Any]:
+    """A PyTorch trace of one rank, drawn: ``steps`` ProfilerSteps of launches, kernels on two
+    streams (computation, NCCL, copies with their bandwidth, sets), some launched before the
+    window or never run, fractional or whole µs, overlaps and ties."""
+    fractional = bool(rng.integers(2))
+    t = 1_700_000_000_000_000.0 + rng.integers(1000)
+    events: list[dict[str, Any]] = []
+    corr = 1000
+
+    def when(x: float) -> Any:
+        return round(x, 3) if fractional else int(x)
+
+    for step in range(steps):
+        start = t
+        t += rng.integers(1, 40)
+        for _ in range(int(rng.integers(3, 12))):
+            corr += 1
+            kind = rng.choice(["compute", "nccl", "copy", "set"], p=[0.55, 0.2, 0.15, 0.1])
+            name, cat = {
+                "compute": ("volta_sgemm_128x64_nn", "kernel"),
+                "nccl": ("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel"),
+                "copy": (
+                    str(
+                        rng.choice(
+                            ["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)"]
+                        )
+                    ),
+                    "gpu_memcpy",
+                ),
+                "set": ("Memset (Device)", "gpu_memset"),
+            }[str(kind)]
+            launch = {
+                "compute": "cudaLaunchKernel",
+                "nccl": "cudaLaunchKernel",
+                "copy": "cudaMemcpyAsync",
+                "set": "cudaMemsetAsync",
+            }[str(kind)]
+            call = t + rng.random() * 5
+            dur = rng.random() * 8 + 1
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": launch,
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": when(call),
+                    "dur": when(dur),
+                    "args": {"correlation": corr},
+                }
+            )
+            stream = 7 if kind != "nccl" else 13
+            ks = call + rng.integers(0, 30) + rng.random()
+            kd = rng.random() * 60
+            args: dict[str, Any] = {"device": 0, "stream": stream, "correlation": corr}
+            if kind in ("copy", "set"):
+                args["memory bandwidth (GB/s)"] = round(float(rng.random() * 20), 4)
+            if rng.random() > 0.05:  # some launches never ran in the window
+                events.append(
+                    {
+                        "ph": "X",
+                        "cat": cat,
+                        "name": name,
+                        "pid": 0,
+                        "tid": stream,
+                        "ts": when(ks),
+                        "dur": when(kd),
+                        "args": args,
+                    }
+                )
+            t = call + dur + rng.random() * 3
+        t += rng.integers(5, 200)
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{step}",
+                "pid": 1,
+                "tid": 1,
+                "ts": when(start),
+                "dur": when(t - start),
+            }
+        )
+    rng.shuffle(events)  # Kineto writes events in no time order
+    return {
+        "schemaVersion": 1,
+        "distributedInfo": {"rank": rank, "world_size": world},
+        "traceEvents": events,
+    }
+
+
+@pytest.mark.parametrize("seed", range(int(os.environ.get("PODSCOPE_HTA_SEEDS", "4"))))
+def test_drawn_traces_give_htas_numbers(seed: int, tmp_path: Path) -> None:
+    """Traces drawn with other shapes than the shared ones (one step or several, 1-3 ranks,
+    whole or fractional µs): every view equals HTA's. ``make verify`` draws more seeds."""
+    import json
+
+    ta = pytest.importorskip("hta.trace_analysis", reason="traceinsight (the test extra)")
+    rng = np.random.default_rng(seed)
+    world = int(rng.integers(1, 4))
+    steps = int(rng.integers(1, 5))
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for rank in range(world):
+        (folder / f"rank-{rank}.pt.trace.json").write_text(
+            json.dumps(random_rank(rng, rank, world, steps))
+        )
+    logging.getLogger("hta").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        analysis = ta.TraceAnalysis(trace_dir=str(folder))
+        temporal = analysis.get_temporal_breakdown(visualize=False)
+        types, kernels = analysis.get_gpu_kernel_breakdown(
+            visualize=False, include_memory_kernels=True
+        )
+        overlap = analysis.get_comm_comp_overlap(visualize=False)
+        ranks = analysis.t.get_ranks()
+        idle, _ = analysis.get_idle_time_breakdown(ranks=ranks, visualize=False)
+        launches = analysis.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
+        memory = analysis.get_memory_bw_summary(ranks=ranks)
+        queues = analysis.get_queue_length_summary(ranks=ranks)
+    frames = load(folder, cache=False)
+    mine = gpu_view(frames, "temporal")
+    same(
+        mine,
+        temporal,
+        [
+            "kernel_time_us=kernel_time(us)",
+            "idle_time_us=idle_time(us)",
+            "compute_time_us=compute_time(us)",
+        ],
+        ["idle_time_pctg=idle_time_pctg"],
+    )
+    same(
+        gpu_view(frames, "overlap"), overlap, [], ["comp_comm_overlap_pctg=comp_comm_overlap_pctg"]
+    )
+    mine = gpu_view(frames, "kernel-types")
+    assert mine["kernel_type"].tolist() == types["kernel_type"].tolist()
+    same(mine, types, ["sum_us=sum"], ["percentage=percentage"])
+    assert len(gpu_view(frames, "kernels")) == len(kernels)
+    keys = ["rank", "stream", "idle_category"]
+    mine = gpu_view(frames, "idle").sort_values(keys, ignore_index=True)
+    idle = idle.sort_values(keys, ignore_index=True)
+    assert mine[keys].values.tolist() == idle[keys].values.tolist()
+    same(mine, idle, ["idle_time=idle_time"], [])
+    theirs = pd.concat([df.assign(rank=r) for r, df in launches.items()], ignore_index=True)
+    theirs = theirs.sort_values(["rank", "correlation"], ignore_index=True, kind="stable")
+    same(
+        gpu_view(frames, "launches"),
+        theirs,
+        ["launch_delay=launch_delay", "gpu_duration=gpu_duration"],
+        [],
+    )
+    for view, theirs in (("memory-bw", memory), ("queues", queues)):
+        mine = gpu_view(frames, view)
+        if theirs is None or theirs.empty:
+            assert mine.empty
+            continue
+        theirs = theirs.droplevel(0, axis=1).reset_index()
+        same(mine, theirs, ["count=count", "mean=mean", "max=max", "50%=50%"], [])
