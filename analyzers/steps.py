@@ -11,7 +11,8 @@ Methods, tried in this order per worker (a marker wins from one step on, as in X
 need at least two steps):
 
 1. ``marker``: events with a ``step_num`` stat at depth 0 (``Trace('train', step_num=…, _r=1)``,
-   tf-keras ``fit``); ``train`` is preferred when several marker names exist.
+   tf-keras ``fit``, torch.profiler's ``ProfilerStep#N``: names that differ only by a
+   ``#N`` suffix are one marker); ``train`` is preferred when several marker names exist.
 2. ``group_id``: traces already grouped by XProf/TensorBoard (``group_id`` stats on host
    events): each group's time span is a step; on GPU captures only the groups that ran
    device work, each as long as its longest device span (see ``_group_rows``).
@@ -58,6 +59,8 @@ from podscope.analyzers.xla_programs import XLA_COLLECTIVE, xla_steps
 
 METHODS = ("marker", "group_id", "function", "python_call", "xla_program")
 _FUNCTION = r"^EagerLocalExecute: __inference_\w*train\w*"
+#: The step number a marker's name may end with (torch.profiler's ``ProfilerStep#12``).
+_NUMBERED = r"#\d+$"
 _PY_CALL = r"polymorphic_function\.py:\d+ __call__$"
 STEP_COLUMNS = [
     "worker",
@@ -314,7 +317,10 @@ def _marker_steps(
     if markers.empty:
         return _rows(markers, "marker"), np.empty(0, dtype=codes.dtype)
     m_codes = codes[marked]
-    names = markers["name"].astype(str).to_numpy(dtype=object)
+    # A name that numbers its step (PyTorch's "ProfilerStep#12") is one marker family.
+    names = (
+        markers["name"].astype(str).str.replace(_NUMBERED, "", regex=True).to_numpy(dtype=object)
+    )
     # Per worker: its "train" markers if it has any, else those of its most frequent name
     # (the first in order of the names with that count, as Series.mode gives it).
     counts = pd.DataFrame({"w": m_codes, "name": names}).value_counts(sort=False).reset_index()
