@@ -19,6 +19,9 @@ categories. It becomes:
   category as stat ``cat``, the place of a GPU event or a launch call in the file's
   ``traceEvents`` as ``trace_order``, ``args.correlation`` as ``correlation_id`` (a runtime launch and
   the kernel it launched share it: the launch → kernel flow);
+* ``op_name`` and ``op_type`` the CPU op's own name (``aten::mm``) on the op and on the
+  launches and kernels of its ``External id``; a kernel's ``grid``, ``block``, registers,
+  shared memory and occupancy as XPlane's ``kernel_details`` text;
 * ``deviceProperties`` of each GPU as its plane's stats; ``distributedInfo`` (``rank``,
   ``world_size``, ``backend``…), ``schemaVersion``, ``baseTimeNanoseconds`` and
   ``fractional_timestamps`` (1 when any time had a fraction of a µs) as ``/host:CPU``'s.
@@ -141,6 +144,11 @@ class _Builder:
         self.arg_rows: list[int] = []
         self.arg_keys: list[Any] = []
         self.arg_values: list[Any] = []
+        #: per event: the framework op it is or ran for (``External id`` of a CPU op), and a
+        #: kernel's launch dimensions (XPlane's ``kernel_details`` text)
+        self.external: list[Any] = []
+        self.ops: dict[Any, str] = {}
+        self.details: dict[int, str] = {}
         self.line_names: dict[tuple[str, int], str] = {}
         self.threads: dict[int, str] = {}
         self.notes: Counter[str] = Counter()
@@ -202,6 +210,14 @@ class _Builder:
             self.arg_rows.extend([row] * len(args))
             self.arg_keys.extend(args)
             self.arg_values.extend(args.values())
+        external = args.get("External id")
+        self.external.append(external if type(external) is int else None)
+        if category == "cpu_op" and type(external) is int:
+            self.ops[external] = name
+        elif category == "kernel":
+            details = _kernel_details(args)
+            if details:
+                self.details[row] = details
         if gpu or "correlation" in args:  # a launch or what it launched: where the file has it
             self.arg_rows.append(row)
             self.arg_keys.append(TRACE_ORDER)
@@ -218,6 +234,29 @@ class _Builder:
             self.notes["flow_events"] += 1
         else:
             self.notes[f"phase_{ph}"] += 1
+
+
+def _kernel_details(args: dict[str, Any]) -> str:
+    """A kernel's launch dimensions as XPlane's ``kernel_details`` says them (``regs:32 shm:0
+    grid:80,1,1 block:128,1,1 occ_pct:25``), from Kineto's args; only whole numbers."""
+    parts = []
+    for key, arg in (
+        ("regs", "registers per thread"),
+        ("shm", "shared memory"),
+        ("occ_pct", "est. achieved occupancy %"),
+    ):
+        value = args.get(arg)
+        if type(value) is int and 0 <= value < 1 << 31:
+            parts.append(f"{key}:{value}")
+    for key in ("grid", "block"):
+        dims = args.get(key)
+        if (
+            isinstance(dims, list)
+            and dims
+            and all(type(d) is int and 0 <= d < 1 << 31 for d in dims)
+        ):
+            parts.append(f"{key}:{','.join(map(str, dims[:3]))}")
+    return " ".join(parts)
 
 
 def _step_of(name: str) -> int:
@@ -312,6 +351,7 @@ def _frames(
         "self_ps": self_ns * 1000,
         "step_num": pd.arrays.IntegerArray(step, step < 0),
         "correlation_id": pd.arrays.IntegerArray(corr, corr < 0),
+        **_op_columns(b, order),
     }
     events = pd.DataFrame(
         {c: cols[c] if c in cols else missing(n, t) for c, t in SCHEMA["events"].items()}
@@ -350,6 +390,22 @@ def _frames(
         ),
         workers=_workers(b, doc, worker, source, base, int(start.min()), int(end.max())),
     )
+
+
+def _op_columns(b: _Builder, order: np.ndarray) -> dict[str, Any]:
+    """``op_name`` and ``op_type`` (the CPU op, ``aten::mm``, PyTorch's own name for both: the
+    op tables group by it), on each CPU op and on every event that shares its ``External id``
+    (its launches and kernels); and the kernels' ``kernel_details``."""
+    op = [b.ops.get(x) if x is not None else None for x in b.external]
+    details: list[str | None] = [None] * len(b.name)
+    for row, text in b.details.items():
+        details[row] = text
+    ops = pd.Categorical(np.array(op, dtype=object)[order])
+    return {
+        "op_name": ops,
+        "op_type": ops,
+        "kernel_details": pd.Categorical(np.array(details, dtype=object)[order]),
+    }
 
 
 def _lines(

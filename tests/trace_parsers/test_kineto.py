@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from podscope.trace_parsers import TraceParseError, load
@@ -205,3 +206,35 @@ def test_torch_profiler_file_layouts_make_a_run(tmp_path: Path) -> None:
     chrome = tmp_path / "other.json"  # a Chrome trace without Kineto's header stays one
     chrome.write_bytes(json.dumps({"traceEvents": [x("a", 1, 1)]}).encode())
     assert format_of(chrome, chrome.read_bytes()).name == "chrome_json"
+
+
+def test_ops_and_kernels_are_named_as_pytorch_names_them() -> None:
+    """The op tables group by ``op_name``: a CPU op's own name, given to the launches and
+    kernels that share its External id; a kernel's launch dimensions as kernel_details."""
+    events = [
+        x("aten::mm", 10, 20, **{"External id": 5}),
+        x("cudaLaunchKernel", 12, 2, cat="cuda_runtime", correlation=9, **{"External id": 5}),
+        x(
+            "volta_sgemm_128x64_nn",
+            40,
+            30,
+            cat="kernel",
+            tid=7,
+            device=0,
+            stream=7,
+            correlation=9,
+            grid=[80, 1, 1],
+            block=[128, 1, 1],
+            **{"External id": 5, "registers per thread": 32, "shared memory": 0},
+        ),
+        x("k2", 80, 3, cat="kernel", tid=7, device=0, stream=7, grid=["x"], block=[1, 2, 3]),
+    ]
+    ev = parse_kineto(trace(events), worker="w").events.set_index("name")
+    assert ev.loc["aten::mm", "op_name"] == "aten::mm" == ev.loc["aten::mm", "op_type"]
+    assert ev.loc["cudaLaunchKernel", "op_name"] == "aten::mm"
+    assert ev.loc["volta_sgemm_128x64_nn", "op_name"] == "aten::mm"
+    assert (
+        ev.loc["volta_sgemm_128x64_nn", "kernel_details"]
+        == "regs:32 shm:0 grid:80,1,1 block:128,1,1"
+    )
+    assert ev.loc["k2", "kernel_details"] == "block:1,2,3" and pd.isna(ev.loc["k2", "op_name"])
