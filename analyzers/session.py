@@ -83,7 +83,7 @@ from podscope.analyzers.steps import (
 )
 from podscope.analyzers.timeline import TimelineIndex, event_details, sched_details
 from podscope.analyzers.xla_programs import program_executions
-from podscope.trace_parsers.schema import TraceFrames
+from podscope.trace_parsers.schema import KINETO_MARK, TraceFrames
 
 if TYPE_CHECKING:
     from podscope.analyzers.diagnostics.base import Finding
@@ -233,11 +233,14 @@ class SessionAnalysis:
     @frame_property
     def trace_kind(self) -> str:
         """What wrote the capture, for advice in its own terms: ``android`` (systrace,
-        Perfetto, Chrome JSON: no XPlane), ``jax`` (XLA programs named ``jit_…``, no TF op on
-        a host), ``tpu`` (a TensorFlow or other XPlane with TPU planes) or ``tensorflow``."""
+        Perfetto, Chrome JSON: no XPlane), ``pytorch`` (torch.profiler traces), ``jax`` (XLA
+        programs named ``jit_…``, no TF op on a host), ``tpu`` (a TensorFlow or other XPlane
+        with TPU planes) or ``tensorflow``."""
         planes = self.meta.planes["plane"].astype(str)
         if not planes.str.startswith("/").any():
             return "android"
+        if (self.meta.plane_stats["key"] == KINETO_MARK).any():
+            return "pytorch"
         modules = self.meta.hlo_ops["module"].astype(str)
         tf_ops = self.worker_events["host_tf_ops"].sum()  # XLA launches (XlaModule) not counted
         if modules.str.startswith(("jit_", "pjit_")).any() and not tf_ops:

@@ -33,6 +33,9 @@ NO_STEPS_HINT = {
     "step_num=…)` (TensorFlow); Ops and Timeline show the TPU programs meanwhile.",
     "android": "An Android trace has no training steps: its unit of work is a TFLite invoke "
     "(the TFLite page), and the Timeline shows CPU scheduling and app sections.",
+    "pytorch": "A PyTorch trace without steps: profile with a torch.profiler schedule and call "
+    "prof.step() after each training step (ProfilerStep#N marks them); the GPU (PyTorch) page "
+    "shows Holistic Trace Analysis' numbers meanwhile.",
 }
 
 

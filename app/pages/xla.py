@@ -388,6 +388,8 @@ def _why_empty(analysis: SessionAnalysis, view: View) -> str:
     kind = analysis.trace_kind
     if kind == "android":
         return "An Android trace has no XLA programs: see the TFLite page for its ops."
+    if kind == "pytorch":
+        return "A PyTorch trace has no XLA programs: see the GPU (PyTorch) and Ops pages."
     if view.worker or view.device:
         return "No XLA op ran on this worker or device."
     return (

@@ -335,3 +335,35 @@ def test_drawn_traces_give_htas_numbers(seed: int, tmp_path: Path) -> None:
             continue
         theirs = theirs.droplevel(0, axis=1).reset_index()
         same(mine, theirs, ["count=count", "mean=mean", "max=max", "50%=50%"], [])
+
+
+@pytest.mark.skipif(not FOLDERS, reason="public Kineto samples not present")
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_a_ranks_steps_are_its_profiler_steps(folder: Path) -> None:
+    """Every ``ProfilerStep#N`` is a step (their names differ only by N: one marker), where the
+    steps once were the one most frequent name's single marker."""
+    from podscope.analyzers.session import SessionAnalysis
+
+    frames = load(folder, cache=False)
+    ev = frames.events
+    markers = ev[ev["name"].astype(str).str.match(r"ProfilerStep#\d+$")]
+    steps = SessionAnalysis(frames).steps
+    assert (steps["method"] == "marker").all()
+    for worker, mine in markers.groupby("worker", observed=True):
+        found = steps[steps["worker"] == worker]
+        assert found["step_num"].tolist() == sorted(mine["step_num"].astype(int))
+        assert found["start_ns"].tolist() == sorted(mine["start_ns"])
+
+
+@pytest.mark.skipif(not FOLDERS, reason="public Kineto samples not present")
+def test_a_pytorch_session_gets_no_tensorflow_advice() -> None:
+    """The findings' thresholds and advice are TensorFlow's and JAX's (tf.function, a
+    LossScaleOptimizer…): on a PyTorch capture every rule says it is not checked there yet,
+    and where to look instead, rather than advice that misleads."""
+    from podscope.analyzers.diagnostics.speech import PYTORCH_NOT_YET
+    from podscope.analyzers.session import SessionAnalysis
+
+    analysis = SessionAnalysis(load(FOLDERS[0], cache=False))
+    assert analysis.trace_kind == "pytorch"
+    findings = analysis.findings
+    assert findings and all(not f.applies and f.reason == PYTORCH_NOT_YET for f in findings)
