@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -18,3 +20,18 @@ def browser() -> Iterator[object]:
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROME_ARGS)
         yield b
         b.close()
+
+
+@contextmanager
+def watched_page(browser: Any) -> Iterator[Any]:
+    """A new page (1400 × 1200, downloads allowed) whose ``errors`` collects the browser
+    console's errors and uncaught exceptions; closed with its context."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1200}, accept_downloads=True)
+    pg = context.new_page()
+    pg.errors = []
+    pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    try:
+        yield pg
+    finally:
+        context.close()

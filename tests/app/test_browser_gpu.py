@@ -15,6 +15,7 @@ import pytest
 
 from podscope.analyzers.gpu_views import gpu_view
 from podscope.trace_parsers import load
+from tests.app.conftest import watched_page
 from tests.app.test_browser import ARTIFACTS, serving, settle
 from tests.conftest import SHARED_TRACES
 
@@ -53,13 +54,8 @@ def gpu_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def page(browser, gpu_server):  # type: ignore[no-untyped-def]
-    context = browser.new_context(viewport={"width": 1400, "height": 1200}, accept_downloads=True)
-    pg = context.new_page()
-    pg.errors = []
-    pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
-    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-    yield pg
-    context.close()
+    with watched_page(browser) as pg:
+        yield pg
 
 
 def query(page) -> dict[str, str]:  # type: ignore[no-untyped-def]
