@@ -92,7 +92,12 @@ def gpu_command(
         say(f"podscope: error: {path} holds no PyTorch profiler trace", err=True)
         raise click.exceptions.Exit(2)
     table = gpu_view(frames, view)
-    if csv:
+    if gpu_view(frames, "temporal").empty:  # every view is about GPU events
+        say(
+            f"podscope: {path} is a PyTorch capture without GPU events (a CPU-only run): HTA's "
+            "views are about GPU time; `podscope ops` and the Timeline show its CPU ops",
+            err=True,
+        )
         table.to_csv(sys.stdout, index=False)
         return
     if view == "launches":  # one row per launch: the terminal gets each rank's summary

@@ -190,19 +190,31 @@ def figure(view: str, table: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def _no_ranks(session: str) -> Any:
-    return dbc.Alert(
+def _no_ranks(session: str, pytorch: bool) -> Any:
+    """Why the page has nothing to show: no PyTorch trace, or PyTorch ranks without a GPU."""
+    where = [
+        dcc.Link("Ops", href=f"/ops?session={session}"),
+        " and ",
+        dcc.Link("Timeline", href=f"/timeline?session={session}"),
+    ]
+    text = (
         [
-            f"Session {session} holds no PyTorch profiler trace: this page shows Holistic Trace "
-            "Analysis' views of PyTorch ranks. TensorFlow and JAX sessions are on the ",
+            f"Session {session} is a PyTorch capture without GPU events (a CPU-only run): "
+            "Holistic Trace Analysis' views are about GPU time. Its CPU ops are on the ",
+            *where,
+            " pages.",
+        ]
+        if pytorch
+        else [
+            f"Session {session} holds no PyTorch profiler trace: this page shows Holistic "
+            "Trace Analysis' views of PyTorch ranks. TensorFlow and JAX sessions are on the ",
             dcc.Link("Pod Viewer", href=f"/pod?session={session}"),
             " and ",
             dcc.Link("XLA", href=f"/xla?session={session}"),
             ".",
-        ],
-        color="secondary",
-        id=ids.GPU_NOTE,
+        ]
     )
+    return dbc.Alert(text, color="secondary", id=ids.GPU_NOTE)
 
 
 def layout(session: str | None = None, view: str | None = None, **_: str) -> Any:
@@ -213,7 +225,7 @@ def layout(session: str | None = None, view: str | None = None, **_: str) -> Any
     table = analysis.gpu_view(view)
     ranks = len(analysis.gpu_view("temporal"))
     if not ranks:
-        return _no_ranks(session)
+        return _no_ranks(session, analysis.trace_kind == "pytorch")
     title, about = VIEWS[view]
     return html.Div(
         [

@@ -367,3 +367,50 @@ def test_a_pytorch_session_gets_no_tensorflow_advice() -> None:
     assert analysis.trace_kind == "pytorch"
     findings = analysis.findings
     assert findings and all(not f.applies and f.reason == PYTORCH_NOT_YET for f in findings)
+
+
+def test_a_cpu_only_pytorch_capture_says_so(tmp_path: Path) -> None:
+    """DDP over gloo on CPUs (the agent's PyTorch captures in tests) has no GPU events: the
+    views are empty and the CLI says why, not that there is no PyTorch trace."""
+    import json
+
+    trace = {
+        "schemaVersion": 1,
+        "distributedInfo": {"rank": 0, "world_size": 2, "backend": "gloo"},
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{i}",
+                "pid": 1,
+                "tid": 1,
+                "ts": 100 * i,
+                "dur": 90,
+            }
+            for i in range(3)
+        ]
+        + [
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "gloo:all_reduce",
+                "pid": 1,
+                "tid": 1,
+                "ts": 10,
+                "dur": 20,
+            }
+        ],
+    }
+    path = tmp_path / "w0.pt.trace.json"
+    path.write_text(json.dumps(trace))
+    frames = load(path, cache=False)
+    for view in ("temporal", "kernel-types", "kernels", "idle", "launches"):
+        assert gpu_view(frames, view).empty
+    assert gpu_view(frames, "overlap")["comp_comm_overlap_pctg"].isna().all()  # as HTA's
+    out = subprocess.run(
+        [sys.executable, "-m", "podscope", "gpu", str(path), "--no-cache", "--csv"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0 and "without GPU events (a CPU-only run)" in out.stderr
+    assert out.stdout.startswith("rank,idle_time_us")
