@@ -98,6 +98,7 @@ def gpu_command(
             "views are about GPU time; `podscope ops` and the Timeline show its CPU ops",
             err=True,
         )
+    if csv:
         table.to_csv(sys.stdout, index=False)
         return
     if view == "launches":  # one row per launch: the terminal gets each rank's summary
