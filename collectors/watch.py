@@ -570,7 +570,9 @@ class Watcher:
 
     def _capture(self, targets: Sequence[Target], trigger: Trigger, now: float) -> WatchedCapture:
         if self.opts.every_s is not None and self.next_unix_s is not None:
-            while self.next_unix_s <= now:  # the schedule restarts after any capture
+            if self.next_unix_s == 0.0:  # the first, taken at once: the schedule counts from it
+                self.next_unix_s = now
+            while self.next_unix_s <= now:  # the slots this capture covers or that were missed
                 self.next_unix_s += self.opts.every_s
         watch = {
             "reason": trigger.kind,

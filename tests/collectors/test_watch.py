@@ -182,6 +182,10 @@ def test_schedule_trigger_request_and_retention(tmp_path: Path, agents: tuple) -
     watch.request_capture(logdir, "before the data refresh")
     asked = watcher.step(now + 5)
     assert asked is not None and asked.trigger.detail == "requested: before the data refresh"
+    # Not at the wall clock's next minute (1020 s): a minute after the first capture. The
+    # schedule counted from the epoch, and a dashboard's 10-minute watch took a second
+    # scheduled capture seconds after its first, at the next 10-minute mark.
+    assert watcher.step(now + 21) is None
     # The schedule: due again a minute after the first capture; keep=3 deletes the oldest.
     due = watcher.step(now + 61)
     assert due is not None and due.trigger.kind == "scheduled"
