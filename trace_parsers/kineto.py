@@ -105,18 +105,17 @@ def _ns(value: Any) -> int:
 
 
 def _stat(value: Any) -> tuple[str, int | None, float | None, str | None]:
-    """(kind, int, float, str) of one ``args`` value as the ``stats`` frame holds it."""
+    """(kind, int, float, str) of one header value (``_number``'s) as ``plane_stats`` holds it:
+    integers (booleans too) as ``int``, numbers as ``double``, text as ``str``, lists and
+    objects as JSON text."""
     if isinstance(value, bool):
         return "int", int(value), None, None
-    if isinstance(value, int):
-        if -_INT64 <= value < _INT64:
-            return "int", value, None, None
-        return "str", None, None, str(value)[:MAX_STAT_TEXT]
+    if isinstance(value, int) and -_INT64 <= value < _INT64:
+        return "int", value, None, None
+    if isinstance(value, float):
+        return "double", None, value, None
     if isinstance(value, str):
-        try:  # decimals arrive as their text (``parse_float=str``)
-            return "double", None, float(value), None
-        except ValueError:
-            return "str", None, None, value[:MAX_STAT_TEXT]
+        return "str", None, None, value[:MAX_STAT_TEXT]
     return "str", None, None, json.dumps(value)[:MAX_STAT_TEXT]
 
 
