@@ -80,6 +80,11 @@ CATEGORIES = {
 CATEGORY_COLUMNS = [f"{c}_ns" for c in CATEGORIES]
 _NOT_REAL_COMPUTE = r"(?:EagerExecute|EagerLocalExecute|EagerKernelExecute|FunctionRun)|(?:train|test|TraceContext)[^/]*$"
 _HALF = r"(?i)(?:half|fp16|bf16|h884|h1688|hmma|_f16|16816)"
+#: PyTorch's host events of its collectives: the c10d op the loop (or DDP's reducer) calls and
+#: the backend's own span (``gloo:all_reduce`` on gloo's thread covers the transfer and the wait
+#: for the other ranks; ``nccl:all_reduce`` its launch), and its DataLoader's ``__next__``.
+_TORCH_COLLECTIVE = r"(?:c10d::|gloo:|nccl:|record_param_comms$)"
+_TORCH_INPUT = r"enumerate\(DataLoader\)#"
 
 
 def classify(
@@ -131,6 +136,7 @@ def classify(
     # (train*, test*, TraceContext* without "/") span the step and are not compute.
     out[~on_device & matches(name, _NOT_REAL_COMPUTE, how="match")] = -1
     out[host & matches(op_type, "Collective", how="startswith")] = P["DEVICE_COLLECTIVES"]
+    out[host & matches(name, _TORCH_COLLECTIVE, how="match")] = P["DEVICE_COLLECTIVES"]
     out[host & matches(name, "(?i)compil")] = P["HOST_COMPILE"]
     out[host & isin(op_type, {"InfeedEnqueue", "InfeedEnqueueTuple", "MemcpyHToD"})] = P[
         "HOST_TO_DEVICE"
@@ -138,6 +144,7 @@ def classify(
     out[host & events["correlation_id"].notna().to_numpy()] = P["HOST_PREPARE"]
     # Waiting for input counts even when the grouping misses the link (tf.data threads).
     out[~on_device & matches(name, "IteratorGetNext", how="startswith")] = P["HOST_WAIT_INPUT"]
+    out[~on_device & matches(name, _TORCH_INPUT, how="match")] = P["HOST_WAIT_INPUT"]
     # Python tracer events ("$file.py:line function") only give step times, never categories.
     out[matches(name, "$", how="startswith")] = -1
     return out

@@ -35,6 +35,10 @@ from podscope.analyzers._match import isin, matches
 
 #: Host TF ops that are collectives (their op type), and device kernels / HLO ops by name.
 HOST_COLLECTIVE = r"^(?:Collective\w*|NcclAllReduce|NcclReduce|NcclBroadcast)$"
+#: PyTorch's gloo collectives by name: the span of gloo's thread (``gloo:all_reduce``) runs from
+#: the call (DDP's reducer, or the loop's own ``dist.all_reduce``) to its completion, the wait for
+#: the last rank included. (Its NCCL collectives are the GPU's ``ncclKernel_*`` kernels.)
+TORCH_GLOO = r"gloo:"
 #: Point-to-point transfers (ParameterServerStrategy's variable reads and gradient sends, and
 #: any cross-device copy): timed per worker, not matched (their two ends have different names).
 SEND_RECV = r"^_(?:Host)?(?:Send|Recv)$"
@@ -85,7 +89,8 @@ def collective_events(events: pd.DataFrame) -> pd.DataFrame:
     """
     on_device = matches(events["plane"], "/device:", how="startswith")
     p2p = ~on_device & matches(events["op_type"], SEND_RECV, how="match")
-    host = ~on_device & matches(events["op_type"], HOST_COLLECTIVE, how="match") | p2p
+    gloo = ~on_device & matches(events["name"], TORCH_GLOO, how="match")
+    host = ~on_device & matches(events["op_type"], HOST_COLLECTIVE, how="match") | p2p | gloo
     # A TPU's async op line repeats its ops' starts: its op line alone counts them.
     tpu_async = matches(events["plane"], "/device:TPU", how="startswith") & ~isin(
         events["line"], {"XLA Ops"}
@@ -93,7 +98,9 @@ def collective_events(events: pd.DataFrame) -> pd.DataFrame:
     device = on_device & ~tpu_async & matches(events["name"], DEVICE_COLLECTIVE, how="match")
     ev = events[host | device]
     is_host = host[host | device]
-    key = np.where(is_host, ev["op_name"].astype(str), ev["name"].astype(str))
+    key = np.where(
+        is_host & ~gloo[host | device], ev["op_name"].astype(str), ev["name"].astype(str)
+    )
     out = pd.DataFrame(
         {
             "worker": ev["worker"].astype(str).to_numpy(),

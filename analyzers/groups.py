@@ -4,7 +4,10 @@ A step's group starts at its step marker (a root) and spreads (1) to everything 
 an event of the group on the same thread, and (2) across threads from a producer event
 (stats ``_pt``/``_p``, e.g. ``FunctionRun``) to the consumer events that name the same
 context (``_ct``/``_c``, e.g. ``ExecutorState::Process`` on an executor thread), repeating
-until nothing changes. Events of no group (idle pools, background prefetching) do not count
+until nothing changes; and (3) in a PyTorch process (``ProfilerStep#N`` markers), to every host
+event of that process that starts inside the step: torch.profiler links no threads, and a
+step's work runs on several (autograd's device threads run the backward pass, gloo's thread
+the collectives and the wait for the other ranks). Events of no group (idle pools, background prefetching) do not count
 toward any step's breakdown, as in XProf.
 
     >>> groups = step_groups(frames.events, frames.stats, marker_rows)   # per event: root row or -1
@@ -15,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from podscope.analyzers._match import isin
+from podscope.analyzers._match import isin, matches
 
 _MAX_ROUNDS = 8
 #: Device lines that repeat other lines' events (TF/XLA derived lines): not counted twice.
@@ -134,4 +137,26 @@ def step_groups(events: pd.DataFrame, stats: pd.DataFrame, roots: np.ndarray) ->
         group[dst[take]] = group[src[take]]
         if int((group >= 0).sum()) == before:
             break
+    _spread_in_time(group, events, roots, worker)
     return group
+
+
+def _spread_in_time(
+    group: np.ndarray, events: pd.DataFrame, roots: np.ndarray, worker: np.ndarray
+) -> None:
+    """Host events of no group that start inside a ``ProfilerStep#N`` step of their own
+    process join it (in place)."""
+    torch_roots = roots[matches(events["name"], "ProfilerStep#", how="startswith")[roots]]
+    if not len(torch_roots):
+        return
+    start = events["start_ns"].to_numpy(np.int64)
+    end = start + events["dur_ps"].to_numpy(np.int64) // 1000
+    free = np.flatnonzero((group < 0) & ~matches(events["plane"], "/device:", how="startswith"))
+    for w in np.unique(worker[torch_roots]):
+        mine = torch_roots[worker[torch_roots] == w]
+        mine = mine[np.argsort(start[mine], kind="stable")]
+        rows = free[worker[free] == w]
+        k = np.searchsorted(start[mine], start[rows], side="right") - 1
+        inside = k >= 0
+        inside[inside] = start[rows[inside]] < end[mine[k[inside]]]
+        group[rows[inside]] = mine[k[inside]]

@@ -14,7 +14,11 @@ from podscope.app.terminal import say
 from podscope.reference_engine.config import EngineConfig, EngineError
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from podscope.reference_engine.jax_workload import JaxConfig
+    from podscope.reference_engine.processes import Job
+    from podscope.reference_engine.torch_workload import TorchConfig
 
 DEFAULT_RUN_DIR = Path("runs/cluster")
 run_dir_option = click.option(
@@ -232,6 +236,55 @@ def cluster_jax(
     say(f"captured {workers} workers through their agents into {session}")
 
 
+@cluster_cli.command("torch")
+@click.option(
+    "--logdir",
+    type=click.Path(path_type=Path),
+    envvar="PODSCOPE_LOGDIR",
+    required=True,
+    help="The captured session goes to LOGDIR/plugins/profile/<session>/.",
+)
+@click.option("--workers", type=int, default=2, help="Ranks (DDP over gloo, one process each).")
+@click.option("--steps", type=int, default=12, help="Steps captured (after 3 warm-up steps).")
+@click.option(
+    "--scenario",
+    default="baseline",
+    help="baseline, slow-rank, slow-dataloader or slow-allreduce.",
+)
+@click.option("--slow-task", type=int, default=1, help="The rank a one-rank scenario slows down.")
+@click.option("--slow-ms", type=float, default=20.0, help="The extra time per step (ms).")
+@click.option("--label", default="", help="The session's label.")
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path),
+    default=Path("runs/torch"),
+    help="Where the ranks run and write their traces first.",
+)
+def cluster_torch(
+    logdir: Path,
+    workers: int,
+    steps: int,
+    scenario: str,
+    slow_task: int,
+    slow_ms: float,
+    label: str,
+    run_dir: Path,
+) -> None:
+    """Run the engine's PyTorch job (DistributedDataParallel over gloo on loopback), each rank
+    with the PodScope agent, and capture every rank through its agent in one window."""
+    require_extra("torch", "cluster torch")
+    from podscope.reference_engine.torch_workload import TorchConfig
+
+    cfg = TorchConfig(
+        workers=workers, steps=steps, scenario=scenario, slow_task=slow_task, slow_ms=slow_ms
+    )
+    try:
+        session = capture_torch(cfg, run_dir, logdir, label or f"torch {scenario}")
+    except EngineError as e:
+        raise _fail(str(e)) from None
+    say(f"captured {workers} ranks through their agents into {session}")
+
+
 def capture_jax(cfg: JaxConfig, run_dir: Path, logdir: Path, label: str = "") -> Path:
     """Runs the engine's JAX loop (``reference_engine.jax_workload.launch``) and captures its
     processes through their agents in one window that holds the configured steps, as
@@ -241,10 +294,31 @@ def capture_jax(cfg: JaxConfig, run_dir: Path, logdir: Path, label: str = "") ->
         EngineError: a process failed, or a worker's capture did not succeed (each one's
             status and reason said).
     """
-    from podscope.collectors.capture import CaptureOptions, Target, capture
     from podscope.reference_engine.jax_workload import launch
 
-    with launch(cfg, run_dir) as job:
+    return _capture_job(launch(cfg, run_dir), "JAX", logdir, label)
+
+
+def capture_torch(cfg: TorchConfig, run_dir: Path, logdir: Path, label: str = "") -> Path:
+    """Runs the engine's PyTorch DDP job (``reference_engine.torch_workload.launch``) and
+    captures its ranks through their agents in one window, as ``podscope capture`` would;
+    returns the session folder.
+
+    Raises:
+        EngineError: a rank failed, or a rank's capture did not succeed (each one's status
+            and reason said).
+    """
+    from podscope.reference_engine.torch_workload import launch
+
+    return _capture_job(launch(cfg, run_dir), "PyTorch", logdir, label)
+
+
+def _capture_job(
+    launched: AbstractContextManager[Job], name: str, logdir: Path, label: str
+) -> Path:
+    from podscope.collectors.capture import CaptureOptions, Target, capture
+
+    with launched as job:
         result = capture(
             [Target(address, label=worker) for worker, address in job.targets],
             CaptureOptions(logdir=logdir, duration_ms=job.window_ms(), delay_ms=500, label=label),
@@ -252,5 +326,5 @@ def capture_jax(cfg: JaxConfig, run_dir: Path, logdir: Path, label: str = "") ->
     failed = [w for w in result.workers if w.status != "ok"]
     if failed:
         said = "; ".join(f"{w.label}: {w.status.value} ({w.reason})" for w in failed)
-        raise EngineError(f"the JAX capture did not bring every worker home: {said}")
+        raise EngineError(f"the {name} capture did not bring every worker home: {said}")
     return result.session_dir

@@ -83,6 +83,7 @@ def serve_command(
 EXTRAS = {
     "dashboard": ("dash", "plotly", "dash_ag_grid", "dash_bootstrap_components", "waitress"),
     "engine": ("tensorflow", "tf_keras", "jax"),
+    "torch": ("torch",),
 }
 
 

@@ -185,7 +185,7 @@ def record_xspace(
     work = Path(tempfile.mkdtemp(prefix=".tracing-", dir=out.parent))
     try:
         start(work)
-        heartbeat.RECORDING.set()
+        heartbeat.RECORDING.start(start_ns + duration_ms * 1_000_000)
         try:
             time.sleep(duration_ms / 1000)
         finally:

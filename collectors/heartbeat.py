@@ -111,10 +111,23 @@ def step_number(n: object) -> int | None:
 #: This process's beats: what ``step`` records and the agent's ``Steps`` call serves.
 BEATS = Beats()
 
+
+class Recording(threading.Event):
+    """Set while a capture's profiler records this process; ``until_ns``: when its window ends
+    (epoch ns; a PyTorch trace stops at the first step boundary from then on)."""
+
+    until_ns: int = 0
+
+    def start(self, until_ns: int) -> None:
+        self.until_ns = until_ns
+        self.set()
+
+
 #: Set while a capture's profiler records this process (from the moment TensorFlow's, JAX's or
 #: PyTorch's profiler has started in-process until it stops): a job that must put known work
-#: inside the window, as the reference engine does, waits for it.
-RECORDING = threading.Event()
+#: inside the window, as the reference engine does, waits for it, and a PyTorch job that must
+#: end the window with a step boundary and no step after, as the engine's does, reads when.
+RECORDING = Recording()
 
 #: Called with the step's number after every beat, in the training thread, while a PyTorch
 #: trace waits for step boundaries (``collectors.torch_tracer``); None otherwise.

@@ -83,7 +83,7 @@ class _Window:
                 try:
                     self.profiler = self._make(n + 1 if n is not None else 0)
                     self.profiler.start()
-                    heartbeat.RECORDING.set()
+                    heartbeat.RECORDING.start(self.end_ns)
                 except Exception as e:  # reported by the agent's thread, never raised here
                     self.error, self.profiler = e, None
                     self.done.set()

@@ -38,17 +38,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from podscope.reference_engine import processes
 from podscope.reference_engine.config import EngineError
+from podscope.reference_engine.processes import Job
 
 SCENARIOS = ("baseline", "slow-host", "slow-device")
 DTYPES = ("f32", "bf16")
@@ -96,96 +95,17 @@ class JaxConfig:
             raise EngineError(f"unknown JAX dtype {self.dtype!r}; known: {DTYPES}")
 
 
-@dataclass(frozen=True)
-class JaxJob:
-    """A launched JAX run, warm and waiting for its capture.
-
-    Attributes:
-        cfg: the run.
-        targets: (worker label ``jax-worker-<i>``, its agent's address) per process.
-        step_ms: the slowest process's last warm-up step, ms.
-    """
-
-    cfg: JaxConfig
-    targets: tuple[tuple[str, str], ...]
-    step_ms: float
-
-    def window_ms(self) -> int:
-        """A capture window that holds the barrier and every configured step, with room for a
-        busy machine (three times the warm step; the processes idle after their last step)."""
-        return int(2000 + 3 * self.cfg.steps * self.step_ms)
-
-
-#: The files through which the launcher and its processes meet (in the run folder).
-READY, DONE = "ready-{}.json", "done"
-
-
 @contextmanager
-def launch(cfg: JaxConfig, run_dir: Path, timeout_s: float = 600.0) -> Iterator[JaxJob]:
-    """Starts ``cfg``'s processes in ``run_dir`` and yields once every one is warm and its
-    agent listens; on leaving, lets them finish and waits for them.
+def launch(cfg: JaxConfig, run_dir: Path, timeout_s: float = 600.0) -> Iterator[Job]:
+    """Starts ``cfg``'s processes in ``run_dir`` (``reference_engine.processes.launch``) and
+    yields once every one is warm and its agent listens.
 
     Raises:
         EngineError: a process failed (with its last log lines), or the run timed out.
     """
-    from podscope.reference_engine.cluster import free_ports
-
     cfg.check()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in [run_dir / DONE, *run_dir.glob(READY.format("*"))]:
-        stale.unlink(missing_ok=True)
-    (run_dir / "jax.json").write_text(json.dumps(asdict(cfg)))
-    port = free_ports(1)[0]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    env.pop("XLA_FLAGS", None)  # one CPU device per process
-    deadline = time.monotonic() + timeout_s
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        for i in range(cfg.workers):
-            with (run_dir / f"worker-{i}.log").open("wb") as log:
-                cmd = [sys.executable, "-m", "podscope.reference_engine.jax_workload"]
-                cmd += [str(run_dir), str(i), str(port)]
-                procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
-        ready = [_ready(run_dir, i, procs[i], deadline) for i in range(cfg.workers)]
-        yield JaxJob(
-            cfg,
-            tuple((f"{PREFIX}{i}", r["address"]) for i, r in enumerate(ready)),
-            max(float(r["step_ms"]) for r in ready),
-        )
-        (run_dir / DONE).touch()
-        for i, proc in enumerate(procs):
-            try:
-                code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                raise EngineError(f"JAX run timed out after {timeout_s:.0f} s") from None
-            if code != 0:
-                raise EngineError(f"JAX worker {i} failed:\n{_tail(run_dir, i)}")
-    finally:  # Ctrl-C, a failure, or a capture that raised: no process outlives the run
-        (run_dir / DONE).touch()
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-
-
-def _tail(run_dir: Path, i: int) -> str:
-    return (run_dir / f"worker-{i}.log").read_text(errors="replace")[-1500:]
-
-
-def _ready(run_dir: Path, i: int, proc: subprocess.Popen[bytes], deadline: float) -> dict[str, Any]:
-    """Process ``i``'s ready file, once written.
-
-    Raises:
-        EngineError: it exited first, or the deadline passed.
-    """
-    path = run_dir / READY.format(i)
-    while not path.exists():
-        if proc.poll() is not None:
-            raise EngineError(f"JAX worker {i} exited before it was ready:\n{_tail(run_dir, i)}")
-        if time.monotonic() > deadline:
-            raise EngineError(f"JAX worker {i} was not ready in time:\n{_tail(run_dir, i)}")
-        time.sleep(0.05)
-    return dict(json.loads(path.read_text()))
+    with processes.launch(__name__, "JAX", cfg, run_dir, PREFIX, timeout_s) as job:
+        yield job
 
 
 def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (subprocess)
@@ -296,10 +216,7 @@ def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (sub
         t = time.perf_counter()
         one(i).block_until_ready()
         step_ms = (time.perf_counter() - t) * 1000
-    ready = work / READY.format(index)
-    partial = ready.with_suffix(".part")
-    partial.write_text(json.dumps({"address": agent.address, "step_ms": step_ms}))
-    partial.replace(ready)
+    processes.say_ready(work, index, agent.address, step_ms)
     # the steps go inside the capture's window: each process waits for its own profiler, then
     # for every other's (a barrier), and only then steps
     if not podscope_agent.RECORDING.wait(timeout=600):
@@ -309,8 +226,7 @@ def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (sub
         loss = one(i)
     loss.block_until_ready()
     print(json.dumps({"event": "done", "loss": float(loss)}), flush=True)
-    while not (work / DONE).exists():  # the trace is brought home from this process
-        time.sleep(0.05)
+    processes.wait_done(work)  # the trace is brought home from this process
     agent.stop()
     jax.distributed.shutdown()
 
@@ -330,20 +246,7 @@ def _calibrate(width: int, batch: int, ms: float) -> int:  # pragma: no cover (s
         f(n, v).block_until_ready()
         return time.perf_counter() - t
 
-    return iterations_for(once, ms)
-
-
-def iterations_for(once: Callable[[int], float], ms: float, repeat: int = 3) -> int:
-    """How many loop iterations take ``ms``, from ``once(n)`` (seconds for ``n`` iterations):
-    ``n`` doubles until ``n`` take 20 ms, each size timed ``repeat`` times and its fastest
-    kept. A busy machine only ever makes a run slower: one run timed while this process
-    waited for a core made the slow device's extra work 0.6 ms instead of 20 (a 2-worker
-    run beside other tests), and no worker was late by what the test had injected."""
-    n, spent = 8, 0.0
-    while spent < 0.02:
-        n *= 2
-        spent = min(once(n) for _ in range(repeat))
-    return max(1, int(n * (ms / 1000) / spent))
+    return processes.iterations_for(once, ms)
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover (subprocess)

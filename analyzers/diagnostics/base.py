@@ -253,6 +253,9 @@ class Rule:
         if verdict["recommendation"] and self.rule_id in JAX_ADVICE and is_jax(analysis):
             verdict["recommendation"] = JAX_ADVICE[self.rule_id]
             verdict["doc"] = JAX_GUIDE
+        elif verdict["recommendation"] and self.rule_id in PYTORCH_ADVICE and is_torch(analysis):
+            verdict["recommendation"] = PYTORCH_ADVICE[self.rule_id]
+            verdict["doc"] = PYTORCH_GUIDE
         if verdict["value"] is not None:
             verdict["value"] = float(verdict["value"])
         verdict = in_its_terms(analysis, {"rule_id": self.rule_id, **verdict})
@@ -284,6 +287,11 @@ def is_jax(inp: SessionAnalysis) -> bool:
     """Whether advice should be in JAX terms: a JAX capture, or steps found as XLA program
     executions (``analyzers.xla_programs``)."""
     return inp.trace_kind == "jax" or bool((inp.methods["method"] == "xla_program").any())
+
+
+def is_torch(inp: SessionAnalysis) -> bool:
+    """Whether advice should be in PyTorch terms: a capture of torch.profiler traces."""
+    return inp.trace_kind == "pytorch"
 
 
 #: JAX's guide to profiling and performance.
@@ -324,6 +332,34 @@ JAX_ADVICE = {
     "memory_leak": "Device memory grows each step: something keeps references to arrays the "
     "step returns (a Python list of losses, metrics kept on the device); fetch and drop them, "
     "or donate the state (donate_argnums).",
+}
+
+#: PyTorch's performance tuning guide.
+PYTORCH_GUIDE = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
+
+#: Advice in PyTorch's terms for the rules checked on PyTorch captures
+#: (``speech.PYTORCH_RULES``) whose own advice names TensorFlow or JAX APIs; a PyTorch
+#: capture's finding shows this instead.
+PYTORCH_ADVICE = {
+    "input_bound": "The loop waits for its DataLoader each step: load in background processes "
+    "(DataLoader(num_workers=N), N up to the cores per rank, with persistent_workers=True and a "
+    "prefetch_factor of 2 or more), pin_memory=True with .to(device, non_blocking=True) for "
+    "the copies, and move heavy transforms to the GPU or ahead of training; check the storage "
+    "a slow rank reads from.",
+    "collectives": "On fast ranks this is mostly waiting for the slowest one (see the straggler "
+    "finding); otherwise let DDP overlap the all-reduce with the backward pass (buckets ready "
+    "early: bucket_cap_mb, gradient_as_bucket_view=True; FSDP: backward_prefetch and "
+    "forward_prefetch), all-reduce fewer bytes (a bf16 or fp16 compression hook: "
+    "model.register_comm_hook(None, default_hooks.bf16_compress_hook)) or less often "
+    "(model.no_sync() over gradient-accumulation steps).",
+    "slow_collective": "Every rank arrives in time and the all-reduce still takes long: the "
+    "link between the ranks is slow or the collectives are many and small. Check the network "
+    "(NCCL_DEBUG=INFO names the transport; gloo is for CPUs: NCCL on GPUs), use larger DDP "
+    "buckets (bucket_cap_mb) for fewer all-reduces, compress gradients (bf16_compress_hook), "
+    "or all-reduce less often (no_sync() over gradient-accumulation steps).",
+    "collective_wait": "Ranks wait in the collectives for the last one to arrive: find what "
+    "delays it — a late rank (the straggler finding), or a slow link that finishes its "
+    "previous collective late (the slow-collective finding, when it fires).",
 }
 
 

@@ -146,6 +146,21 @@ _DEVICE_WORDS = {
     "android": ((r"\bGPUs\b", "accelerators"), (r"\bGPU\b", "accelerator")),
 }
 
+#: What a training process is called: a PyTorch job's are ranks (the word alone: a worker's
+#: name, ``worker-0`` or ``/job:worker``, stays as it is).
+_ALONE = r"(?<![\w./:-]){}(?![\w/-]|[.:]\w)"
+_PROCESS_WORDS = {
+    "pytorch": tuple(
+        (_ALONE.format(word), rank)
+        for word, rank in (
+            ("workers", "ranks"),
+            ("Workers", "Ranks"),
+            ("worker", "rank"),
+            ("Worker", "Rank"),
+        )
+    )
+}
+
 
 #: Titles of rules named after one vendor's feature, where that vendor's words do not belong.
 NEUTRAL_TITLES = {
@@ -156,21 +171,42 @@ NEUTRAL_TITLES = {
 }
 
 
-#: Why no rule judges a PyTorch capture yet: their thresholds were set on TensorFlow and JAX
-#: runs and their advice names those frameworks' features; a PyTorch user told to use
-#: tf.function or a LossScaleOptimizer is misled, so none speaks until it is checked on
-#: PyTorch runs.
+#: The rules that judge PyTorch captures: checked on the engine's DDP runs (``make verify``'s
+#: PyTorch matrix: a slow rank, a slow DataLoader, a slow all-reduce) and on the shared GPU
+#: traces, their advice in PyTorch's terms (``base.PYTORCH_ADVICE``, ``PYTORCH_TITLES``).
+PYTORCH_RULES = frozenset(
+    {
+        "straggler",
+        "straggler_cause",
+        "collective_wait",
+        "slow_collective",
+        "collectives",
+        "input_bound",
+        "cpu_only",
+    }
+)
+
+#: Why the other rules do not judge a PyTorch capture yet: their thresholds were set on
+#: TensorFlow and JAX runs and their advice names those frameworks' features; a PyTorch user
+#: told to use tf.function or a LossScaleOptimizer is misled, so none speaks until it is
+#: checked on PyTorch runs.
 PYTORCH_NOT_YET = (
     "not yet checked on PyTorch captures (its advice is TensorFlow's and JAX's): the GPU "
     "(PyTorch) page and `podscope gpu` give Holistic Trace Analysis' numbers"
 )
+
+#: Titles in PyTorch's words, where a rule's own names another framework's feature.
+PYTORCH_TITLES = {
+    "input_bound": "DataLoader-bound: steps wait for the DataLoader",
+    "collectives": "Time in communication (DDP's all-reduce, collectives)",
+}
 
 
 def scope_reason(a: SessionAnalysis, rule_id: str) -> str | None:
     """Why ``rule_id`` does not apply to this capture's framework or device, else None."""
     kind = audience(a)
     if kind == "pytorch":
-        return PYTORCH_NOT_YET
+        return None if rule_id in PYTORCH_RULES else PYTORCH_NOT_YET
     check = SCOPES.get(rule_id)
     return check(a, kind) if check else None
 
@@ -181,9 +217,11 @@ def in_its_terms(a: SessionAnalysis, finding: dict[str, Any]) -> dict[str, Any]:
     kind = audience(a)
     if kind in FOREIGN_WORDS and finding.get("rule_id") in NEUTRAL_TITLES:
         finding["title"] = NEUTRAL_TITLES[finding["rule_id"]]
+    if kind == "pytorch" and finding.get("rule_id") in PYTORCH_TITLES:
+        finding["title"] = PYTORCH_TITLES[finding["rule_id"]]
     words: tuple[tuple[str, str], ...] = (
         _DEVICE_WORDS["android"] if not a.has_device else _DEVICE_WORDS.get(kind, ())
-    )
+    ) + _PROCESS_WORDS.get(kind, ())
     if not words:
         return finding
     for key in ("title", "reason", "recommendation"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from podscope.reference_engine.jax_workload import iterations_for
+from podscope.reference_engine.processes import iterations_for
 
 PER_ITERATION_S = 1e-4  # 0.1 ms: 20 ms is 200 iterations
 
