@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from podscope.analyzers._match import isin, matches, rows_by
+from podscope.analyzers.collectives import TORCH_GLOO
 from podscope.analyzers.groups import DERIVED_LINES, device_spans, step_groups
 from podscope.analyzers.hlo_stats import host_copies
 from podscope.analyzers.xla_programs import (
@@ -78,12 +79,15 @@ CATEGORIES = {
     "device_idle": (),
 }
 CATEGORY_COLUMNS = [f"{c}_ns" for c in CATEGORIES]
+#: Parts of categories, beside them: 16-bit device compute (of ``device_compute``), host→device
+#: copies (of ``input``: the rest is the wait for the input pipeline, PyTorch's DataLoader).
+PART_COLUMNS = ["device_compute_16_ns", "host_to_device_ns"]
 _NOT_REAL_COMPUTE = r"(?:EagerExecute|EagerLocalExecute|EagerKernelExecute|FunctionRun)|(?:train|test|TraceContext)[^/]*$"
 _HALF = r"(?i)(?:half|fp16|bf16|h884|h1688|hmma|_f16|16816)"
-#: PyTorch's host events of its collectives: the c10d op the loop (or DDP's reducer) calls and
-#: the backend's own span (``gloo:all_reduce`` on gloo's thread covers the transfer and the wait
-#: for the other ranks; ``nccl:all_reduce`` its launch), and its DataLoader's ``__next__``.
-_TORCH_COLLECTIVE = r"(?:c10d::|gloo:|nccl:|record_param_comms$)"
+#: PyTorch's DataLoader's ``__next__``: the loop waits for its batch. (Its collectives on the
+#: host are gloo's spans, ``collectives.TORCH_GLOO``: the c10d op the loop or DDP's reducer
+#: calls, and ``nccl:*``/``record_param_comms`` on a GPU rank, only enqueue the work: CPU time;
+#: NCCL's is its kernels'.)
 _TORCH_INPUT = r"enumerate\(DataLoader\)#"
 
 
@@ -136,7 +140,7 @@ def classify(
     # (train*, test*, TraceContext* without "/") span the step and are not compute.
     out[~on_device & matches(name, _NOT_REAL_COMPUTE, how="match")] = -1
     out[host & matches(op_type, "Collective", how="startswith")] = P["DEVICE_COLLECTIVES"]
-    out[host & matches(name, _TORCH_COLLECTIVE, how="match")] = P["DEVICE_COLLECTIVES"]
+    out[host & matches(name, TORCH_GLOO, how="match")] = P["DEVICE_COLLECTIVES"]
     out[host & matches(name, "(?i)compil")] = P["HOST_COMPILE"]
     out[host & isin(op_type, {"InfeedEnqueue", "InfeedEnqueueTuple", "MemcpyHToD"})] = P[
         "HOST_TO_DEVICE"
@@ -419,8 +423,9 @@ def _block(
         cols["device_idle_ns"] = times[:, P["UNKNOWN"]]
         cols["all_others_ns"] = np.zeros(n, dtype=np.int64)
     cols["device_compute_16_ns"] = times[:, P["DEVICE_COMPUTE_16"]]
+    cols["host_to_device_ns"] = times[:, P["HOST_TO_DEVICE"]]
     if not split:
-        for col in [*CATEGORY_COLUMNS, "device_compute_16_ns"]:
+        for col in [*CATEGORY_COLUMNS, *PART_COLUMNS]:
             cols[col] = pd.array([pd.NA] * n, dtype="Int64")
     cols["split"] = np.full(n, split)
     cols["method"] = np.full(n, method, dtype=object) if isinstance(method, str) else method
@@ -468,7 +473,7 @@ def step_breakdown(
 
     Returns:
         One row per worker × device × step: ``worker, device, step, step_num, start_ns,
-        step_time_ns`` + ``<category>_ns`` for the 9 categories + ``device_compute_16_ns``,
+        step_time_ns`` + ``<category>_ns`` for the 9 categories + ``PART_COLUMNS``,
         ``split`` (False: categories unknown, Python-tracer-only worker) and ``method``.
     """
     grouped = None
@@ -555,7 +560,7 @@ def step_breakdown(
         return pd.DataFrame(
             {
                 **text,
-                **{c: pd.Series(dtype="int64") for c in [*ints, "device_compute_16_ns"]},
+                **{c: pd.Series(dtype="int64") for c in [*ints, *PART_COLUMNS]},
                 "split": pd.Series(dtype=bool),
                 "method": pd.Series(dtype=str),
             }

@@ -72,9 +72,9 @@ PARTS = frozenset(
 )
 RULE_PARTS = frozenset({"steps", "breakdown", "memory", "ops:kernel", "rules", "pod_inputs"})
 #: The rule frames the Pod Viewer reads besides the steps and their breakdown: the op times of
-#: a slow step (its outliers' ops), the devices' busy time and the workers' event counts (its
-#: header: the trace's kind).
-POD_INPUT_FRAMES = ("op_counts", "device_busy", "worker_events")
+#: a slow step (its outliers' ops), the devices' busy time, the workers' event counts (its
+#: header: the trace's kind) and the collective calls (a PyTorch rank's wait in them).
+POD_INPUT_FRAMES = ("op_counts", "device_busy", "worker_events", "collective_calls")
 #: What the Pod Viewer shows, computed first when ``run_session`` is given ``first``: about
 #: two thirds of a pod's analysis.
 HEAD_PARTS = frozenset({"steps", "breakdown", "pod_inputs"})

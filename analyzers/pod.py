@@ -113,12 +113,16 @@ def device_imbalance(breakdown: pd.DataFrame) -> pd.DataFrame:
     return res[res["worker"].map(counts) > 1].reset_index(drop=True)
 
 
-def step_rows(breakdown: pd.DataFrame, step: int | None) -> pd.DataFrame:
+def step_rows(
+    breakdown: pd.DataFrame, step: int | None, columns: list[str] | None = None
+) -> pd.DataFrame:
     """The breakdown of one aligned step, or each worker × device's mean over all steps.
 
     Args:
-        breakdown: ``analyzers.breakdown.step_breakdown`` output.
+        breakdown: ``analyzers.breakdown.step_breakdown`` output (or another frame of
+            categories per worker × device × step: ``analyzers.torch_view``).
         step: an aligned step (0..N-1), or None for the means.
+        columns: the category columns to average (default: the breakdown's).
 
     Returns:
         For a step, its breakdown rows. For None, one row per worker × device: ``worker,
@@ -130,7 +134,7 @@ def step_rows(breakdown: pd.DataFrame, step: int | None) -> pd.DataFrame:
     """
     if step is not None:
         return breakdown[breakdown["step"] == step]
-    numeric = ["step_time_ns", *(f"{c}_ns" for c in CATEGORY_NAMES)]
+    numeric = ["step_time_ns", *(columns or (f"{c}_ns" for c in CATEGORY_NAMES))]
     g = breakdown.groupby(["worker", "device"])
     means = g[numeric].mean().reset_index()
     means["split"] = g["split"].first().to_numpy()

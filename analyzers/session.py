@@ -82,6 +82,7 @@ from podscope.analyzers.steps import (
     whole_steps,
 )
 from podscope.analyzers.timeline import TimelineIndex, event_details, sched_details
+from podscope.analyzers.torch_view import TORCH_COLUMNS, torch_categories
 from podscope.analyzers.xla_programs import program_executions
 from podscope.trace_parsers.schema import KINETO_MARK, TraceFrames
 
@@ -475,8 +476,17 @@ class SessionAnalysis:
         return worker_summary(self.breakdown, self.stragglers)
 
     def step_rows(self, step: int | None) -> pd.DataFrame:
-        """The breakdown of aligned ``step``, or per worker × device means when None."""
+        """The breakdown of aligned ``step``, or per worker × device means when None; a
+        PyTorch capture's in PyTorch's categories (``torch_breakdown``)."""
+        if self.trace_kind == "pytorch":
+            return step_rows(self.torch_breakdown, step, TORCH_COLUMNS)
         return step_rows(self.breakdown, step)
+
+    @frame_property
+    def torch_breakdown(self) -> pd.DataFrame:
+        """The breakdown in PyTorch's categories (``analyzers.torch_view``): GPU compute,
+        communication wait and transfer, memcpy, CPU and Python, DataLoader, GPU idle."""
+        return torch_categories(self.breakdown, self.collective_participants)
 
     @frame_property
     def step_time_ns(self) -> float:

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from podscope.analyzers._match import isin, matches, rows_by, worker_time_keys
-from podscope.analyzers.collectives import DEVICE_COLLECTIVE, HOST_COLLECTIVE
+from podscope.analyzers.collectives import DEVICE_COLLECTIVE, HOST_COLLECTIVE, TORCH_GLOO
 from podscope.analyzers.groups import DERIVED_LINES, device_spans
 from podscope.analyzers.xla_programs import XLA_COLLECTIVE, xla_steps
 
@@ -223,11 +223,12 @@ def _worker_steps(
 
 def _anchors(ev: pd.DataFrame, steps: pd.DataFrame, step_worker: np.ndarray) -> pd.DataFrame:
     """Per step: start and end of the last collective of its worker (host collective op or
-    device collective kernel) that ends inside it; missing where none does. ``step_worker``:
+    device collective kernel, PyTorch gloo span) that ends inside it; missing where none does. ``step_worker``:
     each step's worker, as a code of ``ev["worker"]``."""
     on_device = matches(ev["plane"], "/device:", how="startswith")
     coll = ev[
         (~on_device & matches(ev["op_type"], HOST_COLLECTIVE, how="match"))
+        | (~on_device & matches(ev["name"], TORCH_GLOO, how="match"))
         | (on_device & matches(ev["name"], DEVICE_COLLECTIVE, how="match"))
         | matches(ev["name"], XLA_COLLECTIVE, how="match")
     ]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 import pandas as pd
 
+from podscope.analyzers.torch_view import TORCH_CATEGORIES
 from podscope.app.cli_table import show_table, wide_option
 from podscope.app.terminal import say, say_session
 from podscope.app.units import fmt_number
@@ -64,12 +65,22 @@ STEP_CSV_COLUMNS = [
 ]
 
 
-def steps_table(breakdown: pd.DataFrame) -> pd.DataFrame:
+#: A PyTorch capture's CSV: its categories (``analyzers.torch_view``).
+TORCH_CSV_COLUMNS = [
+    "worker",
+    "device",
+    "step",
+    "step_time_us",
+    *(f"{c}_us" for c in TORCH_CATEGORIES),
+]
+
+
+def steps_table(breakdown: pd.DataFrame, columns: list[str] = STEP_CSV_COLUMNS) -> pd.DataFrame:
     """The breakdown in the CLI's units: ``_ns`` integer columns → ``_us`` (3 decimals)."""
     out = breakdown.copy()
     for col in [c for c in out.columns if c.endswith("_ns") and c != "start_ns"]:
         out[col.removesuffix("_ns") + "_us"] = (out[col].astype("Float64") / 1000).round(3)
-    return out[STEP_CSV_COLUMNS]
+    return out[columns]
 
 
 @click.command("steps")
@@ -84,12 +95,18 @@ def steps_command(
     no_cache: bool,
     scheduler: str | None,
 ) -> None:
-    """Step-time breakdown per worker, device and step (XProf's categories) of PATH: a trace
-    file, a run folder or a logdir."""
+    """Step-time breakdown per worker, device and step of PATH (a trace file, a run folder or a
+    logdir): XProf's categories, or a PyTorch capture's own (GPU compute, communication wait
+    and transfer, memcpy, CPU and Python, DataLoader, GPU idle)."""
     analysis = _analysis_or_exit(
-        path, session, no_cache, frozenset({"steps", "breakdown"}), scheduler
+        path, session, no_cache, frozenset({"steps", "breakdown", "pod_inputs"}), scheduler
     )
-    table = steps_table(analysis.breakdown)
+    torch = analysis.trace_kind == "pytorch"
+    table = (
+        steps_table(analysis.torch_breakdown, TORCH_CSV_COLUMNS)
+        if torch
+        else steps_table(analysis.breakdown)
+    )
     missing = analysis.missing
     for row in analysis.methods.itertuples():
         if row.method != "marker":
@@ -104,9 +121,19 @@ def steps_command(
     if csv:
         table.to_csv(sys.stdout, index=False)
         return
-    render_summary(table, wide)
+    render_summary(table, wide, TORCH_SHORT if torch else SHORT)
 
 
+#: A PyTorch capture's categories, as the terminal heads them.
+TORCH_SHORT = {
+    "gpu_compute_us": "gpu",
+    "comm_wait_us": "wait",
+    "comm_transfer_us": "comm",
+    "memcpy_us": "memcpy",
+    "cpu_python_us": "cpu+py",
+    "dataloader_us": "loader",
+    "gpu_idle_us": "idle",
+}
 SHORT = {
     "device_compute_us": "dev",
     "device_to_device_us": "d2d",
@@ -122,8 +149,12 @@ SHORT = {
 }
 
 
-def render_summary(table: pd.DataFrame, wide: bool = False) -> None:
-    """Per worker and device: steps, mean step time, and each category's share of it."""
+def render_summary(
+    table: pd.DataFrame, wide: bool = False, short: dict[str, str] | None = None
+) -> None:
+    """Per worker and device: steps, mean step time, and each category's share of it
+    (``short``: the categories' columns and heads, default XProf's)."""
+    short = short or SHORT
     if table.empty:
         say(
             "podscope: no steps: no step markers, no repeated training function and no XLA "
@@ -137,7 +168,7 @@ def render_summary(table: pd.DataFrame, wide: bool = False) -> None:
         step = g["step_time_us"].mean()
         shares = {
             name: f"{g[c].mean() / step * 100:.0f}" if g[c].notna().any() else "n/a"
-            for c, name in SHORT.items()
+            for c, name in short.items()
         }
         rows.append(
             {
@@ -149,7 +180,7 @@ def render_summary(table: pd.DataFrame, wide: bool = False) -> None:
             }
         )
     frame = pd.DataFrame(rows)
-    zero = [c for c in SHORT.values() if not wide and frame[c].isin(["0", "n/a"]).all()]
+    zero = [c for c in short.values() if not wide and frame[c].isin(["0", "n/a"]).all()]
     show_table(
         frame.drop(columns=zero),
         "mean step time and its breakdown (% of step); n/a: Python tracer only"

@@ -9,8 +9,8 @@ ranks and returns, warm, with their agents' addresses; the caller captures them 
 (``podscope cluster torch`` does, with ``collectors.capture``). The ranks keep training until
 every one records (they agree each step, by an all-reduce of a flag), run the configured steps,
 then idle until the window's end and mark one last boundary, which stops the profiler: the
-trace holds the configured steps, the first (with the agreement) and the last (the idle wait)
-left out as partial by the analysis.
+trace holds the configured steps between two partial ones the analysis leaves out (the
+agreement, and the idle wait).
 
 Injected bottlenecks (``TorchConfig.scenario``), each with the verdict PodScope must give:
 
@@ -187,6 +187,7 @@ def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (sub
             break
         n += 1
         one()
+    podscope_agent.step(n)  # the agreement is a step of its own, the first, left out as partial
     for _ in range(cfg.steps):
         n += 1
         loss = one()

@@ -3,6 +3,7 @@ verdicts are right: the culprit named, and the injected cause as the top finding
 
     python -m verify --runs 40 --seed 7 --report verify/REPORT.md --keep build/verify
     python -m verify --jax-only --jax-runs 15          # the JAX matrix alone (verify/JAX_REPORT.md)
+    python -m verify --torch-only --torch-runs 24      # PyTorch's alone (verify/TORCH_REPORT.md)
 
 Each run is judged by ``judge``; the report has the confusion matrices (expected vs top
 finding, expected vs named culprit), the accuracy per scenario, every run's row, and the
@@ -29,6 +30,7 @@ from podscope.trace_parsers import load
 from verify.jax_matrix import draw_jax, run_jax
 from verify.matrix import EXPECTED, Run, draw
 from verify.run import capture_scenario
+from verify.torch_matrix import draw_torch, run_torch, torch_report
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 TARGETS = {
@@ -355,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jax-runs", type=int, default=15, help="runs of the JAX matrix (0: none)")
     p.add_argument("--jax-report", type=Path, default=Path("verify/JAX_REPORT.md"))
     p.add_argument("--jax-only", action="store_true", help="only the JAX matrix")
+    p.add_argument("--torch-runs", type=int, default=24, help="runs of the PyTorch matrix")
+    p.add_argument("--torch-report", type=Path, default=Path("verify/TORCH_REPORT.md"))
+    p.add_argument("--torch-only", action="store_true", help="only the PyTorch matrix")
     args = p.parse_args(argv)
     _unwind_on_sigterm()
     if args.from_csv:
@@ -371,7 +376,9 @@ def main(argv: list[str] | None = None) -> int:
                 ]
         args.report.write_text(report(rows, args.seed, rejudged=args.rejudge))
         return 0
-    runs = [] if args.jax_only else draw(args.runs, args.seed)
+    if args.torch_only:
+        args.jax_runs = 0
+    runs = [] if args.jax_only or args.torch_only else draw(args.runs, args.seed)
     if args.only:
         runs = [r for r in runs if r.scenario in args.only.split(",")]
     shutil.rmtree(args.keep, ignore_errors=True)
@@ -385,6 +392,10 @@ def main(argv: list[str] | None = None) -> int:
     for i, jr in enumerate(draw_jax(args.jax_runs, args.seed)):
         jax_rows.append(run_jax(jr, args.keep / f"jax{i:02d}-{jr.scenario}"))
         print(json.dumps(jax_rows[-1]), flush=True)
+    torch_rows = []
+    for i, tr in enumerate(draw_torch(0 if args.jax_only else args.torch_runs, args.seed)):
+        torch_rows.append(run_torch(tr, args.keep / f"torch{i:02d}-{tr.scenario}"))
+        print(json.dumps(torch_rows[-1]), flush=True)
     if rows:
         frame = pd.DataFrame(rows)
         frame.to_csv(args.keep / "runs.csv", index=False)
@@ -397,6 +408,12 @@ def main(argv: list[str] | None = None) -> int:
         args.jax_report.parent.mkdir(parents=True, exist_ok=True)
         args.jax_report.write_text(jax_report(jax_frame, args.seed).lstrip())
         print(f"report: {args.jax_report}")
+    if torch_rows:
+        torch_frame = pd.DataFrame(torch_rows)
+        torch_frame.to_csv(args.keep / "torch_runs.csv", index=False)
+        args.torch_report.parent.mkdir(parents=True, exist_ok=True)
+        args.torch_report.write_text(torch_report(torch_frame, args.seed, markdown))
+        print(f"report: {args.torch_report}")
     return 0
 
 

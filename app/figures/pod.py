@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from podscope.analyzers.breakdown import CATEGORIES
+from podscope.analyzers.torch_view import TORCH_CATEGORIES
 from podscope.app.units import fmt_duration, fmt_share
 
 COLORS = {
@@ -36,6 +37,25 @@ LABELS = {
 }
 
 
+#: PyTorch's categories (``analyzers.torch_view``), named as there.
+TORCH_COLORS = {
+    "gpu_compute": COLORS["device_compute"],
+    "comm_wait": "#c5b0d5",
+    "comm_transfer": COLORS["device_collectives"],
+    "memcpy": COLORS["device_to_device"],
+    "cpu_python": COLORS["host_compute"],
+    "dataloader": COLORS["input"],
+    "gpu_idle": COLORS["device_idle"],
+}
+
+
+def _categories(rows: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """The rows' categories: stem → (name, colour), in stacking order."""
+    if "gpu_compute_ns" in rows:
+        return {c: (TORCH_CATEGORIES[c], TORCH_COLORS[c]) for c in TORCH_CATEGORIES}
+    return {c: (LABELS[c], COLORS[c]) for c in CATEGORIES}
+
+
 def _row_label(worker: str, device: str, n_devices: int) -> str:
     return f"{worker} · {device}" if n_devices > 1 else worker
 
@@ -45,8 +65,9 @@ def breakdown_bars_figure(rows: pd.DataFrame, title: str) -> go.Figure:
 
     Args:
         rows: one row per worker × device with ``step_time_ns`` and ``<category>_ns`` (means
-            in the all-steps mode), optional ``<category>_std_ns``; ``split`` False rows show
-            their step time as one grey "not split" bar.
+            in the all-steps mode; XProf's categories, or PyTorch's of
+            ``analyzers.torch_view``), optional ``<category>_std_ns``; ``split`` False rows
+            show their step time as one grey "not split" bar.
         title: figure title.
     """
     rows = rows.sort_values(["worker", "device"])
@@ -54,21 +75,21 @@ def breakdown_bars_figure(rows: pd.DataFrame, title: str) -> go.Figure:
     y = [_row_label(w, d, n_dev) for w, d in zip(rows["worker"], rows["device"], strict=True)]
     fig = go.Figure()
     step_ms = rows["step_time_ns"].astype(float) / 1e6
-    for cat in CATEGORIES:
+    for cat, (name, color) in _categories(rows).items():
         ms = rows[f"{cat}_ns"].astype("Float64").fillna(0).astype(float) / 1e6
-        if cat in ("device_idle", "host_offload") and not ms.any():
-            continue  # only XLA programs have them
+        if cat in ("device_idle", "host_offload", "gpu_idle") and not ms.any():
+            continue  # only XLA programs (GPU ranks) have them
         pct = (ms / step_ms.where(step_ms > 0) * 100).fillna(0)
         fig.add_trace(
             go.Bar(
-                name=LABELS[cat],
+                name=name,
                 y=y,
                 x=ms,
                 orientation="h",
-                marker_color=COLORS[cat],
+                marker_color=color,
                 customdata=pct,
                 hovertemplate="%{y}<br>"
-                + LABELS[cat]
+                + name
                 + ": %{x:.3f} ms (%{customdata:.1f} %)<extra></extra>",
             )
         )

@@ -355,20 +355,6 @@ def test_a_ranks_steps_are_its_profiler_steps(folder: Path) -> None:
         assert found["start_ns"].tolist() == sorted(mine["start_ns"])
 
 
-@pytest.mark.skipif(not FOLDERS, reason="public Kineto samples not present")
-def test_a_pytorch_session_gets_no_tensorflow_advice() -> None:
-    """The findings' thresholds and advice are TensorFlow's and JAX's (tf.function, a
-    LossScaleOptimizer…): on a PyTorch capture every rule says it is not checked there yet,
-    and where to look instead, rather than advice that misleads."""
-    from podscope.analyzers.diagnostics.speech import PYTORCH_NOT_YET
-    from podscope.analyzers.session import SessionAnalysis
-
-    analysis = SessionAnalysis(load(FOLDERS[0], cache=False))
-    assert analysis.trace_kind == "pytorch"
-    findings = analysis.findings
-    assert findings and all(not f.applies and f.reason == PYTORCH_NOT_YET for f in findings)
-
-
 def test_a_cpu_only_pytorch_capture_says_so(tmp_path: Path) -> None:
     """DDP over gloo on CPUs (the agent's PyTorch captures in tests) has no GPU events: the
     views are empty and the CLI says why, not that there is no PyTorch trace."""

@@ -140,3 +140,47 @@ def test_a_session_without_pytorch_ranks_says_where_to_look(page, gpu_server) ->
     note = page.inner_text("#gpu-note")
     assert "holds no PyTorch profiler trace" in note and "Pod Viewer" in note
     assert page.errors == []
+
+
+def test_the_pod_viewer_shows_pytorch_ranks_in_pytorchs_categories(page, gpu_server) -> None:  # type: ignore[no-untyped-def]
+    """The two ranks' bars are PyTorch's categories with the analysis' numbers, for all steps
+    and, after the slider moves to the next step, for that step, which the URL keeps."""
+    from podscope.analyzers.session import SessionAnalysis
+
+    analysis = SessionAnalysis(load(RANKS, cache=False))
+    bars = "document.querySelector('#pod-bars .js-plotly-plot')"
+    page.goto(gpu_server + "/pod?session=2026_04_01_ddp")
+    settle(page)
+    shown = page.evaluate(f"{bars}._fullData.map(t => [t.name, Array.from(t.y), Array.from(t.x)])")
+    names = [name for name, _, _ in shown]
+    assert names[:3] == ["GPU compute", "Communication: wait", "Communication: transfer"]
+    assert "GPU idle" in names and "Device collectives" not in names
+    want = analysis.step_rows(None).set_index("worker")
+    for name, ranks, ms in shown:
+        column = {"Communication: wait": "comm_wait_ns", "GPU compute": "gpu_compute_ns"}.get(name)
+        if column:
+            for rank, value in zip(ranks, ms, strict=True):
+                assert value == pytest.approx(want.loc[rank, column] / 1e6, abs=1e-3)
+    page.goto(gpu_server + "/pod?session=2026_04_01_ddp&step=0")
+    settle(page)
+    assert (page.locator("#pod-bars .gtitle").text_content() or "").startswith("Step 0")
+    page.locator("#pod-step [role=slider]").focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(
+        "document.querySelector('#pod-bars .gtitle')?.textContent.startsWith('Step 1')"
+    )
+    page.wait_for_function("location.search.includes('step=1')")
+    page.reload()
+    settle(page)
+    assert (page.locator("#pod-bars .gtitle").text_content() or "").startswith("Step 1")
+    step1 = analysis.step_rows(1).set_index("worker")
+    shown = dict(
+        (n, (y, x))
+        for n, y, x in page.evaluate(
+            f"{bars}._fullData.map(t => [t.name, Array.from(t.y), Array.from(t.x)])"
+        )
+    )
+    ranks, ms = shown["Communication: transfer"]
+    for rank, value in zip(ranks, ms, strict=True):
+        assert value == pytest.approx(step1.loc[rank, "comm_transfer_ns"] / 1e6, abs=1e-3)
+    assert page.errors == []

@@ -1,0 +1,112 @@
+"""The findings on the real PyTorch traces (../shared/traces/kineto): only the rules checked on
+PyTorch judge them, in PyTorch's words, and every one that fires is checked against the
+trace's own events, as the XLA findings are."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from podscope.analyzers.diagnostics.speech import PYTORCH_NOT_YET, PYTORCH_RULES
+from podscope.analyzers.session import SessionAnalysis
+from podscope.trace_parsers import load
+from tests.analyzers.test_gpu_views import FOLDERS
+
+pytestmark = pytest.mark.skipif(not FOLDERS, reason="public Kineto samples not present")
+#: Another framework's words: none belongs in a PyTorch capture's finding.
+FOREIGN = re.compile(
+    r"tf\.|tf_|TF_|Keras|keras|jax|JAX|XLA|jit_compile|LossScale|host_tracer_level|"
+    r"(?<![\w-])worker(?![\w-])"
+)
+
+
+@cache
+def analysed(folder: Path) -> SessionAnalysis:
+    return SessionAnalysis(load(folder, cache=False))
+
+
+def _nccl_busy_share(a: SessionAnalysis) -> float:
+    """The time an NCCL kernel runs on each rank's GPU inside its steps (their union), over
+    the steps' time: what the communication category can at most be."""
+    ev = a.frames.events
+    nccl = ev[
+        ev["plane"].astype(str).str.startswith("/device:")
+        & ev["name"].astype(str).str.match(r"(?i)nccl")
+    ]
+    busy = 0
+    for worker, steps in a.aligned.groupby("worker", observed=True):
+        mine = nccl[nccl["worker"] == worker]
+        start = mine["start_ns"].to_numpy(np.int64)
+        end = start + mine["dur_ps"].to_numpy(np.int64) // 1000
+        order = np.argsort(start)
+        for s0, s1 in zip(steps["start_ns"], steps["end_ns"], strict=True):
+            reach = s0
+            for x, y in zip(
+                np.clip(start[order], s0, s1), np.clip(end[order], s0, s1), strict=True
+            ):
+                x = max(x, reach)
+                if y > x:
+                    busy, reach = busy + (y - x), y
+    b = a.split
+    return busy / float(b["step_time_ns"].sum())
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_only_the_rules_checked_on_pytorch_judge_it_in_its_words(folder: Path) -> None:
+    a = analysed(folder)
+    assert a.trace_kind == "pytorch"
+    for f in a.findings:
+        if f.rule_id not in PYTORCH_RULES:
+            assert not f.applies and f.reason == PYTORCH_NOT_YET, f.rule_id
+        elif f.applies:
+            text = f"{f.title} {f.recommendation}"
+            assert not FOREIGN.search(text), (f.rule_id, FOREIGN.search(text))
+    # no rank was injected anything, and none is accused
+    assert "culprit" not in set(a.roles["role"])
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_the_communication_finding_is_nccl_time_the_compute_does_not_hide(folder: Path) -> None:
+    """``collectives``: the share of step time in NCCL kernels with no compute or copy over
+    them; at most the NCCL kernels' own busy time in the steps, and none without them."""
+    a = analysed(folder)
+    f = next(f for f in a.findings if f.rule_id == "collectives")
+    nccl = _nccl_busy_share(a)
+    assert f.applies and f.value is not None
+    assert f.value <= nccl + 1e-9, (f.value, nccl)
+    assert (f.value > 0) == (nccl > 0)
+    if f.severity != "none":
+        assert nccl >= 0.03 and "all-reduce" in f.recommendation
+
+
+def test_ranks_wait_for_the_rank_that_starts_its_nccl_kernels_later() -> None:
+    """``collective_wait`` fires on the two sampled ranks of a 128-rank job: the rank it says
+    waits most starts the matched NCCL kernels before the other rank does, in most of them."""
+    folder = next((p for p in FOLDERS if p.name == "gpu_sampled_2of128"), None)
+    if folder is None:
+        pytest.skip("gpu_sampled_2of128 not present")
+    a = analysed(folder)
+    f = next(f for f in a.findings if f.rule_id == "collective_wait")
+    assert f.applies and f.severity != "none"
+    waits = pd.Series(f.evidence["wait_share_by_worker"])
+    waiter = str(waits.idxmax())
+    other = next(w for w in a.worker_names if w != waiter)
+    ev = a.frames.events
+    nccl = ev[
+        ev["name"].astype(str).str.match(r"(?i)nccl")
+        & ev["plane"].astype(str).str.startswith("/device:")
+    ]
+    firsts = {}
+    for w in (waiter, other):
+        mine = nccl[nccl["worker"] == w].sort_values("start_ns")
+        mine = mine.assign(k=mine.groupby("name", observed=True).cumcount())
+        firsts[w] = mine.set_index(["name", "k"])["start_ns"]
+    both = pd.concat(firsts, axis=1, join="inner").dropna()
+    assert len(both) >= 10
+    earlier = (both[waiter] < both[other]).mean()
+    assert earlier > 0.5, earlier
