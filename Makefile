@@ -68,6 +68,7 @@ fuzz: install-test
 
 # The tests make test leaves out (marked long: 15-20 min), with 8 consecutive captures; then
 # verdicts over a seeded, randomized matrix of engine runs (30-60 min); writes verify/REPORT.md;
+# (verify/JAX_REPORT.md, verify/TORCH_REPORT.md for the JAX and PyTorch matrices)
 # then 30 engine starts beside busy loops (verify/STARTS.md); then 9 watched runs whose
 # bottleneck begins at a drawn time (verify/WATCH_REPORT.md); then the wheel built, installed
 # and run on every Python here (verify/INSTALL.md); then the agent captured in TensorFlow 2.16,

@@ -15,9 +15,9 @@ agreement, and the idle wait).
 Injected bottlenecks (``TorchConfig.scenario``), each with the verdict PodScope must give:
 
 * ``baseline``: nothing; no culprit.
-* ``slow-rank``: rank ``slow_task`` computes ``slow_ms`` more per step (a loop of matmuls
-  before its forward pass, timed on this machine): the culprit, by its CPU work; the others
-  wait for it in DDP's all-reduce.
+* ``slow-rank``: rank ``slow_task`` computes ``slow_ms`` more per step (matmuls before its
+  forward pass, for that long): the culprit, by its CPU work; the others wait for it in DDP's
+  all-reduce.
 * ``slow-dataloader``: rank ``slow_task``'s DataLoader takes ``slow_ms`` more per batch (its
   dataset waits as on slow storage, ``num_workers=0``): the culprit, by its DataLoader.
 * ``slow-allreduce``: every rank's gradient all-reduce moves more bytes (a DDP communication
@@ -143,27 +143,19 @@ def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (sub
             return torch.randn(cfg.batch, w, generator=g), torch.randn(cfg.batch, 8, generator=g)
 
     batches = iter(DataLoader(Batches(), batch_size=None, num_workers=0))
-    burn_iters = 0
-    # a gain of 2 keeps tanh's outputs away from 0: at 0.01 they became denormal floats
-    # within 40 iterations, each then 100 times slower, and the timing meant nothing
-    burn_w = torch.randn(w, w) * (2 / w**0.5)
-    if cfg.scenario == "slow-rank":
-        # every rank times the extra work at once, as busy as in the steps (timed alone, as
-        # the others started, 20 ms of it took 4 in the steps); the log says what each found
-        dist.barrier()
-        found = _burn_iterations(torch, burn_w, cfg.batch, cfg.slow_ms)
-        print(json.dumps({"event": "timed", "burn": found}), flush=True)
-        burn_iters = found if slowed else 0
+    # slow-rank: matmuls for slow_ms of wall time, not a count timed beforehand: timed with the
+    # other ranks on the same cores (3 ranks, 2 cores), 38 ms of them took 11 in the steps
+    burn_s = cfg.slow_ms / 1000 if slowed and cfg.scenario == "slow-rank" else 0.0
+    burn_w = torch.randn(w, w) * (2 / w**0.5)  # a gain of 2 keeps tanh's outputs off denormals
     if cfg.scenario == "slow-allreduce":
         pad = _pad_elements(torch, dist, cfg.slow_ms)
         model.register_comm_hook(None, _padded_allreduce(torch, dist, pad, cfg.workers))
-    print(json.dumps({"event": "calibrated", "burn": burn_iters}), flush=True)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def one() -> Any:
         x, y = next(batches)
-        v = x
-        for _ in range(burn_iters):  # slow-rank: this rank's extra work, before its forward
+        v, until = x, time.perf_counter() + burn_s
+        while time.perf_counter() < until:  # slow-rank: its extra work, before its forward
             v = torch.tanh(v @ burn_w)
         loss = torch.nn.functional.mse_loss(model(x + 0.0 * v), y)
         opt.zero_grad(set_to_none=True)
@@ -201,21 +193,6 @@ def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (sub
     processes.wait_done(work)  # the trace is brought home from this process
     agent.stop()
     dist.destroy_process_group()
-
-
-def _burn_iterations(torch: Any, w: Any, batch: int, ms: float) -> int:  # pragma: no cover
-    """Iterations of the slow rank's extra work (``tanh(v @ w)``) that take about ``ms``."""
-    v = torch.randn(batch, w.shape[0])
-    torch.tanh(v @ w)  # the first call sets the kernels up
-
-    def once(n: int) -> float:
-        t = time.perf_counter()
-        a = v
-        for _ in range(n):
-            a = torch.tanh(a @ w)
-        return time.perf_counter() - t
-
-    return processes.iterations_for(once, ms)
 
 
 def _pad_elements(torch: Any, dist: Any, ms: float) -> int:  # pragma: no cover (subprocess)

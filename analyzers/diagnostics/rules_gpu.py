@@ -455,3 +455,69 @@ def memory(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         "checkpointing; see the peak breakdown on the Ops page.",
         page="/ops",
     )
+
+
+#: PyTorch's matmuls and convolutions, by their kernels' names: GEMMs (cuBLAS/CUTLASS
+#: ``…gemm…`` — not fbgemm's own embedding and quantization kernels —, ROCm's Tensile
+#: ``Cijk_…``) and cuDNN's convolutions. (The CPU op that launched a kernel does not say: an
+#: ``aten::addmm`` launches its bias copy too.)
+_MATMUL_KERNEL = r"(?i)(?<!fb)gemm|Cijk_|conv(?!ert)|winograd|fprop|dgrad|wgrad"
+#: 16-bit inputs, by the kernel's name: cuBLAS's h884/h1688/h16816 and hgemm, bf16/f16 in
+#: CUTLASS's and cuDNN's names, c10::Half/c10::BFloat16 templates, Tensile's H/B data types.
+_HALF_KERNEL = (
+    r"(?i)h884|h1688|h16816|hgemm|hmma|bf16|fp16|f16_|_f16|half|bfloat16|"
+    r"(?-i:Cijk_\w*?_(?:HB|BB|HH|HS|BS|HHS|BBS|BSS|HSS)_)"
+)
+
+
+@rule(
+    "torch_matmul_precision",
+    "Matmuls in 32-bit floats (no AMP/bf16)",
+    needs=(DEVICE,),
+    levels="half_precision_share",
+)
+def torch_matmul_precision(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    """The share of the GPUs' matmul and convolution kernel time (``_MATMUL_KERNEL``) in
+    16-bit inputs, by the kernels' names; a finding when below ``half_precision_share`` and the matmuls are at least
+    a tenth of the kernels' time (else precision is not what the step waits for)."""
+    k = inp.kernels
+    if k.empty:
+        return skip(
+            "no GPU kernel with its launch dimensions in the trace (the kernel table, which "
+            "this check reads, lists those; this trace's kernels have no grid and block)"
+        )
+    mm = k[k["kernel"].astype(str).str.contains(_MATMUL_KERNEL)]
+    if mm.empty:
+        return skip("no matmul or convolution kernels on the GPUs")
+    half = mm["kernel"].astype(str).str.contains(_HALF_KERNEL)
+    total = float(mm["self_ps"].sum())
+    value = float(mm.loc[half, "self_ps"].sum()) / total
+    weight = total / float(k["self_ps"].sum())
+    off = value < t.half_precision_share and weight >= 0.1
+    slowest = mm[~half].nlargest(5, "self_ps")
+    return Verdict(
+        Severity.MODERATE if off else Severity.NONE,
+        title=None if off else f"Matmuls in 16-bit: {value:.0%} of their kernel time",
+        value=value,
+        expression="(lambda r, k: (lambda m: m[m.kernel.astype(str).str.contains(r._HALF_KERNEL)].self_ps.sum() / m.self_ps.sum())(k[k.kernel.astype(str).str.contains(r._MATMUL_KERNEL)]))(__import__('podscope.analyzers.diagnostics.rules_gpu', fromlist=['x']), prepare(frames).kernels)",
+        evidence={
+            "matmul_share_of_kernel_time": round(weight, 4),
+            "matmul_kernel_ms": round(total / 1e9, 3),
+            "largest_32_bit_matmul_kernels_ms": dict(
+                zip(
+                    slowest["kernel"].astype(str).str.slice(0, 120),
+                    (slowest["self_ps"] / 1e9).round(3),
+                    strict=True,
+                )
+            ),
+        },
+        recommendation="Run the forward pass and the loss under torch.autocast(device_type='cuda', "
+        "dtype=torch.bfloat16) (Ampere and newer; float16 with torch.amp.GradScaler on older "
+        "GPUs): matmuls and convolutions then take 16-bit inputs on the Tensor Cores, at half "
+        "the memory traffic; where float32 must stay, torch.backends.cuda.matmul.allow_tf32 = "
+        "True (or torch.set_float32_matmul_precision('high')) lets Ampere use TF32.",
+        at_stake_ns=0.5 * total / 1000 / max(1, inp.capture_steps["step"].nunique())
+        if off
+        else 0.0,
+        page="/ops?by=kernel",
+    )

@@ -99,6 +99,16 @@ SCOPES: dict[str, Callable[[SessionAnalysis, str], str | None]] = {
             "android": "an Android trace has no parameter servers",
         },
     ),
+    "torch_matmul_precision": _only(
+        {"pytorch"},
+        {
+            "tensorflow": "PyTorch's check; a TensorFlow capture's precision is the "
+            "mixed-precision check's",
+            "jax": "PyTorch's check; a JAX capture's precision is the mixed-precision check's",
+            "tpu": "PyTorch's check; a TPU capture's precision is the mixed-precision check's",
+            "android": "an Android trace has no training matmuls",
+        },
+    ),
     "memory_leak": _only(
         {"tensorflow", "jax", "tpu"},
         {"android": "an Android trace has no allocator events of a training job"},
@@ -183,6 +193,7 @@ PYTORCH_RULES = frozenset(
         "collectives",
         "input_bound",
         "cpu_only",
+        "torch_matmul_precision",
     }
 )
 

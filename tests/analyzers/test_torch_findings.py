@@ -110,3 +110,30 @@ def test_ranks_wait_for_the_rank_that_starts_its_nccl_kernels_later() -> None:
     assert len(both) >= 10
     earlier = (both[waiter] < both[other]).mean()
     assert earlier > 0.5, earlier
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_matmuls_in_32_bit_are_the_traces_gemm_kernels(folder: Path) -> None:
+    """``torch_matmul_precision`` fires where the trace's GEMM and convolution kernels
+    (cuBLAS, CUTLASS and cuDNN names; fbgemm's own kernels aside) are all 32-bit by name
+    (``sgemm``, ``tensorop_s1688gemm``: TF32), and its largest are the trace's, with their
+    time."""
+    a = analysed(folder)
+    f = next(f for f in a.findings if f.rule_id == "torch_matmul_precision")
+    ev = a.frames.events
+    kernels = ev[ev["plane"].astype(str).str.startswith("/device:")]
+    names = kernels["name"].astype(str)
+    gemm = kernels[
+        names.str.contains("gemm|conv|winograd|grad", case=False) & ~names.str.contains("fbgemm")
+    ]
+    if not f.applies:  # the ROCm sample: no launch dimensions, no kernel table
+        assert folder.name == "mi250_rocm" and "launch dimensions" in f.reason
+        return
+    half = gemm["name"].astype(str).str.contains(r"h884|h1688|h16816|hgemm|bf16|f16", case=False)
+    assert len(gemm) and not half.any()
+    assert f.severity == "moderate" and f.value == 0.0
+    assert "torch.autocast" in f.recommendation
+    by_name = (gemm.groupby(gemm["name"].astype(str))["dur_ps"].sum() / 1e9).round(3)
+    for kernel, ms in f.evidence["largest_32_bit_matmul_kernels_ms"].items():
+        full = next(n for n in by_name.index if n.startswith(kernel))
+        assert ms <= by_name[full] + 1e-3  # self time: at most the kernel's own total
