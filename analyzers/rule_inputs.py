@@ -316,3 +316,64 @@ def _first_per_step(parts: list[pd.DataFrame]) -> pd.DataFrame:
         both["idle_before_ns"] = np.int64(0)
     both = both.sort_values(["worker", "step_start_ns", "plane", "first_ns"], kind="stable")
     return both.drop_duplicates(cols[:3]).reset_index(drop=True)[cols]
+
+
+#: Host calls that wait for the GPU: a tensor's value fetched (``.item()``, ``.tolist()``,
+#: ``.cpu()`` of a scalar: ``aten::_local_scalar_dense``), a stream, event or device
+#: synchronize, a synchronous copy.
+HOST_SYNC = (
+    r"aten::_local_scalar_dense$|(?:cuda|hip)(?:Stream|Device|Event)Synchronize$|"
+    r"(?:cuda|hip)Memcpy$"
+)
+
+
+def host_syncs(events: pd.DataFrame) -> pd.DataFrame:
+    """Per host sync (``HOST_SYNC``) of each worker: when it returned, and how long its GPUs then
+    ran nothing (from its end to the next work event on any of the worker's GPUs, where none
+    was running at its end; 0 where one was).
+
+    Returns:
+        Columns ``worker, name, start_ns, dur_ns, idle_after_ns``.
+    """
+    cols = ["worker", "name", "start_ns", "dur_ns", "idle_after_ns"]
+    host = ~matches(events["plane"], "/device:", how="startswith")
+    syncs = events[host & matches(events["name"], HOST_SYNC, how="match")]
+    if syncs.empty:
+        return pd.DataFrame(
+            {c: pd.Series(dtype=str if c in ("worker", "name") else "int64") for c in cols}
+        )
+    # work: not the lines that repeat it, nor a PyTorch GPU's user annotations (spans of a
+    # stream's time, not work: ``trace_parsers.kineto``)
+    device = (
+        matches(events["plane"], DEVICE_PLANE, how="match")
+        & ~isin(events["line"], DERIVED_LINES)
+        & ~matches(events["line"], " annotations$")
+    )
+    work = events[device]
+    out = []
+    for worker, mine in syncs.groupby("worker", observed=True, sort=True):
+        w = work[work["worker"] == worker]
+        start = w["start_ns"].to_numpy(np.int64)
+        order = np.argsort(start, kind="stable")
+        start = start[order]
+        end = start + w["dur_ps"].to_numpy(np.int64)[order] // 1000
+        reach = np.maximum.accumulate(end) if len(end) else end
+        s = mine["start_ns"].to_numpy(np.int64)
+        e = s + mine["dur_ps"].to_numpy(np.int64) // 1000
+        i = np.searchsorted(start, e, side="left")  # the first work starting at or after it
+        before = i - 1
+        running = (before >= 0) & (reach[np.clip(before, 0, None)] > e) if len(end) else i < 0
+        nxt = np.where(i < len(start), start[np.clip(i, 0, len(start) - 1)] if len(start) else 0, e)
+        idle = np.where(running | (i >= len(start)), 0, nxt - e)
+        out.append(
+            pd.DataFrame(
+                {
+                    "worker": str(worker),
+                    "name": mine["name"].astype(str).to_numpy(),
+                    "start_ns": s,
+                    "dur_ns": e - s,
+                    "idle_after_ns": idle.astype(np.int64),
+                }
+            )
+        )
+    return pd.concat(out, ignore_index=True)[cols]

@@ -68,6 +68,7 @@ from podscope.analyzers.rule_inputs import (
     device_busy,
     first_device_starts,
     first_starts_per_aligned_step,
+    host_syncs,
     op_counts,
     op_summary,
     per_aligned_step,
@@ -144,6 +145,7 @@ RULE_FRAMES = (
     "iterators",
     "collective_calls",
     "xla_ops",
+    "host_syncs",
 )
 PER_WORKER = ("steps", "step_methods", "memory", "breakdown", "before_call", *RULE_FRAMES)
 
@@ -739,6 +741,12 @@ class SessionAnalysis:
         """Per worker × GPU/TPU: steps it worked in, compute per step, idle flag, busiest
         first (``analyzers.pod.device_activity``)."""
         return device_activity(self.meta.planes, self.device_busy, self.breakdown)
+
+    @frame_property
+    def host_syncs(self) -> pd.DataFrame:
+        """Host calls that wait for the GPU and the GPUs' idle time after each
+        (``rule_inputs.host_syncs``)."""
+        return host_syncs(self.frames.events)
 
     @frame_property
     def device_busy(self) -> pd.DataFrame:

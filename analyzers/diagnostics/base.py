@@ -71,6 +71,9 @@ class Thresholds:
     #: the busiest input stage's work per batch over the step time: close to it, and at or
     #: above it (the pipeline cannot keep up; high from 0.95 for measurement noise)
     input_stage: tuple[float, float] = (0.8, 0.95)
+    #: a GPU's idle time right after the host waited for it (``.item()``, a synchronize),
+    #: share of step time
+    host_sync: tuple[float, float] = (0.05, 0.20)
     #: busiest parameter server's busy time / the mean over parameter servers
     ps_imbalance: tuple[float, float] = (1.6, 1.8)
     #: time in collectives after every participant arrived, share of step time

@@ -521,3 +521,50 @@ def torch_matmul_precision(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         else 0.0,
         page="/ops?by=kernel",
     )
+
+
+@rule("host_sync", "Host syncs idle the GPU", needs=(DEVICE, STEPS), levels="host_sync")
+def host_sync(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    """The GPUs' idle time right after the host waited for them (``rule_inputs.host_syncs``:
+    ``.item()``, a synchronize, a synchronous copy; the GPU is empty when it returns and idles
+    until the host enqueues more), for the syncs inside the steps, as a share of step time."""
+    syncs = inp.host_syncs
+    steps = inp.aligned
+    if steps.empty:
+        return skip("no steps")
+    inside = np.zeros(len(syncs), dtype=bool)
+    for worker, st in steps.groupby(steps["worker"].astype(str)):
+        mine = (syncs["worker"].astype(str) == worker).to_numpy()
+        s = syncs.loc[mine, "start_ns"].to_numpy(np.int64)
+        lo, hi = (
+            np.sort(st["start_ns"].to_numpy(np.int64)),
+            np.sort(st["end_ns"].to_numpy(np.int64)),
+        )
+        k = np.searchsorted(lo, s, side="right") - 1
+        inside[np.flatnonzero(mine)] = (k >= 0) & (s < hi[np.clip(k, 0, None)])
+    mine = syncs[inside]
+    total = float((steps["end_ns"] - steps["start_ns"]).sum())
+    idle = float(mine["idle_after_ns"].sum())
+    value = idle / total if total else 0.0
+    n_steps = max(1, len(steps))
+    by_name = mine.groupby("name")["idle_after_ns"].agg(["size", "sum"])
+    return Verdict(
+        severity_of(value, t.host_sync),
+        value=value,
+        expression="(lambda a: __import__('podscope.analyzers.diagnostics.rules_gpu', fromlist=['x']).host_sync(a, __import__('podscope.analyzers.diagnostics.base', fromlist=['x']).Thresholds()).value)(prepare(frames))",
+        evidence={
+            "syncs_per_step": round(len(mine) / n_steps, 2),
+            "gpu_idle_after_ms_per_step": round(idle / n_steps / 1e6, 3),
+            "host_wait_ms_per_step": round(float(mine["dur_ns"].sum()) / n_steps / 1e6, 3),
+            "idle_after_ms_by_call": (by_name["sum"] / 1e6).round(3).to_dict(),
+            "calls_by_name": by_name["size"].astype(int).to_dict(),
+        },
+        recommendation="The host waits for the GPU each step (.item(), .tolist(), .cpu() or "
+        "printing a tensor, torch.cuda.synchronize(), a copy from unpinned memory) and the GPU "
+        "then idles until the host has enqueued more: log losses and metrics every N steps "
+        "(or accumulate them on the GPU), keep tensor values on the device, copy with "
+        "pin_memory=True and .to(device, non_blocking=True), and leave synchronize() to "
+        "timing code.",
+        at_stake_ns=idle / n_steps,
+        page="/timeline?q=Synchronize",
+    )

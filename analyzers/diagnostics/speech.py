@@ -109,6 +109,18 @@ SCOPES: dict[str, Callable[[SessionAnalysis, str], str | None]] = {
             "android": "an Android trace has no training matmuls",
         },
     ),
+    "host_sync": _only(
+        {"pytorch"},
+        {
+            "tensorflow": "PyTorch's check for now: a TensorFlow capture's host waits are the "
+            "output-bound and step-gap checks'",
+            "jax": "PyTorch's check for now: a JAX capture's host waits are the device idle "
+            "check's",
+            "tpu": "PyTorch's check for now: a TPU capture's host waits are the device idle "
+            "check's",
+            "android": "an Android trace has no training steps that wait for a GPU",
+        },
+    ),
     "memory_leak": _only(
         {"tensorflow", "jax", "tpu"},
         {"android": "an Android trace has no allocator events of a training job"},
@@ -194,6 +206,7 @@ PYTORCH_RULES = frozenset(
         "input_bound",
         "cpu_only",
         "torch_matmul_precision",
+        "host_sync",
     }
 )
 

@@ -137,3 +137,49 @@ def test_matmuls_in_32_bit_are_the_traces_gemm_kernels(folder: Path) -> None:
     for kernel, ms in f.evidence["largest_32_bit_matmul_kernels_ms"].items():
         full = next(n for n in by_name.index if n.startswith(kernel))
         assert ms <= by_name[full] + 1e-3  # self time: at most the kernel's own total
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_host_syncs_idle_the_gpu_as_its_events_say(folder: Path) -> None:
+    """``host_sync``: after each host call that waits for the GPU inside a step, the GPU's
+    time with nothing running until its next event, re-measured here from the events, and
+    within HTA's own idle time of the rank (``temporal``, equal to HTA's)."""
+    from podscope.analyzers.gpu_views import gpu_view
+
+    a = analysed(folder)
+    f = next(f for f in a.findings if f.rule_id == "host_sync")
+    assert f.applies
+    ev = a.frames.events
+    on_gpu = ev["plane"].astype(str).str.startswith("/device:") & ~ev["line"].astype(
+        str
+    ).str.endswith("annotations")
+    gpu = ev[on_gpu]
+    names = ev["name"].astype(str)
+    syncs = ev[
+        ~on_gpu
+        & ~ev["plane"].astype(str).str.startswith("/device:")
+        & names.str.fullmatch(
+            r"aten::_local_scalar_dense|(?:cuda|hip)(?:Stream|Device|Event)Synchronize|(?:cuda|hip)Memcpy"
+        )
+    ]
+    idle = 0
+    for row in syncs.itertuples():
+        steps = a.aligned[a.aligned["worker"] == row.worker]
+        if not ((steps["start_ns"] <= row.start_ns) & (row.start_ns < steps["end_ns"])).any():
+            continue
+        end = row.start_ns + row.dur_ps // 1000
+        mine = gpu[gpu["worker"] == row.worker]
+        ends = mine["start_ns"] + mine["dur_ps"] // 1000
+        if ((mine["start_ns"] < end) & (ends > end)).any():
+            continue  # the GPU still ran something
+        later = mine.loc[mine["start_ns"] >= end, "start_ns"]
+        if len(later):
+            idle += int(later.min()) - end
+    total = float((a.aligned["end_ns"] - a.aligned["start_ns"]).sum())
+    assert f.value == pytest.approx(idle / total, abs=1e-9)
+    hta_idle_ns = float(gpu_view(a.frames, "temporal")["idle_time_us"].sum()) * 1000
+    assert idle <= hta_idle_ns
+    if f.severity != "none":
+        assert folder.name == "a100_nccl_2ranks_r0"  # 8 cudaEventSynchronize a step
+        assert f.evidence["calls_by_name"] == {"cudaEventSynchronize": 24}
+        assert ".item()" in f.recommendation
