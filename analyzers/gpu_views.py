@@ -78,6 +78,15 @@ def pytorch_workers(frames: TraceFrames) -> list[str]:
     return sorted({str(w) for w in mark["worker"]})
 
 
+def rank_workers(frames: TraceFrames) -> dict[int, str]:
+    """Each PyTorch worker's rank (``distributedInfo.rank``; else its worker's position)."""
+    host = frames.plane_stats[frames.plane_stats["plane"] == HOST_PLANE]
+    return {
+        _host_int(host[host["worker"] == worker], "rank", position): worker
+        for position, worker in enumerate(pytorch_workers(frames))
+    }
+
+
 def rank_events(frames: TraceFrames) -> dict[int, pd.DataFrame]:
     """Per rank (``distributedInfo.rank``; else its worker's position), the events HTA keeps of
     it (module docstring): ``name``, ``cat``, ``kernel_type``, ``ts``, ``dur`` (µs),
@@ -93,7 +102,7 @@ def rank_events(frames: TraceFrames) -> dict[int, pd.DataFrame]:
     category[cats["event_row"].to_numpy()] = cats["str_value"].astype(str).to_numpy()
     host = plane_stats[plane_stats["plane"] == HOST_PLANE]
     read: dict[int, pd.DataFrame] = {}
-    for position, worker in enumerate(pytorch_workers(frames)):
+    for rank, worker in rank_workers(frames).items():
         mine = host[host["worker"] == worker]
         at = np.flatnonzero((events["worker"] == worker).to_numpy())
         ts, dur = _hta_times(
@@ -102,7 +111,7 @@ def rank_events(frames: TraceFrames) -> dict[int, pd.DataFrame]:
             fractional=bool(_host_int(mine, "fractional_timestamps", 0)),
         )
         names = events["name"].to_numpy()[at].astype(str)
-        read[_host_int(mine, "rank", position)] = pd.DataFrame(
+        read[rank] = pd.DataFrame(
             {
                 "name": names,
                 "cat": category[at],
@@ -533,6 +542,43 @@ VIEWS: dict[str, Callable[[dict[int, pd.DataFrame]], pd.DataFrame]] = {
 }
 
 
+def launch_summary(frames: TraceFrames) -> pd.DataFrame:
+    """Per PyTorch rank, from HTA's views, what tells a launch-bound GPU: its kernel launches
+    and those whose GPU event ran shorter than the launch call (``launches``), the share of
+    its span with no GPU event (``temporal``) and host wait's share of its streams' idle time
+    (``idle``: the event's launch began after the stream ran dry).
+
+    Returns:
+        Columns ``worker, rank, launches, short_launches, idle_share, host_wait_share``.
+    """
+    ranks = rank_events(frames)
+    names = rank_workers(frames)
+    t = temporal(ranks).set_index("rank")
+    idle_by = idle(ranks)
+    calls = launches(ranks)
+    rows = []
+    for rank in ranks:
+        mine = idle_by[idle_by["rank"] == rank]
+        waits = mine.groupby("idle_category")["idle_time"].sum()
+        launched = calls[calls["rank"] == rank]
+        rows.append(
+            {
+                "worker": names[rank],
+                "rank": int(rank),
+                "launches": len(launched),
+                "short_launches": int((launched["gpu_duration"] < launched["cpu_duration"]).sum()),
+                "idle_share": float(t.loc[rank, "idle_time_pctg"]) / 100
+                if rank in t.index
+                else 0.0,
+                "host_wait_share": float(waits.get("host_wait", 0.0) / waits.sum())
+                if waits.sum() > 0
+                else 0.0,
+            }
+        )
+    cols = ["worker", "rank", "launches", "short_launches", "idle_share", "host_wait_share"]
+    return pd.DataFrame(rows, columns=cols)
+
+
 def gpu_view(frames: TraceFrames, view: str) -> pd.DataFrame:
     """One of ``VIEWS`` of a session's PyTorch ranks.
 
@@ -542,4 +588,13 @@ def gpu_view(frames: TraceFrames, view: str) -> pd.DataFrame:
     return VIEWS[view](rank_events(frames))
 
 
-__all__ = ["KERNEL_TYPES", "VIEWS", "gpu_view", "kernel_type", "pytorch_workers", "rank_events"]
+__all__ = [
+    "KERNEL_TYPES",
+    "VIEWS",
+    "gpu_view",
+    "kernel_type",
+    "launch_summary",
+    "pytorch_workers",
+    "rank_events",
+    "rank_workers",
+]

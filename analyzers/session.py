@@ -50,6 +50,7 @@ from podscope.analyzers.attribution import (
 from podscope.analyzers.breakdown import before_call_breakdown, step_breakdown
 from podscope.analyzers.collectives import collective_events, collective_summary, match_collectives
 from podscope.analyzers.compare import traced_steps
+from podscope.analyzers.gpu_views import launch_summary
 from podscope.analyzers.hlo_stats import hlo_stats, with_executions, xla_op_occurrences
 from podscope.analyzers.input_pipeline import iterator_table, pipeline_summary
 from podscope.analyzers.memory import memory_summary
@@ -146,6 +147,7 @@ RULE_FRAMES = (
     "collective_calls",
     "xla_ops",
     "host_syncs",
+    "launch_summary",
 )
 PER_WORKER = ("steps", "step_methods", "memory", "breakdown", "before_call", *RULE_FRAMES)
 
@@ -741,6 +743,12 @@ class SessionAnalysis:
         """Per worker × GPU/TPU: steps it worked in, compute per step, idle flag, busiest
         first (``analyzers.pod.device_activity``)."""
         return device_activity(self.meta.planes, self.device_busy, self.breakdown)
+
+    @frame_property
+    def launch_summary(self) -> pd.DataFrame:
+        """Per PyTorch rank: its kernel launches, the short ones, its GPU's idle share and
+        host wait's share of it, from HTA's views (``gpu_views.launch_summary``)."""
+        return launch_summary(self.frames)
 
     @frame_property
     def host_syncs(self) -> pd.DataFrame:

@@ -74,6 +74,9 @@ class Thresholds:
     #: a GPU's idle time right after the host waited for it (``.item()``, a synchronize),
     #: share of step time
     host_sync: tuple[float, float] = (0.05, 0.20)
+    #: a GPU's span with no event, waiting for its host's launches (HTA's idle and host wait),
+    #: where most kernels run shorter than their launch call
+    launch_bound: tuple[float, float] = (0.10, 0.30)
     #: busiest parameter server's busy time / the mean over parameter servers
     ps_imbalance: tuple[float, float] = (1.6, 1.8)
     #: time in collectives after every participant arrived, share of step time

@@ -568,3 +568,58 @@ def host_sync(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         at_stake_ns=idle / n_steps,
         page="/timeline?q=Synchronize",
     )
+
+
+#: A GPU is launch-bound when at least this share of its kernels run shorter than the call
+#: that launched them (HTA's launch statistics): the host cannot launch faster than they end.
+SHORT_LAUNCH_SHARE = 0.5
+
+
+@rule(
+    "launch_bound",
+    "Launch-bound: small kernels wait for their launches",
+    needs=(DEVICE,),
+    levels="launch_bound",
+)
+def launch_bound(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    """The share of a rank's GPU span with nothing running while it waits for the host (HTA's
+    temporal idle share × host wait's share of the streams' idle time), where most of its
+    kernels (``SHORT_LAUNCH_SHARE``) run shorter than their launch calls: the worst rank."""
+    s = inp.launch_summary
+    s = s[s["launches"] > 0]
+    if s.empty:
+        return skip(
+            "no kernel launch paired with its GPU event (HTA's launch statistics read "
+            "cudaLaunchKernel and its kin)"
+        )
+    s = s.assign(
+        value=s["idle_share"] * s["host_wait_share"],
+        short=s["short_launches"] / s["launches"],
+    )
+    top = s.loc[s["value"].idxmax()]
+    value, short = float(top["value"]), float(top["short"])
+    bound = short >= SHORT_LAUNCH_SHARE
+    return Verdict(
+        severity_of(value, t.launch_bound) if bound else Severity.NONE,
+        value=value,
+        expression="(lambda s: float((s.idle_share * s.host_wait_share)[s.launches > 0].max()))(prepare(frames).launch_summary)",
+        evidence={
+            "rank": str(top["worker"]),
+            "gpu_idle_share": round(float(top["idle_share"]), 4),
+            "host_wait_share_of_idle": round(float(top["host_wait_share"]), 4),
+            "kernels_shorter_than_their_launch": f"{int(top['short_launches'])} of {int(top['launches'])}",
+            "short_share": round(short, 3),
+            "launch_bound_from_short_share": SHORT_LAUNCH_SHARE,
+        },
+        recommendation="The GPU runs kernels faster than the host launches them and waits for it "
+        "most of the time: launch fewer, larger kernels — compile the model (torch.compile, "
+        "mode='reduce-overhead' adds CUDA graphs), capture the step in a CUDA graph "
+        "(torch.cuda.graphs / make_graphed_callables), use fused optimizers "
+        "(torch.optim.AdamW(fused=True) or foreach=True), larger batches; `podscope gpu "
+        "--view launches` lists each launch."
+        if bound
+        else "Most kernels run longer than their launches: the GPU is not waiting for launch "
+        "overhead (a host-side wait has other causes: the host-sync and DataLoader checks).",
+        at_stake_ns=value * inp.step_time_ns if bound else 0.0,
+        page="/gpu?view=launches",
+    )

@@ -121,6 +121,17 @@ SCOPES: dict[str, Callable[[SessionAnalysis, str], str | None]] = {
             "android": "an Android trace has no training steps that wait for a GPU",
         },
     ),
+    "launch_bound": _only(
+        {"pytorch"},
+        {
+            "tensorflow": "PyTorch's check for now (HTA's launch statistics): a TensorFlow "
+            "capture's launch overhead is the kernel-launch check's",
+            "jax": "PyTorch's check for now: a JAX capture's launch overhead is the device idle "
+            "check's",
+            "tpu": "PyTorch's check for now: a TPU runs whole programs, not launched kernels",
+            "android": "an Android trace has no training kernels",
+        },
+    ),
     "memory_leak": _only(
         {"tensorflow", "jax", "tpu"},
         {"android": "an Android trace has no allocator events of a training job"},
@@ -207,6 +218,7 @@ PYTORCH_RULES = frozenset(
         "cpu_only",
         "torch_matmul_precision",
         "host_sync",
+        "launch_bound",
     }
 )
 

@@ -183,3 +183,46 @@ def test_host_syncs_idle_the_gpu_as_its_events_say(folder: Path) -> None:
         assert folder.name == "a100_nccl_2ranks_r0"  # 8 cudaEventSynchronize a step
         assert f.evidence["calls_by_name"] == {"cudaEventSynchronize": 24}
         assert ".item()" in f.recommendation
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_launch_bound_is_htas_idle_host_wait_and_short_kernels(
+    folder: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``launch_bound`` from HTA's own numbers (``traceinsight``): the worst rank's temporal
+    idle share × host wait's share of its streams' idle time, and how many of its kernels ran
+    shorter than their launch calls; it fires on the A100 sample alone (78 % idle, 1,347 of
+    2,516 kernels shorter than their launch)."""
+    import warnings
+
+    from tests.analyzers.test_gpu_views import hta
+
+    a = analysed(folder)
+    f = next(f for f in a.findings if f.rule_id == "launch_bound")
+    analysis = hta(folder, tmp_path_factory.mktemp("hta"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        temporal = analysis.get_temporal_breakdown(visualize=False).set_index("rank")
+        idle, _ = analysis.get_idle_time_breakdown(ranks=analysis.t.get_ranks(), visualize=False)
+        launches = analysis.get_cuda_kernel_launch_stats(
+            ranks=analysis.t.get_ranks(), visualize=False
+        )
+    if not any(len(df) for df in launches.values()):
+        assert not f.applies and "no kernel launch" in f.reason
+        return
+    values = {}
+    for rank, df in launches.items():
+        waits = idle[idle["rank"] == rank].groupby("idle_category")["idle_time"].sum()
+        share = float(temporal.loc[rank, "idle_time_pctg"]) / 100
+        values[rank] = (
+            share * float(waits.get("host_wait", 0.0) / waits.sum()),
+            int((df["gpu_duration"] < df["cpu_duration"]).sum()),
+            len(df),
+        )
+    value, short, n = max(values.values())
+    assert f.value == pytest.approx(value, abs=1e-3)
+    assert f.evidence["kernels_shorter_than_their_launch"] == f"{short} of {n}"
+    fires = short / n >= 0.5 and value >= 0.1
+    assert (f.severity != "none") == fires == (folder.name == "a100_nccl_2ranks_r0")
+    if fires:
+        assert "torch.compile" in f.recommendation and "CUDA graph" in f.recommendation
