@@ -15,6 +15,8 @@ whole capture instead (``per``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 
@@ -23,12 +25,14 @@ from podscope.analyzers.breakdown import CATEGORIES
 STEP_METRICS = ("step_time (mean)", "step_time (p50)", "step_time (p95)", *CATEGORIES)
 
 
-def step_metrics(breakdown: pd.DataFrame) -> pd.Series:
+def step_metrics(breakdown: pd.DataFrame, categories: Iterable[str] = CATEGORIES) -> pd.Series:
     """ms per worker-step: step time statistics and mean categories, both over the same rows:
     those whose categories are known (a Python-traced worker's rows are left out when any
-    other worker's are known), so the categories add up to the step time."""
+    other worker's are known), so the categories add up to the step time. ``categories``:
+    XProf's, or PyTorch's (``analyzers.torch_view``) for a frame of them."""
+    names = [*STEP_METRICS[:3], *categories]
     if breakdown.empty:
-        return pd.Series(np.nan, index=list(STEP_METRICS))
+        return pd.Series(np.nan, index=names)
     breakdown = traced_steps(breakdown)
     step_ms = breakdown["step_time_ns"].astype("float64") / 1e6
     out = {
@@ -36,10 +40,10 @@ def step_metrics(breakdown: pd.DataFrame) -> pd.Series:
         "step_time (p50)": step_ms.quantile(0.5),
         "step_time (p95)": step_ms.quantile(0.95),
     }
-    for cat in CATEGORIES:
+    for cat in names[3:]:
         mean = breakdown[f"{cat}_ns"].astype("Float64").mean(skipna=True)
         out[cat] = np.nan if pd.isna(mean) else float(mean) / 1e6
-    return pd.Series(out, dtype="float64").reindex(list(STEP_METRICS))
+    return pd.Series(out, dtype="float64").reindex(names)
 
 
 def traced_steps(pod: pd.DataFrame) -> pd.DataFrame:
@@ -65,20 +69,26 @@ def _with_deltas(frame: pd.DataFrame, base: str, new: str) -> pd.DataFrame:
     return frame
 
 
-def compare_steps(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+def compare_steps(
+    base: pd.DataFrame, new: pd.DataFrame, categories: Iterable[str] = CATEGORIES
+) -> pd.DataFrame:
     """Step time and its categories, baseline vs new run.
 
     Args:
         base, new: ``analyzers.pod.pod_view`` of each run (a ``step_breakdown`` of one device
-            per worker is the same).
+            per worker is the same), or both in PyTorch's categories
+            (``SessionAnalysis.own_pod``).
+        categories: the frames' categories (default XProf's).
 
     Returns:
-        One row per metric (``STEP_METRICS``): ``metric, base_ms, new_ms, delta`` (ms) and
-        ``change`` (new / base - 1; missing where the baseline is 0 or unknown).
+        One row per metric (``STEP_METRICS``, PyTorch's categories in place of XProf's for
+        them): ``metric, base_ms, new_ms, delta`` (ms) and ``change`` (new / base - 1;
+        missing where the baseline is 0 or unknown).
     """
-    frame = pd.DataFrame(
-        {"metric": list(STEP_METRICS), "base_ms": step_metrics(base).to_numpy()}
-    ).assign(new_ms=step_metrics(new).to_numpy())
+    b, n = step_metrics(base, categories), step_metrics(new, categories)
+    frame = pd.DataFrame({"metric": list(b.index), "base_ms": b.to_numpy()}).assign(
+        new_ms=n.to_numpy()
+    )
     return _with_deltas(frame, "base_ms", "new_ms")
 
 

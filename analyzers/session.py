@@ -47,7 +47,7 @@ from podscope.analyzers.attribution import (
     slow_steps,
     stragglers,
 )
-from podscope.analyzers.breakdown import before_call_breakdown, step_breakdown
+from podscope.analyzers.breakdown import CATEGORIES, before_call_breakdown, step_breakdown
 from podscope.analyzers.collectives import collective_events, collective_summary, match_collectives
 from podscope.analyzers.compare import traced_steps
 from podscope.analyzers.gpu_views import launch_summary
@@ -84,7 +84,7 @@ from podscope.analyzers.steps import (
     whole_steps,
 )
 from podscope.analyzers.timeline import TimelineIndex, event_details, sched_details
-from podscope.analyzers.torch_view import TORCH_COLUMNS, torch_categories
+from podscope.analyzers.torch_view import TORCH_CATEGORIES, TORCH_COLUMNS, torch_categories
 from podscope.analyzers.xla_programs import program_executions
 from podscope.trace_parsers.schema import KINETO_MARK, TraceFrames
 
@@ -485,6 +485,19 @@ class SessionAnalysis:
         if self.trace_kind == "pytorch":
             return step_rows(self.torch_breakdown, step, TORCH_COLUMNS)
         return step_rows(self.breakdown, step)
+
+    def own_pod(self, other: SessionAnalysis | None = None) -> tuple[pd.DataFrame, list[str]]:
+        """The pod view (``pod``) and its categories in this capture's own terms: PyTorch's
+        (``analyzers.torch_view``) for a PyTorch capture — when ``other``, the run it is
+        compared with, is one too —, else XProf's."""
+        if self.trace_kind == "pytorch" and (other is None or other.trace_kind == "pytorch"):
+            t = self.torch_breakdown  # each worker's slowest device, as ``pod_view``'s
+            slowest = t.sort_values("step_time_ns", ascending=False, kind="stable")
+            frame = slowest.drop_duplicates(["worker", "step"]).sort_values(
+                ["step", "worker"], ignore_index=True
+            )
+            return frame, list(TORCH_CATEGORIES)
+        return self.pod, list(CATEGORIES)
 
     @frame_property
     def torch_breakdown(self) -> pd.DataFrame:

@@ -354,12 +354,13 @@ def compare_command(
     if csv not in (None, "steps", "ops", "xla"):
         say("podscope: error: --csv must be steps, ops or xla", err=True)
         raise click.exceptions.Exit(2)
-    parts = frozenset({"steps", "breakdown", "ops:op", "xla_ops"})
+    parts = frozenset({"steps", "breakdown", "pod_inputs", "ops:op", "xla_ops"})
     runs = [
         _analysis_or_exit(path, session, no_cache, parts, scheduler)
         for path, session in ((base, base_session), (new, new_session))
     ]
-    steps = compare_steps(runs[0].pod, runs[1].pod)
+    (base_pod, cats), (new_pod, _) = runs[0].own_pod(runs[1]), runs[1].own_pod(runs[0])
+    steps = compare_steps(base_pod, new_pod, cats)
     ops = compare_ops(
         runs[0].op_table, runs[1].op_table, runs[0].capture_steps, runs[1].capture_steps
     )

@@ -6,13 +6,20 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from podscope.analyzers.breakdown import CATEGORIES
+from podscope.analyzers.torch_view import TORCH_CATEGORIES
+
+
+def metric_label(metric: str) -> str:
+    """A Compare metric as shown: a PyTorch category by its name, others' underscores as
+    spaces."""
+    return TORCH_CATEGORIES.get(metric, metric.replace("_", " "))
 
 
 def compare_steps_figure(table: pd.DataFrame, base: str, new: str) -> go.Figure:
     """Grouped horizontal bars of ``analyzers.compare.compare_steps``: the mean step time and
     each category (ms per step), one bar per run; the hover gives the change."""
-    rows = table[table["metric"].isin(["step_time (mean)", *CATEGORIES])]
-    labels = rows["metric"].str.replace("_", " ").tolist()
+    rows = table[table["metric"].isin(["step_time (mean)", *CATEGORIES, *TORCH_CATEGORIES])]
+    labels = rows["metric"].map(metric_label).tolist()
     change = rows["change"].map(lambda c: "n/a" if pd.isna(c) else f"{c:+.0%}").tolist()
     fig = go.Figure(
         [

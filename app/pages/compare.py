@@ -14,7 +14,7 @@ from dash import Input, Output, State, dcc, html
 from podscope.analyzers.compare import compare_ops, compare_steps, traced_steps
 from podscope.app import ids
 from podscope.app.context import current
-from podscope.app.figures.compare import compare_steps_figure
+from podscope.app.figures.compare import compare_steps_figure, metric_label
 from podscope.app.figures.pod import LABELS
 from podscope.app.grid_source import records
 from podscope.app.pages._common import (
@@ -97,7 +97,8 @@ def _compare(
     _, base, base_alert = load_session(baseline) if baseline else (None, None, None)
     if new is None or base is None:
         return session, None, None, alert or base_alert
-    steps = compare_steps(base.pod, new.pod)
+    (base_pod, cats), (new_pod, _) = base.own_pod(new), new.own_pod(base)
+    steps = compare_steps(base_pod, new_pod, cats)
     ops = compare_ops(
         base.op_table_for("op", None),
         new.op_table_for("op", None),
@@ -178,7 +179,7 @@ def body(search: str | None, baseline: str | None) -> Any:
         steps.round(3)
         .assign(
             change=_percent(steps["change"]),
-            metric=steps["metric"].map(lambda m: LABELS.get(m, m.replace("_", " "))),
+            metric=steps["metric"].map(lambda m: LABELS.get(m, metric_label(m))),
         )
         .rename(
             columns={

@@ -137,3 +137,29 @@ def test_podscope_steps_speaks_pytorch_on_a_pytorch_capture(session: Path) -> No
     shown = subprocess.run(args, capture_output=True, text=True).stdout
     head = next(line for line in shown.splitlines() if line.split()[:1] == ["worker"])
     assert head.split()[5:] == ["wait", "comm", "cpu+py", "loader"]  # no GPU: no gpu, idle
+
+
+def test_compare_speaks_pytorch_between_two_pytorch_runs(session: Path, tmp_path: Path) -> None:
+    """Compare two PyTorch runs in PyTorch's categories: rank 1's DataLoader 2 ms slower in
+    the new run is 2 ms more DataLoader on it, and 2 ms more wait on rank 0."""
+    from podscope.analyzers.compare import compare_steps
+
+    for rank, loader in ((0, 0.5), (1, 6.5)):
+        trace = _rank(rank, compute_ms=2.0, loader_ms=loader)
+        (tmp_path / f"rank-{rank}.pt.trace.json").write_text(json.dumps(trace))
+    base, new = (SessionAnalysis(load(p, cache=False)) for p in (session, tmp_path))
+    (b, cats), (n, _) = base.own_pod(new), new.own_pod(base)
+    table = compare_steps(b, n, cats).set_index("metric")
+    assert list(table.index[3:]) == [
+        "gpu_compute",
+        "comm_wait",
+        "comm_transfer",
+        "memcpy",
+        "cpu_python",
+        "dataloader",
+        "gpu_idle",
+    ]
+    # the slowest device of each rank-step, averaged over both ranks: (0.5 + 4.5) / 2 → (0.5 + 6.5) / 2
+    assert table.loc["dataloader", "delta"] == pytest.approx(1.0, abs=1e-6)
+    assert table.loc["comm_wait", "delta"] == pytest.approx(1.0, abs=1e-6)
+    assert table.loc["cpu_python", "delta"] == pytest.approx(-2.0, abs=1e-6)
