@@ -548,8 +548,15 @@ def launch_summary(frames: TraceFrames) -> pd.DataFrame:
     its span with no GPU event (``temporal``) and host wait's share of its streams' idle time
     (``idle``: the event's launch began after the stream ran dry).
 
+    And the host-to-device copies from pageable memory (Kineto's ``Memcpy HtoD (Pageable ->
+    Device)``): the CUDA runtime stages them through a pinned buffer and the call returns only
+    when the data is copied, so the host waits for each: their number and the host's time in
+    their calls (``pageable_copies``, ``pageable_copy_host_us``), with the rank's GPU span
+    (``span_us``: HTA's temporal ``kernel_time``).
+
     Returns:
-        Columns ``worker, rank, launches, short_launches, idle_share, host_wait_share``.
+        Columns ``worker, rank, launches, short_launches, idle_share, host_wait_share,
+        pageable_copies, pageable_copy_host_us, span_us``.
     """
     ranks = rank_events(frames)
     names = rank_workers(frames)
@@ -561,6 +568,12 @@ def launch_summary(frames: TraceFrames) -> pd.DataFrame:
         mine = idle_by[idle_by["rank"] == rank]
         waits = mine.groupby("idle_category")["idle_time"].sum()
         launched = calls[calls["rank"] == rank]
+        frame = ranks[rank]
+        pageable = frame.loc[
+            (frame["stream"] != -1) & frame["name"].str.startswith("Memcpy HtoD (Pageable"),
+            "correlation",
+        ]
+        host = frame[(frame["stream"] == -1) & frame["correlation"].isin(pageable)]
         rows.append(
             {
                 "worker": names[rank],
@@ -573,9 +586,22 @@ def launch_summary(frames: TraceFrames) -> pd.DataFrame:
                 "host_wait_share": float(waits.get("host_wait", 0.0) / waits.sum())
                 if waits.sum() > 0
                 else 0.0,
+                "pageable_copies": len(pageable),
+                "pageable_copy_host_us": float(host["dur"].sum()),
+                "span_us": float(t.loc[rank, "kernel_time_us"]) if rank in t.index else 0.0,
             }
         )
-    cols = ["worker", "rank", "launches", "short_launches", "idle_share", "host_wait_share"]
+    cols = [
+        "worker",
+        "rank",
+        "launches",
+        "short_launches",
+        "idle_share",
+        "host_wait_share",
+        "pageable_copies",
+        "pageable_copy_host_us",
+        "span_us",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 

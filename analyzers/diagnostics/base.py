@@ -77,6 +77,8 @@ class Thresholds:
     #: a GPU's span with no event, waiting for its host's launches (HTA's idle and host wait),
     #: where most kernels run shorter than their launch call
     launch_bound: tuple[float, float] = (0.10, 0.30)
+    #: the host's time in host-to-device copies from pageable memory, share of the GPU's span
+    blocking_copies: tuple[float, float] = (0.02, 0.10)
     #: busiest parameter server's busy time / the mean over parameter servers
     ps_imbalance: tuple[float, float] = (1.6, 1.8)
     #: time in collectives after every participant arrived, share of step time

@@ -623,3 +623,39 @@ def launch_bound(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         at_stake_ns=value * inp.step_time_ns if bound else 0.0,
         page="/gpu?view=launches",
     )
+
+
+@rule(
+    "blocking_copies",
+    "Host-to-device copies from pageable memory block the host",
+    needs=(DEVICE,),
+    levels="blocking_copies",
+)
+def blocking_copies(inp: SessionAnalysis, t: Thresholds) -> Verdict:
+    """The host's time in host-to-device copies from pageable memory (it returns only when the
+    data is on the GPU), as a share of the rank's GPU span (``gpu_views.launch_summary``): the
+    worst rank."""
+    s = inp.launch_summary
+    s = s[s["span_us"] > 0]
+    if s.empty:
+        return skip("no GPU activity HTA's views can time")
+    share = s["pageable_copy_host_us"] / s["span_us"]
+    top = s.loc[share.idxmax()]
+    value = float(share.max())
+    return Verdict(
+        severity_of(value, t.blocking_copies),
+        value=value,
+        expression="(lambda s: float((s.pageable_copy_host_us / s.span_us)[s.span_us > 0].max()))(prepare(frames).launch_summary)",
+        evidence={
+            "rank": str(top["worker"]),
+            "pageable_copies": int(top["pageable_copies"]),
+            "host_ms_in_them": round(float(top["pageable_copy_host_us"]) / 1000, 3),
+            "gpu_span_ms": round(float(top["span_us"]) / 1000, 3),
+        },
+        recommendation="Copies from pageable memory make the host wait until the data is on "
+        "the GPU: load batches into pinned memory (DataLoader(pin_memory=True), or "
+        "tensor.pin_memory()) and copy with .to(device, non_blocking=True), so the copy runs "
+        "beside the host's next work.",
+        at_stake_ns=value * inp.step_time_ns,
+        page="/timeline?q=Memcpy",
+    )

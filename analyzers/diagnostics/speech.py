@@ -132,6 +132,17 @@ SCOPES: dict[str, Callable[[SessionAnalysis, str], str | None]] = {
             "android": "an Android trace has no training kernels",
         },
     ),
+    "blocking_copies": _only(
+        {"pytorch"},
+        {
+            "tensorflow": "PyTorch's check for now: a TensorFlow capture's copies are the "
+            "host-device copies check's",
+            "jax": "PyTorch's check for now: a JAX capture's copies are the host-device copies "
+            "check's",
+            "tpu": "PyTorch's check for now: a TPU capture's copies are the host offload check's",
+            "android": "an Android trace has no training copies",
+        },
+    ),
     "memory_leak": _only(
         {"tensorflow", "jax", "tpu"},
         {"android": "an Android trace has no allocator events of a training job"},
@@ -219,6 +230,7 @@ PYTORCH_RULES = frozenset(
         "torch_matmul_precision",
         "host_sync",
         "launch_bound",
+        "blocking_copies",
     }
 )
 

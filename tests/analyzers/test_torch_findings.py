@@ -226,3 +226,51 @@ def test_launch_bound_is_htas_idle_host_wait_and_short_kernels(
     assert (f.severity != "none") == fires == (folder.name == "a100_nccl_2ranks_r0")
     if fires:
         assert "torch.compile" in f.recommendation and "CUDA graph" in f.recommendation
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_blocking_copies_are_the_traces_pageable_host_to_device_copies(folder: Path) -> None:
+    """``blocking_copies`` counts the trace's ``Memcpy HtoD (Pageable -> Device)`` events of
+    the worst rank (those HTA keeps: whole iterations), and the host's time in their calls."""
+    a = analysed(folder)
+    f = next(f for f in a.findings if f.rule_id == "blocking_copies")
+    assert f.applies and f.severity == "none"  # none of the samples copies much from pageable
+    ev = a.frames.events
+    rank = ev[ev["worker"] == f.evidence["rank"]]
+    pageable = rank[rank["name"].astype(str).str.startswith("Memcpy HtoD (Pageable")]
+    assert f.evidence["pageable_copies"] <= len(pageable)
+    calls = rank[
+        ~rank["plane"].astype(str).str.startswith("/device:")
+        & rank["correlation_id"].isin(pageable["correlation_id"])
+    ]
+    assert f.evidence["host_ms_in_them"] <= calls["dur_ps"].sum() / 1e9 + 1e-3
+    assert (f.evidence["pageable_copies"] > 0) == (folder.name == "gpu_sampled_2of128")
+
+
+def test_a_rank_that_copies_from_pageable_memory_is_told_to_pin_it(tmp_path: Path) -> None:
+    import json
+
+    ev: list[dict[str, object]] = []
+    for i in range(4):  # 10 ms steps: a 3 ms copy from pageable memory, then a 5 ms kernel
+        t0 = 1_000_000 + 10_000 * i
+        ev += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1,
+             "tid": 1, "ts": t0, "dur": 10_000},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1,
+             "ts": t0 + 100, "dur": 3_000, "args": {"correlation": 10 * i + 1}},
+            {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)",
+             "pid": 0, "tid": 7, "ts": t0 + 150, "dur": 2_900,
+             "args": {"device": 0, "stream": 7, "correlation": 10 * i + 1}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": t0 + 3_200, "dur": 10, "args": {"correlation": 10 * i + 2}},
+            {"ph": "X", "cat": "kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": 7,
+             "ts": t0 + 3_300, "dur": 5_000,
+             "args": {"device": 0, "stream": 7, "correlation": 10 * i + 2}},
+        ]  # fmt: skip
+    path = tmp_path / "rank-0.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    a = SessionAnalysis(load(path, cache=False))
+    f = next(f for f in a.findings if f.rule_id == "blocking_copies")
+    assert f.severity == "high" and f.evidence["pageable_copies"] == 3  # HTA: before the last step
+    assert f.evidence["host_ms_in_them"] == 9.0
+    assert "pin_memory=True" in f.recommendation and "non_blocking=True" in f.recommendation
