@@ -33,10 +33,11 @@ KEPT_OPS = 40
 MIN_SHARE = 0.05
 #: Step time must change at least this much to be said.
 MIN_STEP_CHANGE = 0.10
-#: Summaries of this format; older lines are analysed again (2: a culprit's cause is read
-#: from its late steps' summed excess, ``worker_causes``; 1 said the most common label, and a
-#: "cause changed" between the two would be the formula's, not the job's).
-SUMMARY_VERSION = 2
+#: Summaries of this format; older lines are analysed again (3: a PyTorch session's metrics in
+#: its own categories, ``SessionAnalysis.own_pod``; 2: a culprit's cause is read from its late
+#: steps' summed excess, ``worker_causes``; 1 said the most common label, and a "cause
+#: changed" between the two would be the formula's, not the job's).
+SUMMARY_VERSION = 3
 
 
 def _num(value: Any) -> float | None:
@@ -68,6 +69,7 @@ def summarize(
     watch = dict(watch or {})
     trigger = dict(watch.get("trigger") or {})
     pod = analysis.pod
+    own, categories = analysis.own_pod()  # a PyTorch job's in its own categories
     # every worker's step time, its categories known or not (a Python-traced worker's too)
     per_worker = (
         pod.groupby(pod["worker"].astype(str))["step_time_ns"].median() / 1e6
@@ -96,7 +98,7 @@ def summarize(
         else None,
         "statuses": dict(statuses or {}),
         "step_ms": {w: _num(v) for w, v in per_worker.items()},
-        "metrics": {k: _num(v) for k, v in step_metrics(pod).items()},
+        "metrics": {k: _num(v) for k, v in step_metrics(own, categories).items()},
         "culprits": culprits,
         # the cause of each culprit's late steps (``worker_causes``; "" when it has none)
         "causes": {w: str(causes["cause"].get(w, "")) for w in culprits},

@@ -277,3 +277,45 @@ def test_a_pytorch_window_starts_and_stops_at_the_loops_steps(tmp_path: Path) ->
     )
     assert numbers and numbers == list(range(numbers[0], numbers[-1] + 1)) and numbers[0] > 100
     assert heartbeat._step_hook is None
+
+
+@pytest.mark.slow
+def test_a_pytorch_ddp_job_is_watched_from_its_ranks_steps(tmp_path: Path) -> None:
+    """``podscope watch`` on two DDP ranks: their ``podscope.agent.step(n)`` beats reach the
+    watcher, its scheduled capture brings both ranks' traces home, and the History summary of
+    it speaks PyTorch's categories and names no culprit."""
+    from podscope.analyzers.history import summarize
+    from podscope.analyzers.session import SessionAnalysis
+    from podscope.collectors import watch
+
+    logdir = tmp_path / "logdir"
+    with jobs(tmp_path, "torch", world=2) as started:
+        targets = [Target(s["address"], f"rank{i}") for i, s in enumerate(started)]
+        opts = watch.WatchOptions(
+            CaptureOptions(logdir=logdir, duration_ms=1500, delay_ms=500),
+            every_s=600.0,
+            keep=3,
+            poll_s=0.05,
+        )
+        watcher = watch.Watcher(lambda: targets, opts)
+        first = watcher.step(time.time())
+        assert first is not None and first.trigger.kind == "scheduled"
+        assert first.statuses == {"rank0": "ok", "rank1": "ok"}
+        deadline = time.monotonic() + 60  # the beats after the capture: a new baseline
+        while not all(len(w.beats) >= 5 for w in watcher.workers.values()):
+            assert time.monotonic() < deadline, {
+                k: len(w.beats) for k, w in watcher.workers.items()
+            }
+            watcher.step(time.time())
+            time.sleep(0.1)
+        assert sorted(watcher.workers) == ["rank0", "rank1"]
+        steps = [b.step for b in watcher.workers["rank0"].beats]
+        assert steps == sorted(steps)  # the loop's own step numbers
+    session = layout.session_dir(logdir, first.session)
+    assert sorted(p.name for p in session.glob("*.pt.trace.json.gz")) == [
+        "rank0.pt.trace.json.gz",
+        "rank1.pt.trace.json.gz",
+    ]
+    summary = summarize(SessionAnalysis.from_path(session), first.session)
+    assert summary["culprits"] == [] and set(summary["step_ms"]) == {"rank0", "rank1"}
+    assert {"comm_wait", "dataloader", "cpu_python"} <= set(summary["metrics"])
