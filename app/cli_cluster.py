@@ -29,6 +29,16 @@ run_dir_option = click.option(
 )
 
 
+#: Where ``cluster jax`` and ``cluster torch`` write the session they capture.
+logdir_option = click.option(
+    "--logdir",
+    type=click.Path(path_type=Path),
+    envvar="PODSCOPE_LOGDIR",
+    required=True,
+    help="The captured session goes to LOGDIR/plugins/profile/<session>/.",
+)
+
+
 @click.group("cluster", no_args_is_help=True)
 def cluster_cli() -> None:
     """Run the reference training engine on a local cluster."""
@@ -175,13 +185,7 @@ def cluster_down(run_dir: Path, grace_s: float) -> None:
 
 
 @cluster_cli.command("jax")
-@click.option(
-    "--logdir",
-    type=click.Path(path_type=Path),
-    envvar="PODSCOPE_LOGDIR",
-    required=True,
-    help="The captured session goes to LOGDIR/plugins/profile/<session>/.",
-)
+@logdir_option
 @click.option("--workers", type=int, default=2, help="JAX processes (one CPU device each).")
 @click.option(
     "--steps",
@@ -237,13 +241,7 @@ def cluster_jax(
 
 
 @cluster_cli.command("torch")
-@click.option(
-    "--logdir",
-    type=click.Path(path_type=Path),
-    envvar="PODSCOPE_LOGDIR",
-    required=True,
-    help="The captured session goes to LOGDIR/plugins/profile/<session>/.",
-)
+@logdir_option
 @click.option("--workers", type=int, default=2, help="Ranks (DDP over gloo, one process each).")
 @click.option("--steps", type=int, default=12, help="Steps captured (after 3 warm-up steps).")
 @click.option(

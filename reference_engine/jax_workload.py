@@ -109,11 +109,11 @@ def launch(cfg: JaxConfig, run_dir: Path, timeout_s: float = 600.0) -> Iterator[
 
 
 def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (subprocess)
-    cfg = JaxConfig(**json.loads((work / "jax.json").read_text()))
-    from podscope.collectors import agent as podscope_agent
-
-    agent = podscope_agent.start(repository_root=work / f"agent-{index}")  # loopback, any port
+    settings, agent = processes.start_worker(work, index, "JAX")
+    cfg = JaxConfig(**settings)
     import jax
+
+    from podscope.collectors import agent as podscope_agent
 
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(

@@ -121,6 +121,15 @@ def _ready(
     return dict(json.loads(path.read_text()))
 
 
+def start_worker(run_dir: Path, index: int, name: str) -> tuple[dict[str, Any], Any]:
+    """From process ``index``: its run's settings (``launch``'s file) and the PodScope agent it
+    starts, as a user's job would (loopback, any port; before any framework is imported)."""
+    from podscope.collectors import agent
+
+    settings = json.loads((run_dir / f"{name.lower()}.json").read_text())
+    return dict(settings), agent.start(repository_root=run_dir / f"agent-{index}")
+
+
 def say_ready(run_dir: Path, index: int, address: str, step_ms: float) -> None:
     """From process ``index``: warm, its agent at ``address`` (written whole, then renamed)."""
     ready = run_dir / READY.format(index)

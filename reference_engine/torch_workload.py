@@ -103,14 +103,14 @@ def launch(cfg: TorchConfig, run_dir: Path, timeout_s: float = 600.0) -> Iterato
 
 
 def _worker(work: Path, index: int, port: int) -> None:  # pragma: no cover (subprocess)
-    cfg = TorchConfig(**json.loads((work / "pytorch.json").read_text()))
-    from podscope.collectors import agent as podscope_agent
-
-    agent = podscope_agent.start(repository_root=work / f"agent-{index}")  # loopback, any port
+    settings, agent = processes.start_worker(work, index, "PyTorch")
+    cfg = TorchConfig(**settings)
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import DataLoader, Dataset
+
+    from podscope.collectors import agent as podscope_agent
 
     torch.set_num_threads(1)  # ranks share this machine's cores, as GPUs would not
     dist.init_process_group(

@@ -28,7 +28,7 @@ from podscope.analyzers.diagnostics import diagnose
 from podscope.analyzers.session import SessionAnalysis
 from podscope.trace_parsers import load
 from verify.jax_matrix import draw_jax, run_jax
-from verify.matrix import EXPECTED, Run, draw
+from verify.matrix import EXPECTED, Run, draw, target_rows
 from verify.run import capture_scenario
 from verify.torch_matrix import draw_torch, run_torch, torch_report
 
@@ -180,12 +180,8 @@ def report(rows: pd.DataFrame, seed: int, rejudged: bool = False) -> str:
             if rejudged
             else []
         ),
-        "| target | wanted | measured | met |",
-        "|---|---|---|---|",
+        *target_rows(TARGETS, measured),
     ]
-    for name, want in TARGETS.items():
-        got = measured[name]
-        lines.append(f"| {name} | ≥ {want:.0%} | {got:.0%} | {'yes' if got >= want else 'NO'} |")
     found = [
         float(bool(EXPECTED[r.scenario] & set(str(r.fired).split(","))))
         if r.scenario in EXPECTED
@@ -317,12 +313,8 @@ def jax_report(rows: pd.DataFrame, seed: int) -> str:
         "(`reference_engine.jax_workload`, jax.distributed with gloo on loopback), every "
         "process profiling itself with jax.profiler, analysed as `podscope diagnose` does.",
         "",
-        "| target | wanted | measured | met |",
-        "|---|---|---|---|",
+        *target_rows(JAX_TARGETS, measured),
     ]
-    for name, want in JAX_TARGETS.items():
-        got = measured[name]
-        lines.append(f"| {name} | ≥ {want:.0%} | {got:.0%} | {'yes' if got >= want else 'NO'} |")
     acc = ok.groupby("scenario").agg(
         runs=("culprit_ok", "size"),
         culprit_right=("culprit_ok", lambda c: c.astype(float).mean()),

@@ -20,6 +20,7 @@ from podscope.analyzers.diagnostics import diagnose
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app.cli_cluster import capture_jax
 from podscope.reference_engine.jax_workload import PREFIX, JaxConfig
+from verify.matrix import turns
 
 SCENARIOS = ("baseline", "slow-host", "slow-device")
 #: Rule ids that count as the injected cause being the top finding.
@@ -56,14 +57,9 @@ def draw_jax(n: int, seed: int) -> list[JaxRun]:
     """``n`` runs, the three scenarios in turn (shuffled), the rest drawn; each slow
     scenario's runs slow process 0 (the coordinator of jax.distributed) and another in turn."""
     rng = random.Random(seed)
-    names = [SCENARIOS[i % len(SCENARIOS)] for i in range(n)]
-    rng.shuffle(names)
     runs = []
-    turns = {s: 0 for s in SCENARIOS}
-    for scenario in names:
+    for scenario, first in turns(n, SCENARIOS, rng):
         workers = rng.randint(2, 4)
-        first = turns[scenario] % 2 == 0
-        turns[scenario] += 1
         runs.append(
             JaxRun(
                 scenario=scenario,

@@ -164,3 +164,25 @@ def draw(n: int, seed: int) -> list[Run]:
             )
         )
     return runs
+
+
+def target_rows(targets: dict[str, float], measured: dict[str, float]) -> list[str]:
+    """A report's targets as Markdown table rows: wanted, measured, met."""
+    rows = ["| target | wanted | measured | met |", "|---|---|---|---|"]
+    for name, want in targets.items():
+        got = measured[name]
+        rows.append(f"| {name} | ≥ {want:.0%} | {got:.0%} | {'yes' if got >= want else 'NO'} |")
+    return rows
+
+
+def turns(n: int, scenarios: tuple[str, ...], rng: random.Random) -> list[tuple[str, bool]]:
+    """``n`` runs' scenarios, each in turn (shuffled), and whether the run is its scenario's
+    first of a pair (the engines' matrices slow task 0 in one run, another task in the next)."""
+    names = [scenarios[i % len(scenarios)] for i in range(n)]
+    rng.shuffle(names)
+    seen = dict.fromkeys(scenarios, 0)
+    out = []
+    for name in names:
+        out.append((name, seen[name] % 2 == 0))
+        seen[name] += 1
+    return out

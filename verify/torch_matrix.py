@@ -31,6 +31,7 @@ from podscope.analyzers.diagnostics import diagnose
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app.cli_cluster import capture_torch
 from podscope.reference_engine.torch_workload import ONE_RANK, PREFIX, SCENARIOS, TorchConfig
+from verify.matrix import target_rows, turns
 
 #: Per scenario: the findings that name the injected cause when on top, and the culprit's
 #: cause (``worker_causes``) that names it (None: no culprit is wanted).
@@ -77,14 +78,9 @@ def draw_torch(n: int, seed: int, cores: int | None = None) -> list[TorchRun]:
     machine's) bounds the ranks."""
     most = max(2, min(4, (cores or os.cpu_count() or 2) + 1))
     rng = random.Random(seed)
-    names = [SCENARIOS[i % len(SCENARIOS)] for i in range(n)]
-    rng.shuffle(names)
-    turns = {s: 0 for s in SCENARIOS}
     runs = []
-    for scenario in names:
+    for scenario, first in turns(n, SCENARIOS, rng):
         workers = rng.randint(2, most)
-        first = turns[scenario] % 2 == 0
-        turns[scenario] += 1
         runs.append(
             TorchRun(
                 scenario=scenario,
@@ -161,12 +157,8 @@ def torch_report(rows: pd.DataFrame, seed: int, markdown: Any) -> str:
         "every rank traced by its PodScope agent with torch.profiler in one window, analysed "
         "as `podscope diagnose` does. A failed run counts against every target it is in.",
         "",
-        "| target | wanted | measured | met |",
-        "|---|---|---|---|",
+        *target_rows(TARGETS, measured),
     ]
-    for name, want in TARGETS.items():
-        got = measured[name]
-        lines.append(f"| {name} | ≥ {want:.0%} | {got:.0%} | {'yes' if got >= want else 'NO'} |")
     acc = ok.groupby("scenario").agg(
         runs=("culprit_ok", "size"),
         culprit_right=("culprit_ok", lambda c: c.astype(float).mean()),
