@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from podscope.analyzers.attribution import BEFORE_CALL, MIXED, worker_causes
+from podscope.analyzers.attribution import MIXED, worker_causes
 from podscope.analyzers.diagnostics.base import (
     Severity,
     Thresholds,
@@ -17,6 +17,7 @@ from podscope.analyzers.diagnostics.base import (
     skip,
 )
 from podscope.analyzers.diagnostics.questions import input_share
+from podscope.analyzers.diagnostics.speech import cause_words
 from podscope.analyzers.input_pipeline import suggestion
 from podscope.analyzers.pod import is_synchronous
 from podscope.analyzers.session import SessionAnalysis
@@ -50,7 +51,7 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     named = worker_causes(late).loc[worker]
     worst = late.iloc[0]
     cause = str(named["cause"])
-    said, advice = _cause_words(cause, torch=is_torch(inp))
+    said, advice = cause_words(cause, torch=is_torch(inp))
     how = (
         f"{named['share']:.0%} of its lateness"
         if cause != MIXED
@@ -90,80 +91,6 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         at_stake_ns=float(victims["mean_wait_ms"].mean()) * 1e6 if len(victims) else 0.0,
         page=page_at("/timeline", worker, int(worst["step"])),
     )
-
-
-#: A culprit's cause (``worker_causes``: a component of its lateness) in words, and what to do.
-_CAUSES = {
-    "late start": (
-        "late start",
-        "it starts its steps late: work between its steps (host load, callbacks, a slow input "
-        "fetch before the step) — compare its timeline before the step with a victim's.",
-    ),
-    BEFORE_CALL: (
-        BEFORE_CALL,
-        "it calls its step function late: work in its step before the call (Keras "
-        "on_train_batch_begin callbacks, checkpoints, summaries, logging, a loop's Python) — "
-        "move that work off the step, run it every N steps, or on one worker asynchronously; "
-        "its Timeline shows the step before the train function call.",
-    ),
-    "host_compute": (
-        "host_compute",
-        "its own ops take longer: compare its op table with the others' (Ops page).",
-    ),
-    "input": ("input", "it waits for its input: see its input pipeline below."),
-    "device_compute": (
-        "device_compute",
-        "its device computes longer: compare its kernels / XLA ops with a victim's (Ops page, "
-        "per device), and check that device for throttling or other jobs.",
-    ),
-    "device_idle": (
-        "device_idle",
-        "its device waits for its host between steps (Python, input or a blocking fetch before "
-        "each call): look at its host threads before each step on the Timeline.",
-    ),
-}
-#: The same in PyTorch's words (its categories: ``analyzers.torch_view``).
-_TORCH_CAUSES = {
-    "late start": (
-        "late start",
-        "it starts its steps late: work between its steps on that rank alone (logging, "
-        "checkpoints, evaluation, a slow first batch) — compare its Timeline before the step "
-        "with another rank's.",
-    ),
-    "host_compute": (
-        "its CPU ops",
-        "its own ops take longer: compare its op table with another rank's (Ops page) and look "
-        "for other load on its host (its CPU threads: torch.get_num_threads()).",
-    ),
-    "all_others": (
-        "Python between its ops",
-        "time in its step that no op or DataLoader explains: Python on that rank (logging, "
-        "metrics, data conversion) — look at its Timeline between the ops.",
-    ),
-    "input": (
-        "its DataLoader",
-        "it waits for its DataLoader: load in background processes (num_workers), with "
-        "pin_memory=True and persistent_workers=True, and check that rank's storage and host "
-        "load.",
-    ),
-    "device_compute": (
-        "its GPU compute",
-        "its GPU computes longer: compare its kernels with another rank's (Ops page, per GPU), "
-        "and check that GPU's clocks and other processes on it (nvidia-smi).",
-    ),
-    "kernel_launch": (
-        "its kernel launches",
-        "its host launches kernels more slowly: look for other load on its CPU, and launch "
-        "fewer kernels (torch.compile, CUDA graphs).",
-    ),
-}
-_MIXED = "no single component explains it: compare its timeline with a victim's."
-
-
-def _cause_words(cause: str, torch: bool) -> tuple[str, str]:
-    """A culprit's cause, named and advised in its framework's words."""
-    said, advice = (_TORCH_CAUSES if torch else _CAUSES).get(cause, (cause, _MIXED))
-    return said, advice
 
 
 def _measured(inp: SessionAnalysis) -> pd.DataFrame | Verdict:

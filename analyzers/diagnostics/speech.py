@@ -17,6 +17,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from podscope.analyzers.attribution import BEFORE_CALL
 from podscope.analyzers.session import SessionAnalysis
 
 #: Each analysis's audience, asked by every rule: taken once (its plane test was 8 ms a rule
@@ -279,3 +280,77 @@ def in_its_terms(a: SessionAnalysis, finding: dict[str, Any]) -> dict[str, Any]:
                 text = re.sub(pattern, word, text)
             finding[key] = text
     return finding
+
+
+#: A culprit's cause (``worker_causes``: a component of its lateness) in words, and what to do.
+_CAUSES = {
+    "late start": (
+        "late start",
+        "it starts its steps late: work between its steps (host load, callbacks, a slow input "
+        "fetch before the step) — compare its timeline before the step with a victim's.",
+    ),
+    BEFORE_CALL: (
+        BEFORE_CALL,
+        "it calls its step function late: work in its step before the call (Keras "
+        "on_train_batch_begin callbacks, checkpoints, summaries, logging, a loop's Python) — "
+        "move that work off the step, run it every N steps, or on one worker asynchronously; "
+        "its Timeline shows the step before the train function call.",
+    ),
+    "host_compute": (
+        "host_compute",
+        "its own ops take longer: compare its op table with the others' (Ops page).",
+    ),
+    "input": ("input", "it waits for its input: see its input pipeline below."),
+    "device_compute": (
+        "device_compute",
+        "its device computes longer: compare its kernels / XLA ops with a victim's (Ops page, "
+        "per device), and check that device for throttling or other jobs.",
+    ),
+    "device_idle": (
+        "device_idle",
+        "its device waits for its host between steps (Python, input or a blocking fetch before "
+        "each call): look at its host threads before each step on the Timeline.",
+    ),
+}
+#: The same in PyTorch's words (its categories: ``analyzers.torch_view``).
+_TORCH_CAUSES = {
+    "late start": (
+        "late start",
+        "it starts its steps late: work between its steps on that rank alone (logging, "
+        "checkpoints, evaluation, a slow first batch) — compare its Timeline before the step "
+        "with another rank's.",
+    ),
+    "host_compute": (
+        "its CPU ops",
+        "its own ops take longer: compare its op table with another rank's (Ops page) and look "
+        "for other load on its host (its CPU threads: torch.get_num_threads()).",
+    ),
+    "all_others": (
+        "Python between its ops",
+        "time in its step that no op or DataLoader explains: Python on that rank (logging, "
+        "metrics, data conversion) — look at its Timeline between the ops.",
+    ),
+    "input": (
+        "its DataLoader",
+        "it waits for its DataLoader: load in background processes (num_workers), with "
+        "pin_memory=True and persistent_workers=True, and check that rank's storage and host "
+        "load.",
+    ),
+    "device_compute": (
+        "its GPU compute",
+        "its GPU computes longer: compare its kernels with another rank's (Ops page, per GPU), "
+        "and check that GPU's clocks and other processes on it (nvidia-smi).",
+    ),
+    "kernel_launch": (
+        "its kernel launches",
+        "its host launches kernels more slowly: look for other load on its CPU, and launch "
+        "fewer kernels (torch.compile, CUDA graphs).",
+    ),
+}
+_MIXED = "no single component explains it: compare its timeline with a victim's."
+
+
+def cause_words(cause: str, torch: bool) -> tuple[str, str]:
+    """A culprit's cause, named and advised in its framework's words."""
+    said, advice = (_TORCH_CAUSES if torch else _CAUSES).get(cause, (cause, _MIXED))
+    return said, advice

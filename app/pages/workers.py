@@ -15,6 +15,7 @@ import pandas as pd
 from dash import Input, Output, State, dcc, html
 
 from podscope.analyzers.attribution import MIXED, worker_causes
+from podscope.analyzers.diagnostics.speech import cause_words
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app import ids
 from podscope.app.grid_source import BLOCK, column_filters, records, rows_response
@@ -155,8 +156,9 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
         w = str(culprit["worker"].iloc[0])
         mine = slow[(slow["worker"] == w) & (slow["role"] == "late")]
         named = worker_causes(mine).reindex([w]).fillna({"cause": MIXED, "share": 0.0}).iloc[0]
+        said = cause_words(str(named["cause"]), torch=a.trace_kind == "pytorch")[0]
         cause = (
-            f"{named['cause']}, {named['share']:.0%} of its lateness"
+            f"{said}, {named['share']:.0%} of its lateness"
             if named["cause"] != MIXED
             else "mixed: no component is two thirds of its lateness"
         )
