@@ -719,6 +719,10 @@ def shadowing_package(cwd: Path | None = None) -> Path | None:
     return here if here.resolve() != ours else None
 
 
+#: Held while the fork server starts (``_start_fork_server`` sets this process's environment).
+_FORK_SERVER_START = threading.Lock()
+
+
 def _start_fork_server() -> None:
     """Starts the fork server (once per process) so that it imports this process's PodScope.
 
@@ -740,15 +744,18 @@ def _start_fork_server() -> None:
             "analysis's processes would import instead of this PodScope: run from another "
             "folder (or use Python 3.11+)"
         )
-    saved = os.environ.get("PYTHONSAFEPATH")
-    os.environ["PYTHONSAFEPATH"] = "1"  # read by the server's interpreter at its start only
-    try:
-        forkserver.ensure_running()
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONSAFEPATH", None)
-        else:
-            os.environ["PYTHONSAFEPATH"] = saved
+    # One thread at a time: two uploads starting it at once each saved the other's "1" and
+    # one put it back for good, and every later `python -m` of this process lost its folder.
+    with _FORK_SERVER_START:
+        saved = os.environ.get("PYTHONSAFEPATH")
+        os.environ["PYTHONSAFEPATH"] = "1"  # read by the server's interpreter at its start only
+        try:
+            forkserver.ensure_running()
+        finally:
+            if saved is None:
+                os.environ.pop("PYTHONSAFEPATH", None)
+            else:
+                os.environ["PYTHONSAFEPATH"] = saved
 
 
 def fork_server_context() -> Any:

@@ -584,3 +584,25 @@ def test_a_pool_imports_this_podscope_from_a_folder_that_holds_another(tmp_path:
     assert out.returncode == 0, out.stderr[-3000:]
     here = SessionAnalysis(load(fixture, cache=False)).breakdown["worker"].unique()
     assert json.loads(out.stdout) == sorted(str(w) for w in here)
+
+
+def test_fork_servers_started_at_once_leave_the_environment_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two uploads that start the fork server at once: each set PYTHONSAFEPATH around the
+    start and put back what it had seen, the other's "1", which stayed; every later
+    ``python -m tests.…`` of the test process then failed to find its folder."""
+    import threading
+    import time
+    from multiprocessing import forkserver
+
+    from podscope.analyzers import execution
+
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+    monkeypatch.setattr(forkserver, "ensure_running", lambda: time.sleep(0.2))
+    threads = [threading.Thread(target=execution._start_fork_server) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert "PYTHONSAFEPATH" not in os.environ
