@@ -92,6 +92,9 @@ def rank_events(frames: TraceFrames) -> dict[int, pd.DataFrame]:
     it (module docstring): ``name``, ``cat``, ``kernel_type``, ``ts``, ``dur`` (µs),
     ``stream``, ``correlation``, ``bandwidth`` (a copy's GB/s), ``order`` (a GPU event's or
     launch call's place in the file's ``traceEvents``; -1 for others), in time order."""
+    workers = rank_workers(frames)
+    if not workers:  # no PyTorch rank (every TF or JAX worker's rule inputs ask): no work
+        return {}
     events, stats, plane_stats = frames.events, frames.stats, frames.plane_stats
     stream = _numeric_arg(stats, "stream", len(events), -1).astype(np.int64)
     bandwidth = _numeric_arg(stats, "memory bandwidth (GB/s)", len(events), 0.0)
@@ -102,7 +105,7 @@ def rank_events(frames: TraceFrames) -> dict[int, pd.DataFrame]:
     category[cats["event_row"].to_numpy()] = cats["str_value"].astype(str).to_numpy()
     host = plane_stats[plane_stats["plane"] == HOST_PLANE]
     read: dict[int, pd.DataFrame] = {}
-    for rank, worker in rank_workers(frames).items():
+    for rank, worker in workers.items():
         mine = host[host["worker"] == worker]
         at = np.flatnonzero((events["worker"] == worker).to_numpy())
         ts, dur = _hta_times(
