@@ -25,6 +25,13 @@ from podscope.analyzers.breakdown import CATEGORIES
 CATEGORY_NAMES = list(CATEGORIES)
 
 
+def slowest_devices(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per worker × step, the row of its slowest device (breakdown rows, XProf's categories or
+    PyTorch's), sorted by step and worker."""
+    b = rows.sort_values("step_time_ns", ascending=False).drop_duplicates(["worker", "step"])
+    return b.sort_values(["step", "worker"], ignore_index=True)
+
+
 def pod_view(breakdown: pd.DataFrame) -> pd.DataFrame:
     """Per worker × step (devices of a worker summed by taking the slowest device).
 
@@ -38,8 +45,7 @@ def pod_view(breakdown: pd.DataFrame) -> pd.DataFrame:
         ``analyzers.attribution``'s (arrival at the collectives, not the step's start).
     """
     cols = [f"{c}_ns" for c in CATEGORY_NAMES]
-    b = breakdown.sort_values("step_time_ns", ascending=False).drop_duplicates(["worker", "step"])
-    b = b.sort_values(["step", "worker"], ignore_index=True)
+    b = slowest_devices(breakdown)
     out = b[["worker", "step", "step_num", "start_ns", "step_time_ns", "split", *cols]].copy()
     out["end_ns"] = out["start_ns"] + out["step_time_ns"]
     median_time = out.groupby("step")["step_time_ns"].transform("median")

@@ -59,6 +59,7 @@ from podscope.analyzers.pod import (
     anchored,
     device_activity,
     pod_view,
+    slowest_devices,
     step_rows,
     with_calls,
     worker_summary,
@@ -491,12 +492,7 @@ class SessionAnalysis:
         (``analyzers.torch_view``) for a PyTorch capture — when ``other``, the run it is
         compared with, is one too —, else XProf's."""
         if self.trace_kind == "pytorch" and (other is None or other.trace_kind == "pytorch"):
-            t = self.torch_breakdown  # each worker's slowest device, as ``pod_view``'s
-            slowest = t.sort_values("step_time_ns", ascending=False, kind="stable")
-            frame = slowest.drop_duplicates(["worker", "step"]).sort_values(
-                ["step", "worker"], ignore_index=True
-            )
-            return frame, list(TORCH_CATEGORIES)
+            return slowest_devices(self.torch_breakdown), list(TORCH_CATEGORIES)
         return self.pod, list(CATEGORIES)
 
     @frame_property
