@@ -1,5 +1,5 @@
-"""Build hook for the C extensions (the XSpace wire decoder, the ftrace text reader, the column
-kernels every parser shares); metadata is in pyproject.toml.
+"""Build hook for the C extensions (the XSpace wire decoder, the ftrace text reader, the Kineto
+JSON reader, the column kernels every parser shares); metadata is in pyproject.toml.
 
 They are optional: without a C compiler the install still succeeds (the agent and the capture
 client never import them), and parsing then stops with one line saying what to install
@@ -25,6 +25,6 @@ setup(
             ],
             optional=True,
         )
-        for name in ("_xplane_fast", "_ftrace_fast", "_column_kernels")
+        for name in ("_xplane_fast", "_ftrace_fast", "_kineto_fast", "_column_kernels")
     ]
 )

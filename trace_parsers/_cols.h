@@ -1,6 +1,6 @@
 /* Growable fixed-width columns and a string interner shared by the C readers (_xplane_fast.c,
- * _ftrace_fast.c). Each column is a bytearray grown in place and handed to Python as is (numpy
- * wraps it, no copy). */
+ * _ftrace_fast.c, _kineto_fast.c). Each column is a bytearray grown in place and handed to
+ * Python as is (numpy wraps it, no copy). */
 #ifndef PODSCOPE_COLS_H
 #define PODSCOPE_COLS_H
 #define PY_SSIZE_T_CLEAN
@@ -125,9 +125,16 @@ static int interner_grow(Interner *t) {
     return 0;
 }
 
-/* The code of bytes [p, p+n), adding the string (UTF-8, invalid bytes replaced) if new. The
- * bytes must outlive the interner (they are the caller's input buffer). */
-static int32_t intern(Interner *t, const char *p, Py_ssize_t n) {
+/* Makes the Python string of bytes [p, p+n) the first time they are interned. */
+typedef PyObject *(*Decoder)(const char *p, Py_ssize_t n);
+
+static PyObject *decode_utf8(const char *p, Py_ssize_t n) {
+    return PyUnicode_DecodeUTF8(p, n, "replace");
+}
+
+/* The code of bytes [p, p+n), adding ``decode(p, n)`` if new. The bytes must outlive the
+ * interner (they are the caller's input buffer). */
+static int32_t intern_as(Interner *t, const char *p, Py_ssize_t n, Decoder decode) {
     uint64_t h = hash_bytes(p, n);
     size_t j = h & (t->cap - 1);
     while (t->slots[j].idx >= 0) {
@@ -135,7 +142,7 @@ static int32_t intern(Interner *t, const char *p, Py_ssize_t n) {
         if (s->h == h && s->n == n && memcmp(s->p, p, (size_t)n) == 0) return s->idx;
         j = (j + 1) & (t->cap - 1);
     }
-    PyObject *str = PyUnicode_DecodeUTF8(p, n, "replace");
+    PyObject *str = decode(p, n);
     if (!str) return -1;
     int rc = PyList_Append(t->list, str);
     Py_DECREF(str);
@@ -144,6 +151,11 @@ static int32_t intern(Interner *t, const char *p, Py_ssize_t n) {
     t->slots[j] = (Slot){p, n, h, idx};
     if (t->len * 2 > t->cap && interner_grow(t) < 0) return -1;
     return idx;
+}
+
+/* The code of bytes [p, p+n) as UTF-8 text (invalid bytes replaced). */
+static int32_t intern(Interner *t, const char *p, Py_ssize_t n) {
+    return intern_as(t, p, n, decode_utf8);
 }
 
 static int interner_init(Interner *t) {

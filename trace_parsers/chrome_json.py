@@ -35,16 +35,15 @@ def looks_like_chrome_json(head: bytes) -> bool:
     )
 
 
-def load_json(data: bytes, source: str, parse_float: Any = float) -> Any:
-    """``json.loads`` with the repairs Chrome traces need (unterminated array, trailing comma);
-    ``parse_float`` as ``json.loads`` takes it (``str``: decimals kept as their exact text).
+def load_json(data: bytes, source: str) -> Any:
+    """``json.loads`` with the repairs Chrome traces need (unterminated array, trailing comma).
 
     Raises:
         TraceParseError: not JSON even after the repairs.
     """
     text = data.decode("utf-8", errors="replace").strip()
     try:
-        return json.loads(text, parse_float=parse_float)
+        return json.loads(text)
     except RecursionError as e:  # "[[[[…": json nests one C call per level
         raise TraceParseError(source, FORMAT, "JSON nested too deeply to be a trace") from e
     except ValueError as first:
@@ -52,13 +51,13 @@ def load_json(data: bytes, source: str, parse_float: Any = float) -> Any:
             repaired = text.rstrip().rstrip(",")
             repaired = repaired if repaired.endswith("]") else repaired + "]"
             try:
-                return json.loads(repaired, parse_float=parse_float)
+                return json.loads(repaired)
             except (ValueError, RecursionError):
                 # Cut at the last complete event (a capture stopped mid-write).
                 cut = repaired.rfind("}")
                 if cut > 0:
                     try:
-                        return json.loads(repaired[: cut + 1] + "]", parse_float=parse_float)
+                        return json.loads(repaired[: cut + 1] + "]")
                     except (ValueError, RecursionError):
                         pass
         raise TraceParseError(source, FORMAT, f"not valid trace JSON ({first})") from first

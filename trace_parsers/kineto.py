@@ -15,7 +15,7 @@ categories. It becomes:
   (``Stream #<stream>``; line id the stream): kernels, memcpy, memset and syncs; the GPU user
   annotations on a line of their own per stream (``Stream #<stream> annotations``, line id
   ``ANNOTATION_LINES`` + stream), so they never nest the kernels;
-* every event's ``args`` in ``stats`` (long form; lists and objects as JSON text), its
+* every event's ``args`` in ``stats`` (long form; lists and objects as their JSON text), its
   category as stat ``cat``, the place of a GPU event or a launch call in the file's
   ``traceEvents`` as ``trace_order``, ``args.correlation`` as ``correlation_id`` (a runtime launch and
   the kernel it launched share it: the launch → kernel flow);
@@ -33,6 +33,9 @@ duration is read as zero and counted; partial overlaps on one line nest clipped 
 do). Flow events are counted (the correlation ids carry the links); instants and Kineto's
 own ``Trace`` span are left out (the span sets the capture window). The one budget of the
 input bounds inflation and rows (``trace_parsers.budget``).
+
+The JSON is read in one pass by a compiled reader (``_kineto_fast.c``: strict JSON, strings
+interned, each event's fields and args as typed columns); the rest is column arithmetic.
 """
 
 from __future__ import annotations
@@ -40,14 +43,15 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from podscope.trace_parsers._columns import cat, id_cat, missing
-from podscope.trace_parsers.budget import Budget
-from podscope.trace_parsers.chrome_json import load_json
+from podscope.trace_parsers import compiled
+from podscope.trace_parsers._columns import cat, code_dtype, id_cat, missing
+from podscope.trace_parsers.budget import Budget, rows_error
 from podscope.trace_parsers.errors import TraceParseError
 from podscope.trace_parsers.nesting import depth_column, nest_columns
 from podscope.trace_parsers.schema import (
@@ -58,6 +62,11 @@ from podscope.trace_parsers.schema import (
     TraceFrames,
     validate,
 )
+
+try:
+    from podscope.trace_parsers import _kineto_fast
+except ImportError as e:  # built without a C compiler: parsing says what to install
+    _kineto_fast = compiled.missing(e)
 
 FORMAT = "kineto"
 #: Line ids of the GPU user annotations: this plus the stream.
@@ -75,33 +84,6 @@ def looks_like_kineto(head: bytes) -> bool:
     """A JSON object whose first keys are Kineto's (``schemaVersion`` leads its header)."""
     text = head.lstrip()[:2048]
     return text.startswith(b"{") and b'"schemaVersion"' in text
-
-
-def _ns(value: Any) -> int:
-    """A Kineto time in µs (an int, or a decimal's exact text: ``parse_float=str``) → ns.
-
-    Raises:
-        ValueError: not a number, or outside int64 ns.
-    """
-    if isinstance(value, bool):
-        raise ValueError("a boolean is not a time")
-    if isinstance(value, int):
-        ns = value * 1000
-    elif isinstance(value, str):
-        whole, dot, frac = value.partition(".")
-        if dot and frac.isdigit() and (whole.lstrip("-").isdigit() or whole in ("", "-")):
-            sign = -1 if whole.startswith("-") else 1
-            ns = int(whole or "0") * 1000 + sign * int((frac + "000")[:3])
-        else:  # an exponent, inf, nan…
-            f = float(value) * 1000
-            if f != f or abs(f) >= _INT64:
-                raise ValueError(f"time {value!r} is out of range")
-            ns = int(f)
-    else:
-        raise ValueError(f"time {value!r} is not a number")
-    if not -_INT64 <= ns < _INT64:
-        raise ValueError(f"time {value!r} is out of range")
-    return ns
 
 
 def _stat(value: Any) -> tuple[str, int | None, float | None, str | None]:
@@ -129,133 +111,31 @@ def _number(value: Any) -> Any:
     return value
 
 
-class _Builder:
-    """The per-event loop's output, column by column (``args`` kept raw: ``_stats`` types
-    them column-wise once the loop is done)."""
-
-    def __init__(self) -> None:
-        self.plane: list[str] = []
-        self.line_id: list[int] = []
-        self.name: list[str] = []
-        self.category: list[str] = []
-        self.start: list[int] = []
-        self.end: list[int] = []
-        self.arg_rows: list[int] = []
-        self.arg_keys: list[Any] = []
-        self.arg_values: list[Any] = []
-        #: per event: the framework op it is or ran for (``External id`` of a CPU op), and a
-        #: kernel's launch dimensions (XPlane's ``kernel_details`` text)
-        self.external: list[Any] = []
-        self.ops: dict[Any, str] = {}
-        self.details: dict[int, str] = {}
-        self.line_names: dict[tuple[str, int], str] = {}
-        self.threads: dict[int, str] = {}
-        self.notes: Counter[str] = Counter()
-        self.fractional = False
-        self.span: tuple[int, int] | None = None
-        self._gpu: dict[str, bool] = {}
-
-    def add(self, e: dict[str, Any], index: int) -> None:
-        """Adds ``e``, the ``index``-th of the file's ``traceEvents``."""
-        ph = e.get("ph")
-        if ph != "X":
-            self._untimed(e, ph)
-            return
-        ts = e.get("ts")
-        dur = e.get("dur", 0)
-        try:
-            start = ts * 1000 if type(ts) is int else _ns(ts)
-            length = dur * 1000 if type(dur) is int else _ns(dur)
-        except ValueError:
-            self.notes["bad_times"] += 1
-            return
-        if not -_INT64 <= start + length < _INT64:
-            self.notes["bad_times"] += 1
-            return
-        if type(ts) is str:
-            self.fractional = True
-        if length < 0:
-            self.notes["negative_durations"] += 1
-            length = 0
-        category = e.get("cat")
-        category = category if type(category) is str else str(category or "")
-        name = e.get("name")
-        name = name if type(name) is str else str(name or "")
-        args = e.get("args")
-        args = args if type(args) is dict else {}
-        if category == "Trace":  # Kineto's own span of the capture
-            self.span = (start, start + length)
-            return
-        gpu = self._gpu.get(category)
-        if gpu is None:
-            gpu = self._gpu[category] = bool(_GPU_CATEGORY.match(category))
-        if gpu:
-            stream = _int(args.get("stream", e.get("tid")))
-            plane = f"/device:GPU:{_int(args.get('device', e.get('pid')))}"
-            line = stream + ANNOTATION_LINES if category == "gpu_user_annotation" else stream
-            if (plane, line) not in self.line_names:
-                suffix = " annotations" if line != stream else ""
-                self.line_names[(plane, line)] = f"Stream #{stream}{suffix}"
-        else:
-            plane, line = HOST_PLANE, _int(e.get("tid"))
-        row = len(self.name)
-        self.plane.append(plane)
-        self.line_id.append(line)
-        self.name.append(name)
-        self.category.append(category)
-        self.start.append(start)
-        self.end.append(start + length)
-        if args:
-            self.arg_rows.extend([row] * len(args))
-            self.arg_keys.extend(args)
-            self.arg_values.extend(args.values())
-        external = args.get("External id")
-        self.external.append(external if type(external) is int else None)
-        if category == "cpu_op" and type(external) is int:
-            self.ops[external] = name
-        elif category == "kernel":
-            details = _kernel_details(args)
-            if details:
-                self.details[row] = details
-        if gpu or "correlation" in args:  # a launch or what it launched: where the file has it
-            self.arg_rows.append(row)
-            self.arg_keys.append(TRACE_ORDER)
-            self.arg_values.append(index)
-
-    def _untimed(self, e: dict[str, Any], ph: Any) -> None:
-        if ph == "M":
-            args = e.get("args")
-            label = args.get("name") if isinstance(args, dict) else None
-            if e.get("name") == "thread_name" and isinstance(label, str):
-                self.threads[_int(e.get("tid"))] = label
-            self.notes["metadata"] += 1
-        elif ph in ("s", "t", "f"):
-            self.notes["flow_events"] += 1
-        else:
-            self.notes[f"phase_{ph}"] += 1
+#: Kinds of an ``args`` value as the reader gives them (``_kineto_fast.c``).
+_A_INT, _A_STR, _A_BOOL, _A_JSON, _A_DOUBLE = range(5)
+#: ``stats`` kinds, by the codes ``_stats`` gives them.
+_KIND_LABELS = ["double", "int", "str"]
+#: Kinds of a ``ts`` or ``dur``.
+_T_MISSING, _T_INT, _T_DECIMAL, _T_BAD = range(4)
+#: The kernel args XPlane's ``kernel_details`` text holds, by its key.
+_DETAILS = (
+    ("regs", "registers per thread"),
+    ("shm", "shared memory"),
+    ("occ_pct", "est. achieved occupancy %"),
+)
 
 
-def _kernel_details(args: dict[str, Any]) -> str:
-    """A kernel's launch dimensions as XPlane's ``kernel_details`` says them (``regs:32 shm:0
-    grid:80,1,1 block:128,1,1 occ_pct:25``), from Kineto's args; only whole numbers."""
-    parts = []
-    for key, arg in (
-        ("regs", "registers per thread"),
-        ("shm", "shared memory"),
-        ("occ_pct", "est. achieved occupancy %"),
-    ):
-        value = args.get(arg)
-        if type(value) is int and 0 <= value < 1 << 31:
-            parts.append(f"{key}:{value}")
-    for key in ("grid", "block"):
-        dims = args.get(key)
-        if (
-            isinstance(dims, list)
-            and dims
-            and all(type(d) is int and 0 <= d < 1 << 31 for d in dims)
-        ):
-            parts.append(f"{key}:{','.join(map(str, dims[:3]))}")
-    return " ".join(parts)
+def _digits(text: str) -> int:
+    """A pid, tid, device or stream given as text ("stream 7"): its first digits, else 0."""
+    digits = re.search(r"-?\d{1,18}", text)
+    return int(digits.group()) if digits else 0
+
+
+def _int(value: Any) -> int:
+    """A header's device id as an int (text by its digits; else 0)."""
+    if isinstance(value, int) and not isinstance(value, bool) and -_INT64 <= value < _INT64:
+        return value
+    return _digits(str(value))
 
 
 def _step_of(name: str) -> int:
@@ -264,54 +144,320 @@ def _step_of(name: str) -> int:
     return int(m.group(1)) if m and len(m.group(1)) < 18 else -1
 
 
-def _int(value: Any) -> int:
-    """A pid, tid, device or stream as an int (a string tid such as "stream 7" by its digits;
-    else 0)."""
-    if isinstance(value, int) and not isinstance(value, bool) and -_INT64 <= value < _INT64:
-        return value
-    digits = re.search(r"-?\d{1,18}", str(value))
-    return int(digits.group()) if digits else 0
+class _Read:
+    """The reader's columns as arrays: strings merged (two spellings of one string, escaped
+    and not, are one code), and per-element lookups of an ``args`` key."""
+
+    def __init__(self, r: dict[str, Any]) -> None:
+        # Code -1 (absent) reads as "": the last label.
+        codes, uniques = pd.factorize(np.array([*r["strings"], ""], dtype=object))
+        self.strings: list[str] = [str(u) for u in uniques]
+        self._remap = codes
+        self.empty = int(codes[-1])
+        self.code = {s: i for i, s in enumerate(self.strings)}
+        self.raw: list[str] = r["raw"]
+        self.n = len(r["ev_object"])
+        f = np.frombuffer
+        self.is_object = f(r["ev_object"], np.int8).astype(bool)
+        self.ph = self._codes(f(r["ev_ph"], np.int32))
+        self.name = self._codes(f(r["ev_name"], np.int32))
+        self.cat = self._codes(f(r["ev_cat"], np.int32))
+        self.ts, self.dur = f(r["ev_ts"], np.int64), f(r["ev_dur"], np.int64)
+        self.ts_kind, self.dur_kind = f(r["ev_ts_kind"], np.int8), f(r["ev_dur_kind"], np.int8)
+        self.pid = self._ids(f(r["ev_pid"], np.int64), f(r["ev_pid_str"], np.int32))
+        self.tid = self._ids(f(r["ev_tid"], np.int64), f(r["ev_tid_str"], np.int32))
+        self.ag_event = f(r["ag_event"], np.int64)
+        self.ag_key = self._codes(f(r["ag_key"], np.int32))
+        self.ag_kind = f(r["ag_kind"], np.int8)
+        self.ag_int = f(r["ag_int"], np.int64)
+        self.ag_float = f(r["ag_float"], np.float64)
+        # a string value's merged code (other kinds keep the reader's: JSON text, or -1)
+        self.ag_code = f(r["ag_code"], np.int32).copy()
+        text = self.ag_kind == _A_STR
+        self.ag_code[text] = self._codes(self.ag_code[text])
+
+    def _codes(self, codes: np.ndarray) -> np.ndarray:
+        return self._remap[codes]  # -1 → the last label, ""
+
+    def _ids(self, values: np.ndarray, strings: np.ndarray) -> np.ndarray:
+        """An id given as an integer, or as text by its digits."""
+        out = values.copy()
+        text = np.flatnonzero(strings >= 0)
+        if len(text):
+            out[text] = [_digits(s) for s in np.array(self.strings)[self._codes(strings[text])]]
+        return out
+
+    def is_string(self, codes: np.ndarray, text: str) -> np.ndarray:
+        return codes == self.code.get(text, -2)
+
+    def arg_rows(self, key: str) -> np.ndarray:
+        """Rows of ``args`` members named ``key``."""
+        return np.flatnonzero(self.ag_key == self.code.get(key, -2))
+
+    def arg_ints(self, key: str, default: np.ndarray) -> np.ndarray:
+        """Per element ``args[key]`` as a pid, tid, device or stream is read (an integer, the
+        digits of text, a decimal's whole part; else 0), ``default`` where it has none."""
+        out = default.copy()
+        rows = self.arg_rows(key)
+        kind = self.ag_kind[rows]
+        values = np.where(kind == _A_INT, self.ag_int[rows], 0)
+        floats = self.ag_float[rows]
+        decimal = (kind == _A_DOUBLE) & (np.abs(floats) < 2.0**62)
+        values[decimal] = floats[decimal].astype(np.int64)
+        for i in np.flatnonzero((kind == _A_STR) | (kind == _A_JSON)).tolist():
+            code = int(self.ag_code[rows[i]])
+            values[i] = _digits(self.strings[code] if kind[i] == _A_STR else self.raw[code])
+        out[self.ag_event[rows]] = values
+        return out
+
+
+@dataclass
+class _Events:
+    """The timed events (``ph`` X) a trace keeps, in the file's order, with what the frames
+    need of them."""
+
+    index: np.ndarray  #: each one's place in ``traceEvents`` (``trace_order``)
+    start: np.ndarray
+    end: np.ndarray
+    plane: np.ndarray  #: codes into ``planes``
+    planes: list[str]
+    line_id: np.ndarray
+    name: np.ndarray  #: codes into the read's strings
+    op: np.ndarray  #: the CPU op's name code (-1: none)
+    details: np.ndarray  #: kernel_details text or None (object)
+    correlation: np.ndarray  #: -1: none
+    line_names: dict[tuple[str, int], str]
+    threads: dict[int, str]
+    notes: Counter[str]
+    fractional: bool
+    span: tuple[int, int] | None
+
+
+def _events(rd: _Read, base: int) -> _Events:
+    """The X events kept (good times, not Kineto's own ``Trace`` span), and the counts of
+    what was left out; ``base`` ns added to every time."""
+    notes: Counter[str] = Counter()
+    obj = rd.is_object
+    ph_x = obj & rd.is_string(rd.ph, "X")
+    bad = ph_x & ((rd.ts_kind == _T_MISSING) | (rd.ts_kind == _T_BAD) | (rd.dur_kind == _T_BAD))
+    good = ph_x & ~bad
+    meta = obj & rd.is_string(rd.ph, "M")
+    flow = obj & (rd.is_string(rd.ph, "s") | rd.is_string(rd.ph, "t") | rd.is_string(rd.ph, "f"))
+    for key, mask in (
+        ("metadata", meta),
+        ("flow_events", flow),
+        ("bad_times", bad),
+        ("negative_durations", good & (rd.dur < 0)),
+        ("skipped_events", ~obj),
+    ):
+        if mask.any():
+            notes[key] = int(mask.sum())
+    other = obj & ~ph_x & ~meta & ~flow
+    for code, count in zip(*np.unique(rd.ph[other], return_counts=True), strict=True):
+        notes[f"phase_{rd.strings[code] if code != rd.empty else None}"] += int(count)
+    trace = np.flatnonzero(good & rd.is_string(rd.cat, "Trace"))
+    start_all = rd.ts + base
+    length = np.maximum(rd.dur, 0)
+    span = (
+        (int(start_all[trace[-1]]), int(start_all[trace[-1]] + length[trace[-1]]))
+        if len(trace)
+        else None
+    )
+    fractional = bool((good & (rd.ts_kind == _T_DECIMAL)).any())
+    keep = np.flatnonzero(good & ~rd.is_string(rd.cat, "Trace"))
+    cat = rd.cat[keep]
+    cat_codes, cat_inverse = np.unique(cat, return_inverse=True)
+    gpu_cat = np.array([bool(_GPU_CATEGORY.match(rd.strings[c])) for c in cat_codes], bool)
+    gpu = gpu_cat[cat_inverse] if len(keep) else np.zeros(0, bool)
+    # GPU events: plane per device, line per stream (annotations on a line of their own)
+    stream = rd.arg_ints("stream", rd.tid)[keep]
+    device = rd.arg_ints("device", rd.pid)[keep]
+    annotation = rd.is_string(cat, "gpu_user_annotation")
+    line_id = np.where(gpu, stream + np.where(annotation, ANNOTATION_LINES, 0), rd.tid[keep])
+    gpu_device = device[gpu]
+    devices, device_codes = np.unique(gpu_device, return_inverse=True)
+    planes = sorted(
+        {f"/device:GPU:{d}" for d in devices.tolist()} | ({HOST_PLANE} if (~gpu).any() else set())
+    )  # as np.unique of the labels orders them
+    position = {p: i for i, p in enumerate(planes)}
+    plane = np.full(len(keep), position.get(HOST_PLANE, -1), dtype=np.int64)
+    plane[gpu] = np.array([position[f"/device:GPU:{d}"] for d in devices.tolist()], np.int64)[
+        device_codes
+    ]
+    line_names: dict[tuple[str, int], str] = {}
+    for p, lid, s in sorted(
+        set(zip(plane[gpu].tolist(), line_id[gpu].tolist(), stream[gpu].tolist(), strict=True))
+    ):
+        line_names[(planes[p], lid)] = f"Stream #{s}" + (" annotations" if lid != s else "")
+    return _Events(
+        index=keep,
+        start=start_all[keep],
+        end=start_all[keep] + length[keep],
+        plane=plane,
+        planes=planes,
+        line_id=line_id,
+        name=rd.name[keep],
+        op=_ops(rd, keep),
+        details=_kernel_details(rd, keep),
+        correlation=_correlation(rd, keep),
+        line_names=line_names,
+        threads=_threads(rd, meta),
+        notes=notes,
+        fractional=fractional,
+        span=span,
+    )
+
+
+def _threads(rd: _Read, meta: np.ndarray) -> dict[int, str]:
+    """Thread names (``thread_name`` metadata events' ``args.name``) by tid; the last wins."""
+    rows = rd.arg_rows("name")
+    named = rows[
+        (rd.ag_kind[rows] == _A_STR)
+        & meta[rd.ag_event[rows]]
+        & rd.is_string(rd.name[rd.ag_event[rows]], "thread_name")
+    ]
+    return {
+        int(t): rd.strings[c]
+        for t, c in zip(rd.tid[rd.ag_event[named]], rd.ag_code[named], strict=True)
+    }
+
+
+def _external(rd: _Read) -> tuple[np.ndarray, np.ndarray]:
+    """Per element its ``args["External id"]`` (an integer) and whether it has one."""
+    rows = rd.arg_rows("External id")
+    rows = rows[rd.ag_kind[rows] == _A_INT]
+    has, value = np.zeros(rd.n, bool), np.zeros(rd.n, np.int64)
+    has[rd.ag_event[rows]] = True
+    value[rd.ag_event[rows]] = rd.ag_int[rows]
+    return value, has
+
+
+def _ops(rd: _Read, keep: np.ndarray) -> np.ndarray:
+    """Per kept event the name code of the CPU op (``cpu_op``) that shares its ``External id``
+    (-1: none): the op itself, its launches and its kernels. The last op of an id wins."""
+    value, has = _external(rd)
+    ops = keep[has[keep] & rd.is_string(rd.cat[keep], "cpu_op")]
+    by_id = pd.Series(rd.name[ops], index=value[ops])
+    by_id = by_id[~by_id.index.duplicated(keep="last")]
+    at = by_id.index.get_indexer(value[keep])
+    names = np.append(by_id.to_numpy(), -1)  # at -1 (no op of that id) reads -1
+    return np.where(has[keep], names[at], -1)
+
+
+def _correlation(rd: _Read, keep: np.ndarray) -> np.ndarray:
+    """Per kept event its ``args.correlation`` (an integer or boolean ≥ 0; else -1)."""
+    rows = rd.arg_rows("correlation")
+    rows = rows[
+        ((rd.ag_kind[rows] == _A_INT) | (rd.ag_kind[rows] == _A_BOOL)) & (rd.ag_int[rows] >= 0)
+    ]
+    out = np.full(rd.n, -1, np.int64)
+    out[rd.ag_event[rows]] = rd.ag_int[rows]
+    return out[keep]
+
+
+def _kernel_details(rd: _Read, keep: np.ndarray) -> np.ndarray:
+    """Per kept event, a kernel's launch dimensions as XPlane's ``kernel_details`` says them
+    (``regs:32 shm:0 occ_pct:25 grid:80,1,1 block:128,1,1``), from Kineto's args, only whole
+    numbers; None for other events. Launches repeat their shapes: each distinct one is
+    written once."""
+    out = np.full(len(keep), None, dtype=object)
+    kernels = keep[rd.is_string(rd.cat[keep], "kernel")]
+    if not len(kernels):
+        return out
+    # per kernel, a column per part: the number, or the code of the grid/block text (-1: none)
+    parts = np.full((len(kernels), len(_DETAILS) + 2), -1, dtype=np.int64)
+    at = np.full(rd.n, -1, np.int64)
+    at[kernels] = np.arange(len(kernels))
+    for j, (_, arg) in enumerate(_DETAILS):
+        rows = rd.arg_rows(arg)
+        value = rd.ag_int[rows]
+        rows = rows[(rd.ag_kind[rows] == _A_INT) & (value >= 0) & (value < 1 << 31)]
+        k = at[rd.ag_event[rows]]
+        parts[k[k >= 0], j] = rd.ag_int[rows][k >= 0]
+    for j, key in enumerate(("grid", "block"), start=len(_DETAILS)):
+        rows = rd.arg_rows(key)
+        rows = rows[rd.ag_kind[rows] == _A_JSON]
+        k = at[rd.ag_event[rows]]
+        parts[k[k >= 0], j] = rd.ag_code[rows][k >= 0]
+    shape = np.zeros(len(kernels), np.int64)  # each distinct row of parts: one code
+    for j in range(parts.shape[1]):
+        codes, uniques = pd.factorize(parts[:, j])
+        shape = pd.factorize(shape * len(uniques) + codes)[0]
+    firsts = np.unique(shape, return_index=True)[1]
+    names = [key for key, _ in _DETAILS] + ["grid", "block"]
+    dims = {c: _dims(rd.raw[c]) for c in set(parts[:, 3:].ravel().tolist()) - {-1}}
+    texts = []
+    for row in parts[firsts].tolist():
+        words = [f"{n}:{v}" for n, v in zip(names[:3], row[:3], strict=True) if v >= 0]
+        words += [
+            f"{n}:{dims[c]}" for n, c in zip(names[3:], row[3:], strict=True) if c >= 0 and dims[c]
+        ]
+        texts.append(" ".join(words) or None)
+    out[np.flatnonzero(rd.is_string(rd.cat[keep], "kernel"))] = np.array(texts, dtype=object)[shape]
+    return out
+
+
+def _dims(text: str) -> str:
+    """A ``grid`` or ``block`` list of whole numbers as ``x,y,z`` ("" if not one)."""
+    dims = json.loads(text)
+    if isinstance(dims, list) and dims and all(type(d) is int and 0 <= d < 1 << 31 for d in dims):
+        return ",".join(map(str, dims[:3]))
+    return ""
 
 
 def parse_kineto(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceFrames:
     """Parses one rank's PyTorch profiler trace (``.json`` or ``.json.gz``).
 
     Raises:
-        TraceParseError: not JSON, not an object with a ``traceEvents`` list, or no timed
-            event in it.
+        TraceParseError: not JSON, not an object with a ``traceEvents`` list, no timed
+            event in it, or over the input's budget.
     """
     budget = Budget.for_input(len(data), source, FORMAT)
-    doc = load_json(budget.inflate(data), source, parse_float=str)
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise TraceParseError(source, FORMAT, "not a PyTorch profiler trace (no traceEvents list)")
-    events = doc["traceEvents"]
-    budget.charge_rows(len(events))  # before the work: one event row at most per event
-    b = _Builder()
-    for i, e in enumerate(events):
-        if isinstance(e, dict):
-            b.add(e, i)
-        else:
-            b.notes["skipped_events"] += 1
-    if not b.name:
-        raise TraceParseError(source, FORMAT, "no timed events in the PyTorch profiler trace")
-    budget.charge_rows(len(b.arg_rows) + len(b.name))  # the stats rows
-    base = doc.get("baseTimeNanoseconds")
-    if isinstance(base, int) and not isinstance(base, bool) and 0 < base < _INT64 // 2:
-        b.start = [s + base for s in b.start]
-        b.end = [s + base for s in b.end]
-        b.span = (b.span[0] + base, b.span[1] + base) if b.span else None
-    else:
+    raw = budget.inflate(data)
+    try:
+        r = _kineto_fast.read_kineto(raw, budget.rows_left())
+    except ValueError as e:
+        if str(e).startswith("row budget"):
+            raise rows_error(source, FORMAT, budget.max_rows, budget.size) from e
+        if str(e).startswith("not a JSON object"):
+            raise TraceParseError(source, FORMAT, _NOT_KINETO) from e
+        raise TraceParseError(source, FORMAT, f"not valid trace JSON ({e})") from e
+    if not r["found"]:
+        raise TraceParseError(source, FORMAT, _NOT_KINETO)
+    header = {
+        key: json.loads(raw[s:e].decode("utf-8", errors="replace"), parse_float=str)
+        for key, s, e in r["header"]
+    }
+    base = header.get("baseTimeNanoseconds")
+    if not (isinstance(base, int) and not isinstance(base, bool) and 0 < base < _INT64 // 2):
         base = None
-    return validate(_frames(b, doc, worker, source, base), source)
+    rd = _Read(r)
+    budget.charge_rows(rd.n)
+    ev = _events(rd, base or 0)
+    if not len(ev.index):
+        raise TraceParseError(source, FORMAT, "no timed events in the PyTorch profiler trace")
+    # the events' order in the frames: by plane, line, start, longest first
+    order = np.lexsort((ev.start - ev.end, ev.start, ev.line_id, ev.plane))
+    stats = _stats(rd, ev, order)
+    budget.charge_rows(len(stats))
+    return validate(_frames(rd, ev, order, stats, header, worker, source, base), source)
+
+
+_NOT_KINETO = "not a PyTorch profiler trace (no traceEvents list)"
 
 
 def _frames(
-    b: _Builder, doc: dict[str, Any], worker: str, source: str, base: int | None
+    rd: _Read,
+    ev: _Events,
+    order: np.ndarray,
+    stats: pd.DataFrame,
+    doc: dict[str, Any],
+    worker: str,
+    source: str,
+    base: int | None,
 ) -> TraceFrames:
-    start, end = np.array(b.start, dtype=np.int64), np.array(b.end, dtype=np.int64)
-    planes, plane_codes = np.unique(np.array(b.plane, dtype=object), return_inverse=True)
-    line_ids = np.array(b.line_id, dtype=np.int64)
-    order = np.lexsort((start - end, start, line_ids, plane_codes))
+    start, end, plane_codes, line_ids = ev.start, ev.end, ev.plane, ev.line_id
+    planes = ev.planes
     plane_codes, line_ids, start, end = (
         plane_codes[order],
         line_ids[order],
@@ -323,21 +469,20 @@ def _frames(
     key_codes = np.cumsum(change) - 1
     depth, parent, self_ns = nest_columns(key_codes, start, end)
     n = len(order)
-    names = np.array(b.name, dtype=object)[order]
-    name_codes, name_uniques = pd.factorize(pd.Index(names, dtype=object))
-    name_cat = cat(name_codes, list(name_uniques))
+    name_codes, name_uniques = pd.factorize(ev.name[order])
+    name_labels = [rd.strings[c] for c in name_uniques.tolist()]
+    name_cat = cat(name_codes, name_labels)
     line_label = [
-        b.line_names.get((str(planes[pc]), int(lid)))
-        or (b.threads.get(int(lid)) or "thread") + f" ({int(lid)})"
+        ev.line_names.get((planes[pc], int(lid)))
+        or (ev.threads.get(int(lid)) or "thread") + f" ({int(lid)})"
         for pc, lid in zip(*_first_of_each(plane_codes, line_ids, key_codes), strict=True)
     ]
-    steps = np.array([_step_of(str(u)) for u in name_uniques], dtype=np.int64)
+    steps = np.array([_step_of(u) for u in name_labels], dtype=np.int64)
     step = steps[name_codes] if len(steps) else np.zeros(0, np.int64)
-    correlation, stats = _args(b)
-    corr = correlation[order]
+    corr = ev.correlation[order]
     cols: dict[str, Any] = {
         "worker": cat(np.zeros(n, dtype=np.int64), [worker]),
-        "plane": cat(plane_codes, [str(p) for p in planes]),
+        "plane": cat(plane_codes, planes),
         "line_id": id_cat(key_codes, _first_of_each(plane_codes, line_ids, key_codes)[1]),
         "line": cat(key_codes, line_label),
         "metadata_id": id_cat(np.zeros(n, dtype=np.int8), np.zeros(1, dtype=np.int64)),
@@ -350,20 +495,22 @@ def _frames(
         "self_ps": self_ns * 1000,
         "step_num": pd.arrays.IntegerArray(step, step < 0),
         "correlation_id": pd.arrays.IntegerArray(corr, corr < 0),
-        **_op_columns(b, order),
+        "op_name": (ops := _sorted_cat(ev.op[order], rd.strings)),
+        "op_type": ops,
+        "kernel_details": pd.Categorical(ev.details[order]),
     }
     events = pd.DataFrame(
         {c: cols[c] if c in cols else missing(n, t) for c, t in SCHEMA["events"].items()}
     )
     return TraceFrames(
         events=events,
-        stats=_renumbered(stats, order),
-        plane_stats=_plane_stats(b, doc, worker, [str(p) for p in planes]),
+        stats=stats,
+        plane_stats=_plane_stats(ev, doc, worker),
         planes=pd.DataFrame(
             {
                 "worker": cat(np.zeros(len(planes), dtype=np.int64), [worker]),
                 "plane_id": np.arange(len(planes), dtype=np.int64),
-                "plane": pd.Categorical([str(p) for p in planes]),
+                "plane": pd.Categorical(planes),
                 "n_lines": np.bincount(
                     _first_of_each(plane_codes, line_ids, key_codes)[0], minlength=len(planes)
                 ).astype(np.int64),
@@ -372,7 +519,7 @@ def _frames(
         ),
         lines=_lines(
             worker,
-            [str(p) for p in planes],
+            planes,
             plane_codes,
             line_ids,
             key_codes,
@@ -382,29 +529,13 @@ def _frames(
         ),
         parse_notes=pd.DataFrame(
             {
-                "worker": cat(np.zeros(len(b.notes), dtype=np.int64), [worker]),
-                "key": pd.Categorical(list(b.notes)),
-                "value": np.array(list(b.notes.values()), dtype=np.int64),
+                "worker": cat(np.zeros(len(ev.notes), dtype=np.int64), [worker]),
+                "key": pd.Categorical(list(ev.notes)),
+                "value": np.array(list(ev.notes.values()), dtype=np.int64),
             }
         ),
-        workers=_workers(b, doc, worker, source, base, int(start.min()), int(end.max())),
+        workers=_workers(ev, doc, worker, source, base, int(start.min()), int(end.max())),
     )
-
-
-def _op_columns(b: _Builder, order: np.ndarray) -> dict[str, Any]:
-    """``op_name`` and ``op_type`` (the CPU op, ``aten::mm``, PyTorch's own name for both: the
-    op tables group by it), on each CPU op and on every event that shares its ``External id``
-    (its launches and kernels); and the kernels' ``kernel_details``."""
-    op = [b.ops.get(x) if x is not None else None for x in b.external]
-    details: list[str | None] = [None] * len(b.name)
-    for row, text in b.details.items():
-        details[row] = text
-    ops = pd.Categorical(np.array(op, dtype=object)[order])
-    return {
-        "op_name": ops,
-        "op_type": ops,
-        "kernel_details": pd.Categorical(np.array(details, dtype=object)[order]),
-    }
 
 
 def _lines(
@@ -444,94 +575,96 @@ def _first_of_each(
     return plane_codes[first], line_ids[first]
 
 
-#: ``args`` value types by kind code (anything else: JSON text).
-_KIND = {int: 0, str: 1, bool: 2}
-#: A decimal's text as ``parse_float=str`` hands it over.
-_DECIMAL = r"-?\d+(?:\.\d+(?:[eE][-+]?\d+)?|[eE][-+]?\d+)"
+def _sorted_cat(codes: np.ndarray, labels: list[str]) -> pd.Categorical:
+    """``labels[codes]`` (-1: missing) as a categorical of the labels used, sorted (as
+    ``pd.Categorical`` of the values would have them), built from the codes in linear time."""
+    used = np.flatnonzero(np.bincount(codes + 1, minlength=len(labels) + 1)[1:])
+    texts = [labels[i] for i in used.tolist()]
+    categories = sorted(set(texts))
+    position = {t: i for i, t in enumerate(categories)}
+    lookup = np.full(len(labels) + 1, -1, dtype=code_dtype(len(categories)))
+    lookup[used + 1] = [position[t] for t in texts]
+    return pd.Categorical.from_codes(
+        lookup[codes + 1], categories=pd.Index(categories, dtype="str"), validate=False
+    )
 
 
-def _args(b: _Builder) -> tuple[np.ndarray, pd.DataFrame]:
-    """Per event its ``args.correlation`` (-1: none), and every other arg and the event's
-    category (key ``cat``) as ``stats`` rows in the parse's event order, typed column-wise:
-    ints (and booleans) as ``int``, decimals as ``double``, text as ``str``, lists and
-    objects as JSON ``str``."""
-    n_events, values = len(b.name), b.arg_values
-    rows = np.array(b.arg_rows, dtype=np.int64)
-    keys = np.array(b.arg_keys, dtype=object)
-    types = np.array(list(map(type, values)), dtype=object)  # one C pass, compared column-wise
-    kind = np.full(len(values), 3, dtype=np.int8)
-    for t, code in _KIND.items():
-        kind[types == t] = code
-    ints = np.zeros(len(values), dtype=np.int64)
-    is_int = np.flatnonzero((kind == 0) | (kind == 2))
-    for i in is_int.tolist():  # range-checked one by one: a 100-digit integer is text
-        v = int(values[i])
-        if -_INT64 <= v < _INT64:
-            ints[i] = v
-        else:
-            kind[i] = 3
-    correlation = np.full(n_events, -1, dtype=np.int64)
-    is_corr = (keys == "correlation") & ((kind == 0) | (kind == 2))
-    good = is_corr & (ints >= 0)
-    correlation[rows[good]] = ints[good]
-    keep = ~is_corr
-    texts = np.empty(len(values), dtype=object)
-    floats = np.full(len(values), np.nan)
-    as_str = np.flatnonzero(kind == 1)
-    if len(as_str):
-        strings = pd.Series([values[i] for i in as_str.tolist()], dtype=object)
-        decimal = strings.str.fullmatch(_DECIMAL).to_numpy(dtype=bool)
-        floats[as_str[decimal]] = strings[decimal].astype(float).to_numpy()
-        texts[as_str[~decimal]] = strings[~decimal].str.slice(0, MAX_STAT_TEXT).to_numpy()
-        kind[as_str[decimal]] = 4
-    as_json: dict[str, str] = {}  # args repeat ("Input Dims" of every call of an op)
-    for i in np.flatnonzero(kind == 3).tolist():
-        value = values[i]
-        seen = repr(value)
-        text = as_json.get(seen)
-        if text is None:
-            text = as_json[seen] = json.dumps(value)[:MAX_STAT_TEXT]
-        texts[i] = text
-    kind_names = np.array(["int", "str", "int", "str", "double"], dtype=object)[kind]
-    is_number = (kind == 0) | (kind == 2)
-    stats = pd.DataFrame(
+def _stats(rd: _Read, ev: _Events, order: np.ndarray) -> pd.DataFrame:
+    """``stats`` rows of the kept events, by their rows in the sorted ``events`` (``order``):
+    every arg but a numeric ``correlation`` (a column of its own), ``trace_order`` (the place
+    in ``traceEvents``) of GPU events and of launches (events with a correlation), and each
+    event's category (``cat``), in that order per event. Typed: integers and booleans as
+    ``int``, decimals as ``double``, text as ``str`` (cut at ``MAX_STAT_TEXT``), arrays,
+    objects, null and integers beyond int64 as ``str``, their JSON text as the file writes
+    it. Each row is put in its place (no sort)."""
+    kept = len(ev.index)
+    row_of = np.full(rd.n, -1, np.int64)  # element → kept event (file order)
+    row_of[ev.index] = np.arange(kept)
+    new_row = np.empty(kept, np.int64)  # kept event → its row in the sorted events
+    new_row[order] = np.arange(kept)
+    kind = rd.ag_kind
+    is_corr = rd.ag_key == rd.code.get("correlation", -2)
+    arg_row = row_of[rd.ag_event]
+    args = np.flatnonzero((arg_row >= 0) & ~(is_corr & ((kind == _A_INT) | (kind == _A_BOOL))))
+    arg_event = arg_row[args]  # non-decreasing: the reader gives args event by event
+    has_corr = np.zeros(rd.n, bool)
+    has_corr[rd.ag_event[is_corr]] = True
+    on_gpu = np.array([p != HOST_PLANE for p in ev.planes], bool)[ev.plane]
+    ordered = on_gpu | has_corr[ev.index]
+    # each event's rows: its args, its trace_order (if any), its category
+    n_args = np.bincount(arg_event, minlength=kept)
+    count = n_args + ordered + 1
+    start = (np.cumsum(count[order]) - count[order])[new_row]
+    rank = np.arange(len(args)) - (np.cumsum(n_args) - n_args)[arg_event]
+    places = (
+        start[arg_event] + rank,
+        start[ordered] + n_args[ordered],
+        start + n_args + ordered,
+    )
+    total = int(count.sum())
+
+    def column(dtype: Any, *parts: Any) -> np.ndarray:
+        out = np.empty(total, dtype=dtype)
+        for place, values in zip(places, parts, strict=True):
+            out[place] = values
+        return out
+
+    a_kind, a_code = kind[args], rd.ag_code[args]
+    n_str = len(rd.strings)
+    is_int = (a_kind == _A_INT) | (a_kind == _A_BOOL)
+    text = np.where(a_kind == _A_STR, a_code, np.where(a_kind == _A_JSON, n_str + a_code, -1))
+    kind_code = np.array([1, 2, 1, 2, 0], dtype=np.int64)[a_kind]  # _KIND_LABELS
+    return pd.DataFrame(
         {
-            "event_row": np.concatenate([rows[keep], np.arange(n_events)]),
-            "key": pd.Categorical(np.concatenate([keys[keep], np.full(n_events, "cat", object)])),
-            "kind": pd.Categorical(
-                np.concatenate([kind_names[keep], np.full(n_events, "str", object)])
+            "event_row": column(np.int32, new_row[arg_event], new_row[ordered], new_row),
+            "key": _sorted_cat(
+                column(np.int64, rd.ag_key[args], n_str, n_str + 1),
+                [*rd.strings, TRACE_ORDER, "cat"],
             ),
+            "kind": _sorted_cat(column(np.int64, kind_code, 1, 2), _KIND_LABELS),
             "int_value": pd.arrays.IntegerArray(
-                np.concatenate([ints[keep], np.zeros(n_events, np.int64)]),
-                np.concatenate([~is_number[keep], np.ones(n_events, bool)]),
+                column(np.int64, np.where(is_int, rd.ag_int[args], 0), ev.index[ordered], 0),
+                column(bool, ~is_int, False, True),
             ),
             "float_value": pd.arrays.FloatingArray(
-                np.concatenate([floats[keep], np.zeros(n_events)]),
-                np.concatenate([(kind != 4)[keep], np.ones(n_events, bool)]),
+                column(np.float64, np.where(a_kind == _A_DOUBLE, rd.ag_float[args], 0.0), 0, 0),
+                column(bool, a_kind != _A_DOUBLE, True, True),
             ),
-            "str_value": pd.Categorical(
-                np.concatenate([texts[keep], np.array(b.category, dtype=object)])
+            "str_value": _sorted_cat(
+                column(np.int64, text, -1, rd.cat[ev.index]),
+                [s[:MAX_STAT_TEXT] for s in [*rd.strings, *rd.raw]],
             ),
         }
     )
-    return correlation, stats
 
 
-def _renumbered(stats: pd.DataFrame, order: np.ndarray) -> pd.DataFrame:
-    """``stats`` with its rows renumbered to the events' sorted ``order``, sorted by row."""
-    row_of = np.empty(len(order), dtype=np.int32)
-    row_of[order] = np.arange(len(order), dtype=np.int32)
-    stats["event_row"] = row_of[stats["event_row"].to_numpy()]
-    return stats.sort_values("event_row", kind="stable", ignore_index=True)
-
-
-def _plane_stats(b: _Builder, doc: dict[str, Any], worker: str, planes: list[str]) -> pd.DataFrame:
+def _plane_stats(ev: _Events, doc: dict[str, Any], worker: str) -> pd.DataFrame:
     """Each GPU's ``deviceProperties`` on its plane; the trace's header on the host's."""
     rows: list[tuple[str, str, Any]] = []
     for device in doc.get("deviceProperties") or []:
         if isinstance(device, dict):
             plane = f"/device:GPU:{_int(device.get('id'))}"
-            if plane in planes:
+            if plane in ev.planes:
                 rows += [(plane, str(k), _number(v)) for k, v in device.items() if k != "id"]
     info = doc.get("distributedInfo")
     if isinstance(info, dict):
@@ -539,7 +672,7 @@ def _plane_stats(b: _Builder, doc: dict[str, Any], worker: str, planes: list[str
     for key in ("schemaVersion", "baseTimeNanoseconds", "displayTimeUnit"):
         if key in doc:
             rows.append((HOST_PLANE, key, _number(doc[key])))
-    rows.append((HOST_PLANE, KINETO_MARK, int(b.fractional)))
+    rows.append((HOST_PLANE, KINETO_MARK, int(ev.fractional)))
     stats = [_stat(v) for _, _, v in rows]
     return pd.DataFrame(
         {
@@ -555,7 +688,7 @@ def _plane_stats(b: _Builder, doc: dict[str, Any], worker: str, planes: list[str
 
 
 def _workers(
-    b: _Builder,
+    ev: _Events,
     doc: dict[str, Any],
     worker: str,
     source: str,
@@ -563,7 +696,7 @@ def _workers(
     first: int,
     last: int,
 ) -> pd.DataFrame:
-    lo, hi = b.span if b.span is not None else (first, last)
+    lo, hi = ev.span if ev.span is not None else (first, last)
     host = doc.get("host_name")
     # an epoch time: relative to baseTimeNanoseconds, or µs since 1970 past 2001
     epoch = base is not None or first > 10**18

@@ -108,7 +108,7 @@ def test_wheel_is_one_package_with_assets_protos_and_readers(wheel: Path) -> Non
         "podscope/py.typed",
     ):
         assert expected in names, expected
-    for ext in ("_xplane_fast", "_ftrace_fast", "_column_kernels"):
+    for ext in ("_xplane_fast", "_ftrace_fast", "_kineto_fast", "_column_kernels"):
         assert any(
             n.startswith(f"podscope/trace_parsers/{ext}") and n.endswith(".so") for n in names
         ), ext

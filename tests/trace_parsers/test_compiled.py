@@ -14,7 +14,7 @@ WITHOUT_READERS = """
 import sys
 class NotBuilt:
     def find_spec(self, name, path=None, target=None):
-        if name.rsplit(".", 1)[-1] in ("_xplane_fast", "_ftrace_fast", "_column_kernels"):
+        if name.rsplit(".", 1)[-1] in ("_xplane_fast", "_ftrace_fast", "_kineto_fast", "_column_kernels"):
             raise ImportError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, NotBuilt())
 import podscope, podscope.agent, podscope.collectors.capture  # all import without them

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
+import re
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -238,3 +240,149 @@ def test_ops_and_kernels_are_named_as_pytorch_names_them() -> None:
         == "regs:32 shm:0 grid:80,1,1 block:128,1,1"
     )
     assert ev.loc["k2", "kernel_details"] == "block:1,2,3" and pd.isna(ev.loc["k2", "op_name"])
+
+
+def _value(v: Any) -> tuple[str, Any]:
+    """A JSON args value as ``stats`` holds it, from json.loads' reading: (kind, value); kind
+    ``json``: its JSON text, as ``str``."""
+    if isinstance(v, bool) or (isinstance(v, int) and -(2**63) <= v < 2**63):
+        return "int", int(v)
+    if isinstance(v, float):
+        return "double", v
+    if isinstance(v, str):
+        return "str", v[:4096]
+    return "json", v
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> Any:
+    pick = rng.randrange(9 if depth < 3 else 6)
+    if pick == 0:
+        return rng.choice(
+            [0, -1, 2**63 - 1, -(2**63), 2**63, -(2**64), 10**40, rng.randrange(10**6)]
+        )
+    if pick == 1:
+        return rng.choice([0.5, -1e-7, 1e300, 1.5e-320, rng.uniform(-1e9, 1e9), 2.0**53 + 1.0])
+    if pick == 2:
+        return rng.choice([True, False, None])
+    if pick in (3, 4, 5):
+        alphabet = 'ab"\\/\n\t\x01é€𝄞\u2028 '
+        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(12)))
+    if pick in (6, 7):
+        return [_random_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {f"k{i}": _random_value(rng, depth + 1) for i in range(rng.randrange(3))}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_reader_types_every_value_as_json_reads_it(seed: int) -> None:
+    """The C reader against Python's json on random args, names and times, written with and
+    without ASCII escapes and with whitespace: every stat, name and time as json.loads reads
+    them (integers beyond int64 and containers as JSON text, decimals exact to the ns)."""
+    rng = random.Random(seed)
+    events = []
+    for i in range(300):
+        ts = rng.choice(
+            [
+                rng.randrange(10**15, 2 * 10**15),
+                f"@@{rng.randrange(10**15)}.{rng.randrange(1000):03d}",
+            ]
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": f"op{i}" + rng.choice(["", "é", '"q"', "\\", "𝄞", "\u0000"]),
+                "pid": 1,
+                "tid": rng.randrange(3),
+                "ts": ts,
+                "dur": rng.randrange(1000),
+                "args": {f"a{j}": _random_value(rng) for j in range(rng.randrange(5))},
+            }
+        )
+    text = json.dumps(
+        {"schemaVersion": 1, "traceEvents": events},
+        ensure_ascii=seed % 2 == 0,
+        indent=seed - 1 or None,
+    )
+    text = re.sub(r'"@@([0-9.]+)"', r"\1", text)  # the decimal times as numbers
+    frames = parse_kineto(text.encode(), worker="w")
+    doc = json.loads(text, parse_float=Decimal)
+    ev = frames.events
+    want = sorted((str(e["name"]), int(Decimal(e["ts"]) * 1000)) for e in doc["traceEvents"])
+    assert sorted(zip(ev["name"].astype(str), ev["start_ns"], strict=True)) == want
+    st = frames.stats[frames.stats["key"].astype(str).str.match(r"a\d$")]
+    name_of = ev["name"].astype(str).to_numpy()
+    got = {
+        (name_of[r], k): (kind, s if kind == "str" else i if kind == "int" else f)
+        for r, k, kind, i, f, s in zip(
+            st["event_row"],
+            st["key"].astype(str),
+            st["kind"].astype(str),
+            st["int_value"],
+            st["float_value"],
+            st["str_value"].astype(object),
+            strict=True,
+        )
+    }
+    expected = {
+        (str(e["name"]), k): _value(v)
+        for e in json.loads(text)["traceEvents"]
+        for k, v in e["args"].items()
+    }
+    assert got.keys() == expected.keys()
+    for key, (kind, value) in expected.items():
+        if kind == "json":  # containers, null, integers past int64: the file's JSON text
+            assert got[key][0] == "str" and json.loads(got[key][1]) == value, key
+        else:
+            assert got[key] == (kind, value), key
+
+
+def test_strings_are_decoded_once_whatever_their_spelling() -> None:
+    """Escapes, surrogate pairs, a lone surrogate and invalid UTF-8 (U+FFFD), and one name
+    written two ways: one category."""
+    raw = (
+        b'{"schemaVersion": 1, "traceEvents": ['
+        b'{"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 1},'
+        b'{"ph": "X", "name": "aten::\\u006dm", "pid": 1, "tid": 1, "ts": 3, "dur": 1},'
+        b'{"ph": "X", "name": "\\ud834\\udd1e \\ud800 \xff", "pid": 1, "tid": 1, "ts": 5, "dur": 1}'
+        b"]}"
+    )
+    ev = parse_kineto(raw, worker="w").events
+    assert ev["name"].astype(str).tolist() == ["aten::mm", "aten::mm", "𝄞 \ufffd \ufffd"]
+    assert list(ev["name"].cat.categories) == ["aten::mm", "𝄞 \ufffd \ufffd"]
+
+
+def test_a_trace_cut_anywhere_is_a_typed_error() -> None:
+    """A capture stopped mid-write: every prefix of a small trace (header, events, args,
+    strings, numbers cut) is a TraceParseError; the whole one parses."""
+    data = trace(
+        [
+            x(
+                "aten::mm",
+                1.5,
+                2,
+                cat="cpu_op",
+                **{"External id": 3, "Input Dims": [[1, 2]], "s": "é\n"},
+            )
+        ],
+        distributedInfo={"rank": 0},
+    )
+    for cut in range(len(data)):
+        with pytest.raises(TraceParseError):
+            parse_kineto(data[:cut], worker="w", source="cut.pt.trace.json")
+    assert len(parse_kineto(data, worker="w").events) == 1
+
+
+def test_the_last_member_of_a_name_wins_and_rows_are_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    raw = (
+        b'{"schemaVersion": 1, "traceEvents": [{"ph": "X", "name": "a", "name": "b", "pid": 1,'
+        b' "tid": 1, "ts": 1, "ts": 2, "dur": 1, "args": {"x": 1}, "args": {"y": 2}}]}'
+    )
+    frames = parse_kineto(raw, worker="w")
+    assert frames.events[["name", "start_ns"]].astype(object).values.tolist() == [["b", 2000]]
+    assert set(frames.stats["key"].astype(str)) == {"y", "cat"}
+    monkeypatch.setenv("PODSCOPE_MAX_ROWS", "100")
+    many = trace([x(f"e{i}", i, 1) for i in range(200)])
+    with pytest.raises(TraceParseError, match="PODSCOPE_MAX_ROWS"):
+        parse_kineto(many, worker="w", source="dense.pt.trace.json")

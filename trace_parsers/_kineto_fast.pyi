@@ -1,0 +1,3 @@
+from typing import Any
+
+def read_kineto(data: bytes | bytearray | memoryview, max_rows: int, /) -> dict[str, Any]: ...
