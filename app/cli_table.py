@@ -9,6 +9,7 @@ whole table however wide it is (for a wide terminal or a file).
 
 from __future__ import annotations
 
+import itertools
 import textwrap
 from typing import TYPE_CHECKING, Any
 
@@ -84,17 +85,41 @@ def _width(console: Console, table: Table) -> int:
 
 def cut_distinct(names: pd.Series, width: int) -> pd.Series:
     """Names longer than ``width`` cut in the middle (``RemoteCall__…inference_fn_212``), the
-    tail kept as long as it takes for cut names that differ to stay different."""
+    tail kept as long as it takes for cut names that differ to stay different; names that
+    differ only in their middle (``…/layer_4/self_attention/…`` of 24 layers) keep the part
+    where they differ (``_windowed``)."""
     names = names.astype(str)
     long = names.str.len() > width
-    if not long.any() or width < 5:
+    if not long.any() or width < 12:
         return names
     for tail in range(width // 3, width - 1):
         head = width - 1 - tail
         cut = names.where(~long, names.str[:head] + "…" + names.str[-tail:])
         if cut.nunique() == names.nunique():
             return cut
-    return cut
+    return names.where(~long, _windowed(names[long], width))
+
+
+def _windowed(names: pd.Series, width: int) -> pd.Series:
+    """Each name as its first 2 characters, the part where it first differs from the names
+    next to it in sorted order, and its tail: ``re…/layer_4/self_atten…mUniform``."""
+    ordered = sorted(set(names))
+    differs = dict.fromkeys(ordered, 0)  # where each first differs from its neighbours
+    for a, b in itertools.pairwise(ordered):
+        at = next(
+            (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+        )
+        differs[a], differs[b] = max(differs[a], at), max(differs[b], at)
+    tail = width // 4
+    room = width - tail - 4  # the window, between "xx…" and "…tail"
+    out = []
+    for name in names:
+        start = max(2, differs[name] - room // 3)
+        if start + room >= len(name) - tail:  # it differs near the end: the tail shows it
+            out.append(name[:2] + "…" + name[-(width - 3) :])
+        else:
+            out.append(name[:2] + "…" + name[start : start + room] + "…" + name[-tail:])
+    return pd.Series(out, index=names.index)
 
 
 def _abbreviated(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:

@@ -43,6 +43,21 @@ def hlo_command(
     a = _analysis_or_exit(path, session, no_cache, frozenset({"xla_ops"}), scheduler)
     if device and not device.startswith("/"):
         device = f"/device:{device}"
+    if device:
+        known = sorted(
+            set(a.device_peaks["device"].astype(str))
+            | set(a.hlo_table(per_device=True)["device"].astype(str))
+        )
+        if device not in known:
+            raise click.BadParameter(
+                f"no device {device} in this capture"
+                + (
+                    f"; its devices: {', '.join(d.removeprefix('/device:') for d in known)}"
+                    if known
+                    else " (it has no XLA ops)"
+                ),
+                param_hint="'--device'",
+            )
     table = a.hlo_table(per_device=per_device, device=device, by_execution=by_execution)
     if table.empty:
         reason = (
@@ -59,6 +74,7 @@ def hlo_command(
         return
     cols = ["worker"] if table["worker"].nunique() > 1 else []
     cols += ["device"] if per_device else []
+    cols += ["execution"] if by_execution else []
     cols += ["hlo_op_name", "occurrences", "total_self_time_us", "self_share"]
     # An instruction's name is unique in its program only, and a program's name in a capture
     # only per compilation: repeated names get their program, with its id where needed.
@@ -125,7 +141,7 @@ def roofline_command(
             "peak_hbm_bw_gibs",
             "ridge_point",
         ]
-    ].rename(columns={"peak_flop_rate_gflops": "gflop_s", "peak_hbm_bw_gibs": "hbm_gib_s"})
+    ].rename(columns={"peak_flop_rate_gflops": "peak_GFLOP/s", "peak_hbm_bw_gibs": "HBM_GiB/s"})
     unknown = peaks["peak_flop_rate_gflops"] == 0
     title = "device peaks" + (
         " (0: the trace does not say, e.g. no vendor on the GPU plane)" if unknown.any() else ""

@@ -126,6 +126,23 @@ def test_names_alike_up_to_their_ends_stay_distinct_when_cut() -> None:
     assert "-0.000" not in text and "-0.0%" not in text and "0.000" in text
 
 
+def test_names_alike_but_in_their_middle_keep_where_they_differ() -> None:
+    """The V100 sample's dropout ops of 24 BERT layers differ only in ``layer_N``: cut to
+    the head and tail they were four identical ``r…t/random_uniform/RandomUniform`` rows."""
+    names = [
+        f"replica_4/bert_span_labeler/bert_encoder_1/transformer/layer_{n}/self_attention/"
+        "dropout_3/dropout/random_uniform/RandomUniform"
+        for n in (1, 10, 12, 22)
+    ]
+    frame = pd.DataFrame({"worker": WORKERS[:1] * 4, "op_name": names, "calls": [1, 2, 3, 4]})
+    lines = _printed(frame, width=50, cut="op_name")
+    rows = [line.split()[0] for line in lines if "…" in line]
+    assert max(map(len, lines)) <= 50, lines
+    assert len(rows) == 4 and len(set(rows)) == 4, rows
+    for n, row in zip((1, 10, 12, 22), rows, strict=True):
+        assert f"layer_{n}/" in row, rows
+
+
 def test_prose_is_wrapped_to_the_terminal_with_hanging_lines() -> None:
     from click.testing import CliRunner
 

@@ -54,3 +54,30 @@ def test_compare_two_rocm_captures_op_by_op(tmp_path: Path) -> None:
     row = table.set_index("hlo_op_name").loc["input_transpose_fusion"]
     assert row["status"] == "slower" and row["new_avg_us"] > row["base_avg_us"]
     assert {"new", "gone"} <= set(table["status"])  # the conv is renamed between the builds
+
+
+GEMM = XPLANE / "rocm_jax_tracelens" / "traces__mi300__jax08_gemm__tw003.xplane.pb"
+
+
+@pytest.mark.skipif(not GEMM.exists(), reason="the ROCm gemm sample is absent")
+def test_at_80_columns_rows_stay_distinct_and_units_keep_their_slash(tmp_path: Path) -> None:
+    """The gemm sample runs each jitted GEMM three times: ``--by-execution`` shows which
+    execution each row is (the rows were identical); the roofline's units read GFLOP/s and
+    GiB/s (they read "gflop s"); an unknown ``--device`` is a usage error naming the
+    capture's devices (it exited 0)."""
+    out = podscope("hlo", str(GEMM), "--by-execution", "--top", "9", cache=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rule = next(i for i, line in enumerate(lines) if set(line.strip()) == {"─"})
+    assert "execution" in " ".join(lines[:rule]).split()
+    rows = [line.split() for line in lines[rule + 1 :] if line.strip()]
+    assert len(rows) == 9 and len({(r[0], r[1]) for r in rows}) == 9  # execution, op
+    assert {r[0] for r in rows} == {"0", "1", "2"}
+    peaks = podscope("roofline", str(GEMM), cache=tmp_path).stdout
+    header = " ".join(peaks.split("─")[0].split())
+    assert "GFLOP/s" in header and "GiB/s" in header and "gflop s" not in header.lower()
+    bad = podscope("hlo", str(GEMM), "--device", "TPU:9", cache=tmp_path)
+    said = " ".join(bad.stderr.split())
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "no device /device:TPU:9 in this capture; its devices: GPU:0, GPU:1" in said
