@@ -470,8 +470,9 @@ def diagnose_command(
     no_cache: bool,
     scheduler: str | None,
 ) -> None:
-    """Findings from TensorFlow's GPU performance guide for PATH (a trace file, a run folder or
-    a logdir), ranked; exit code 0 whatever they say."""
+    """Findings for PATH (a trace file, a run folder or a logdir), ranked, each with its
+    evidence and advice in the terms of the trace's framework (TensorFlow's GPU performance
+    guide, JAX's profiling docs, PyTorch's tuning guide); exit code 0 whatever they say."""
     import dataclasses
     import json
 

@@ -46,13 +46,6 @@ def _show(
         say(f"podscope: {title.split(';')[0]}: none ({why})", err=True)
 
 
-#: Why ``podscope input`` has no rows.
-NO_ITERATORS = (
-    "no tf.data iterator events: the input was not a tf.data pipeline (JAX, an Android "
-    "trace), or the workers were traced with the Python tracer only"
-)
-
-
 def _no_comparison(a: SessionAnalysis) -> str:
     """Why a session has no culprits and victims to show, or "" when it has."""
     if len(a.roles):
@@ -174,6 +167,13 @@ def input_command(
     """The tf.data input pipeline per worker of PATH (a trace file, a run folder or a logdir): input wait, blocking calls, the bottleneck stage
     and what to change; with --iterators, every iterator's calls, self time, work and wait."""
     a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
+    if a.iterators.empty:  # no table of zeros: why there is none, in the framework's terms
+        from podscope.analyzers.diagnostics.speech import no_input_pipeline
+
+        if csv:
+            (a.iterators if iterators else a.input_pipeline).head(0).to_csv(sys.stdout, index=False)
+        say(f"podscope: {no_input_pipeline(a)}.", err=True)
+        return
     if iterators:
         _show(
             in_ms(a.iterators, a.start_ns),
@@ -181,7 +181,6 @@ def input_command(
             csv,
             top,
             wide,
-            why=NO_ITERATORS,
         )
         return
     summary = a.input_pipeline
@@ -194,7 +193,6 @@ def input_command(
         csv,
         top,
         wide,
-        why=NO_ITERATORS,
     )
     for r in summary[summary["bottleneck"] != ""].itertuples():
         named = f" ({r.user_name})" if r.user_name else ""

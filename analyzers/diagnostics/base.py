@@ -111,8 +111,9 @@ class Finding:
         doc: the guide section.
         at_stake_ns: estimated time per step that fixing it could save (for ranking).
         page: where the evidence is shown (``/pod``, ``/ops``, ``/timeline?q=…``).
-        unit: what ``value`` counts (``UNITS``): a share of something (0–1), a count, µs, or
-            a count per step and device; front ends format it with it.
+        unit: what ``value`` counts (``UNITS``): a share of something (0–1), a count (of
+            workers: ``workers``), µs, or a count per step and device; front ends format it
+            with it.
     """
 
     rule_id: str
@@ -133,7 +134,17 @@ class Finding:
 #: What a finding's ``value`` can be: a share (0–1), a count, microseconds, a count per step
 #: (per device where the rule says so), a yes/no (1/0), a ratio (×), bytes per step, or a
 #: multiple of the median step time (``1.14× the median step``: a score, not a share).
-UNITS = ("share", "count", "us", "per_step", "flag", "ratio", "bytes_per_step", "of_step")
+UNITS = (
+    "share",
+    "count",
+    "workers",
+    "us",
+    "per_step",
+    "flag",
+    "ratio",
+    "bytes_per_step",
+    "of_step",
+)
 
 
 def page_at(path: str, worker: object = None, step: object = None, **query: object) -> str:
@@ -264,6 +275,8 @@ class Rule:
         elif verdict["recommendation"] and self.rule_id in PYTORCH_ADVICE and is_torch(analysis):
             verdict["recommendation"] = PYTORCH_ADVICE[self.rule_id]
             verdict["doc"] = PYTORCH_GUIDE
+        if verdict["doc"] == GUIDE:  # TensorFlow's guide only for TensorFlow captures
+            verdict["doc"] = guide_for(analysis)
         if verdict["value"] is not None:
             verdict["value"] = float(verdict["value"])
         verdict = in_its_terms(analysis, {"rule_id": self.rule_id, **verdict})
@@ -300,6 +313,18 @@ def is_jax(inp: SessionAnalysis) -> bool:
 def is_torch(inp: SessionAnalysis) -> bool:
     """Whether advice should be in PyTorch terms: a capture of torch.profiler traces."""
     return inp.trace_kind == "pytorch"
+
+
+def guide_for(inp: SessionAnalysis) -> str:
+    """The performance guide of what wrote the capture: JAX's, PyTorch's, Android's (system
+    traces) or TensorFlow's."""
+    if inp.trace_kind == "android":
+        return ANDROID_GUIDE
+    return JAX_GUIDE if is_jax(inp) else PYTORCH_GUIDE if is_torch(inp) else GUIDE
+
+
+#: Android's guide to system tracing (systrace, Perfetto): what an Android capture is.
+ANDROID_GUIDE = "https://developer.android.com/topic/performance/tracing"
 
 
 #: JAX's guide to profiling and performance.

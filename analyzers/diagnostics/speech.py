@@ -58,6 +58,23 @@ _INPUT_PIPELINE = {
     "Python (the device idle check measures what the devices wait for it)",
     "android": "an Android trace has no training input pipeline",
 }
+_NO_TF_DATA = {
+    "jax": "no tf.data input pipeline: JAX feeds its programs from Python between executions "
+    "(the device-idle finding measures what the devices wait for it)",
+    "pytorch": "no tf.data input pipeline: a PyTorch rank's DataLoader shows in its step "
+    "breakdown (podscope steps) and the input-bound finding",
+    "android": "an Android trace has no training input pipeline",
+    "tensorflow": "no tf.data iterator events: TensorFlow records them at host_tracer_level "
+    "≥ 2 (these workers were traced with less, or with the Python tracer only)",
+}
+
+
+def no_input_pipeline(a: SessionAnalysis) -> str:
+    """Why a capture shows no tf.data iterators, in its framework's terms."""
+    kind = audience(a)
+    return _NO_TF_DATA["jax" if kind == "tpu" else kind]
+
+
 _TF_OPS = {
     "jax": "a TensorFlow op check: JAX compiles whole programs with XLA, so no op runs alone",
     "tpu": "a TensorFlow op check: this TPU capture runs compiled XLA programs",

@@ -89,6 +89,14 @@ def rows_name(columns: Any) -> str | None:
 
 #: The table's views: the ``by`` of ``analyzers.ops.op_stats``, as the URL and the page say them.
 VIEWS = {"op": "per op", "type": "per op type", "kernel": "per GPU kernel (grouped by name)"}
+
+
+def views_of(analysis: SessionAnalysis) -> dict[str, str]:
+    """The tables a capture has: no GPU kernel table where no GPU ran (a TPU, a CPU)."""
+    gpu = analysis.devices["device"].astype(str).str.startswith("/device:GPU").any()
+    return VIEWS if gpu else {k: v for k, v in VIEWS.items() if k != "kernel"}
+
+
 ALL_DEVICES = "all"
 
 
@@ -116,7 +124,7 @@ def view_of(
     kernel: str | None,
 ) -> View:
     """The view a URL names; unknown values fall back to the defaults."""
-    by = by if by in VIEWS else "op"
+    by = by if by in views_of(analysis) else "op"
     chosen = chosen_worker(worker) if worker in analysis.worker_names else None
     whole = with_per_step(analysis.op_table_for(by, chosen), analysis.capture_steps)
     devices = sorted({*whole["device"].astype(str), *_accelerators(analysis, chosen)})
@@ -213,7 +221,10 @@ def layout(
                                     id=ids.OPS_BY,
                                     value=view.by,
                                     inline=True,
-                                    options=[{"label": v, "value": k} for k, v in VIEWS.items()],
+                                    options=[
+                                        {"label": v, "value": k}
+                                        for k, v in views_of(analysis).items()
+                                    ],
                                 ),
                             ],
                             md=4,

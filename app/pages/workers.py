@@ -15,7 +15,7 @@ import pandas as pd
 from dash import Input, Output, State, dcc, html
 
 from podscope.analyzers.attribution import MIXED, worker_causes
-from podscope.analyzers.diagnostics.speech import cause_words
+from podscope.analyzers.diagnostics.speech import cause_words, no_input_pipeline
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app import ids
 from podscope.app.grid_source import BLOCK, column_filters, records, rows_response
@@ -238,10 +238,8 @@ def collectives_section(a: SessionAnalysis, session: str) -> Any:
 def input_section(a: SessionAnalysis, session: str) -> Any:
     it, summary = a.iterators, a.input_pipeline
     if it.empty:
-        return nothing(
-            "Input pipeline",
-            "No tf.data iterator events (TF records them at host_tracer_level ≥ 2).",
-        )
+        why = no_input_pipeline(a)
+        return nothing("Input pipeline", why[0].upper() + why[1:] + ".")
     advice = [
         html.Li(
             [

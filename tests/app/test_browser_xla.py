@@ -138,3 +138,28 @@ def test_a_grid_row_picks_its_op_and_a_gpu_roofline_has_its_roof(page, xla_serve
     link = page.get_by_role("link", name="Its events on the Timeline")
     assert f"q={name}" in (link.get_attribute("href") or "")
     assert page.errors == []
+
+
+def test_each_session_offers_the_tables_and_words_its_framework_has(page, xla_server) -> None:  # type: ignore[no-untyped-def]
+    """A TPU runs no GPU kernel: its Ops page offers no "per GPU kernel" table (a link asking
+    for one shows the op table, and picking "per op type" stays), the ROCm GPU's does; the
+    Workers page of a JAX capture says why it has no tf.data table in JAX's terms."""
+    page.goto(f"{xla_server}/ops?session=2026_03_01_tpu&by=kernel")
+    settle(page)
+    tables = page.locator("#ops-by label").all_inner_texts()
+    assert tables == ["per op", "per op type"], tables
+    assert page.locator("#ops-by input:checked").get_attribute("value") == "op"
+    page.get_by_text("per op type", exact=True).click()
+    settle(page)
+    assert query(page).get("by") == "type"
+    page.reload()
+    settle(page)
+    assert page.locator("#ops-by input:checked").get_attribute("value") == "type"
+    page.goto(f"{xla_server}/ops?session=2026_03_02_rocm")
+    settle(page)
+    assert "per GPU kernel (grouped by name)" in page.locator("#ops-by label").all_inner_texts()
+    page.goto(f"{xla_server}/workers?session=2026_03_01_tpu")
+    settle(page)
+    text = page.inner_text("body")
+    assert "No tf.data input pipeline: JAX feeds its programs from Python" in text
+    assert "host_tracer_level" not in text and "tf.data iterator events" not in text

@@ -81,3 +81,14 @@ def test_at_80_columns_rows_stay_distinct_and_units_keep_their_slash(tmp_path: P
     said = " ".join(bad.stderr.split())
     assert bad.returncode == 2 and bad.stdout == ""
     assert "no device /device:TPU:9 in this capture; its devices: GPU:0, GPU:1" in said
+
+
+def test_input_of_a_jax_capture_says_why_there_is_no_table(tmp_path: Path) -> None:
+    """It printed a tf.data table of zeros for the TPU's JAX program."""
+    out = podscope("input", str(TPU), cache=tmp_path)
+    said = " ".join(out.stderr.split())
+    assert out.returncode == 0 and out.stdout == "", out.stdout
+    assert "no tf.data input pipeline: JAX feeds its programs from Python" in said
+    csv = podscope("input", str(TPU), "--csv", cache=tmp_path)
+    assert csv.returncode == 0 and len(csv.stdout.strip().splitlines()) == 1  # the header
+    assert "worker" in csv.stdout
