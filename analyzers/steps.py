@@ -415,7 +415,8 @@ def step_methods(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
                     "none",
                     0,
                     "no step marker, no repeated tf.function train call and no XLA program "
-                    "executed twice",
+                    "a loop repeats (several shapes of one function, each run a few times in "
+                    "a row, are a benchmark sweep, not steps)",
                 )
             )
     return pd.DataFrame(rows, columns=["worker", "method", "steps", "note"])

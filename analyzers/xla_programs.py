@@ -20,7 +20,8 @@ is several programs, named ``<module>(<program id>)``.
 
 **Steps** (``xla_steps``): the *dominant program* is the one with the most execution time
 among those executed at least twice on one device (a loop's body, not its one-off
-initialisation). Its executions on each device are numbered in time order; devices with as many
+initialisation), unless it is one shape of a sweep (``is_sweep``: one function compiled for
+several shapes, each run a few times in a row, as benchmarks do): then there are no steps. Its executions on each device are numbered in time order; devices with as many
 executions as each other are matched by that order, others by time overlap with the device that
 has the most (TPU run ids differ between the cores of one host, so ids cannot match them). Step
 ``k`` of a device lasts from the end of its execution ``k - 1`` to the end of execution ``k``
@@ -288,7 +289,8 @@ def program_executions(events: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFram
 
 def dominant_program(executions: pd.DataFrame) -> str | None:
     """The program a loop repeats: the most execution time among programs executed at least
-    twice on one device; ``None`` when none is."""
+    twice on one device; ``None`` when none is, or when it is one shape of a sweep
+    (``is_sweep``)."""
     if executions.empty:
         return None
     per_device = executions.groupby(["program", "device"]).size()
@@ -297,7 +299,26 @@ def dominant_program(executions: pd.DataFrame) -> str | None:
         return None
     ex = executions[executions["program"].isin(repeated)]
     total = (ex["end_ns"] - ex["start_ns"]).groupby(ex["program"]).sum()
-    return str(total.sort_values(kind="stable").index[-1])
+    program = str(total.sort_values(kind="stable").index[-1])
+    return None if is_sweep(executions, program) else program
+
+
+def is_sweep(executions: pd.DataFrame, program: str) -> bool:
+    """Whether ``program`` is one shape of a benchmark sweep rather than a loop's body: its
+    function compiled for 3 or more shapes (``jit_dot(21)``, ``jit_dot(34)``…), each run
+    at least twice, all of one shape's runs in a row on every device. The ROCm gemm sample
+    runs six GEMM shapes three times each: those are no 3 "steps". A training loop's body
+    is one program, or shapes that interleave (sequence buckets)."""
+    name = program.split("(")[0]
+    shapes = executions[executions["program"].str.split("(").str[0] == name]
+    if shapes["program"].nunique() < 3:
+        return False
+    for _, dev in shapes.groupby(["worker", "device"], observed=True):
+        order = dev.sort_values("start_ns")["program"].to_numpy()
+        runs = 1 + int((order[1:] != order[:-1]).sum())
+        if runs != len(set(order)) or (dev["program"].value_counts() < 2).any():
+            return False
+    return True
 
 
 def _match_to(ref: pd.DataFrame, other: pd.DataFrame) -> np.ndarray:

@@ -82,6 +82,8 @@ def fmt_value(value: float, unit: str) -> str:
         return f"{value:,.2f}× the median step"
     if unit == "bytes_per_step":
         return f"{fmt_bytes(value)} per step"
+    if unit == "workers":
+        return f"{value:,.0f} worker{'' if value == 1 else 's'}"
     return f"{value:,.0f}"
 
 

@@ -91,6 +91,13 @@ def mixed_precision(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         return skip(
             "CPU-only trace: a rule for accelerator devices (on CPU, mixed precision rarely speeds up training)"
         )
+    if len(ops) and inp.has_device and not _matrix_ops(ops).any():
+        top = ops.groupby("hlo_op", observed=True)["self_ps"].sum().nlargest(3)
+        return skip(
+            "no matmul or convolution in the device's compute (its largest ops: "
+            + ", ".join(str(op) for op in top.index)
+            + "): 16-bit types pay off on the matrix units; these ops are bound by memory"
+        )
     if len(ops):
         total = float(ops["self_ps"].sum())
         half = ops["compute_dtype"].isin(["bf16", "f16"]).to_numpy()
@@ -161,13 +168,27 @@ _NOT_COMPUTE = frozenset(
 )
 
 
+#: XLA ops that run on matrix units: dots, convolutions and the library calls that do them
+#: (cuBLAS/hipBLASLt GEMMs, cuDNN/MIOpen convolutions), by category or instruction name.
+_MATRIX = r"(?i)\b(?:dot|convolution)\b|gemm|matmul|conv|cublas|cudnn|einsum"
+
+
+def _matrix_ops(ops: pd.DataFrame) -> pd.Series:
+    """Which of ``xla_compute``'s ops run on matrix units."""
+    return ops["category"].astype(str).str.contains(_MATRIX) | ops["hlo_op"].astype(
+        str
+    ).str.contains(_MATRIX)
+
+
 def xla_compute(inp: SessionAnalysis) -> pd.DataFrame:
     """The XLA ops on GPUs and TPUs (on a CPU-only capture, its XLA:CPU thunks) that compute
     in floating point (not copies, layout changes or collectives): ``worker, device, hlo_op,
-    compute_dtype, self_ps``."""
+    category, compute_dtype, self_ps``."""
     ops = inp.xla_ops
     if ops.empty:
-        return pd.DataFrame(columns=["worker", "device", "hlo_op", "compute_dtype", "self_ps"])
+        return pd.DataFrame(
+            columns=["worker", "device", "hlo_op", "category", "compute_dtype", "self_ps"]
+        )
     on_device = ops["device"].astype(str).str.match(DEVICE_PLANE).to_numpy()
     if not inp.has_device:  # XLA:CPU: the thunks are the compute
         on_device = np.ones(len(ops), dtype=bool)
@@ -175,7 +196,7 @@ def xla_compute(inp: SessionAnalysis) -> pd.DataFrame:
     dtype = ops["compute_dtype"].astype(str)
     floating = dtype.str.match(r"^(?:bf16|f\d|c\d)").to_numpy()
     keep = on_device & ~category.isin(_NOT_COMPUTE).to_numpy() & floating
-    return ops.loc[keep, ["worker", "device", "hlo_op", "compute_dtype", "self_ps"]]
+    return ops.loc[keep, ["worker", "device", "hlo_op", "category", "compute_dtype", "self_ps"]]
 
 
 @rule("tf32", "TF32 disabled on an Ampere-or-newer GPU", needs=(DEVICE,), levels="tf32_fp32_share")
@@ -226,6 +247,14 @@ def copies(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     cp = d[matches(d["name"], COPY)]
     steps = max(1, inp.capture_steps["step"].nunique())
     offload = _host_copies(inp)  # XLA copies to and from host memory are such copies too
+    b = inp.split
+    if len(offload) and "host_offload_ns" in b and b["host_offload_ns"].astype(float).any():
+        if cp.empty:  # the host-offload finding judges them, by the time the steps wait
+            return skip(
+                f"its {len(offload):,} host↔device copies are XLA host-offload copies (memory "
+                "space 5), which the host-offload finding judges by the time the steps wait"
+            )
+        offload = offload.iloc[:0]  # counted there, not here
     value = (len(cp) + len(offload)) / steps / max(1, _busy_devices(inp))
     share = (
         float(cp["dur_ps"].sum() / 1000 / (inp.step_time_ns * steps)) if inp.step_time_ns else 0.0

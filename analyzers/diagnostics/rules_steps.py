@@ -229,7 +229,7 @@ def no_step_markers(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     return Verdict(
         severity,
         value=float(len(missing)),
-        unit="count",
+        unit="workers",  # "Step markers missing: 1 worker", not a bare 1
         expression="len(__import__('podscope.analyzers.diagnostics.rules_steps', fromlist=['x']).markers_missing(prepare(frames)))",
         evidence={
             "workers": {r.worker: r.method for r in missing.itertuples()},
@@ -262,7 +262,7 @@ def markers_missing(inp: SessionAnalysis) -> pd.DataFrame:
     # XLA program steps numbered by the JAX markers that dispatched them: marked
     s = inp.steps
     numbered = s["step_num"].notna().groupby(s["worker"]).mean() >= 0.5
-    marked = m["worker"].map(numbered).fillna(False).astype(bool)
+    marked = m["worker"].map(numbered).eq(True)  # a worker without steps: not marked
     return m[
         ~m["method"].isin(["marker", "group_id"])
         & ~(m["python_only"] & has_markers)

@@ -117,13 +117,18 @@ def test_devices_are_busy_by_their_events_not_by_steps(
         pytest.skip(f"public trace samples not present: {p}")
     by = {f.rule_id: f for f in diagnose(prepare(load(p, cache_dir=tmp_path)))}
     assert by["cpu_only"].title == title
-    # steps are the XLA program's executions (no markers): rules that count per step count per
-    # execution, and nothing the sample does not do fires (the TPU's 12 all-reduces ran in a
-    # separate jit__psum program, outside the 100 executions of jit_f)
-    assert by["host_device_copies"].applies and by["host_device_copies"].severity == "none"
+    copies = by["host_device_copies"]
     if path == "tpu_xprof":
+        # steps are the XLA program's executions (no markers): rules that count per step
+        # count per execution, and nothing the sample does not do fires (the TPU's 12
+        # all-reduces ran in a separate jit__psum program, outside the 100 executions of jit_f)
         assert by["allreduce_count"].evidence["steps"] == 100  # 98 whole, 2 partial
         assert by["allreduce_count"].severity == "none"
+        # its 2,400 copies are host offload, HIGH there: not an "ok" count beside it
+        assert by["host_offload"].severity == "high"
+        assert not copies.applies and "host-offload finding" in copies.reason
+    else:  # six GEMM shapes run three times each: a benchmark sweep, no steps to count in
+        assert not copies.applies and by["no_step_markers"].value == 1
 
 
 MACHINE_OUTPUTS = [

@@ -66,6 +66,8 @@ def test_findings_speak_the_captures_own_terms(path: Path | None, tmp_path: Path
         for text in (f.title, f.reason, f.recommendation):
             said = [w for w in FOREIGN_WORDS[kind] if w in text]
             assert not said, f"{f.rule_id} on a {kind} capture says {said}: {text}"
+        # its guide link is its framework's (they all led to TensorFlow's GPU guide)
+        assert not (f.applies and "tensorflow.org" in f.doc), (f.rule_id, f.doc)
 
 
 def _union_ns(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> int:
@@ -161,3 +163,23 @@ def test_engine_precision_and_offload_verdicts(
     assert ("bf16" in types) == half, types
     offload = findings["host_offload"]
     assert not offload.applies and "no XLA copy between host memory" in offload.reason
+
+
+def test_the_findings_that_misled_on_the_tpu_sample(tmp_path: Path) -> None:
+    """Its program adds and broadcasts (no matmul, no convolution): "Mixed precision off" was
+    MODERATE; its 2,400 copies are host offload (HIGH): "Host↔device copies every step" said
+    ok beside it; "Step markers missing" showed a bare 1."""
+    from podscope.app.units import fmt_value
+
+    tpu = next((p for p in XLA if p.name == "tpu_inference_2.xplane.pb"), None)
+    if tpu is None:
+        pytest.skip("the TPU sample is absent")
+    by = {f.rule_id: f for f in analysis_of(tpu, tmp_path).findings}
+    precision = by["mixed_precision"]
+    assert not precision.applies and "no matmul or convolution" in precision.reason
+    assert "broadcast_add_fusion" in precision.reason  # its largest ops, named
+    assert by["host_offload"].severity == "high"
+    assert not by["host_device_copies"].applies
+    assert "host-offload finding" in by["host_device_copies"].reason
+    markers = by["no_step_markers"]
+    assert fmt_value(markers.value, markers.unit) == "1 worker"

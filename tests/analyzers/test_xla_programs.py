@@ -13,6 +13,8 @@ import pytest
 
 from podscope.analyzers.breakdown import CATEGORY_COLUMNS
 from podscope.analyzers.session import SessionAnalysis
+from podscope.analyzers.xla_programs import dominant_program, program_executions
+from podscope.trace_parsers import load
 from podscope.trace_parsers.proto import xplane_pb2 as xp
 from tests.conftest import SHARED_TRACES
 
@@ -74,6 +76,9 @@ def raw_gpu_executions(path: Path, program: str) -> dict[str, int]:
 def test_rocm_steps_are_the_dominant_programs_executions(path: Path) -> None:
     a = SessionAnalysis.from_path(path)
     steps = a.steps
+    if "gemm" in path.name:  # a sweep: no steps (test_a_benchmark_sweep_has_no_steps)
+        assert steps.empty
+        return
     assert set(steps["method"]) == {"xla_program"}
     program = str(steps["name"].iloc[0])
     raw = raw_gpu_executions(path, program)
@@ -81,6 +86,33 @@ def test_rocm_steps_are_the_dominant_programs_executions(path: Path) -> None:
     assert len(steps) == max(raw.values())
     # the program is the one a loop repeats: executed at least twice, the most time of those
     assert len(steps) >= 2
+
+
+def test_a_benchmark_sweep_has_no_steps() -> None:
+    """The ROCm gemm sample runs jit_dot for six shapes, three times each in a row (with a
+    convert and a broadcast before each shape): a benchmark, not a loop. Its longest shape's
+    three runs were its 3 "steps"; the raw trace says each shape ran in one row of runs."""
+    path = next((p for p in ROCM if "gemm" in p.name), None)
+    if path is None:
+        pytest.skip("the ROCm gemm sample is absent")
+    frames = load(path, cache=False)
+    executions = program_executions(frames.events, frames.stats)
+    dots = executions[executions["program"].str.startswith("jit_dot(")]
+    for _, device in dots.groupby("device"):
+        order = device.sort_values("start_ns")["program"].tolist()
+        assert len(set(order)) == 6 and all(order.count(p) == 3 for p in set(order))
+        assert [p for i, p in enumerate(order) if i == 0 or order[i - 1] != p] == list(
+            dict.fromkeys(order)
+        )  # each shape's runs in one row
+    assert dominant_program(executions) is None
+    a = SessionAnalysis.from_path(path)
+    assert a.steps.empty
+    note = a.methods.set_index("worker")["note"].iloc[0]
+    assert "benchmark sweep" in note
+    # the attention sample's matmul shapes interleave in a repeating pattern: a loop
+    attention = next((p for p in ROCM if "attention" in p.name), None)
+    if attention is not None:
+        assert len(SessionAnalysis.from_path(attention).steps) >= 2
 
 
 def test_tpu_steps_are_jit_f_executions() -> None:

@@ -29,7 +29,10 @@ XPLANE = SHARED_TRACES / "xplane"
 SESSIONS = {  # name: where its files are
     "v100": XPLANE / "gpu_tf_multiworker_v100",
     "tpu": XPLANE / "tpu_xprof",
-    "rocm_gemm": XPLANE / "rocm_jax_tracelens" / "traces__mi300__jax08_gemm__tw003.xplane.pb",
+    # (the gemm sample is a benchmark sweep: no steps)
+    "rocm_attention": XPLANE
+    / "rocm_jax_tracelens"
+    / "traces__mi300__jax08_attention__tw003.xplane.pb",
     "ps": FIXTURES / "ps_baseline",
     "straggler": FIXTURES / "regressions" / "straggler_python_traced",
 }
