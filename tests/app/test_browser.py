@@ -313,10 +313,14 @@ def test_compare_proposes_the_previous_session_of_its_kind_and_never_swaps(page,
     assert page.errors == []
 
 
-def test_kernel_table_of_a_cpu_capture_says_why_it_is_empty(page, server) -> None:  # type: ignore[no-untyped-def]
+def test_a_cpu_capture_offers_no_gpu_kernel_table(page, server) -> None:  # type: ignore[no-untyped-def]
+    """No GPU ran: the table choices are the op tables only, and a link asking for the
+    kernel table shows the op table (it showed an empty kernel table)."""
     page.goto(server + "/ops?session=2026_01_01_00_00_00&by=kernel")
     settle(page)
-    page.locator("#ops-note", has_text="No GPU kernels here").wait_for(timeout=10_000)
+    assert page.locator("#ops-by label").all_inner_texts() == ["per op", "per op type"]
+    assert page.locator("#ops-by input:checked").get_attribute("value") == "op"
+    page.locator("#ops-table .ag-row").first.wait_for(timeout=10_000)
     assert page.errors == []
 
 

@@ -188,7 +188,8 @@ def crawl_ops(v: Visit) -> None:
     _dropdown(v, "ops-worker")
     _dropdown(v, "ops-device")
     first = v.page.locator("#ops-table .ag-pinned-left-cols-container .ag-row").first
-    if v.page.get_by_label("per GPU kernel (grouped by name)").is_checked() and first.count():
+    kernels = v.page.get_by_label("per GPU kernel (grouped by name)")  # GPU sessions only
+    if kernels.count() and kernels.is_checked() and first.count():
         first.click()  # a kernel's ops, as children
         settle(v.page)
     v.download("ops-csv")
