@@ -23,6 +23,7 @@ is the resource with the highest utilization against the device's peaks
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ import pandas as pd
 from podscope.analyzers._match import isin, matches
 from podscope.analyzers.groups import DERIVED_LINES
 from podscope.analyzers.roofline import GIB
+from podscope.trace_parsers import hlo_cost
 from podscope.trace_parsers.nesting import self_times
 from podscope.trace_parsers.schema import HOST_MEMORY_SPACE
 
@@ -73,8 +75,13 @@ HLO_COLUMNS = [
     "rematerialized",
     "flops",
     "bytes_accessed",
+    "flops_source",
 ]
 _XLA_OPS = "XLA Ops"
+#: An expression calling a library PodScope costs by its shapes where XProf shows 0 FLOPs.
+_BEYOND_XPROF = "|".join(
+    re.escape(f'custom_call_target="{t}"') for t in sorted(hlo_cost.BEYOND_XPROF)
+)
 _U64 = 1 << 64
 #: (peak column, utilization's bytes column, name) of the bandwidths bound_by compares.
 _TPU_MEMORIES = (
@@ -541,6 +548,10 @@ def hlo_stats(
         str
     ).str.contains("/rematted_computation/", regex=False)
     out["program_id"] = out["program_id"].map(unsigned_id).astype(str)
+    # ``shapes``: a library call XProf has no FLOPs for, costed here by its operand shapes
+    out["flops_source"] = np.where(
+        out["expression"].astype(str).str.contains(_BEYOND_XPROF, regex=True), "shapes", "xla"
+    )
     out = out.rename(columns={"hlo_op": "hlo_op_name"})
     group = ["worker", "device"] if per_device or device else ["worker"]
     out = out.sort_values(

@@ -104,6 +104,13 @@ def hlo_command(
         shown[col] = shown[col].round().astype("int64")
     worker = "" if cols[0] == "worker" else f" of {table['worker'].iloc[0]}"
     show_table(shown, f"top {top} XLA ops{worker} by self time", wide=wide, cut="XLA op")
+    beyond = table.head(top)["flops_source"] == "shapes"
+    if beyond.any():
+        say(
+            f"{int(beyond.sum())} of these rows are library GEMMs (__cublas$gemm) XProf shows "
+            "no FLOPs for: PodScope counts 2·M·N·K from their operand shapes "
+            "(flops_source=shapes in --csv)."
+        )
 
 
 @click.command("roofline")

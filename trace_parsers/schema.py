@@ -44,7 +44,9 @@ CAT_ID = "category[int64]"
 #: in every frame ``podscope parse --out`` writes (Parquet metadata ``podscope.schema_version``,
 #: and ``schema.json`` beside CSV and Parquet alike). Bump on any change to the frames.
 #: 10: PyTorch profiler traces, which Chrome JSON frames were cached for, read as such.
-SCHEMA_VERSION = 10
+#: 11: legacy cuBLAS GEMM custom calls costed by their shapes; PyTorch traces' args read by
+#: the compiled reader (a JSON string stays text, arrays and objects keep their file text).
+SCHEMA_VERSION = 11
 
 
 def schema_document() -> dict[str, Any]:

@@ -1,12 +1,14 @@
 """XLA ops against XProf on the public ROCm and TPU captures: the HLO op table equals XProf's
 ``hlo_stats`` row for row (occurrences exact, self time within 1 %, FLOP rate and bandwidths
-within 2 %, ``bound_by``, category and source line identical), and the device peaks equal
+within 2 %, ``bound_by``, category and source line identical; a legacy cuBLAS GEMM, which
+XProf gives no cost, has 2·M·N·K FLOPs from its text instead), and the device peaks equal
 the ``roofline_model`` tool's within 1 %. Each sample is copied into a folder of its own and
 XProf runs with ``use_saved_result: False`` (it caches one answer per folder otherwise).
 Skipped with a reason when ``../shared/traces/xplane`` or XProf is absent."""
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 from pathlib import Path
@@ -57,13 +59,51 @@ def test_hlo_table_equals_xprof_hlo_stats(
         where = f"{r.program_id}/{r.hlo_op_name}"
         assert o["occurrences"] == r.occurrences, where
         assert close(o["total_self_time_us"], r.total_self_time, 0.01), where
+        assert o["category"] == r.category, where
+        assert o["source"] == re.sub(r"<[^>]*>", "", str(r.source_info)), where
+        if o["flops_source"] == "shapes":  # a GEMM XProf has no cost for: 0 there
+            assert r.model_flop_rate == 0 and r.bound_by == "Unknown", where
+            n = o["occurrences"]
+            assert o["flops"] == n * gemm_flops(o["expression"]), where
+            assert o["bytes_accessed"] == n * gemm_bytes(o["expression"]), where
+            continue
         assert close(o["model_flop_rate_gflops"], r.model_flop_rate, 0.02), where
         assert close(o["memory_bw_gibs"], r.measured_memory_bw, 0.02), where
         assert close(o["hbm_bw_gibs"], r.hbm_bw, 0.02), where
         assert close(o["operational_intensity"], r.operational_intensity, 0.02), where
         assert o["bound_by"] == r.bound_by, where
-        assert o["category"] == r.category, where
-        assert o["source"] == re.sub(r"<[^>]*>", "", str(r.source_info)), where
+
+
+_SHAPE = re.compile(r"(bf16|f16|f32|f64|s8)\[([\d,]*)\]")
+_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "s8": 1}
+
+
+def _shapes(expression: str) -> list[tuple[str, list[int]]]:
+    """The array shapes of an HLO expression in order: the results', then the operands'."""
+    return [(t, [int(d) for d in dims.split(",") if d]) for t, dims in _SHAPE.findall(expression)]
+
+
+def gemm_flops(expression: str) -> int:
+    """2·M·N·K (the batch included) of a GEMM custom call, read from its text: the result
+    [B.., M, N] (its first tuple element; the second is the library's scratch) and operands
+    of B·M·K and B·K·N elements (in any layout), so K² = lhs · rhs / (result · B)."""
+    (_, out), _, (_, lhs), (_, rhs) = _shapes(expression)[:4]
+    batch = math.prod(out[:-2])
+    k = math.isqrt(math.prod(lhs) * math.prod(rhs) // (math.prod(out) * batch))
+    assert k * k * math.prod(out) * batch == math.prod(lhs) * math.prod(rhs), expression
+    return 2 * math.prod(out) * k
+
+
+def gemm_bytes(expression: str) -> int:
+    """The operands' and the result's bytes (not the scratch buffer)."""
+    (t0, out), _, (t1, lhs), (t2, rhs) = _shapes(expression)[:4]
+    size = 0
+    for t, dims in ((t0, out), (t1, lhs), (t2, rhs)):
+        n = _BYTES[t]
+        for d in dims:
+            n *= d
+        size += n
+    return size
 
 
 @pytest.mark.parametrize("sample", real_xplanes() or XLA_SAMPLES, ids=ids)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from podscope.trace_parsers.hlo import hlo_ops
-from podscope.trace_parsers.hlo_cost import CostUnknown, module_costs
+from podscope.trace_parsers.hlo_cost import BEYOND_XPROF, CostUnknown, module_costs
 from podscope.trace_parsers.hlo_module import copy_spaces, decode_module, hlo_proto_class
 from tests.xspace_builder import SpaceBuilder
 
@@ -159,23 +159,43 @@ def test_dot_flops_and_a_bf16_reduction_on_a_gpu() -> None:
     assert compute_dtype(rows["dot.1"]) == "bf16"  # reads bf16, accumulates in f32
 
 
-def test_custom_calls_xla_cannot_cost_are_zero_as_in_xprof() -> None:
+def test_a_legacy_cublas_gemm_is_costed_by_its_shapes_and_other_custom_calls_are_zero() -> None:
+    """XProf shows no FLOPs for ``__cublas$gemm`` (the ROCm samples' GEMMs); PodScope reads
+    its dimension numbers as XLA's GPU cost analysis does for a GEMM: 2·M·N·K, the scratch
+    buffer not counted in the bytes. A custom call nobody can cost stays unknown (0)."""
     m = Module()
     e = m.entry()
-    m.add(e, "a", "parameter", (BF16, (256, 256)), parameter_number=0)
+    m.add(e, "a", "parameter", (BF16, (256, 128)), parameter_number=0)
+    m.add(e, "b", "parameter", (BF16, (128, 64)), parameter_number=1)
+    config = (
+        '{"gemm_backend_config":{"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],'
+        '"rhs_contracting_dimensions":["0"],"lhs_batch_dimensions":[],'
+        '"rhs_batch_dimensions":[]}}}'
+    )
     m.add(
         e,
         "gemm",
         "custom-call",
         (13, ()),
         "a",
-        "a",
+        "b",
         custom_call_target="__cublas$gemm",
-        tuple=[(BF16, (256, 256), 0), (6, (1024,), 0)],
+        backend_config=config.encode(),
+        tuple=[(BF16, (256, 64), 0), (6, (1024,), 0)],
     )
-    assert module_costs(m.decoded(), "gpu")["gemm"] == module_costs(m.decoded(), "gpu")[
-        "gemm"
-    ].__class__(0, 0, 0, 0)
+    m.add(
+        e,
+        "other",
+        "custom-call",
+        (BF16, (256, 64)),
+        "a",
+        custom_call_target="__my$kernel",
+    )
+    costs = module_costs(m.decoded(), "gpu")
+    assert costs["gemm"].flops == 2 * 256 * 64 * 128
+    assert costs["gemm"].bytes_accessed == (256 * 128 + 128 * 64 + 256 * 64) * 2
+    assert costs["other"] == costs["other"].__class__(0, 0, 0, 0)
+    assert "__cublas$gemm" in BEYOND_XPROF
 
 
 def test_copies_between_memory_spaces_say_from_where_to_where() -> None:
