@@ -167,9 +167,10 @@ def input_command(
     """The tf.data input pipeline per worker of PATH (a trace file, a run folder or a logdir): input wait, blocking calls, the bottleneck stage
     and what to change; with --iterators, every iterator's calls, self time, work and wait."""
     a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
-    if a.iterators.empty:  # no table of zeros: why there is none, in the framework's terms
-        from podscope.analyzers.diagnostics.speech import no_input_pipeline
+    from podscope.analyzers.diagnostics.speech import audience, no_input_pipeline
 
+    if a.iterators.empty and audience(a) != "tensorflow":
+        # no table of zeros where no tf.data pipeline can be: why, in the framework's terms
         if csv:
             (a.iterators if iterators else a.input_pipeline).head(0).to_csv(sys.stdout, index=False)
         say(f"podscope: {no_input_pipeline(a)}.", err=True)
