@@ -274,7 +274,7 @@ def _frame_names(parts: frozenset[str]) -> list[str]:
     if "rules" in parts:
         names += [n for n in RULE_FRAMES if n not in POD_INPUT_FRAMES]
     elif "xla_ops" in parts:
-        names.append("xla_ops")
+        names += ["xla_ops", "device_time"]
     return names + sorted(p for p in parts if p.startswith("ops:"))
 
 

@@ -60,8 +60,10 @@ HLO_COLUMNS = [
     "avg_time_us",
     "total_self_time_us",
     "avg_self_time_us",
-    "self_share",
-    "cumulative_share",
+    "self_time_percent",
+    "cumulative_self_time_percent",
+    "xla_time_share",
+    "cumulative_xla_time_share",
     "model_flop_rate_gflops",
     "measured_flop_rate_gflops",
     "memory_bw_gibs",
@@ -472,12 +474,62 @@ def _bound_by(rows: pd.DataFrame, peaks: pd.Series | None) -> tuple[np.ndarray, 
     return name, np.where(name == "Unknown", np.nan, best)
 
 
+def _device_ps(occurrences: pd.DataFrame) -> pd.Series:
+    """Per worker and device, its time as XProf counts it: from its first op's start to its
+    last op's end (ps)."""
+    end = occurrences["start_ns"] + occurrences["time_ps"] // 1000
+    g = pd.DataFrame(
+        {
+            "worker": occurrences["worker"].astype(str),
+            "device": occurrences["device"].astype(str),
+            "start": occurrences["start_ns"],
+            "end": end,
+        }
+    ).groupby(["worker", "device"], sort=False)
+    return (g["end"].max() - g["start"].min()).astype(float) * 1000
+
+
+def _with_idle(out: pd.DataFrame, device_ps: pd.Series, group: list[str]) -> pd.DataFrame:
+    """``out`` with an ``IDLE`` row per ``group``: its device time no op's self time covers
+    (never below 0: ops of concurrent streams can overlap), in the order of self time."""
+    busy = out.groupby(group, sort=False)["self_ps"].sum()
+    time = device_ps.reindex(busy.index)
+    idle_ps = (time - busy).clip(lower=0)
+    rows = busy.index.to_frame(index=False).assign(
+        program_id="",
+        program="",
+        hlo_op_name="IDLE",
+        category="IDLE",
+        expression="",
+        framework_op="",
+        occurrences=0,
+        self_ps=idle_ps.to_numpy(),
+        total_time_us=idle_ps.to_numpy() / 1e6,
+        total_self_time_us=idle_ps.to_numpy() / 1e6,
+        self_time_percent=(idle_ps / time * 100).to_numpy(),
+        bound_by="",
+        source="",
+        source_stack="",
+        compute_dtype="",
+        rematerialized=False,
+        flops_source="",
+    )
+    if "device" not in group:
+        rows["device"] = ""  # as the op rows of a table per worker
+    both = pd.concat([out, rows], ignore_index=True)
+    return both.sort_values(
+        [*group, "self_ps"], ascending=[*([True] * len(group)), False], ignore_index=True
+    )
+
+
 def hlo_stats(
     occurrences: pd.DataFrame,
     peaks: pd.DataFrame,
     *,
     per_device: bool = False,
     device: str | None = None,
+    idle: bool = False,
+    device_time: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """XProf's HLO op table: one row per (program_id, hlo_op_name) over a worker's devices.
 
@@ -487,11 +539,16 @@ def hlo_stats(
         peaks: ``analyzers.roofline.device_peaks``.
         per_device: one row per device as well (XProf merges a host's devices).
         device: only this device (a plane name, ``/device:GPU:0``).
+        idle: a row ``IDLE`` per worker (or device): the device time no op ran, as XProf's
+            op profile and framework op table have it (not per execution).
+        device_time: ``SessionAnalysis.device_time`` (each device's first event to its last,
+            XProf's denominator); else the span of the device's XLA ops.
 
     Returns:
         ``HLO_COLUMNS`` (+ ``execution`` when given), per worker the most self time first.
         ``program_id`` is the unsigned id XLA prints; times in µs; rates in GFLOP/s and GiB/s;
-        ``self_share`` of the worker's (or device's) XLA op time.
+        ``self_time_percent`` (and its cumulative sum) of the device time, idle included, as
+        XProf's ``total_self_time_percent``; ``xla_time_share`` of the XLA op time only.
     """
     rows = occurrences
     if device is not None:
@@ -561,8 +618,24 @@ def hlo_stats(
     )
     per = out.groupby(group, sort=False)["self_ps"]
     whole = per.transform("sum").replace(0, np.nan)
-    out["self_share"] = out["self_ps"] / whole
-    out["cumulative_share"] = per.cumsum() / whole
+    out["xla_time_share"] = out["self_ps"] / whole
+    out["cumulative_xla_time_share"] = per.cumsum() / whole
+    # XProf's total_self_time_percent: of the device time, idle included (each device's time
+    # from its first op's start to its last op's end, summed over the row's devices)
+    device_ps = (
+        _device_ps(rows)
+        if device_time is None or device_time.empty
+        else device_time.set_index(["worker", "device"])["time_ps"].astype(float)
+    )
+    if device is not None:
+        device_ps = device_ps[device_ps.index.get_level_values("device") == device]
+    device_ps = device_ps.groupby(level=group).sum()
+    span = pd.MultiIndex.from_frame(out[group]) if len(group) > 1 else pd.Index(out[group[0]])
+    time = device_ps.reindex(span).to_numpy(float)
+    out["self_time_percent"] = out["self_ps"] / time * 100
+    out["cumulative_self_time_percent"] = per.cumsum().to_numpy(float) / time * 100
+    if idle and "execution" not in out:
+        out = _with_idle(out, device_ps, group)
     extra = [
         c
         for c in ("execution", *(b for _, b, _ in _TPU_MEMORIES))
@@ -635,11 +708,14 @@ PROFILE_COLUMNS = [
 
 def op_profile(table: pd.DataFrame, peaks: pd.DataFrame, by: str = "program") -> pd.DataFrame:
     """XProf's op profile: a tree of program → category → op (``by="program"``) or category
-    → op (``by="category"``), each node with its time, share of all XLA op time, FLOP rate
-    and HBM bandwidth, and their utilization of the device's peaks.
+    → op (``by="category"``), each node with its time, share of all XLA op time (of the
+    device time when ``table`` has its IDLE row: the root is then the device time and IDLE
+    a node beside the programs, as in XProf), FLOP rate and HBM bandwidth, and their
+    utilization of the device's peaks.
 
     Args:
-        table: ``hlo_stats`` of one worker (or merged workers: nodes sum them).
+        table: ``hlo_stats`` of one worker (or merged workers: nodes sum them), with
+            ``idle=True`` for XProf's IDLE node.
         peaks: ``analyzers.roofline.device_peaks`` (the first device's peaks are the roof;
             utilization is NaN where the trace states none).
         by: ``program`` or ``category``.
@@ -653,6 +729,9 @@ def op_profile(table: pd.DataFrame, peaks: pd.DataFrame, by: str = "program") ->
     """
     if by not in ("program", "category"):
         raise ValueError(f"by must be program or category, not {by!r}")
+    idle = table["category"].astype(str).eq("IDLE").to_numpy()
+    idle_us = float(table.loc[idle, "total_self_time_us"].sum())
+    table = table[~idle]
     t = table.assign(
         _program=table["program"].astype(str) + "(" + table["program_id"].astype(str) + ")",
         _category=table["category"].astype(str),
@@ -664,8 +743,20 @@ def op_profile(table: pd.DataFrame, peaks: pd.DataFrame, by: str = "program") ->
     )
     levels = (["_program"] if by == "program" else []) + ["_category", "_op"]
     peak = peaks.iloc[0] if len(peaks) else None
-    total_self = float(t["_self"].sum()) or np.nan
+    total_self = float(t["_self"].sum()) + idle_us or np.nan
     nodes = [_node("", "", "all XLA ops", "root", t, total_self, peak)]
+    if idle.any():  # as XProf's: the root is the device time, IDLE the part no op ran
+        root = nodes[0]
+        root[2], root[5], root[6], root[7] = (
+            "device time",
+            float(t["_time"].sum()) + idle_us,
+            total_self,
+            1.0,
+        )
+        share = idle_us / total_self
+        nodes.append(
+            ["IDLE", "", "IDLE", "idle", 0, idle_us, idle_us, share, 0.0, np.nan, 0.0, np.nan]
+        )
     for depth in range(1, len(levels) + 1):
         keys = levels[:depth]
         for values, g in t.groupby(keys, sort=False):

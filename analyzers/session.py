@@ -147,6 +147,7 @@ RULE_FRAMES = (
     "iterators",
     "collective_calls",
     "xla_ops",
+    "device_time",
     "host_syncs",
     "launch_summary",
 )
@@ -612,15 +613,59 @@ class SessionAnalysis:
         (``analyzers.roofline.device_peaks``)."""
         return device_peaks(self.meta.plane_stats)
 
+    @frame_property
+    def device_time(self) -> pd.DataFrame:
+        """Per worker and device (a GPU or TPU plane), its time as XProf counts it for its op
+        tables' percentages: from its first op's start to its last op's end, the ops being
+        the events of its streams (a GPU) or of its ``XLA Ops`` line (a TPU)
+        (``worker, device, time_ps``)."""
+        ev = self.frames.events
+        planes = ev["plane"].cat.categories.astype(str)
+        device = np.flatnonzero(
+            pd.Series(ev["plane"].cat.codes).isin(np.flatnonzero(planes.str.startswith("/device:")))
+        )
+        if not len(device):
+            return pd.DataFrame({"worker": [], "device": [], "time_ps": []})
+        part = ev.iloc[device]
+        # a TPU's ops are on its "XLA Ops" line (its step and module lines span further)
+        ops_line = part["line"].astype(str).to_numpy() == "XLA Ops"
+        has_ops_line = pd.Series(ops_line).groupby(part["plane"].astype(str).to_numpy()).any()
+        keep = ops_line | ~has_ops_line.reindex(part["plane"].astype(str)).to_numpy()
+        part = part[keep]
+        start = part["start_ns"].to_numpy()
+        g = pd.DataFrame(
+            {
+                "worker": part["worker"].astype(str).to_numpy(),
+                "device": part["plane"].astype(str).to_numpy(),
+                "start": start,
+                "end": start + part["dur_ps"].to_numpy() // 1000,
+            }
+        ).groupby(["worker", "device"], sort=False)
+        span = (g["end"].max() - g["start"].min()) * 1000
+        return span.rename("time_ps").reset_index()
+
     def hlo_table(
-        self, *, per_device: bool = False, device: str | None = None, by_execution: bool = False
+        self,
+        *,
+        per_device: bool = False,
+        device: str | None = None,
+        by_execution: bool = False,
+        idle: bool = False,
     ) -> pd.DataFrame:
         """XProf's HLO op table (``analyzers.hlo_stats.hlo_stats``) per worker, or per
-        device, or per execution of each op's program (``by_execution``)."""
+        device, or per execution of each op's program (``by_execution``); with ``idle``, an
+        ``IDLE`` row of the device time no op ran."""
         occ = self.xla_ops
         if not by_execution and "execution" in occ:
             occ = occ.drop(columns=["execution"])
-        return hlo_stats(occ, self.device_peaks, per_device=per_device, device=device)
+        return hlo_stats(
+            occ,
+            self.device_peaks,
+            per_device=per_device,
+            device=device,
+            idle=idle,
+            device_time=self.device_time,
+        )
 
     # ------------------------------------------------------------------ what rules read
 

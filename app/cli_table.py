@@ -35,7 +35,7 @@ SHORT_LABEL = 12
 def cell(column: str, value: object) -> str:
     """A value as the table shows it: shares in %, other floats to 3 decimals, missing as
     an empty cell."""
-    if value is None or (isinstance(value, float) and pd.isna(value)):
+    if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)):
         return ""
     if isinstance(value, float):
         if column.endswith("share") or column == "share":
@@ -43,7 +43,7 @@ def cell(column: str, value: object) -> str:
         return fmt_number(value)
     if isinstance(value, bool):
         return "yes" if value else ""
-    return f"{value:,}" if isinstance(value, int) else str(value)
+    return f"{value:,}" if pd.api.types.is_integer(value) else str(value)
 
 
 #: A name column cut to fit keeps at least this many characters.

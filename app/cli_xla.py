@@ -58,7 +58,9 @@ def hlo_command(
                 ),
                 param_hint="'--device'",
             )
-    table = a.hlo_table(per_device=per_device, device=device, by_execution=by_execution)
+    table = a.hlo_table(
+        per_device=per_device, device=device, by_execution=by_execution, idle=not by_execution
+    )
     if table.empty:
         reason = (
             f"no XLA op ran on {device}"
@@ -75,7 +77,7 @@ def hlo_command(
     cols = ["worker"] if table["worker"].nunique() > 1 else []
     cols += ["device"] if per_device else []
     cols += ["execution"] if by_execution else []
-    cols += ["hlo_op_name", "occurrences", "total_self_time_us", "self_share"]
+    cols += ["hlo_op_name", "occurrences", "total_self_time_us", "device_share"]
     # An instruction's name is unique in its program only, and a program's name in a capture
     # only per compilation: repeated names get their program, with its id where needed.
     repeated = table["hlo_op_name"].duplicated(keep=False) & (table["program"] != "")
@@ -84,6 +86,7 @@ def hlo_command(
         table["program"] + "(" + table["program_id"] + ")",
     )
     table = table.assign(
+        device_share=table["self_time_percent"] / 100,  # XProf's: of device time, idle too
         hlo_op_name=table["hlo_op_name"].where(~repeated, program + "/" + table["hlo_op_name"]),
         device=table["device"].str.removeprefix("/device:"),
     )
@@ -95,13 +98,12 @@ def hlo_command(
             "model_flop_rate_gflops": "GFLOP/s",
             "memory_bw_gibs": "GiB/s",
             "occurrences": "n",
-            "self_share": "share",
             "bound_by": "bound",
         }
     )
     shown["self_ms"] = shown["self_ms"] / 1000
-    for col in ("GFLOP/s", "GiB/s"):
-        shown[col] = shown[col].round().astype("int64")
+    for col in ("GFLOP/s", "GiB/s"):  # (none on the IDLE row)
+        shown[col] = shown[col].round().astype("Int64")
     worker = "" if cols[0] == "worker" else f" of {table['worker'].iloc[0]}"
     show_table(shown, f"top {top} XLA ops{worker} by self time", wide=wide, cut="XLA op")
     beyond = table.head(top)["flops_source"] == "shapes"

@@ -103,6 +103,8 @@ TITLES = {
     "p95_ms": "p95 (ms)",
     "self_share": "self share",
     "cumulative_share": "cumulative share",
+    "self_time_percent": "% of device time",
+    "xla_time_share": "share of XLA op time",
     "eager_share": "eager share",
     "flops": "FLOPs",
     "bytes_accessed": "bytes accessed",
@@ -146,6 +148,7 @@ _FLOPS = {"function": _NULL + "d3.format('.3~s')(params.value) + 'FLOP/s'"}
 _NUMBER = {"function": _NULL + "d3.format(',.3~f')(params.value)"}
 _BYTES = {"function": _NULL + "d3.format('.3~s')(params.value) + 'B'"}
 _GBPS_VALUE = {"function": _NULL + "d3.format(',.1f')(params.value) + ' GB/s'"}
+_PERCENT = {"function": _NULL + "d3.format(',.2f')(params.value) + ' %'"}
 
 
 #: Any other number: integers as they are (grouped), other floats to 4 significant digits.
@@ -159,6 +162,8 @@ _ANY = {
 def _formatter(column: str) -> dict[str, str] | None:
     if column.endswith("_share") or column == "share":
         return _SHARE
+    if column.endswith("_percent"):  # already ×100 (XProf's percentages)
+        return _PERCENT
     if column.endswith(("_ms", "_us")) or "_ms_per_" in column:
         return _MS
     if column in (

@@ -41,7 +41,8 @@ GRID_COLUMNS = [
     "category",
     "occurrences",
     "total_self_time_us",
-    "self_share",
+    "self_time_percent",
+    "xla_time_share",
     "avg_time_us",
     "model_flop_rate_gflops",
     "memory_bw_gibs",
@@ -68,8 +69,13 @@ class View(NamedTuple):
     devices: list[str]
     execution: int | None
     executions: int
-    table: pd.DataFrame
+    table: pd.DataFrame  # hlo_stats, with its IDLE row (``ops`` has none)
     peaks: pd.Series | None
+
+    @property
+    def ops(self) -> pd.DataFrame:
+        """The table's op rows: the grid and the downloads, as XProf's HLO op table."""
+        return self.table[self.table["category"].astype(str) != "IDLE"].reset_index(drop=True)
 
 
 def view_of(
@@ -94,7 +100,14 @@ def view_of(
     from podscope.analyzers.hlo_stats import hlo_stats
 
     occ = occ.drop(columns=["execution"], errors="ignore")
-    table = hlo_stats(occ, analysis.device_peaks, per_device=device is not None, device=device)
+    table = hlo_stats(
+        occ,
+        analysis.device_peaks,
+        per_device=device is not None,
+        device=device,
+        idle=k is None,  # the op profile's IDLE node (XProf's table has no IDLE row)
+        device_time=analysis.device_time,
+    )
     peaks = analysis.device_peaks
     mine = peaks[peaks["worker"] == chosen] if chosen else peaks
     if device:
@@ -184,7 +197,7 @@ def layout(
     if analysis is None or session is None:
         return alert
     view = view_of(analysis, worker, device, execution)
-    if view.table.empty:
+    if view.ops.empty:
         return card(
             _controls(analysis, view, q),
             dbc.Alert(_why_empty(analysis, view), color="secondary", id=ids.XLA_NOTE),
@@ -193,7 +206,7 @@ def layout(
     color = color if color in COLORS else "flops"
     tree = op_profile(view.table, analysis.device_peaks, profile)
     node = node if node and node in set(tree["id"]) else ""
-    head = grid_frame(view.table.head(1))
+    head = grid_frame(view.ops.head(1))
     columns = [*head.columns, "timeline"]
     return html.Div(
         [
@@ -206,7 +219,7 @@ def layout(
                         card(
                             dcc.Graph(
                                 id=ids.XLA_ROOFLINE,
-                                figure=roofline_figure(view.table, view.peaks, op),
+                                figure=roofline_figure(view.ops, view.peaks, op),
                             )
                         ),
                         md=6,
@@ -304,7 +317,7 @@ def _title(view: View) -> str:
         )
         if x
     )
-    return f"{plural(len(view.table), 'XLA op')} by self time ({where}); click one for its HLO text and source"
+    return f"{plural(len(view.ops), 'XLA op')} by self time ({where}); click one for its HLO text and source"
 
 
 def _node_table(tree: pd.DataFrame, node: str) -> Any:
@@ -354,9 +367,7 @@ def _details(view: View, op: str | None, session: str) -> Any:
             className="podscope-muted",
         )
     program_id, name = op.split("/", 1)
-    rows = view.table[
-        (view.table["program_id"] == program_id) & (view.table["hlo_op_name"] == name)
-    ]
+    rows = view.ops[(view.ops["program_id"] == program_id) & (view.ops["hlo_op_name"] == name)]
     if rows.empty:
         return html.P(f"{name} did not run in this view.", className="podscope-muted")
     r = rows.iloc[0]
@@ -412,7 +423,7 @@ def table_rows(request: dict[str, Any] | None, search: str | None) -> Any:
         return dash.no_update
     view = view_of(analysis, query.get("worker"), query.get("device"), query.get("execution"))
     return rows_response(
-        grid_frame(view.table), request, lambda part: linked_records(part, session), query.get("q")
+        grid_frame(view.ops), request, lambda part: linked_records(part, session), query.get("q")
     )
 
 
@@ -500,4 +511,4 @@ def download(_csv: int | None, _pq: int | None, search: str | None) -> Any:
     name = "_".join(
         x for x in ("xla_ops", session, (view.device or "").removeprefix("/device:")) if x
     )
-    return download_frame(view.table, name.replace("/", "_").replace(":", ""), ids.XLA_PARQUET)
+    return download_frame(view.ops, name.replace("/", "_").replace(":", ""), ids.XLA_PARQUET)

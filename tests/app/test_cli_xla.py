@@ -24,8 +24,13 @@ def test_hlo_and_roofline_of_the_tpu_sample(tmp_path: Path) -> None:
     out = podscope("hlo", str(TPU), "--csv", cache=tmp_path)
     assert out.returncode == 0, out.stderr
     table = pd.read_csv(io.StringIO(out.stdout), dtype={"program_id": str})
-    assert len(table) == 17 and table.iloc[0]["hlo_op_name"] == "copy-done.4"
+    assert len(table) == 18 and table.iloc[0]["hlo_op_name"] == "copy-done.4"
     assert table.iloc[0]["bound_by"] == "HBM" and table.iloc[0]["occurrences"] == 400
+    # XProf's percentages, of the device time idle included, and the IDLE row that completes
+    # them (the TPU's four cores wait 13.5 % of their time)
+    idle = table.set_index("hlo_op_name").loc["IDLE"]
+    assert idle["self_time_percent"] == pytest.approx(13.48, abs=0.01)
+    assert table["self_time_percent"].sum() == pytest.approx(100)
     per_device = pd.read_csv(
         io.StringIO(podscope("hlo", str(TPU), "--csv", "--device", "TPU:2", cache=tmp_path).stdout)
     )
