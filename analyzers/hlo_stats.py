@@ -71,6 +71,7 @@ HLO_COLUMNS = [
     "operational_intensity",
     "bound_by",
     "roofline_efficiency",
+    "above_peak",
     "source",
     "source_stack",
     "compute_dtype",
@@ -512,6 +513,7 @@ def _with_idle(out: pd.DataFrame, device_ps: pd.Series, group: list[str]) -> pd.
         source_stack="",
         compute_dtype="",
         rematerialized=False,
+        above_peak=False,
         flops_source="",
     )
     if "device" not in group:
@@ -548,7 +550,9 @@ def hlo_stats(
         ``HLO_COLUMNS`` (+ ``execution`` when given), per worker the most self time first.
         ``program_id`` is the unsigned id XLA prints; times in µs; rates in GFLOP/s and GiB/s;
         ``self_time_percent`` (and its cumulative sum) of the device time, idle included, as
-        XProf's ``total_self_time_percent``; ``xla_time_share`` of the XLA op time only.
+        XProf's ``total_self_time_percent``; ``xla_time_share`` of the XLA op time only;
+        ``roofline_efficiency`` capped at 1, ``above_peak`` where the measured utilization was
+        above the device's peak (the peak or the op's cost is wrong).
     """
     rows = occurrences
     if device is not None:
@@ -600,6 +604,10 @@ def hlo_stats(
         bound, eff = _bound_by(part, mine.iloc[0] if len(mine) else None)
         out.loc[part.index, "bound_by"] = bound
         out.loc[part.index, "roofline_efficiency"] = eff
+    # above 1, the peak or the op's cost is wrong (the TPU's async copy-starts: bytes in ns):
+    # said, and never shown as a utilisation
+    out["above_peak"] = (out["roofline_efficiency"] > 1).to_numpy(bool)
+    out["roofline_efficiency"] = out["roofline_efficiency"].clip(upper=1.0)
     name = out["expression"].str.split("=", n=1).str[0]
     out["rematerialized"] = name.str.contains(".remat", regex=False) | out["framework_op"].astype(
         str
@@ -703,6 +711,7 @@ PROFILE_COLUMNS = [
     "flops_utilization",
     "hbm_bw_gibs",
     "bandwidth_utilization",
+    "above_peak",
 ]
 
 
@@ -711,7 +720,8 @@ def op_profile(table: pd.DataFrame, peaks: pd.DataFrame, by: str = "program") ->
     → op (``by="category"``), each node with its time, share of all XLA op time (of the
     device time when ``table`` has its IDLE row: the root is then the device time and IDLE
     a node beside the programs, as in XProf), FLOP rate and HBM bandwidth, and their
-    utilization of the device's peaks.
+    utilization of the device's peaks (capped at 1, as XProf's; ``above_peak`` where a
+    measured rate was above the peak: the peak or the op's cost is wrong).
 
     Args:
         table: ``hlo_stats`` of one worker (or merged workers: nodes sum them), with
@@ -755,7 +765,22 @@ def op_profile(table: pd.DataFrame, peaks: pd.DataFrame, by: str = "program") ->
         )
         share = idle_us / total_self
         nodes.append(
-            ["IDLE", "", "IDLE", "idle", 0, idle_us, idle_us, share, 0.0, np.nan, 0.0, np.nan]
+            # no rate, nothing above a peak
+            [
+                "IDLE",
+                "",
+                "IDLE",
+                "idle",
+                0,
+                idle_us,
+                idle_us,
+                share,
+                0.0,
+                np.nan,
+                0.0,
+                np.nan,
+                False,
+            ]
         )
     for depth in range(1, len(levels) + 1):
         keys = levels[:depth]
@@ -786,6 +811,8 @@ def _node(
     hbm = float(g["_hbm"].sum()) / seconds / GIB if seconds > 0 else 0.0
     peak_flops = float(peak["peak_flop_rate_gflops"]) if peak is not None else 0.0
     peak_hbm = float(peak["peak_hbm_bw_gibs"]) if peak is not None else 0.0
+    flops_util = flop_rate / peak_flops if peak_flops > 0 else np.nan
+    hbm_util = hbm / peak_hbm if peak_hbm > 0 else np.nan
     return [
         path,
         parent,
@@ -796,9 +823,10 @@ def _node(
         float(g["_self"].sum()),
         float(g["_self"].sum()) / total,
         flop_rate,
-        flop_rate / peak_flops if peak_flops > 0 else np.nan,
+        min(flops_util, 1.0),  # XProf caps its op profile at 100 % too
         hbm,
-        hbm / peak_hbm if peak_hbm > 0 else np.nan,
+        min(hbm_util, 1.0),
+        bool(flops_util > 1 or hbm_util > 1),
     ]
 
 

@@ -86,6 +86,10 @@ def hlo_command(
         table["program"] + "(" + table["program_id"] + ")",
     )
     table = table.assign(
+        # a rate above the device's peak is flagged where it is shown, never read as a use
+        bound_by=table["bound_by"].where(
+            ~table["above_peak"].astype(bool), table["bound_by"] + "!"
+        ),
         device_share=table["self_time_percent"] / 100,  # XProf's: of device time, idle too
         hlo_op_name=table["hlo_op_name"].where(~repeated, program + "/" + table["hlo_op_name"]),
         device=table["device"].str.removeprefix("/device:"),
@@ -106,6 +110,13 @@ def hlo_command(
         shown[col] = shown[col].round().astype("Int64")
     worker = "" if cols[0] == "worker" else f" of {table['worker'].iloc[0]}"
     show_table(shown, f"top {top} XLA ops{worker} by self time", wide=wide, cut="XLA op")
+    above = table.head(top)["above_peak"].astype(bool)
+    if above.any():
+        say(
+            f"{int(above.sum())} rows (bound by …!) measured above the device's peak: the "
+            "peak or the op's cost is wrong (an async copy's bytes over its start's few ns, "
+            "a peak the trace states too low)."
+        )
     beyond = table.head(top)["flops_source"] == "shapes"
     if beyond.any():
         say(

@@ -105,6 +105,7 @@ TITLES = {
     "cumulative_share": "cumulative share",
     "self_time_percent": "% of device time",
     "xla_time_share": "share of XLA op time",
+    "above_peak": "above the device's peak (its peak or cost is wrong)",
     "eager_share": "eager share",
     "flops": "FLOPs",
     "bytes_accessed": "bytes accessed",

@@ -97,10 +97,16 @@ def roofline_figure(
                         rows["bound_by"],
                         rows["total_self_time_us"].round(1),
                         (rows["roofline_efficiency"].astype(float) * 100).round(1),
+                        np.where(
+                            rows["above_peak"].astype(bool) if "above_peak" in rows else False,
+                            "<br><b>measured above the device's peak: the peak or the op's "
+                            "cost is wrong</b>",
+                            "",
+                        ),
                     ]
                 ),
                 hovertemplate="%{customdata[1]}<br>%{x:.3g} FLOP/B · %{y:,.1f} GFLOP/s<br>"
-                "bound by %{customdata[2]} · %{customdata[4]}% of its roof<br>"
+                "bound by %{customdata[2]} · %{customdata[4]}% of its roof%{customdata[5]}<br>"
                 "self %{customdata[3]} µs<extra>%{fullData.name}</extra>",
             )
         )

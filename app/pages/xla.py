@@ -49,6 +49,7 @@ GRID_COLUMNS = [
     "operational_intensity",
     "bound_by",
     "roofline_efficiency",
+    "above_peak",
     "compute_dtype",
     "framework_op",
     "source",

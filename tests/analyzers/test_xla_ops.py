@@ -181,6 +181,36 @@ def test_op_profile_has_xprofs_device_time_and_idle(
         assert node["time_share"] == pytest.approx(ps / root_ps, abs=0.005), name
 
 
+@pytest.mark.parametrize("sample", XLA_SAMPLES, ids=ids)
+def test_no_utilisation_above_the_device(
+    sample: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A rate above its device's peak is flagged, never shown as a utilisation: the TPU's
+    copy-starts (bytes over a start of a few ns: 833,333,333 GiB/s, "% peak HBM 87585507"
+    in the op profile), the ROCm conv's input_transpose_fusion (117 % of the HBM peak the
+    plane states). Efficiencies and the op profile's utilisations stay at most 1."""
+    a = SessionAnalysis(load(own_folder(sample, tmp_path_factory), cache=False))
+    table = a.hlo_table(per_device=True)
+    peaks = a.device_peaks.set_index("device")
+    peak_hbm = table["device"].map(peaks["peak_hbm_bw_gibs"]).astype(float)
+    peak_flops = table["device"].map(peaks["peak_flop_rate_gflops"]).astype(float)
+    over = ((peak_hbm > 0) & (table["hbm_bw_gibs"] > peak_hbm)) | (
+        (peak_flops > 0) & (table["measured_flop_rate_gflops"] > peak_flops)
+    )
+    flagged = table["above_peak"].astype(bool)
+    assert not (over & ~flagged).any(), table.loc[over & ~flagged, "hlo_op_name"].tolist()
+    assert (table["roofline_efficiency"].dropna() <= 1).all()
+    profile = op_profile(a.hlo_table(idle=True), a.device_peaks)
+    for col in ("flops_utilization", "bandwidth_utilization"):
+        assert (profile[col].dropna() <= 1).all(), col
+    if "tpu" in sample.name:
+        starts = table[table["hlo_op_name"].str.startswith("copy-start")]
+        assert len(starts) and starts["above_peak"].all()
+        assert profile["above_peak"].any()
+    if "conv_minimal_08" in sample.name:
+        assert table.loc[table["hlo_op_name"] == "input_transpose_fusion", "above_peak"].all()
+
+
 def test_compare_names_the_op_that_got_slower() -> None:
     """Two synthetic hlo_stats tables: the op whose time per occurrence grew is first and
     says by how much; captures of different lengths compare per occurrence."""
