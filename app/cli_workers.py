@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+import numpy as np
 import pandas as pd
 
 from podscope.app.cli_analyze import _analysis_or_exit, analysis_options, csv_option
@@ -46,6 +47,23 @@ def _show(
         say(f"podscope: {title.split(';')[0]}: none ({why})", err=True)
 
 
+def _calls_in_steps(a: SessionAnalysis) -> pd.DataFrame:
+    """Every collective call (``collective_calls``) with ``in_step``: whether it started inside
+    one of its worker's steps."""
+    calls = a.collective_calls.reset_index(drop=True)
+    inside = np.zeros(len(calls), dtype=bool)
+    steps = a.steps
+    for worker, rows in calls.groupby(calls["worker"].astype(str), sort=False):
+        mine = steps[steps["worker"].astype(str) == worker].sort_values("start_ns")
+        if mine.empty:
+            continue
+        start = rows["start_ns"].to_numpy("int64")
+        at = np.searchsorted(mine["start_ns"].to_numpy("int64"), start, side="right") - 1
+        ends = np.maximum.accumulate(mine["end_ns"].to_numpy("int64"))  # steps may overlap
+        inside[rows.index] = (at >= 0) & (start < ends[np.maximum(at, 0)])
+    return calls.assign(in_step=inside)
+
+
 def _no_comparison(a: SessionAnalysis) -> str:
     """Why a session has no culprits and victims to show, or "" when it has."""
     if len(a.roles):
@@ -60,6 +78,11 @@ def _no_comparison(a: SessionAnalysis) -> str:
 @csv_option
 @wide_option
 @click.option("--instances", is_flag=True, help="One row per collective instance.")
+@click.option(
+    "--calls",
+    is_flag=True,
+    help="One row per collective call, matched or not, with whether it ran inside a step.",
+)
 @top_option
 @analysis_options
 def collectives_command(
@@ -67,24 +90,30 @@ def collectives_command(
     csv: bool,
     wide: bool,
     instances: bool,
+    calls: bool,
     top: int,
     session: str | None,
     no_cache: bool,
     scheduler: str | None,
 ) -> None:
     """Collectives matched across workers of PATH (a trace file, a run folder or a logdir): per worker the time in them, its wait and how often
-    it arrived last; with --instances, each instance's skew, last arriver and latency."""
+    it arrived last; with --instances, each instance's skew, last arriver and latency; with
+    --calls, every call with whether it ran inside a step."""
     a = _analysis_or_exit(path, session, no_cache, frozenset({"rules"}), scheduler)
-    calls = a.collective_calls
-    if calls.empty:
+    every = _calls_in_steps(a)
+    if every.empty:
         say("podscope: no collective ops or kernels in this capture.", err=True)
     elif a.collective_summary.empty:
         say(
-            f"podscope: {len(calls)} collective calls ({', '.join(sorted(set(calls['kind'])))}) "
-            "in this capture, none inside a step (they ran outside the program the steps "
-            "repeat): nothing to match across steps.",
+            f"podscope: {len(every)} collective calls ({', '.join(sorted(set(every['kind'])))}) "
+            f"in this capture, {int(every['in_step'].sum())} inside a step (the others ran "
+            "outside the program the steps repeat): nothing to match across steps; "
+            "--calls lists them.",
             err=True,
         )
+    if calls:
+        _show(in_ms(every, a.start_ns), "collective calls", csv, top, wide)
+        return
     if instances:
         table = in_ms(a.collectives, a.start_ns)
         _show(

@@ -109,3 +109,35 @@ def test_input_of_a_jax_capture_says_why_there_is_no_table(tmp_path: Path) -> No
     csv = podscope("input", str(TPU), "--csv", cache=tmp_path)
     assert csv.returncode == 0 and len(csv.stdout.strip().splitlines()) == 1  # the header
     assert "worker" in csv.stdout
+
+
+def test_collectives_the_text_counts_are_rows_of_the_csv(tmp_path: Path) -> None:
+    """The TPU's 12 all-reduces ran in a jit__psum program before the loop: the text says
+    so, and --calls --csv carries each of them with in_step (its CSV had no row)."""
+    out = podscope("collectives", str(TPU), cache=tmp_path)
+    said = " ".join(out.stderr.split())
+    assert out.returncode == 0 and "12 collective calls (all-reduce)" in said, said
+    assert "0 inside a step" in said and "--calls lists them" in said
+    calls = pd.read_csv(
+        io.StringIO(podscope("collectives", str(TPU), "--calls", "--csv", cache=tmp_path).stdout)
+    )
+    assert len(calls) == 12 and set(calls["kind"]) == {"all-reduce"}
+    assert not calls["in_step"].any()
+    assert set(calls["device"]) == {f"/device:TPU:{i}" for i in range(4)}
+
+
+def test_collective_calls_inside_steps_say_so(tmp_path: Path) -> None:
+    """The sampled PyTorch ranks' NCCL all-reduces run in their ProfilerSteps: every call is
+    in_step, and as many as the per-worker summary counts."""
+    ranks = SHARED_TRACES / "kineto" / "gpu_sampled_2of128"
+    if not ranks.exists():
+        pytest.skip("the sampled PyTorch ranks are absent")
+    calls = pd.read_csv(
+        io.StringIO(podscope("collectives", str(ranks), "--calls", "--csv", cache=tmp_path).stdout)
+    )
+    summary = pd.read_csv(
+        io.StringIO(podscope("collectives", str(ranks), "--csv", cache=tmp_path).stdout)
+    )
+    assert len(calls) > 0 and calls["in_step"].all()
+    assert calls.groupby("worker").size().sum() == len(calls)
+    assert set(calls["worker"]) == set(summary["worker"])
