@@ -316,6 +316,38 @@ static int special_number(const char *p, const char *e) {
     return (*p == 'N') || (*p == 'I') || (*p == '-' && e - p > 1 && p[1] == 'I');
 }
 
+/* After an opening '{' or '[' (*pp at it): 1 and *pp at the first item, or 0 and *pp past
+ * ``close`` (empty). */
+static int first_item(Reader *r, const char **pp, char close) {
+    const char *p = ws(*pp + 1, r->end);
+    *pp = p < r->end && *p == close ? p + 1 : p;
+    return *pp == p;
+}
+
+/* After an item: 1 and *pp at the next one (past a ','), 0 and *pp past ``close`` (it was
+ * the last), or -1. */
+static int next_item(Reader *r, const char **pp, char close) {
+    const char *p = ws(*pp, r->end);
+    if (p < r->end && (*p == ',' || *p == close)) {
+        *pp = *p == ',' ? ws(p + 1, r->end) : p + 1;
+        return *p == ',';
+    }
+    return fail(r, p, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+}
+
+/* At a member's name: scans it and its ':'; *pp at the value. */
+static int member_name(Reader *r, const char **pp, const char **k, Py_ssize_t *kn) {
+    const char *p = *pp, *e = r->end;
+    if (p >= e || *p != '"') return fail(r, p, "expected a member name");
+    if (scan_string(r, &p, k, kn) < 0) return -1;
+    p = ws(p, e);
+    if (p >= e || *p != ':') return fail(r, p, "expected ':'");
+    p = ws(p + 1, e);
+    if (p >= e) return fail(r, p, "unexpected end of data");
+    *pp = p;
+    return 0;
+}
+
 static int skip_value(Reader *r, const char **pp, int depth) {
     const char *p = ws(*pp, r->end), *e = r->end, *s;
     Py_ssize_t n;
@@ -330,48 +362,25 @@ static int skip_value(Reader *r, const char **pp, int depth) {
         if (depth >= MAX_DEPTH) return fail(r, p, "JSON nested too deeply to be a trace");
         int obj = *p == '{';
         char close = obj ? '}' : ']';
-        p = ws(p + 1, e);
-        if (p < e && *p == close) {
-            p++;
-            break;
-        }
-        for (;;) {
-            if (obj) {
-                if (p >= e || *p != '"') return fail(r, p, "expected a member name");
-                if (scan_string(r, &p, &s, &n) < 0) return -1;
-                p = ws(p, e);
-                if (p >= e || *p != ':') return fail(r, p, "expected ':'");
-                p++;
-            }
+        for (int more = first_item(r, &p, close); more; more = next_item(r, &p, close)) {
+            if (more < 0 || (obj && member_name(r, &p, &s, &n) < 0)) return -1;
             if (skip_value(r, &p, depth + 1) < 0) return -1;
-            p = ws(p, e);
-            if (p < e && *p == ',') {
-                p = ws(p + 1, e);
-                continue;
-            }
-            if (p < e && *p == close) {
-                p++;
-                break;
-            }
-            return fail(r, p, obj ? "expected ',' or '}'" : "expected ',' or ']'");
         }
         break;
     }
     case 't':
-        if (literal(r, &p, "true") < 0) return -1;
-        break;
     case 'f':
-        if (literal(r, &p, "false") < 0) return -1;
-        break;
     case 'n':
-        if (literal(r, &p, "null") < 0) return -1;
-        break;
     case 'N':
-        if (literal(r, &p, "NaN") < 0) return -1;
+    case 'I': {
+        const char *word = *p == 't'   ? "true"
+                           : *p == 'f' ? "false"
+                           : *p == 'n' ? "null"
+                           : *p == 'N' ? "NaN"
+                                       : "Infinity";
+        if (literal(r, &p, word) < 0) return -1;
         break;
-    case 'I':
-        if (literal(r, &p, "Infinity") < 0) return -1;
-        break;
+    }
     default:
         if (special_number(p, e)) {
             if (literal(r, &p, "-Infinity") < 0) return -1;
@@ -476,32 +485,15 @@ static void args_truncate(Reader *r, size_t len) {
 /* ``args`` (at its '{'): a row per member, in order. A second ``args`` replaces the first (as
  * json.loads keeps the last member of a name). */
 static int args_object(Reader *r, const char **pp, int64_t event, size_t mark) {
-    const char *p = ws(*pp + 1, r->end), *e = r->end, *s;
+    const char *p = *pp, *s;
     Py_ssize_t n;
     args_truncate(r, mark);
-    if (p < e && *p == '}') {
-        *pp = p + 1;
-        return 0;
-    }
-    for (;;) {
-        if (p >= e || *p != '"') return fail(r, p, "expected a member name");
-        if (scan_string(r, &p, &s, &n) < 0) return -1;
+    for (int more = first_item(r, &p, '}'); more; more = next_item(r, &p, '}')) {
+        if (more < 0 || member_name(r, &p, &s, &n) < 0) return -1;
         int32_t key = intern_string(&r->str, r->memo, s, n);
-        if (key < 0) return -1;
-        p = ws(p, e);
-        if (p >= e || *p != ':') return fail(r, p, "expected ':'");
-        p = ws(p + 1, e);
-        if (p >= e) return fail(r, p, "unexpected end of data");
-        if (arg_value(r, &p, event, key) < 0) return -1;
-        p = ws(p, e);
-        if (p < e && *p == ',') {
-            p = ws(p + 1, e);
-            continue;
-        }
-        if (p < e && *p == '}') break;
-        return fail(r, p, "expected ',' or '}'");
+        if (key < 0 || arg_value(r, &p, event, key) < 0) return -1;
     }
-    *pp = p + 1;
+    *pp = p;
     return 0;
 }
 
@@ -538,53 +530,34 @@ static int push_event(Reader *r, int8_t object, int32_t ph, int32_t name, int32_
 
 /* One element of traceEvents that is an object (at its '{'). */
 static int event(Reader *r, const char **pp, int64_t index) {
-    const char *p = ws(*pp + 1, r->end), *e = r->end, *k;
+    const char *p = *pp, *k;
     Py_ssize_t kn;
     int32_t ph = -1, name = -1, cat = -1, pid_str = -1, tid_str = -1;
     int64_t ts = 0, dur = 0, pid = 0, tid = 0, last;
     int8_t tk = T_MISSING, dk = T_MISSING;
     size_t mark = r->ag_event.len;
     int rc = 0;
-    if (p < e && *p == '}') {
-        p++;
-    } else {
-        for (;;) {
-            if (p >= e || *p != '"') return fail(r, p, "expected a member name");
-            if (scan_string(r, &p, &k, &kn) < 0) return -1;
-            p = ws(p, e);
-            if (p >= e || *p != ':') return fail(r, p, "expected ':'");
-            p = ws(p + 1, e);
-            if (p >= e) return fail(r, p, "unexpected end of data");
-            switch (key_of(k, kn)) {
-            case K_PH: rc = string_field(r, &p, &ph); break;
-            case K_NAME: rc = string_field(r, &p, &name); break;
-            case K_CAT: rc = string_field(r, &p, &cat); break;
-            case K_TS: rc = time_field(r, &p, &ts, &tk); break;
-            case K_DUR: rc = time_field(r, &p, &dur, &dk); break;
-            case K_PID: rc = id_field(r, &p, &pid, &pid_str); break;
-            case K_TID: rc = id_field(r, &p, &tid, &tid_str); break;
-            case K_ARGS:
-                if (*p == '{') {
-                    rc = args_object(r, &p, index, mark);
-                } else {
-                    args_truncate(r, mark);
-                    rc = skip_value(r, &p, 1);
-                }
-                break;
-            default: rc = skip_value(r, &p, 1);
+    for (int more = first_item(r, &p, '}'); more; more = next_item(r, &p, '}')) {
+        if (more < 0 || member_name(r, &p, &k, &kn) < 0) return -1;
+        switch (key_of(k, kn)) {
+        case K_PH: rc = string_field(r, &p, &ph); break;
+        case K_NAME: rc = string_field(r, &p, &name); break;
+        case K_CAT: rc = string_field(r, &p, &cat); break;
+        case K_TS: rc = time_field(r, &p, &ts, &tk); break;
+        case K_DUR: rc = time_field(r, &p, &dur, &dk); break;
+        case K_PID: rc = id_field(r, &p, &pid, &pid_str); break;
+        case K_TID: rc = id_field(r, &p, &tid, &tid_str); break;
+        case K_ARGS:
+            if (*p == '{') {
+                rc = args_object(r, &p, index, mark);
+            } else {
+                args_truncate(r, mark);
+                rc = skip_value(r, &p, 1);
             }
-            if (rc < 0) return -1;
-            p = ws(p, e);
-            if (p < e && *p == ',') {
-                p = ws(p + 1, e);
-                continue;
-            }
-            if (p < e && *p == '}') {
-                p++;
-                break;
-            }
-            return fail(r, p, "expected ',' or '}'");
+            break;
+        default: rc = skip_value(r, &p, 1);
         }
+        if (rc < 0) return -1;
     }
     if ((tk == T_INT || tk == T_DECIMAL) && dk != T_BAD &&
         __builtin_add_overflow(ts, dk == T_MISSING ? 0 : dur, &last))
@@ -594,12 +567,10 @@ static int event(Reader *r, const char **pp, int64_t index) {
 }
 
 static int trace_events(Reader *r, const char **pp) {
-    const char *p = ws(*pp + 1, r->end), *e = r->end;
-    if (p < e && *p == ']') {
-        *pp = p + 1;
-        return 0;
-    }
-    for (int64_t i = 0;; i++) {
+    const char *p = *pp, *e = r->end;
+    int64_t i = 0;
+    for (int more = first_item(r, &p, ']'); more; more = next_item(r, &p, ']'), i++) {
+        if (more < 0) return -1;
         if (p < e && *p == '{') {
             if (event(r, &p, i) < 0) return -1;
         } else {
@@ -614,15 +585,8 @@ static int trace_events(Reader *r, const char **pp) {
             Py_BEGIN_ALLOW_THREADS
             Py_END_ALLOW_THREADS
         }
-        p = ws(p, e);
-        if (p < e && *p == ',') {
-            p = ws(p + 1, e);
-            continue;
-        }
-        if (p < e && *p == ']') break;
-        return fail(r, p, "expected ',' or ']'");
     }
-    *pp = p + 1;
+    *pp = p;
     return 0;
 }
 
@@ -631,49 +595,29 @@ static int document(Reader *r, PyObject *header, int *found) {
     const char *p = ws(r->base, r->end), *e = r->end, *k;
     Py_ssize_t kn;
     if (p >= e || *p != '{') return fail(r, p, "not a JSON object");
-    p = ws(p + 1, e);
-    if (p < e && *p == '}') {
-        p++;
-    } else {
-        for (;;) {
-            if (p >= e || *p != '"') return fail(r, p, "expected a member name");
-            if (scan_string(r, &p, &k, &kn) < 0) return -1;
-            p = ws(p, e);
-            if (p >= e || *p != ':') return fail(r, p, "expected ':'");
-            p = ws(p + 1, e);
-            if (p >= e) return fail(r, p, "unexpected end of data");
-            if (kn == 11 && memcmp(k, "traceEvents", 11) == 0) {
-                if ((*found = *p == '[')) {
+    for (int more = first_item(r, &p, '}'); more; more = next_item(r, &p, '}')) {
+        if (more < 0 || member_name(r, &p, &k, &kn) < 0) return -1;
+        if (kn == 11 && memcmp(k, "traceEvents", 11) == 0) {
+            if ((*found = *p == '[')) {
 #define RESET(name, type) r->name.len = 0;
-                    COLS(RESET)
+                COLS(RESET)
 #undef RESET
-                    if (trace_events(r, &p) < 0) return -1;
-                } else if (skip_value(r, &p, 1) < 0) {
-                    return -1;
-                }
-            } else {
-                const char *start = p;
-                if (skip_value(r, &p, 1) < 0) return -1;
-                PyObject *key = decode_json_string(k, kn);
-                PyObject *item = key ? Py_BuildValue("(Nnn)", key, (Py_ssize_t)(start - r->base),
-                                                     (Py_ssize_t)(p - r->base))
-                                     : NULL;
-                if (!item || PyList_Append(header, item) < 0) {
-                    Py_XDECREF(item);
-                    return -1;
-                }
-                Py_DECREF(item);
+                if (trace_events(r, &p) < 0) return -1;
+            } else if (skip_value(r, &p, 1) < 0) {
+                return -1;
             }
-            p = ws(p, e);
-            if (p < e && *p == ',') {
-                p = ws(p + 1, e);
-                continue;
+        } else {
+            const char *start = p;
+            if (skip_value(r, &p, 1) < 0) return -1;
+            PyObject *key = decode_json_string(k, kn);
+            PyObject *item = key ? Py_BuildValue("(Nnn)", key, (Py_ssize_t)(start - r->base),
+                                                 (Py_ssize_t)(p - r->base))
+                                 : NULL;
+            if (!item || PyList_Append(header, item) < 0) {
+                Py_XDECREF(item);
+                return -1;
             }
-            if (p < e && *p == '}') {
-                p++;
-                break;
-            }
-            return fail(r, p, "expected ',' or '}'");
+            Py_DECREF(item);
         }
     }
     if (ws(p, e) != e) return fail(r, ws(p, e), "extra data after the JSON object");
