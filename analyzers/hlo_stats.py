@@ -32,9 +32,8 @@ import pandas as pd
 from podscope.analyzers._match import isin, matches
 from podscope.analyzers.groups import DERIVED_LINES
 from podscope.analyzers.roofline import GIB
-from podscope.trace_parsers import hlo_cost
 from podscope.trace_parsers.nesting import self_times
-from podscope.trace_parsers.schema import HOST_MEMORY_SPACE
+from podscope.trace_parsers.schema import COSTED_BEYOND_XPROF, HOST_MEMORY_SPACE
 
 OCCURRENCE_COLUMNS = [
     "worker",
@@ -83,7 +82,7 @@ HLO_COLUMNS = [
 _XLA_OPS = "XLA Ops"
 #: An expression calling a library PodScope costs by its shapes where XProf shows 0 FLOPs.
 _BEYOND_XPROF = "|".join(
-    re.escape(f'custom_call_target="{t}"') for t in sorted(hlo_cost.BEYOND_XPROF)
+    re.escape(f'custom_call_target="{t}"') for t in sorted(COSTED_BEYOND_XPROF)
 )
 _U64 = 1 << 64
 #: (peak column, utilization's bytes column, name) of the bandwidths bound_by compares.

@@ -36,6 +36,7 @@ from podscope.trace_parsers.hlo_module import (
     Shape,
     is_elementwise,
 )
+from podscope.trace_parsers.schema import COSTED_BEYOND_XPROF
 
 RULES = ("gpu", "cpu")
 #: Opcodes whose FLOPs the base rules count as transcendentals, not FLOPs.
@@ -104,7 +105,7 @@ _GPU_PROFILE: dict[str, dict[str, int]] = {
 }  # fmt: skip
 #: Custom calls XProf shows no FLOPs for that PodScope costs by their shapes: a GEMM's
 #: FLOPs are no secret of its library (the ROCm gemm sample's 91 % of op time had none).
-BEYOND_XPROF = frozenset({"__cublas$gemm"})
+BEYOND_XPROF = COSTED_BEYOND_XPROF
 #: GEMM custom calls, costed as a dot by their backend config's dimension numbers.
 _GEMM = frozenset({"__cublas$lt$matmul", "__cublas$lt$matmul$f8"}) | BEYOND_XPROF
 _DNN_CONV = frozenset(

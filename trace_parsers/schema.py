@@ -40,6 +40,11 @@ TRACE_ORDER = "trace_order"
 #: categories, so a row costs a 1–2 byte code instead of 8 bytes.
 CAT_ID = "category[int64]"
 
+#: Custom calls whose ``hlo_ops`` FLOPs and bytes the parser computes from their shapes where
+#: XProf shows none (``trace_parsers.hlo_cost``): the legacy cuBLAS GEMM, which XLA emits on
+#: ROCm for hipBLAS too. The analyses mark such rows (``analyzers.hlo_stats``).
+COSTED_BEYOND_XPROF = frozenset({"__cublas$gemm"})
+
 #: The frames' schema version (their columns, dtypes and meaning): in the parse cache's key,
 #: in every frame ``podscope parse --out`` writes (Parquet metadata ``podscope.schema_version``,
 #: and ``schema.json`` beside CSV and Parquet alike). Bump on any change to the frames.
