@@ -270,6 +270,11 @@ def ops_table(table: pd.DataFrame) -> pd.DataFrame:
 @click.option("--by", default="op", help="op, type or kernel.")
 @click.option("--worker", help="Only this worker.")
 @click.option("--top", type=int, default=20, help="Rows in the table view.")
+@click.option(
+    "--launch",
+    is_flag=True,
+    help="With --by kernel: each kernel's registers, shared memory, grid, block and occupancy.",
+)
 @analysis_options
 def ops_command(
     path: Path,
@@ -278,6 +283,7 @@ def ops_command(
     by: str,
     worker: str | None,
     top: int,
+    launch: bool,
     session: str | None,
     no_cache: bool,
     scheduler: str | None,
@@ -310,7 +316,37 @@ def ops_command(
             columns={"occurrences": "calls", "self_time_us": "self_us", "total_time_us": "total_us"}
         )
     )
+    if by == "kernel" and launch:  # the launch geometry, as XProf's kernel stats show it
+        shown = shown.assign(**_launch_geometry(top_rows)).drop(columns=["total_us"])
     show_table(shown, f"top {top} by self time, per worker and device", wide=wide, cut=name_col)
+
+
+def _launch_geometry(kernels: pd.DataFrame) -> dict[str, pd.Series]:
+    """A kernel table's registers, shared memory, grid, block and occupancy as short text
+    columns (empty where the trace does not say)."""
+
+    def dims(prefix: str) -> pd.Series:
+        parts = [kernels.get(f"{prefix}_{a}") for a in "xyz"]
+        if any(p is None for p in parts):
+            return pd.Series("", index=kernels.index)
+        text = parts[0].astype("Int64").astype(str)
+        for p in parts[1:]:
+            text = text + "," + p.astype("Int64").astype(str)
+        return text.where(parts[0].notna(), "")
+
+    def number(col: str) -> pd.Series:
+        values = kernels.get(col)
+        if values is None:
+            return pd.Series("", index=kernels.index)
+        return values.astype("Int64").astype(str).where(values.notna(), "")
+
+    return {
+        "regs": number("regs"),
+        "shm": number("shm"),
+        "grid": dims("grid"),
+        "block": dims("block"),
+        "occ_pct": number("occ_pct"),
+    }
 
 
 def _no_ops(a: SessionAnalysis, by: str, worker: str | None) -> str:

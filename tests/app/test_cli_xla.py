@@ -141,3 +141,23 @@ def test_collective_calls_inside_steps_say_so(tmp_path: Path) -> None:
     assert len(calls) > 0 and calls["in_step"].all()
     assert calls.groupby("worker").size().sum() == len(calls)
     assert set(calls["worker"]) == set(summary["worker"])
+
+
+def test_kernels_show_their_launch_geometry(tmp_path: Path) -> None:
+    """``ops --by kernel --launch``: each kernel's registers, shared memory, grid and block,
+    as the CSV's columns (the trace's kernel_details) say them."""
+    csv = pd.read_csv(
+        io.StringIO(podscope("ops", str(V100), "--by", "kernel", "--csv", cache=tmp_path).stdout)
+    )
+    top = csv.sort_values("self_time_us", ascending=False).iloc[0]
+    out = podscope("ops", str(V100), "--by", "kernel", "--launch", "--top", "1", cache=tmp_path)
+    assert out.returncode == 0, out.stderr
+    said = dict(
+        line.split(None, 1)
+        for line in out.stdout.splitlines()
+        if line.strip().split(None, 1)[:1] in (["regs"], ["shm"], ["grid"], ["block"])
+        for line in [line.strip()]
+    )
+    assert said["regs"] == str(int(top["regs"])) and said["shm"] == str(int(top["shm"]))
+    assert said["grid"] == f"{int(top['grid_x'])},{int(top['grid_y'])},{int(top['grid_z'])}"
+    assert said["block"] == f"{int(top['block_x'])},{int(top['block_y'])},{int(top['block_z'])}"
