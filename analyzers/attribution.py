@@ -609,6 +609,17 @@ def roles(
     return out[["worker", "steps", "late_steps", "mean_wait_ms", "wait_share", "role"]]
 
 
+def ranked_roles(roles: pd.DataFrame, stragglers: pd.DataFrame) -> pd.DataFrame:
+    """``roles`` with each worker's ``late_ms`` (``stragglers``: its mean arrival after the
+    others' median), the latest first: in a pod the culprits are the first rows, not rows 8
+    and 400 of a table sorted by name."""
+    late = stragglers.set_index("worker")["late_ms"] if len(stragglers) else pd.Series()
+    table = roles.assign(late_ms=roles["worker"].astype(str).map(late))
+    return table.sort_values(
+        ["late_ms", "worker"], ascending=[False, True], na_position="last", ignore_index=True
+    )
+
+
 def _late_z(late: pd.Series, steps: pd.Series, other_late: float, other_steps: float) -> pd.Series:
     """Two-proportion z statistic (pooled) of each worker's late share against another
     worker's: how many standard errors apart the two shares are."""

@@ -161,14 +161,10 @@ def stragglers_command(
             why=_no_comparison(a) or "no worker-step late by 10 % of the median step or more",
         )
     else:
-        late = a.stragglers.set_index("worker")["late_ms"]
-        table = a.roles.assign(late_ms=a.roles["worker"].astype(str).map(late))
-        # the workers that matter first: in a pod, the culprits would be rows 100 and 400
-        table = table.sort_values(
-            ["late_ms", "worker"], ascending=[False, True], na_position="last", ignore_index=True
-        )
+        from podscope.analyzers.attribution import ranked_roles
+
         _show(
-            table,
+            ranked_roles(a.roles, a.stragglers),
             "culprits and victims; late ms: mean arrival after the others' median",
             csv,
             top,

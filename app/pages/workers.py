@@ -14,7 +14,7 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
-from podscope.analyzers.attribution import MIXED, worker_causes
+from podscope.analyzers.attribution import MIXED, ranked_roles, worker_causes
 from podscope.analyzers.diagnostics.speech import cause_words, no_input_pipeline
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app import ids
@@ -199,7 +199,7 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
     return card(
         html.H5("Culprits and victims"),
         verdict,
-        grid(roles, origin=a.start_ns),
+        grid(ranked_roles(roles, a.stragglers), origin=a.start_ns),  # the latest first
         note,
         html.H6(
             "Slow worker-steps (cause: one component ≥ 80 % of the step's excess, else mixed; "

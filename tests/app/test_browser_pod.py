@@ -211,6 +211,15 @@ def test_every_page_is_usable_at_pod_size(page, server, path: str) -> None:  # t
         verdict = page.inner_text(".alert-danger")
         assert f"{pod_host(CULPRIT)} is the culprit" in verdict
         assert f"{HOSTS - 1} workers wait for it" in verdict  # one line, not 511 names
+        # the workers that matter first: the culprit, then the next slowest (sorted by name
+        # they were rows 8 and 301 of 512)
+        card = page.locator(".podscope-card", has_text="Culprits and victims").first
+        roles = card.locator(".ag-root-wrapper").first  # then the slow worker-steps' grid
+        first = [
+            roles.locator(f".ag-pinned-left-cols-container [row-index='{i}']").inner_text()
+            for i in (0, 1)
+        ]
+        assert [f.strip() for f in first] == [pod_host(CULPRIT), pod_host(SLOWER)], first
     if name == "ops":
         # workers compared per op by their spread, not in 512 columns; the slowest named
         heads = page.locator("#ops-compare th").all_inner_texts()
