@@ -29,6 +29,54 @@ def category_colors(categories: list[str]) -> dict[str, str]:
     return {c: _PALETTE[i % len(_PALETTE)] for i, c in enumerate(dict.fromkeys(categories))}
 
 
+def program_points(table: pd.DataFrame) -> pd.DataFrame:
+    """Each program's own point, as XProf's roofline has one: all its ops' measured FLOPs
+    over their bytes and over their time (``program, operational_intensity,
+    measured_flop_rate_gflops, total_time_us``); programs without FLOPs or bytes left out."""
+    ops = table[table["category"].astype(str) != "IDLE"]
+    time_us = ops["total_time_us"].astype(float)
+    g = (
+        pd.DataFrame(
+            {
+                "program": ops["program"].astype(str),
+                "flops": ops["measured_flop_rate_gflops"].astype(float) * time_us * 1e3,
+                "bytes": ops["bytes_accessed"].astype(float),
+                "time_us": time_us,
+            }
+        )
+        .groupby("program", sort=False)[["flops", "bytes", "time_us"]]
+        .sum()
+    )
+    g = g[(g["flops"] > 0) & (g["bytes"] > 0) & (g["time_us"] > 0)]
+    return pd.DataFrame(
+        {
+            "program": g.index,
+            "operational_intensity": (g["flops"] / g["bytes"]).to_numpy(),
+            "measured_flop_rate_gflops": (g["flops"] / g["time_us"] / 1e3).to_numpy(),
+            "total_time_us": g["time_us"].to_numpy(),
+        }
+    )
+
+
+def _program_points(fig: go.Figure, table: pd.DataFrame) -> None:
+    """A star per program, beside its ops' points."""
+    points = program_points(table)
+    if points.empty:
+        return
+    fig.add_trace(
+        go.Scatter(
+            x=points["operational_intensity"],
+            y=points["measured_flop_rate_gflops"],
+            mode="markers",
+            name="program (all its ops)",
+            marker={"symbol": "star", "size": 18, "color": "#000", "line": {"width": 1}},
+            text=points["program"],
+            hovertemplate="program %{text}: all its ops<br>%{x:.3g} FLOP/B · "
+            "%{y:,.1f} GFLOP/s<extra></extra>",
+        )
+    )
+
+
 def roofline_figure(
     table: pd.DataFrame, peaks: pd.Series | None, selected: str | None = None
 ) -> go.Figure:
@@ -110,6 +158,7 @@ def roofline_figure(
                 "self %{customdata[3]} µs<extra>%{fullData.name}</extra>",
             )
         )
+    _program_points(fig, table)
     note = f" ({left_out} ops without FLOPs or bytes not plotted)" if left_out else ""
     roof = "" if peak_flops > 0 and peak_bw > 0 else " — no roof: the trace states no peaks here"
     fig.update_layout(

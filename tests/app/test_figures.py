@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from podscope.analyzers.attribution import arrivals, lateness
 from podscope.analyzers.breakdown import CATEGORIES, step_breakdown
@@ -284,3 +285,33 @@ def test_the_plotly_bundle_is_used_only_for_figures_of_its_major_version(monkeyp
     assert plotly_bundle_fits()  # the committed bundle matches the plotly installed
     monkeypatch.setattr(plotly.offline, "get_plotlyjs_version", lambda: "99.0.0")
     assert not plotly_bundle_fits()  # a newer plotly's figures: Dash's own plotly.js
+
+
+def test_the_roofline_has_each_programs_own_point() -> None:
+    """XProf's roofline has the program beside its ops: all its ops' FLOPs over their bytes
+    and their time (an op without FLOPs still adds its bytes and time); IDLE is no op."""
+    from podscope.app.figures.xla import program_points, roofline_figure
+
+    table = pd.DataFrame(
+        {
+            "program": ["jit_step", "jit_step", "", "jit_init"],
+            "program_id": ["1", "1", "", "2"],
+            "hlo_op_name": ["dot.1", "copy.2", "IDLE", "fill"],
+            "category": ["dot", "copy", "IDLE", "loop fusion"],
+            "measured_flop_rate_gflops": [100.0, 0.0, np.nan, 0.0],
+            "operational_intensity": [10.0, 0.0, np.nan, 0.0],
+            "bytes_accessed": [1e5, 1e5, np.nan, 4e3],
+            "total_time_us": [10.0, 10.0, 50.0, 1.0],
+            "total_self_time_us": [10.0, 10.0, 50.0, 1.0],
+            "bound_by": ["Compute", "HBM", "", "HBM"],
+            "roofline_efficiency": [0.5, 0.1, np.nan, 0.1],
+            "above_peak": [False, False, False, False],
+        }
+    )
+    points = program_points(table).set_index("program")
+    assert list(points.index) == ["jit_step"]  # jit_init computes nothing: no point
+    assert points.loc["jit_step", "operational_intensity"] == pytest.approx(1e6 / 2e5)
+    assert points.loc["jit_step", "measured_flop_rate_gflops"] == pytest.approx(50.0)
+    fig = roofline_figure(table, None)
+    star = next(t for t in fig.data if t.name == "program (all its ops)")
+    assert list(star.x) == [pytest.approx(5.0)] and list(star.y) == [pytest.approx(50.0)]
