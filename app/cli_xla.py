@@ -46,7 +46,7 @@ def hlo_command(
     if device:
         known = sorted(
             set(a.device_peaks["device"].astype(str))
-            | set(a.hlo_table(per_device=True)["device"].astype(str))
+            | set(a.xla_ops["device"].astype(str))  # the devices the table would show
         )
         if device not in known:
             raise click.BadParameter(
