@@ -52,7 +52,7 @@ from podscope.analyzers.ops import BY, OP_STATS_KEYS
 from podscope.analyzers.session import RULE_FRAMES, SessionAnalysis
 from podscope.analyzers.steps import align_steps, own_steps, whole_steps
 from podscope.analyzers.summary import summarize
-from podscope.trace_parsers import TraceParseError, load
+from podscope.trace_parsers import TraceParseError, layout, load
 from podscope.trace_parsers.cache import FrameCache
 from podscope.trace_parsers.loader import Parsed, parse_files, resolve, worker_label, worker_of
 from podscope.trace_parsers.schema import (
@@ -1051,7 +1051,10 @@ def _merged(
     def load_worker(worker: str) -> TraceFrames:  # the timeline reads one worker at a time
         return load(worker_files[worker], cache=config.cache, cache_dir=config.cache_dir)
 
-    return merge_gathered(gathered, parts, load_events, load_worker)
+    analysis = merge_gathered(gathered, parts, load_events, load_worker)
+    tasks = layout.tasks_of(Path(file).parent for file in worker_files.values())
+    analysis.tasks = {w: tasks[w] for w in worker_files if w in tasks}
+    return analysis
 
 
 def _no_events() -> TraceFrames:

@@ -100,6 +100,8 @@ def summarize(
         "step_ms": {w: _num(v) for w, v in per_worker.items()},
         "metrics": {k: _num(v) for k, v in step_metrics(own, categories).items()},
         "culprits": culprits,
+        # each worker's task as the capture names it (``worker:1``), where it does
+        "tasks": {w: task for w, (task, _) in analysis.tasks.items()},
         # the cause of each culprit's late steps (``worker_causes``; "" when it has none)
         "causes": {w: str(causes["cause"].get(w, "")) for w in culprits},
         "top": None
@@ -180,6 +182,7 @@ def checked_summary(entry: Any) -> dict[str, Any] | None:
             "step_ms": _mapping(entry.get("step_ms", {}), _number),
             "metrics": _mapping(entry.get("metrics", {}), _number),
             "culprits": _texts(entry.get("culprits", [])),
+            "tasks": _mapping(entry.get("tasks", {}), _text),
             "causes": _mapping(entry.get("causes", {}), _text),
             "top": top,
             "fired": _texts(entry.get("fired", [])),
@@ -207,6 +210,18 @@ class Change:
     delta_ms: float = 0.0
 
 
+def task_of(entry: Mapping[str, Any], worker: str) -> str:
+    """The worker's task in a ``summarize`` record (``worker:1``), else its label."""
+    return str((entry.get("tasks") or {}).get(worker) or worker)
+
+
+def named(entry: Mapping[str, Any], worker: str) -> str:
+    """A worker of a ``summarize`` record as people read it: ``worker:1 (127.0.0.1_6001)``,
+    or its label where the capture named no task."""
+    task = (entry.get("tasks") or {}).get(worker)
+    return f"{task} ({worker})" if task else worker
+
+
 def what_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
     """Regression findings from ``before`` to ``after`` (two ``summarize`` records), the most
     severe and largest first; empty when nothing changed beyond noise."""
@@ -214,11 +229,16 @@ def what_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Ch
     base_step = (before.get("metrics") or {}).get("step_time (p50)") or 0.0
     new_step = (after.get("metrics") or {}).get("step_time (p50)") or 0.0
     floor = max(base_step * MIN_SHARE, 0.1)
-    for w in sorted(set(after.get("culprits", [])) - set(before.get("culprits", []))):
-        cause = (after.get("causes") or {}).get(w) or "cause unknown"
-        out.append(Change("culprit", f"New straggler {w}: {cause}", "high"))
-    for w in sorted(set(before.get("culprits", [])) - set(after.get("culprits", []))):
-        out.append(Change("recovered", f"{w} is no longer a straggler", "none"))
+    # a culprit is the same one when its task is (a restarted job's workers get new ports)
+    was = {task_of(before, w): w for w in before.get("culprits", [])}
+    now = {task_of(after, w): w for w in after.get("culprits", [])}
+    for key in sorted(set(now) - set(was)):
+        cause = (after.get("causes") or {}).get(now[key]) or "cause unknown"
+        out.append(Change("culprit", f"New straggler {named(after, now[key])}: {cause}", "high"))
+    for key in sorted(set(was) - set(now)):
+        out.append(
+            Change("recovered", f"{named(before, was[key])} is no longer a straggler", "none")
+        )
     if base_step > 0 and new_step > 0:
         change = new_step / base_step - 1
         if abs(change) >= MIN_STEP_CHANGE:

@@ -209,6 +209,10 @@ class SessionAnalysis:
         self._op_tables: dict[tuple[str, str | None], pd.DataFrame] = {}
         self._op_tables_lock = threading.Lock()
         self._gpu_ranks: dict[int, pd.DataFrame] | None = None
+        #: Worker → (task, address) as the capture's manifest names them (``worker:1``,
+        #: ``rank 3``; ``layout.CaptureManifest.tasks``); empty for an upload or frames
+        #: built here.
+        self.tasks: dict[str, tuple[str, str]] = {}
 
     @property
     def frames(self) -> TraceFrames:
@@ -258,6 +262,31 @@ class SessionAnalysis:
     def worker_names(self) -> list[str]:
         """The session's workers, sorted."""
         return sorted(str(w) for w in self.meta.workers["worker"].unique())
+
+    def named(self, worker: str) -> str:
+        """How pages and findings name a worker: its task with its address beside it
+        (``worker:1 (127.0.0.1:6001)``), else its label."""
+        task = self.tasks.get(worker)
+        return f"{task[0]} ({task[1]})" if task else worker
+
+    def shown(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` with its workers named as ``named`` names them: for what a person reads
+        (a figure's rows, a badge); anything that links back keeps the labels."""
+        if not self.tasks or "worker" not in frame:
+            return frame
+        return frame.assign(worker=[self.named(str(w)) for w in frame["worker"]])
+
+    def with_task(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` with a ``task`` column (``worker:1``; "" where the capture does not say)
+        before its ``worker`` column, when the capture names its workers' tasks."""
+        if not self.tasks or "worker" not in frame or "task" in frame:
+            return frame
+        names = {w: t for w, (t, _) in self.tasks.items()}
+        out = frame.copy()
+        out.insert(
+            out.columns.get_loc("worker"), "task", [names.get(str(w), "") for w in frame["worker"]]
+        )
+        return out
 
     @classmethod
     def from_path(

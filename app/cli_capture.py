@@ -30,7 +30,7 @@ def _table(workers: list[WorkerResult]) -> object:
         table.add_column(col)
     for w in workers:
         style = STATUS_STYLE[w.status.tone]
-        role = f"{w.role}:{w.index}" if w.role else ""
+        role = w.task
         levels = (
             f"{w.host_tracer_level}/{w.python_tracer_level}"
             if w.host_tracer_level is not None
@@ -171,7 +171,7 @@ def capture_command(
     for w in result.workers:
         detail = f" {w.bytes / 1e6:.1f} MB -> {w.file}" if w.status == "ok" else f": {w.reason}"
         note = f" ({w.plan_note})" if w.plan_note else ""
-        role = f" [{w.role}:{w.index}]" if w.role else ""
+        role = f" [{w.task}]" if w.task else ""
         say(f"{w.label}{role} {w.status}{detail}{note}")
     say(f"session {result.session}: {result.session_dir / 'capture.json'}")
     raise click.exceptions.Exit(result.exit_code())

@@ -317,7 +317,7 @@ def _demo_job(logdir: Path, scenario: str, workers: int, duration_ms: int, keep:
             ),
         )
         for w in result.workers:
-            say(f"  {w.label} [{w.role}:{w.index}] {w.status} {w.reason or w.plan_note}")
+            say(f"  {w.label} [{w.task}] {w.status} {w.reason or w.plan_note}")
         frames = load(result.session_dir)
         say(
             f"session {result.session_dir.name} ({scenario}): {len(frames.events):,} events from "

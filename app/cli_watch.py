@@ -184,14 +184,14 @@ def watch_command(
 
 def _historian(logdir: Path) -> Any:
     """The history indexer: each new capture's verdict and what changed, said as it comes."""
-    from podscope.analyzers.history import what_changed
+    from podscope.analyzers.history import named, what_changed
     from podscope.app.history import Historian
 
     def said(entry: dict[str, Any]) -> None:
         earlier = [
             e for e in historian.index.entries() if e["start_unix_s"] < entry["start_unix_s"]
         ]
-        culprits = ", ".join(entry["culprits"]) or "no culprit"
+        culprits = ", ".join(named(entry, w) for w in entry["culprits"]) or "no culprit"
         top = (entry.get("top") or {}).get("title", "no finding")
         say(f"    {entry['session']}: {culprits}; top finding: {top}")
         for change in what_changed(earlier[-1], entry) if earlier else []:

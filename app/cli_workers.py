@@ -30,9 +30,13 @@ def _show(
     top: int = 30,
     wide: bool = False,
     why: str = "",
+    a: SessionAnalysis | None = None,
 ) -> None:
     """The frame as CSV on stdout, or its first ``top`` rows as a table that fits the
-    terminal (``app.cli_table``); an empty one says ``why`` instead."""
+    terminal (``app.cli_table``); an empty one says ``why`` instead. With the analysis ``a``
+    whose capture names its workers' tasks, a ``task`` column comes before ``worker``."""
+    if a is not None:
+        frame = a.with_task(frame)
     if csv:
         frame.to_csv(sys.stdout, index=False)
         return
@@ -112,7 +116,7 @@ def collectives_command(
             err=True,
         )
     if calls:
-        _show(in_ms(every, a.start_ns), "collective calls", csv, top, wide)
+        _show(in_ms(every, a.start_ns), "collective calls", csv, top, wide, a=a)
         return
     if instances:
         table = in_ms(a.collectives, a.start_ns)
@@ -122,9 +126,10 @@ def collectives_command(
             csv,
             top,
             wide,
+            a=a,
         )
         return
-    _show(a.collective_summary, "collectives per worker", csv, top, wide)
+    _show(a.collective_summary, "collectives per worker", csv, top, wide, a=a)
     if not csv and len(a.collective_summary) and not (a.collective_summary["measured"] > 0).any():
         say(
             "Each collective has one traced participant (safe plan: the chief's ops only): waits "
@@ -159,6 +164,7 @@ def stragglers_command(
             top,
             wide,
             why=_no_comparison(a) or "no worker-step late by 10 % of the median step or more",
+            a=a,
         )
     else:
         from podscope.analyzers.attribution import ranked_roles
@@ -170,6 +176,7 @@ def stragglers_command(
             top,
             wide,
             why=_no_comparison(a),
+            a=a,
         )
 
 
@@ -211,7 +218,7 @@ def input_command(
         return
     summary = a.input_pipeline
     if csv:
-        _show(summary, "", csv)
+        _show(summary, "", csv, a=a)
         return
     _show(
         summary.drop(columns=["slowest_call_start_ns", "bottleneck", "suggestion"]),
@@ -219,10 +226,11 @@ def input_command(
         csv,
         top,
         wide,
+        a=a,
     )
     for r in summary[summary["bottleneck"] != ""].itertuples():
         named = f" ({r.user_name})" if r.user_name else ""
-        say(f"{r.worker}: bottleneck {r.bottleneck}{named}\n  → {r.suggestion}")
+        say(f"{a.named(r.worker)}: bottleneck {r.bottleneck}{named}\n  → {r.suggestion}")
 
 
 @click.command("ps")

@@ -38,6 +38,7 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ from podscope.collectors.heartbeat import RECORDING as RECORDING
 from podscope.collectors.heartbeat import jax_step as jax_step  # the training loop's side
 from podscope.collectors.heartbeat import step as step
 from podscope.collectors.tf_tracer import ServerTracer, TfTracer
+from podscope.trace_parsers import layout
 
 __all__ = [
     "FRAMEWORKS",
@@ -122,7 +124,8 @@ def start(
             otherwise).
         strategy: the job's tf.distribute strategy class name (collectors plan safe captures).
         task: this process's (task type, index), e.g. ("worker", 1); None reads it from the
-            ``TF_CONFIG`` environment variable, once, here (an empty role when unset).
+            environment, once, here (``task_from_env``: ``PODSCOPE_TASK``, ``TF_CONFIG``,
+            torchrun's ``RANK``; an empty role when none is set). Pages name the worker by it.
         framework: whose profiler traces: "tensorflow", "jax" or "torch"; None (default)
             decides at each trace, from the frameworks this process has imported (PyTorch,
             then JAX, then TensorFlow).
@@ -185,7 +188,7 @@ def start(
         else tempfile.mkdtemp(prefix="podscope-traces-")
     )
     root.mkdir(parents=True, exist_ok=True)
-    role, index = task if task is not None else task_from_tf_config(os.environ.get("TF_CONFIG"))
+    role, index = task if task is not None else task_from_env(os.environ)
     info = WorkerInfo(
         role=role,
         index=index,
@@ -241,6 +244,28 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False  # a host name: it may resolve to anything
+
+
+def task_from_env(env: Mapping[str, str]) -> tuple[str, int]:
+    """(task type, index) of this process, as its launcher set it: ``PODSCOPE_TASK``
+    (``worker:1``, ``rank 3``: a job's own name for it), else ``TF_CONFIG``'s task, else
+    torchrun's ``RANK`` (``("rank", 3)``); ("", 0) when none says.
+
+    Raises:
+        AgentError: ``PODSCOPE_TASK`` is set but not ``ROLE:INDEX`` or ``ROLE INDEX``.
+    """
+    given = env.get("PODSCOPE_TASK", "").strip()
+    if given:
+        role, _, index = given.replace(" ", ":", 1).partition(":")
+        if not (layout.task_name(role, int(index)) if index.isdigit() else ""):
+            raise AgentError(
+                f"PODSCOPE_TASK={given!r}: expected ROLE:INDEX (worker:1) or ROLE INDEX (rank 3)"
+            )
+        return role, int(index)
+    if env.get("TF_CONFIG"):
+        return task_from_tf_config(env["TF_CONFIG"])
+    rank = env.get("RANK", "")
+    return ("rank", int(rank)) if rank.isdigit() else ("", 0)
 
 
 def task_from_tf_config(tf_config: str | None) -> tuple[str, int]:

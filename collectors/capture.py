@@ -129,6 +129,11 @@ class WorkerResult:
     transfer_s: float = 0.0
     plan_note: str = ""
 
+    @property
+    def task(self) -> str:
+        """Its task as the job names it (``worker:1``, ``rank 3``; ``layout.task_name``)."""
+        return layout.task_name(self.role, self.index)
+
 
 @dataclass
 class CaptureResult:

@@ -127,7 +127,8 @@ def start_worker(run_dir: Path, index: int, name: str) -> tuple[dict[str, Any], 
     from podscope.collectors import agent
 
     settings = json.loads((run_dir / f"{name.lower()}.json").read_text())
-    return dict(settings), agent.start(repository_root=run_dir / f"agent-{index}")
+    task = ("rank" if name == "PyTorch" else "process", index)  # as each framework numbers them
+    return dict(settings), agent.start(repository_root=run_dir / f"agent-{index}", task=task)
 
 
 def say_ready(run_dir: Path, index: int, address: str, step_ms: float) -> None:

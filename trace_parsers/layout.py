@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -209,6 +210,20 @@ class ManifestWorker:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: A task role as a job names it: ``worker``, ``chief``, ``ps``, ``evaluator``, ``rank``…
+_ROLE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+#: Roles whose tasks are numbered, not typed: ``rank 3`` (PyTorch), ``process 1`` (JAX).
+NUMBERED_ROLES = ("rank", "process")
+
+
+def task_name(role: str, index: int | None) -> str:
+    """A worker's task as its job names it: ``worker:1``, ``ps:0``, ``rank 3``; "" without a
+    role (an upload, a process that did not say) or with one no job would write."""
+    if not role or not _ROLE.fullmatch(role) or not isinstance(index, int) or index < 0:
+        return ""
+    return f"{role} {index}" if role in NUMBERED_ROLES else f"{role}:{index}"
+
+
 @dataclass(frozen=True)
 class CaptureManifest:
     """A session's ``capture.json``."""
@@ -223,6 +238,33 @@ class CaptureManifest:
     #: Why a watcher (``collectors.watch``) took this capture: its reason, the trigger and the
     #: heartbeat window that fired it; None for a capture a person started.
     watch: Mapping[str, Any] | None = None
+
+    def tasks(self) -> dict[str, tuple[str, str]]:
+        """Worker label → (task, address) for the workers whose task is known
+        (``task_name``); none when two workers would share a task (a manifest no capture
+        wrote: a name that picks one of two workers would mislead)."""
+        out = {}
+        for w in self.workers:
+            task = task_name(w.role, w.index)
+            if task:
+                address = w.extra.get("address")
+                out[w.label] = (task, address if isinstance(address, str) else w.label)
+        names = [task for task, _ in out.values()]
+        return out if len(set(names)) == len(names) else {}
+
+
+def tasks_of(folders: Iterable[Path]) -> dict[str, tuple[str, str]]:
+    """Worker label → (task, address) from these session folders' manifests
+    (``CaptureManifest.tasks``); a folder without a readable one names none."""
+    out: dict[str, tuple[str, str]] = {}
+    for folder in dict.fromkeys(folders):
+        try:
+            manifest = read_manifest(folder)
+        except LayoutError:
+            continue
+        if manifest is not None:
+            out.update(manifest.tasks())
+    return out
 
 
 def write_manifest(

@@ -292,13 +292,14 @@ def straggler(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         severity,
         value=value,
         unit="of_step",
-        title=f"Straggler: {top['worker']} holds the others back"
+        title=f"Straggler: {inp.named(str(top['worker']))} holds the others back"
         if len(named)
         else "Straggler: no worker holds the others back",
         expression="(lambda s: max(0.0, float(s[s.straggler].score.iloc[0] if s.straggler.any() else s.score.iloc[0])))(prepare(frames).stragglers)",
         evidence={
             "mode": s["mode"].iloc[0],
             "straggler": named["worker"].tolist(),
+            "tasks": {w: inp.tasks[w][0] for w in named["worker"].astype(str) if w in inp.tasks},
             "late_ms_by_worker": s.set_index("worker")["late_ms"].round(3).to_dict(),
             "late_in_steps_share": round(
                 float(

@@ -69,6 +69,7 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
         expression=expression,
         evidence={
             "culprit": worker,
+            "task": inp.tasks.get(worker, ("", ""))[0],
             "late_in_steps": f"{len(late)} of {int(culprits['steps'].iloc[0])}",
             "cause": cause,
             "cause_share_of_excess": round(float(named["share"]), 3),
@@ -86,7 +87,7 @@ def straggler_cause(inp: SessionAnalysis, t: Thresholds) -> Verdict:
             .round(3)
             .to_dict(),
         },
-        recommendation=f"{worker} is the culprit; the others wait for it. Cause: {said} ({how}): "
+        recommendation=f"{inp.named(worker)} is the culprit; the others wait for it. Cause: {said} ({how}): "
         f"{advice}",
         at_stake_ns=float(victims["mean_wait_ms"].mean()) * 1e6 if len(victims) else 0.0,
         page=page_at("/timeline", worker, int(worst["step"])),

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from podscope.analyzers.history import named
 from podscope.app.figures.hosts import median_band
 
 #: Up to this many workers get a line each; a pod gets its median, its spread and its slowest.
@@ -42,7 +43,9 @@ def history_figure(
     session (``customdata``): clicking it opens the session."""
     fig = go.Figure()
     if len(heartbeats):
-        _heartbeat_lines(fig, heartbeats)
+        # the heartbeats name workers by their agent's label; the captures say their tasks
+        tasks = {w: t for e in entries for w, t in (e.get("tasks") or {}).items()}
+        _heartbeat_lines(fig, heartbeats, tasks)
     for e in entries:
         window = e.get("window")
         if window:
@@ -94,7 +97,7 @@ def history_figure(
 
 def _hover(e: Mapping[str, Any], changed: str) -> str:
     culprits = ", ".join(
-        f"{w} ({(e.get('causes') or {}).get(w) or 'cause unknown'})" for w in e["culprits"]
+        f"{named(e, w)}: {(e.get('causes') or {}).get(w) or 'cause unknown'}" for w in e["culprits"]
     )
     top = (e.get("top") or {}).get("title", "none")
     lines = [
@@ -107,12 +110,16 @@ def _hover(e: Mapping[str, Any], changed: str) -> str:
     return "<br>".join(lines)
 
 
-def _heartbeat_lines(fig: go.Figure, hb: pd.DataFrame) -> None:
+def _heartbeat_lines(fig: go.Figure, hb: pd.DataFrame, tasks: Mapping[str, str]) -> None:
     hb = hb.assign(t=_time(hb["minute_unix_s"].astype("float64")))
     workers = hb["worker"].astype(str).unique()
+
+    def name(w: str) -> str:
+        return f"{tasks[w]} ({w})" if w in tasks else w
+
     if len(workers) <= LINES_PER_WORKER:
-        for w in sorted(workers):
-            fig.add_trace(_worker_line(hb, w, w, {"width": 1.5}))
+        for w in sorted(workers, key=name):
+            fig.add_trace(_worker_line(hb, w, name(w), {"width": 1.5}))
         return
     per_minute = hb.groupby("t")["median_ms"].agg(
         median="median", low=lambda s: s.quantile(0.05), high=lambda s: s.quantile(0.95)
@@ -129,7 +136,7 @@ def _heartbeat_lines(fig: go.Figure, hb: pd.DataFrame) -> None:
     ratio = hb.assign(r=hb["median_ms"] / hb["t"].map(per_minute["median"]))
     slowest = ratio.groupby(ratio["worker"].astype(str))["r"].mean().nlargest(SLOWEST_DRAWN)
     for w in slowest.index:
-        fig.add_trace(_worker_line(hb, w, f"{w} (slowest)", {"width": 1, "dash": "dot"}))
+        fig.add_trace(_worker_line(hb, w, f"{name(w)}, slowest", {"width": 1, "dash": "dot"}))
 
 
 def _worker_line(hb: pd.DataFrame, worker: str, name: str, line: dict[str, Any]) -> go.Scatter:
@@ -142,5 +149,5 @@ def _worker_line(hb: pd.DataFrame, worker: str, name: str, line: dict[str, Any])
         name=name,
         line=line,
         marker={"size": 5},
-        hovertemplate=f"{worker}<br>%{{x}}: %{{y:.1f}} ms (median of the minute)<extra></extra>",
+        hovertemplate=f"{name}<br>%{{x}}: %{{y:.1f}} ms (median of the minute)<extra></extra>",
     )

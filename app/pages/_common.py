@@ -228,11 +228,19 @@ ALL_WORKERS = "all"
 
 
 def worker_picker(component_id: str, analysis: SessionAnalysis, value: str | None) -> dcc.Dropdown:
-    """A dropdown of the session's workers, with "all" first."""
-    workers = [ALL_WORKERS, *analysis.worker_names]
+    """A dropdown of the session's workers (named by their tasks), with "all" first."""
     return dcc.Dropdown(
-        id=component_id, options=workers, value=value or ALL_WORKERS, clearable=False
+        id=component_id,
+        options=[ALL_WORKERS, *worker_options(analysis)],
+        value=value or ALL_WORKERS,
+        clearable=False,
     )
+
+
+def worker_options(analysis: SessionAnalysis) -> list[dict[str, str]]:
+    """The session's workers as a dropdown's options: each labelled by its task where the
+    capture names it (``SessionAnalysis.named``), its value the worker's label."""
+    return [{"label": analysis.named(w), "value": w} for w in analysis.worker_names]
 
 
 def chosen_worker(choice: str | None) -> str | None:

@@ -227,7 +227,7 @@ def status_table(workers: list[WorkerResult]) -> dbc.Table:
             html.Tr(
                 [
                     html.Td(w.label),
-                    html.Td(f"{w.role}:{w.index}" if w.role else ""),
+                    html.Td(w.task),
                     html.Td(dbc.Badge(str(w.status), color=STATUS_COLOR[w.status.tone])),
                     html.Td(
                         f"{w.host_tracer_level}/{w.python_tracer_level}"

@@ -13,7 +13,7 @@ import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, dcc, html
 
-from podscope.analyzers.history import Change, with_changes
+from podscope.analyzers.history import Change, named, with_changes
 from podscope.app import ids
 from podscope.app.context import current
 from podscope.app.figures.history import history_figure
@@ -175,7 +175,7 @@ def refresh(
             else str(len(e.get("step_ms") or {})),
             "step_ms": round((e.get("metrics") or {}).get("step_time (p50)") or 0, 2) or None,
             "culprit": ", ".join(
-                f"{w} ({(e.get('causes') or {}).get(w) or '?'})" for w in e["culprits"]
+                f"{named(e, w)}: {(e.get('causes') or {}).get(w) or '?'}" for w in e["culprits"]
             ),
             "top": (e.get("top") or {}).get("title", ""),
             "changed": said[e["session"]],

@@ -62,7 +62,7 @@ def step_title(analysis: SessionAnalysis, step: int | None) -> str:
 
 def straggler_badges(analysis: SessionAnalysis) -> list[Any]:
     """The named straggler with the evidence that names it (``straggler_evidence``)."""
-    named, note = straggler_evidence(analysis.stragglers)
+    named, note = straggler_evidence(analysis.shown(analysis.stragglers))
     if not named:
         return [dbc.Badge("no straggler", color="success")]
     badges: list[Any] = [dbc.Badge(t, color="danger", className="me-1") for t in named]
@@ -143,17 +143,24 @@ def layout(
             for w, d in zip(table["worker"], table["device"], strict=True)
         ]
         table = table.assign(ops=links)[["worker", "device", "ops", *table.columns[2:]]]
+    table = analysis.with_task(table)  # the job's own names for its workers
     return html.Div(
         [
             header,
-            card(dcc.Graph(id=ids.POD_BARS, figure=breakdown_bars_figure(rows, title))),
+            card(
+                dcc.Graph(
+                    id=ids.POD_BARS, figure=breakdown_bars_figure(analysis.shown(rows), title)
+                )
+            ),
             dbc.Row(
                 [
                     dbc.Col(
                         card(
                             dcc.Graph(
                                 id=ids.POD_LINES,
-                                figure=step_time_lines_figure(analysis.pod, selected),
+                                figure=step_time_lines_figure(
+                                    analysis.shown(analysis.pod), selected
+                                ),
                             )
                         ),
                         md=6,
@@ -161,7 +168,8 @@ def layout(
                     dbc.Col(
                         card(
                             dcc.Graph(
-                                id=ids.POD_HEATMAP, figure=step_heatmap_figure(analysis.lateness)
+                                id=ids.POD_HEATMAP,
+                                figure=step_heatmap_figure(analysis.shown(analysis.lateness)),
                             )
                             if analysis.lateness["worker"].nunique() > 1
                             else html.P(
@@ -361,7 +369,7 @@ def pod_body(
         ),
         card(
             html.H5("Outliers: the hosts that matter, worst first"),
-            _outliers_table(out, session)
+            _outliers_table(analysis, out, session)
             if len(out)
             else html.P(
                 "No host stands out: none is late by 5 % of the median step or named culprit.",
@@ -493,7 +501,8 @@ def _pod_controls(analysis: SessionAnalysis, view: PodView) -> Any:
     )
 
 
-def _outliers_table(out: pd.DataFrame, session: str | None) -> Any:
+def _outliers_table(analysis: SessionAnalysis, out: pd.DataFrame, session: str | None) -> Any:
+    out = analysis.with_task(out)  # the job's name for each host, beside its label
     shown = out.assign(
         worker=[f"[{w}]({_pod_href(session, hosts=w)})" for w in out["worker"]],
         timeline=[
@@ -519,7 +528,7 @@ def _pod_bars(analysis: SessionAnalysis, selected: int | None, view: PodView) ->
     rows, title = analysis.step_rows(selected), step_title(analysis, selected)
     rows = rows[rows["worker"].astype(str).isin(set(view.chosen))]
     if len(view.chosen) <= POD_HOSTS:
-        return _bars(rows, title)
+        return _bars(analysis.shown(rows), title)
     if view.groups is not None and view.groups[view.chosen].nunique() <= POD_HOSTS:
         by = view.groups.reindex(rows["worker"].astype(str)).to_numpy()
         numeric = [c for c in rows.columns if c.endswith("_ns")]
@@ -563,7 +572,8 @@ def _host_rows(analysis: SessionAnalysis, view: PodView) -> pd.DataFrame:
     table = table[table["worker"].astype(str).isin(set(view.chosen))]
     if view.groups is not None:
         table = table.assign(group=view.groups.reindex(table["worker"].astype(str)).to_numpy())
-    first = [c for c in ("worker", "group", "device", "straggler_score") if c in table]
+    table = analysis.with_task(table)
+    first = [c for c in ("task", "worker", "group", "device", "straggler_score") if c in table]
     return table[[*first, *[c for c in table.columns if c not in first]]]
 
 

@@ -29,7 +29,14 @@ from podscope.analyzers.session import WORKERS_KEPT, SessionAnalysis
 from podscope.analyzers.timeline import COUNTER_PLANE, SCHED_PLANE, TimelineIndex, short_line
 from podscope.app import ids
 from podscope.app.figures.timeline import timeline_figure
-from podscope.app.pages._common import card, index_of, load_session, session_of, with_query
+from podscope.app.pages._common import (
+    card,
+    index_of,
+    load_session,
+    session_of,
+    with_query,
+    worker_options,
+)
 from podscope.app.units import fmt_duration
 
 dash.register_page(__name__, path="/timeline", name="Timeline", order=3)
@@ -164,7 +171,7 @@ def layout(
                             "Workers",
                             dcc.Dropdown(
                                 id=ids.TL_WORKER,
-                                options=analysis.worker_names,
+                                options=worker_options(analysis),
                                 value=workers,
                                 multi=True,
                                 clearable=False,

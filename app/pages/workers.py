@@ -165,7 +165,7 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
         victims = roles[roles["role"] == "victim"]
         if len(victims) <= NAMED_VICTIMS:
             waits = ", ".join(
-                f"{r.worker} waits {fmt_duration(r.mean_wait_ms * 1e6)} per step"
+                f"{a.named(r.worker)} waits {fmt_duration(r.mean_wait_ms * 1e6)} per step"
                 for r in victims.itertuples()
             )
         else:  # a pod: one line, not 511 names (each one's wait is in the table)
@@ -176,7 +176,7 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
             )
         verdict = dbc.Alert(
             [
-                html.Strong(f"{w} is the culprit"),
+                html.Strong(f"{a.named(w)} is the culprit"),
                 f" (late in {len(mine)} of {int(culprit['steps'].iloc[0])} steps, by "
                 f"{fmt_duration(float(mine['excess_ns'].mean()))} on average; cause: {cause}). ",
                 waits + "." if waits else "",
@@ -184,7 +184,7 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
             color="danger",
         )
     estimated = a.arrivals[a.arrivals["estimated"]]["worker"].unique()
-    named = ", ".join(map(str, estimated[:NAMED_VICTIMS])) + (
+    named = ", ".join(a.named(str(w)) for w in estimated[:NAMED_VICTIMS]) + (
         f" and {len(estimated) - NAMED_VICTIMS} more" if len(estimated) > NAMED_VICTIMS else ""
     )
     note = (
@@ -199,7 +199,7 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
     return card(
         html.H5("Culprits and victims"),
         verdict,
-        grid(ranked_roles(roles, a.stragglers), origin=a.start_ns),  # the latest first
+        grid(a.with_task(ranked_roles(roles, a.stragglers)), origin=a.start_ns),  # latest first
         note,
         html.H6(
             "Slow worker-steps (cause: one component ≥ 80 % of the step's excess, else mixed; "
@@ -243,7 +243,7 @@ def input_section(a: SessionAnalysis, session: str) -> Any:
     advice = [
         html.Li(
             [
-                html.Strong(f"{r.worker}: "),
+                html.Strong(f"{a.named(r.worker)}: "),
                 f"bottleneck {r.bottleneck_stage}"
                 + (f" ({r.user_name})" if r.user_name else "")
                 + f", {r.bottleneck_work_share:.0%} of the pipeline's work. {r.suggestion}",

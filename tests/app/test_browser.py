@@ -22,6 +22,7 @@ import pytest
 from plotly.offline import get_plotlyjs_version
 
 from podscope.app.main import plotly_bundle_fits
+from podscope.trace_parsers import layout
 from tests.analyzers.test_breakdown import worker_trace
 from tests.analyzers.test_ops import gpu_space
 from tests.analyzers.test_why_slow import sync_worker
@@ -101,6 +102,18 @@ def make_logdir(root: Path) -> Path:
     culprit.mkdir(parents=True)
     for w, late in (("w_1", 0), ("w_2", 0), ("w_3", 400)):
         (culprit / f"{w}.xplane.pb").write_bytes(sync_worker(late_us=late))
+    # captured: the manifest names each worker's task (w_3 is worker:2 of the job)
+    layout.write_manifest(
+        culprit,
+        CULPRIT_SESSION,
+        0,
+        {},
+        [
+            {"label": f"w_{i + 1}", "address": f"10.0.0.{i + 1}:6000", "status": "ok"}
+            | {"role": "worker", "index": i}
+            for i in range(3)
+        ],
+    )
     phone = root / "plugins" / "profile" / "2026_01_04_phone"
     phone.mkdir(parents=True)
     (phone / "pixel.systrace").write_bytes(tflite_trace())
@@ -936,8 +949,30 @@ def test_workers_page_names_the_culprit_links_its_step_and_downloads_every_table
 ) -> None:  # type: ignore[no-untyped-def]
     page.goto(server + f"/workers?session={CULPRIT_SESSION}")
     settle(page)
-    assert "w_3 is the culprit" in page.locator(".alert-danger").first.inner_text()
-    assert "w_1 waits 400" in page.locator(".alert-danger").first.inner_text()
+    # each worker named by its task, the address beside it
+    verdict = page.locator(".alert-danger").first.inner_text()
+    assert "worker:2 (10.0.0.3:6000) is the culprit" in verdict
+    assert "worker:0 (10.0.0.1:6000) waits 400" in verdict
+    roles = page.locator(
+        ".podscope-card", has=page.get_by_role("heading", name="Culprits and victims")
+    )
+    first = roles.locator(".ag-center-cols-container").first.locator(".ag-row[row-index='0']")
+    assert first.locator("[col-id=task]").inner_text() == "worker:2"
+    assert first.locator("[col-id=role]").inner_text() == "culprit"
+    page.goto(server + f"/pod?session={CULPRIT_SESSION}")
+    settle(page)
+    assert (
+        page.locator(".badge.bg-danger")
+        .first.inner_text()
+        .startswith("straggler: worker:2 (10.0.0.3:6000)")
+    )
+    assert page.locator("#pod-table [col-id=task]").all_inner_texts()[1:] == [
+        "worker:0",
+        "worker:1",
+        "worker:2",
+    ]
+    page.goto(server + f"/workers?session={CULPRIT_SESSION}")
+    settle(page)
     # sections without data say why, where the data would be
     assert page.get_by_text("No tf.data iterator events").count() == 1
     assert page.get_by_text("No parameter-server task").count() == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import subprocess
 import sys
@@ -54,6 +55,8 @@ def jobs(
                     stdout=subprocess.PIPE,
                     stderr=log,
                     text=True,
+                    # as torchrun starts a rank (the agent names its task from it)
+                    env={**os.environ, "RANK": str(rank)} if world > 1 else None,
                 )
             )
     try:
@@ -130,6 +133,7 @@ def test_pytorch_ranks_are_traced_in_one_window_from_their_training_threads(
     assert all(s["end"]["modules"] == ["torch"] for s in started)
     workers = _manifest(result)["workers"]
     assert [(w["status"], w["framework"]) for w in workers] == [("ok", "torch")] * 2, workers
+    assert [(w["role"], w["index"]) for w in workers] == [("rank", 0), ("rank", 1)]  # RANK
     windows = []
     for rank, w in enumerate(workers):
         path = Path(w["file"])
@@ -220,6 +224,21 @@ def test_framework_overrides_the_choice_and_an_unknown_one_is_refused(tmp_path: 
         frameworks.FrameworkTracer("mxnet")
     with pytest.raises(AgentError, match="unknown framework 'mxnet'"):
         start(repository_root=tmp_path, framework="mxnet")
+
+
+def test_the_agent_names_its_task_as_the_launcher_set_it() -> None:
+    """``PODSCOPE_TASK`` first (a job's own name), then TF_CONFIG, then torchrun's RANK."""
+    from podscope.collectors.agent import task_from_env
+
+    tf = '{"cluster": {}, "task": {"type": "ps", "index": 1}}'
+    assert task_from_env({}) == ("", 0)
+    assert task_from_env({"TF_CONFIG": tf, "RANK": "3"}) == ("ps", 1)
+    assert task_from_env({"RANK": "3"}) == ("rank", 3)
+    assert task_from_env({"PODSCOPE_TASK": "worker:2", "TF_CONFIG": tf}) == ("worker", 2)
+    assert task_from_env({"PODSCOPE_TASK": "process 4"}) == ("process", 4)
+    for bad in ("worker", "worker:-1", "Worker:1", "a:b"):
+        with pytest.raises(AgentError, match="PODSCOPE_TASK"):
+            task_from_env({"PODSCOPE_TASK": bad})
 
 
 def test_starting_the_agent_imports_no_framework() -> None:
