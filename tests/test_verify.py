@@ -22,7 +22,8 @@ def test_the_draw_is_seeded_covers_every_scenario_and_fits_the_engine() -> None:
     assert set(counts.index) == set(SCENARIO_WEIGHTS) and counts["straggler"] >= 9
     for r in runs:
         assert r.workload in SCENARIOS[r.scenario].workloads
-        assert 0 <= r.straggler_task < r.workers and 20 <= r.delay_ms <= 80
+        assert 0 <= r.straggler_task < r.workers
+        assert (10 if r.scenario == "straggler" else 20) <= r.delay_ms <= 80
         assert r.straggler_task > 0 or r.scenario != "slow-allreduce"
         assert (r.ps > 0) == (r.workload == "ps")
         cfg = r.config("/x.so")
@@ -33,17 +34,19 @@ def test_the_draw_is_seeded_covers_every_scenario_and_fits_the_engine() -> None:
 @pytest.mark.parametrize("n", [5, 40])
 def test_every_workload_is_drawn_with_the_chief_and_another_task_slowed(n: int) -> None:
     """The cells a seed must not leave out: the straggler on each workload as task 0 (the
-    MWMS chief) and as a task > 0, and the input delay on each workload."""
+    MWMS chief) and as a task > 0, the input delay on each workload, and the small signals'
+    2-worker parameter-server baseline."""
     from verify.matrix import required
 
     runs = draw(n, seed=31)
     assert len(runs) >= len(required())
-    drawn = {(r.scenario, r.workload, r.straggler_task == 0) for r in runs}
-    for scenario, workload, chief in required():
-        if chief is None:
-            assert any(d[:2] == (scenario, workload) for d in drawn), (scenario, workload)
-        else:
-            assert (scenario, workload, chief) in drawn, (scenario, workload, chief)
+    drawn = {(r.scenario, r.workload, r.straggler_task == 0, r.workers) for r in runs}
+    for scenario, workload, chief, workers in required():
+        assert any(
+            d[:2] == (scenario, workload) and chief in (None, d[2]) and workers in (None, d[3])
+            for d in drawn
+        ), (scenario, workload, chief, workers)
+    assert ("baseline", "ps", 2) in {(r.scenario, r.workload, r.workers) for r in runs}
 
 
 def test_judging() -> None:
@@ -82,6 +85,16 @@ def test_the_report_says_whether_each_target_is_met() -> None:
     assert "| straggler | mwms-fit | task > 0 | 1 | 100% | 100% |" in text
     assert "| straggler | mwms-loop | task > 0 | 1 | 0% | 100% |" in text
     assert "Not recorded in this runs.csv (`--rejudge` records it)." in text
+    # the small signals: a straggler late by little, two asynchronous workers, gaps vs input
+    text = report(rows.assign(late_score=[0.12, 0.9, 0.02, float("nan")], last_share=1.0), seed=7)
+    section = text.split("## Small signals")[1].split("## Every run")[0]
+    assert "| straggler runs whose slowed worker was late by under 0.25 of the median " in section
+    assert "its culprit named | 1 of 1 |" in section  # the 0.12 one, named worker:2
+    assert (
+        "| 2-worker parameter-server runs with no slowed worker: no chance culprit | 1 of 1 |"
+        in section
+    )
+    assert "| input-bound parameter-server runs: an input finding on top | 0 of 0 |" in section
     # the culprit's cause, of the runs whose culprit is right
     text = report(rows.assign(cause=["late start", "mixed", "—", ""]), seed=7)
     assert "| workload | slowed | late start |\n|---|---|---|\n| mwms-fit | task > 0 | 1 |" in text

@@ -60,6 +60,10 @@ class Verdict:
     fired: tuple[str, ...]
     #: each culprit's cause, as its verdict says it (``worker_causes``)
     causes: tuple[str, ...] = ()
+    #: the latest worker's mean lateness as a share of the median step, and the share of
+    #: steps it arrived last in (``stragglers``): how small the signal was
+    late_score: float = float("nan")
+    last_share: float = float("nan")
 
 
 def judge(session_dir: Path) -> Verdict:
@@ -75,12 +79,19 @@ def judge(session_dir: Path) -> Verdict:
         roles.loc[roles["role"] == "culprit", "worker"].astype(str), key=lambda w: tasks.get(w, w)
     )
     causes = worker_causes(analysis.slow_steps)["cause"]
+    latest = analysis.stragglers.head(1)
     return Verdict(
         findings[0].rule_id if findings else "—",
         tuple(tasks.get(w, w) for w in named),
         tuple(f.rule_id for f in findings),
         tuple(str(causes.get(w, "")) for w in named),
+        *(signal_of(latest) if len(latest) else (float("nan"), float("nan"))),
     )
+
+
+def signal_of(worker: pd.DataFrame) -> tuple[float, float]:
+    """(late score, last share) of one row of ``stragglers``, rounded for the report."""
+    return round(float(worker["score"].iloc[0]), 3), round(float(worker["last_share"].iloc[0]), 3)
 
 
 def correct(
@@ -113,6 +124,8 @@ def _run_one(run: Run, root: Path) -> dict[str, object]:
             culprits=culprits,
             fired=",".join(v.fired),
             cause=",".join(v.causes) or "—",
+            late_score=v.late_score,
+            last_share=v.last_share,
             culprit_ok=culprit_ok,
             top_ok=top_ok,
             session=str(cap.session_dir),
@@ -252,6 +265,7 @@ def report(rows: pd.DataFrame, seed: int, rejudged: bool = False) -> str:
         ),
         "",
         *_cause_section(ok, slowed),
+        *_small_signals(ok),
         "## Every run",
         "",
         markdown(
@@ -264,6 +278,47 @@ def report(rows: pd.DataFrame, seed: int, rejudged: bool = False) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+#: A slowed worker late by less than this share of the median step is a small signal.
+SMALL = 0.25
+
+
+def _small_signals(ok: pd.DataFrame) -> list[str]:
+    """The cases a verdict gets wrong when it decides on too little: a straggler late by a
+    small share of the step, two asynchronous workers where chance makes one late in most
+    steps, the step gaps an input-bound parameter-server job shows."""
+    head = ["## Small signals", ""]
+    if "late_score" not in ok:
+        return [*head, "Not recorded in this runs.csv (`--rejudge` records it).", ""]
+    strag = ok[ok["scenario"] == "straggler"]
+    small = strag[strag["late_score"].astype(float) < SMALL]
+    pairs = ok[(ok["workload"] == "ps") & (ok["workers"] == 2) & (ok["scenario"] != "straggler")]
+    fed = ok[(ok["workload"] == "ps") & (ok["scenario"] == "input-bound")]
+    rows = [
+        (
+            f"straggler runs whose slowed worker was late by under {SMALL} of the median "
+            "step: its culprit named",
+            small["culprit_ok"].astype(bool),
+        ),
+        (
+            "2-worker parameter-server runs with no slowed worker: no chance culprit",
+            pairs["culprit_ok"].astype(bool),
+        ),
+        ("input-bound parameter-server runs: an input finding on top", fed["top_ok"] == 1.0),
+    ]
+    table = pd.DataFrame(
+        [(what, f"{int(hit.sum())} of {len(hit)}") for what, hit in rows],
+        columns=["case", "right"],
+    )
+    return [
+        *head,
+        "`late_score`: the latest worker's mean lateness over the median step; `last_share`: "
+        "the share of steps it arrived last in.",
+        "",
+        markdown(table, index=False),
+        "",
+    ]
 
 
 def _cause_section(ok: pd.DataFrame, slowed: pd.Series) -> list[str]:
@@ -320,7 +375,20 @@ def jax_report(rows: pd.DataFrame, seed: int) -> str:
         culprit_right=("culprit_ok", lambda c: c.astype(float).mean()),
         top_right=("top_ok", lambda c: c.dropna().astype(float).mean()),
     )
-    lines += ["", markdown(acc), "", "## Every JAX run", "", markdown(rows, index=False), ""]
+    small = slow[slow["late_score"].astype(float) < SMALL] if "late_score" in slow else slow[:0]
+    lines += [
+        "",
+        markdown(acc),
+        "",
+        f"Small signals: {int(small['culprit_ok'].astype(bool).sum())} of {len(small)} slow "
+        f"runs whose slowed worker was late by under {SMALL} of the median step named it "
+        "(`late_score`: the latest worker's mean lateness over the median step).",
+        "",
+        "## Every JAX run",
+        "",
+        markdown(rows, index=False),
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -360,11 +428,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.rejudge:
             for i, r in rows[rows["session"] != ""].iterrows():
                 v = judge(Path(str(r["session"])))
-                rows.loc[i, ["top", "culprits", "fired", "cause"]] = [
+                rows.loc[i, ["top", "culprits", "fired", "cause", "late_score", "last_share"]] = [
                     v.top,
                     ",".join(v.culprits) or "—",
                     ",".join(v.fired),
                     ",".join(v.causes) or "—",
+                    v.late_score,
+                    v.last_share,
                 ]
         args.report.write_text(report(rows, args.seed, rejudged=args.rejudge))
         return 0

@@ -87,7 +87,10 @@ def run_jax(r: JaxRun, root: Path) -> dict[str, Any]:
         culprits = ",".join(sorted(roles.loc[roles["role"] == "culprit", "worker"])) or "—"
         expect = "—" if r.scenario == "baseline" else f"{PREFIX}{r.slow_task}"
         top = fired[0] if fired else "—"
+        latest = analysis.stragglers.head(1)
         row.update(
+            late_score=round(float(latest["score"].sum()), 3),
+            last_share=round(float(latest["last_share"].sum()), 3),
             steps_found=int(analysis.aligned["step"].nunique()),
             top=top,
             culprits=culprits,

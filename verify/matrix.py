@@ -108,13 +108,24 @@ class Run:
         return asdict(self)
 
 
-def required() -> list[tuple[str, str, bool | None]]:
-    """The cells every matrix draws: (scenario, workload, slowed task is 0) — the straggler
-    on each workload with task 0 and with a task > 0, the input delay on each workload."""
-    cells: list[tuple[str, str, bool | None]] = [
-        ("straggler", w, chief) for w in SCENARIOS["straggler"].workloads for chief in (True, False)
+Cell = tuple[str, str | None, bool | None, int | None]
+
+
+def required() -> list[Cell]:
+    """The cells every matrix draws: (scenario, workload, slowed task is 0, workers; None:
+    drawn) — the straggler on each workload with task 0 and with a task > 0, the input delay
+    on each workload (on ps, its step gaps beside it), and a 2-worker parameter-server
+    baseline (asynchronous: one of two workers is late in most steps by chance)."""
+    cells: list[Cell] = [
+        ("straggler", w, chief, None)
+        for w in SCENARIOS["straggler"].workloads
+        for chief in (True, False)
     ]
-    return cells + [("input-bound", w, None) for w in SCENARIOS["input-bound"].workloads]
+    return [
+        *cells,
+        *[("input-bound", w, None, None) for w in SCENARIOS["input-bound"].workloads],
+        ("baseline", "ps", None, 2),
+    ]
 
 
 def draw(n: int, seed: int) -> list[Run]:
@@ -125,19 +136,19 @@ def draw(n: int, seed: int) -> list[Run]:
     n = max(n, len(cells))
     total = sum(SCENARIO_WEIGHTS.values())
     counts = {s: max(1, n * w // total) for s, w in SCENARIO_WEIGHTS.items()}
-    for scenario, _, _ in cells:  # the scenario's own draw covers its required cells
+    for scenario, *_ in cells:  # the scenario's own draw covers its required cells
         counts[scenario] = max(counts[scenario], sum(c[0] == scenario for c in cells))
     by_weight = sorted(SCENARIO_WEIGHTS, key=lambda s: -SCENARIO_WEIGHTS[s])
     for i in range(max(0, n - sum(counts.values()))):  # the remainder, heaviest first
         counts[by_weight[i % len(by_weight)]] += 1
-    rest: list[tuple[str, str | None, bool | None]] = []
+    rest: list[Cell] = []
     for scenario, c in counts.items():
-        rest += [(scenario, None, None)] * (c - sum(x[0] == scenario for x in cells))
+        rest += [(scenario, None, None, None)] * (c - sum(x[0] == scenario for x in cells))
     rng.shuffle(rest)
     planned = [*cells, *rest[: n - len(cells)]]
     rng.shuffle(planned)
     runs = []
-    for i, (scenario, fixed_workload, chief) in enumerate(planned):
+    for i, (scenario, fixed_workload, chief, fixed_workers) in enumerate(planned):
         workloads = SCENARIOS[scenario].workloads
         workload = fixed_workload or rng.choice(workloads)
         # ps: the chief coordinates, the workers train, one or two parameter servers
@@ -145,6 +156,7 @@ def draw(n: int, seed: int) -> list[Run]:
         ps = (2 if scenario == "ps-imbalance" else rng.randint(1, 2)) if workload == "ps" else 0
         if scenario == "ps-imbalance":
             workers = rng.randint(1, 2)
+        workers = fixed_workers or workers
         # MWMS's coordination service runs on task 0: with it behind the slow-link proxy (59 ms
         # per chunk, 4 workers: seed 7) the cluster did not start training in 180 s.
         if chief is None:
@@ -159,7 +171,8 @@ def draw(n: int, seed: int) -> list[Run]:
                 ps=ps,
                 model=rng.choice(["mlp", "cnn"]),
                 straggler_task=task,
-                delay_ms=float(rng.randint(20, 80)),
+                # a straggler from 10 ms: small against a step of a few hundred
+                delay_ms=float(rng.randint(10 if scenario == "straggler" else 20, 80)),
                 seed=seed * 1000 + i,
             )
         )

@@ -227,9 +227,12 @@ def _explains(cause: Finding, symptom: Finding) -> bool:
 def rank(findings: list[Finding]) -> list[Finding]:
     """``findings`` (already ordered by severity and time at stake) with every firing symptom
     after its firing causes (``SYMPTOM_OF``, ``SAME_WORKER``), its causes named in its
-    evidence (``explained_by``). Causes can be symptoms themselves (``input_bound`` after
-    ``input_stage``), so a symptom moves until it follows all of its causes; the relation has
-    no cycle, so that ends."""
+    evidence (``explained_by``). A cause ranked below its symptom moves up to just before it:
+    what explains a symptom's time is worth at least that time, so a chain keeps the rank of
+    its highest member (moving the symptom down instead let a HIGH input-bound finding fall
+    under unrelated step gaps, behind its MODERATE stage). Causes can be symptoms themselves
+    (``input_bound`` of ``input_stage``), so causes move until each precedes its symptoms;
+    the relation has no cycle, so that ends."""
     fired = {f.rule_id: f for f in findings if _fires(f)}
     causes = {
         f.rule_id: [
@@ -249,10 +252,12 @@ def rank(findings: list[Finding]) -> list[Finding]:
             mine = causes.get(f.rule_id) if _fires(f) else None
             if not mine:
                 continue
-            last = max(i for i, g in enumerate(order) if g.rule_id in mine)
-            if order.index(f) < last:
-                order.remove(f)
-                order.insert(last, f)  # ``last`` shifted down by the removal: just after it
+            at = order.index(f)
+            below = [g for g in order[at + 1 :] if g.rule_id in mine]
+            if below:
+                for g in below:
+                    order.remove(g)
+                order[at:at] = below  # just before the symptom, in their own order
                 moved = True
         if not moved:
             break

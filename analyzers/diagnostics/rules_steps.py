@@ -157,7 +157,7 @@ def step_gaps(inp: SessionAnalysis, t: Thresholds) -> Verdict:
     return Verdict(
         severity_of(value, t.step_gaps),
         value=value,
-        title=f"Gaps between steps on {worst} (work outside the step: callbacks, metrics, Python)"
+        title=f"Gaps between steps on {inp.named(worst)} (work outside the step: callbacks, metrics, Python)"
         if several
         else None,
         expression="float(prepare(frames).steps.sort_values(['worker','start_ns']).groupby('worker').apply(lambda s: (s.start_ns.shift(-1) - s.end_ns).clip(lower=0).sum() / (s.end_ns.max() - s.start_ns.min())).max())",

@@ -176,6 +176,27 @@ def test_symptoms_follow_all_their_causes_even_through_chains() -> None:
     assert ranked[order.index("input_bound")].evidence["explained_by"] == ["input_stage"]
 
 
+def test_a_cause_ranks_with_the_symptom_it_explains() -> None:
+    """make verify, seed 7035 (an input-bound 3-worker PS job): the HIGH input-bound finding
+    (60 ms a step at stake) followed its MODERATE stage, and so fell under HIGH step gaps
+    (25 ms). The cause moves up to its symptom instead: the chain keeps its highest rank."""
+    from podscope.analyzers.diagnostics.base import Finding, Severity
+    from podscope.analyzers.diagnostics.questions import rank
+
+    def f(rule_id: str, severity: Severity, ms: float) -> Finding:
+        return Finding(rule_id, rule_id, severity=severity, at_stake_ns=ms * 1e6)
+
+    ranked = [
+        f("input_bound", Severity.HIGH, 60.5),
+        f("step_gaps", Severity.HIGH, 24.9),
+        f("slow_iterator", Severity.HIGH, 0.0),
+        f("input_stage", Severity.MODERATE, 3.4),
+        f("eager", Severity.MODERATE, 1.1),
+    ]
+    order = [x.rule_id for x in rank(ranked)]
+    assert order == ["input_stage", "input_bound", "step_gaps", "slow_iterator", "eager"]
+
+
 @pytest.mark.parametrize("most", ["w0", "w1"])
 def test_unattributed_time_follows_the_straggler_whose_own_it_mostly_is(most: str) -> None:
     """A chief slowed in its Keras callbacks: the callback time is unattributed time on it, so
