@@ -197,6 +197,31 @@ def test_a_cause_ranks_with_the_symptom_it_explains() -> None:
     assert order == ["input_stage", "input_bound", "step_gaps", "slow_iterator", "eager"]
 
 
+@pytest.mark.parametrize("mode", ["asynchronous", "synchronous"])
+def test_the_others_gaps_follow_an_asynchronous_straggler(mode: str) -> None:
+    """make verify, seed 11: a PS straggler (29 ms) and HIGH gaps of 64-68 % on the other
+    three workers, ranked first. The coordinator joins its scheduled steps, so the others
+    idle while the culprit finishes: their gaps are its symptom. In a synchronous job gaps on
+    another worker are a problem of their own."""
+    from podscope.analyzers.diagnostics.base import Finding, Severity
+    from podscope.analyzers.diagnostics.questions import rank
+
+    gaps = Finding(
+        "step_gaps", "g", severity=Severity.HIGH, at_stake_ns=41e6, evidence={"worker": "w0"}
+    )
+    straggler = Finding(
+        "straggler",
+        "s",
+        severity=Severity.HIGH,
+        at_stake_ns=40e6,
+        evidence={"straggler": ["w2"], "mode": mode},
+    )
+    order = [f.rule_id for f in rank([gaps, straggler])]
+    assert order == (
+        ["straggler", "step_gaps"] if mode == "asynchronous" else ["step_gaps", "straggler"]
+    )
+
+
 @pytest.mark.parametrize("most", ["w0", "w1"])
 def test_unattributed_time_follows_the_straggler_whose_own_it_mostly_is(most: str) -> None:
     """A chief slowed in its Keras callbacks: the callback time is unattributed time on it, so
