@@ -210,7 +210,9 @@ class Historian:
             entry = summarize(
                 analysis,
                 session,
-                start_ns=(manifest.start_timestamp_ns if manifest else 0) or _named_ns(folder),
+                start_ns=(manifest.start_timestamp_ns if manifest else 0)
+                or _named_ns(folder)
+                or _trace_ns(analysis, folder),
                 label=manifest.label if manifest else "",
                 statuses={w.label: w.status for w in manifest.workers} if manifest else {},
                 watch=manifest.watch if manifest else None,
@@ -268,13 +270,27 @@ class Historian:
 
 
 def _named_ns(folder: Path) -> int:
-    """When a session without a capture start was taken: its name, when it is XProf's
-    (``2026_12_01_10_00_00``, UTC), else its folder's modification time (an upload)."""
+    """When a session without a capture start was taken, by its name when it is XProf's
+    (``2026_12_01_10_00_00``, UTC); 0 for any other name."""
     try:
         named = datetime.strptime(folder.name[:19], layout.SESSION_FORMAT)
-        return int(named.replace(tzinfo=timezone.utc).timestamp() * 1e9)
     except ValueError:
-        return folder.stat().st_mtime_ns
+        return 0
+    return int(named.replace(tzinfo=timezone.utc).timestamp() * 1e9)
+
+
+#: Unix ns before which a trace's clock is not wall time (a Perfetto boot clock, a Kineto
+#: trace's own origin): the year 2001.
+WALL_CLOCK_NS = 10**18
+
+
+def _trace_ns(analysis: SessionAnalysis, folder: Path) -> int:
+    """When a session of another name was taken (an upload, a copied run): its trace's own
+    start where the trace keeps wall time (XPlane: Unix ns), else its folder's modification
+    time. The folders of a logdir copied at once share one mtime: four unrelated sessions sat
+    within 8 ms of each other on the History page."""
+    start = analysis.start_ns
+    return start if start >= WALL_CLOCK_NS else folder.stat().st_mtime_ns
 
 
 class Watching:

@@ -88,7 +88,6 @@ CAP_WATCH_STATUS = "cap-watch-status"
 CAP_WATCH_TICK = "cap-watch-tick"
 
 # History page
-HIST_GO = "hist-go"
 HIST_TICK = "hist-tick"
 HIST_SEEN = "hist-seen"
 HIST_STATUS = "hist-status"
@@ -96,6 +95,7 @@ HIST_GRAPH = "hist-graph"
 HIST_CHANGES = "hist-changes"
 HIST_CHANGE_LIST = "hist-change-list"
 HIST_TABLE = "hist-table"
+HIST_CHOSEN = "hist-chosen"
 
 # Ops
 OPS_WORKER = "ops-worker"

@@ -16,6 +16,7 @@ from podscope.app.figures.hosts import median_band
 #: Up to this many workers get a line each; a pod gets its median, its spread and its slowest.
 LINES_PER_WORKER = 12
 SLOWEST_DRAWN = 5
+CULPRIT_RED = "#dc3545"
 #: Marker per capture reason.
 SYMBOLS = {
     "scheduled": "circle",
@@ -40,12 +41,17 @@ def history_figure(
     """``entries``: history summaries, oldest first (``analyzers.history``); ``heartbeats``:
     ``collectors.watch.HEARTBEAT_COLUMNS`` rows; ``changes``: per session, what changed
     since the capture before it (the hover's last line). A capture's point carries its
-    session (``customdata``): clicking it opens the session."""
+    session (``customdata``): clicking it shows what changed there.
+
+    Two axes: the heartbeats' step time (the loop's own, between ``step()`` calls) on the
+    left, each capture's (from its trace, the profiler's cost included) on the right. On one
+    axis a capture's "rose 166 %" sat beside a heartbeat trigger of "+939 %"."""
     fig = go.Figure()
     if len(heartbeats):
         # the heartbeats name workers by their agent's label; the captures say their tasks
         tasks = {w: t for e in entries for w, t in (e.get("tasks") or {}).items()}
-        _heartbeat_lines(fig, heartbeats, tasks)
+        culprits = {w for e in entries for w in e.get("culprits") or ()}
+        _heartbeat_lines(fig, heartbeats, tasks, culprits)
     for e in entries:
         window = e.get("window")
         if window:
@@ -69,7 +75,8 @@ def history_figure(
                 x=x,
                 y=y,
                 mode="markers",
-                name="captures (click: open)",
+                name="captures: step time from the trace (click: what changed)",
+                yaxis="y2",
                 marker={
                     "size": 13,
                     "color": color,
@@ -82,10 +89,17 @@ def history_figure(
             )
         )
     fig.update_layout(
-        title="Step time over wall time (ms): heartbeats per minute, and each capture "
+        title="Step time over wall time: heartbeats per minute, and each capture "
         "(▲ triggered, ● scheduled, ■ requested, ○ by hand; red: a culprit)",
         xaxis_title="time (UTC)",
-        yaxis_title="step time (ms)",
+        yaxis={"title": {"text": "heartbeat step time (ms)"}, "rangemode": "tozero"},
+        yaxis2={
+            "title": {"text": "capture step time, p50 from the trace (ms)"},
+            "overlaying": "y",
+            "side": "right",
+            "rangemode": "tozero",
+            "showgrid": False,
+        },
         height=460,
         margin={"l": 10, "r": 10, "t": 60, "b": 40},
         legend={"orientation": "h", "y": -0.18},
@@ -110,16 +124,21 @@ def _hover(e: Mapping[str, Any], changed: str) -> str:
     return "<br>".join(lines)
 
 
-def _heartbeat_lines(fig: go.Figure, hb: pd.DataFrame, tasks: Mapping[str, str]) -> None:
+def _heartbeat_lines(
+    fig: go.Figure, hb: pd.DataFrame, tasks: Mapping[str, str], culprits: set[str]
+) -> None:
+    """One line per worker (a pod: its median, p5–p95 and slowest); a culprit of any capture
+    drawn last, on top, in red (under the others' it was hidden)."""
     hb = hb.assign(t=_time(hb["minute_unix_s"].astype("float64")))
     workers = hb["worker"].astype(str).unique()
 
     def name(w: str) -> str:
-        return f"{tasks[w]} ({w})" if w in tasks else w
+        return (f"{tasks[w]} ({w})" if w in tasks else w) + (", culprit" if w in culprits else "")
 
     if len(workers) <= LINES_PER_WORKER:
-        for w in sorted(workers, key=name):
-            fig.add_trace(_worker_line(hb, w, name(w), {"width": 1.5}))
+        for w in sorted(workers, key=lambda w: (w in culprits, name(w))):
+            line = {"width": 3, "color": CULPRIT_RED} if w in culprits else {"width": 1.5}
+            fig.add_trace(_worker_line(hb, w, name(w), line))
         return
     per_minute = hb.groupby("t")["median_ms"].agg(
         median="median", low=lambda s: s.quantile(0.05), high=lambda s: s.quantile(0.95)
@@ -135,8 +154,10 @@ def _heartbeat_lines(fig: go.Figure, hb: pd.DataFrame, tasks: Mapping[str, str])
     )
     ratio = hb.assign(r=hb["median_ms"] / hb["t"].map(per_minute["median"]))
     slowest = ratio.groupby(ratio["worker"].astype(str))["r"].mean().nlargest(SLOWEST_DRAWN)
-    for w in slowest.index:
+    for w in sorted(set(slowest.index) - culprits):
         fig.add_trace(_worker_line(hb, w, f"{name(w)}, slowest", {"width": 1, "dash": "dot"}))
+    for w in sorted(culprits & set(workers)):
+        fig.add_trace(_worker_line(hb, w, name(w), {"width": 3, "color": CULPRIT_RED}))
 
 
 def _worker_line(hb: pd.DataFrame, worker: str, name: str, line: dict[str, Any]) -> go.Scatter:

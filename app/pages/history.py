@@ -1,6 +1,7 @@
 """History: a watched job over wall time. Step time per worker from the heartbeats and from
-every capture, each capture's culprit and top finding on the same axis (a click opens it),
-and what changed from one capture to the next, as regression findings with their cause."""
+every capture (each on its own axis), each capture's culprit and top finding, and what changed
+from one capture to the next, as regression findings with their cause: for the capture a user
+points at (a click on its point or its row), else the newest."""
 
 from __future__ import annotations
 
@@ -33,9 +34,9 @@ def layout(**_: str) -> html.Div:
     current().watching.historian.catch_up()  # sessions without a summary, in the background
     return html.Div(
         [
-            dcc.Location(id=ids.HIST_GO, refresh=True),
             dcc.Interval(id=ids.HIST_TICK, interval=3000),
             dcc.Store(id=ids.HIST_SEEN),
+            dcc.Store(id=ids.HIST_CHOSEN),
             card(html.Div(id=ids.HIST_STATUS)),
             card(dcc.Graph(id=ids.HIST_GRAPH, config={"displaylogo": False})),
             card(html.H5("What changed"), html.Div(id=ids.HIST_CHANGES)),
@@ -112,12 +113,19 @@ def _status(entries: int, sessions: int) -> list[Any]:
     return [html.H5("History of " + str(current().settings.logdir)), line, html.P(summary)]
 
 
-def _changes_view(session: str, changes: list[Change]) -> Any:
+def _changes_view(session: str, changes: list[Change], first: bool) -> Any:
+    opened = dcc.Link("open it in the Pod Viewer", href=f"/pod?{urlencode({'session': session})}")
+    if first:
+        return html.P(
+            [f"{session}: the first capture, nothing before it to compare (", opened, ")."]
+        )
     if not changes:
-        return html.P(f"{session}: nothing changed beyond noise since the capture before it.")
+        return html.P(
+            [f"{session}: nothing changed beyond noise since the capture before it (", opened, ")."]
+        )
     return html.Div(
         [
-            html.P(f"{session}, against the capture before it:", className="mb-1"),
+            html.P([f"{session}, against the capture before it (", opened, "):"], className="mb-1"),
             html.Ul(
                 [
                     html.Li(
@@ -143,12 +151,19 @@ def _changes_view(session: str, changes: list[Change]) -> Any:
     Output(ids.HIST_CHANGES, "children"),
     Output(ids.HIST_TICK, "disabled"),
     Output(ids.HIST_SEEN, "data"),
+    Output(ids.HIST_CHOSEN, "data"),
     Input(ids.HIST_TICK, "n_intervals"),
     Input(ids.HIST_TABLE, "selectedRows"),
+    Input(ids.HIST_GRAPH, "clickData"),
     State(ids.HIST_SEEN, "data"),
+    State(ids.HIST_CHOSEN, "data"),
 )
 def refresh(
-    _n: int | None, selected: list[dict[str, Any]] | None, seen: str | None
+    _n: int | None,
+    selected: list[dict[str, Any]] | None,
+    click: dict[str, Any] | None,
+    seen: str | None,
+    chosen: str | None,
 ) -> tuple[Any, ...]:
     context = current()
     sessions = context.store.names()
@@ -160,12 +175,36 @@ def refresh(
     # (a watched page polls every 3 s; a thousand rows and markers are not sent again).
     drawn = f"{[e['session'] for e in entries][-1:]}|{len(entries)}|{len(heartbeats)}"
     status_line = _status(len(entries), len(sessions))
-    if drawn == seen and dash.ctx.triggered_id == ids.HIST_TICK:
-        return (status_line, dash.no_update, dash.no_update, dash.no_update, idle, drawn)
+    # the capture a user points at: its point clicked, or its row picked; it stays chosen
+    # while the page refreshes (the newest until one is)
+    trigger = dash.ctx.triggered_id
+    if trigger == ids.HIST_GRAPH:
+        points = (click or {}).get("points") or []
+        chosen = next((p["customdata"] for p in points if p.get("customdata")), chosen)
+    elif trigger == ids.HIST_TABLE and selected:
+        chosen = selected[0]["id"]
+    known = [e["session"] for e in entries]
+    chosen = chosen if chosen in known else (known[-1] if known else None)
+    redraw = drawn != seen
+    if not redraw and trigger == ids.HIST_TICK:
+        return (status_line, *[dash.no_update] * 3, idle, drawn, chosen)
     pairs = with_changes(entries)
+    changes = next((ch for e, ch in pairs if e["session"] == chosen), [])
+    view = (
+        _changes_view(chosen, changes, first=chosen == known[0])
+        if chosen
+        else html.P("No capture summarized yet.")
+    )
+    if not redraw:  # a point or a row chosen: the figure and the grid stay as they are
+        return status_line, dash.no_update, dash.no_update, view, idle, drawn, chosen
     said = {e["session"]: "; ".join(c.title for c in ch[:2]) for e, ch in pairs}
     figure = history_figure(entries, heartbeats, said)
-    rows = [
+    return status_line, figure, _rows(entries, said), view, idle, drawn, chosen
+
+
+def _rows(entries: list[dict[str, Any]], said: dict[str, str]) -> list[dict[str, Any]]:
+    """The Captures grid: one row per summarized capture."""
+    return [
         {
             "id": e["session"],
             "time": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["start_unix_s"])),
@@ -183,20 +222,3 @@ def refresh(
         }
         for e in entries
     ]
-    chosen = selected[0]["id"] if selected else (entries[-1]["session"] if entries else None)
-    changes = next((ch for e, ch in pairs if e["session"] == chosen), [])
-    view = _changes_view(chosen, changes) if chosen else html.P("No capture summarized yet.")
-    return status_line, figure, rows, view, idle, drawn
-
-
-@dash.callback(
-    Output(ids.HIST_GO, "href"),
-    Input(ids.HIST_GRAPH, "clickData"),
-    prevent_initial_call=True,
-)
-def open_capture(click: dict[str, Any] | None) -> Any:
-    points = (click or {}).get("points") or []
-    session = next((p.get("customdata") for p in points if p.get("customdata")), None)
-    if not session:
-        return dash.no_update
-    return f"/pod?{urlencode({'session': session})}"

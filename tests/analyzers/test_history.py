@@ -174,3 +174,35 @@ def test_a_real_watched_run_reads_as_its_ground_truth(tmp_path: Path) -> None:
     changes = what_changed(entries[0], triggered)
     assert changes[0].kind == "culprit" and expected["culprit"] in changes[0].title
     assert changes[1].kind == "step_time" and changes[1].delta_ms > 40
+
+
+def test_sessions_without_a_capture_start_sit_at_their_traces_time(tmp_path: Path) -> None:
+    """Uploads and copied runs have no manifest and no XProf name: each is dated by its
+    trace's own wall clock (an XPlane's Unix ns), not by its folder's mtime, which a logdir
+    copied at once gives every session alike (four sat within 8 ms). A trace whose clock is
+    not wall time falls back to the mtime."""
+    import os
+
+    from podscope.app.history import Historian
+    from tests.xspace_builder import SpaceBuilder
+
+    def trace(start_ns: int | None) -> bytes:
+        b = SpaceBuilder()
+        host = b.plane("/host:CPU")
+        line = host.line(1, "python")
+        for i in range(4):
+            host.event(line, "train", i * 1_000_000, 900_000, step_num=i)
+        if start_ns is not None:
+            b.plane("Task Environment", profile_start_time=start_ns)
+        return b.bytes()
+
+    logdir = tmp_path / "logdir"
+    starts = {"upload_a": 1_780_000_000 * 10**9, "upload_b": 1_790_000_000 * 10**9, "copy": None}
+    for name, start in starts.items():
+        folder = layout.session_dir(logdir, name)
+        folder.mkdir(parents=True)
+        (folder / "w.xplane.pb").write_bytes(trace(start))
+        os.utime(folder, ns=(1_700_000_000 * 10**9, 1_700_000_000 * 10**9))  # copied at once
+    historian = Historian(logdir, cache_dir=tmp_path / "cache")
+    dated = {name: historian.summarize_now(name)["start_unix_s"] for name in starts}  # type: ignore[index]
+    assert dated == {"upload_a": 1.78e9, "upload_b": 1.79e9, "copy": 1.7e9}

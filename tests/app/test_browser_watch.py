@@ -123,9 +123,28 @@ def test_watch_trigger_history_and_stop(pg, job) -> None:  # type: ignore[no-unt
     )
     points = pg.locator("#hist-graph .scatterlayer .trace:last-child .point")
     assert points.count() == 3
+    # two axes: the loop's heartbeats and the captures' traces disagree by design
+    axes = pg.evaluate(
+        "() => { const l = document.querySelector('#hist-graph .js-plotly-plot').layout;"
+        " return [l.yaxis.title.text, l.yaxis2.title.text]; }"
+    )
+    assert axes == ["heartbeat step time (ms)", "capture step time, p50 from the trace (ms)"]
+    # a click on a capture's point says what changed there (the oldest: nothing before it)…
+    oldest = sorted(p.name for p in (logdir / "plugins" / "profile").iterdir())[0]
     points.first.click(force=True)
+    wait_text(pg, "#hist-changes", f"{oldest}: the first capture")
+    # …and it stays chosen while the page refreshes (the next tick re-renders the status)
+    pg.evaluate(
+        "() => new Promise(done => new MutationObserver((_, o) => { o.disconnect(); done(); })"
+        ".observe(document.querySelector('#hist-status'), {childList: true, subtree: true,"
+        " characterData: true}))"
+    )
+    assert pg.inner_text("#hist-changes").startswith(f"{oldest}: the first capture")
+    assert "/history" in pg.url
+    # its link opens it
+    pg.locator("#hist-changes a", has_text="open it in the Pod Viewer").click()
     pg.wait_for_url("**/pod?session=*")
-    assert "session=" in pg.url
+    assert f"session={oldest}" in pg.url
     # Stop: stays stopped after a reload.
     pg.goto(base + "/capture")
     settle(pg)
