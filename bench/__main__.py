@@ -208,7 +208,7 @@ def main() -> None:
         help="the dashboard on pods of HOSTS[xGPUS] (bench.pod_dashboard); none skips",
     )
     ap.add_argument(
-        "--capture-agents", type=int, default=256, help="agents in one capture window; 0 skips"
+        "--capture-agents", type=int, default=1024, help="agents in one capture window; 0 skips"
     )
     ap.add_argument(
         "--watch",

@@ -13,6 +13,11 @@ more bytes than the agent declared, with a checksum. A bare TensorFlow profiler 
 agent) is sent ``tensorflow.ProfilerService/Profile`` and only with ``shared_storage``.
 ``capture.json`` records options and per-worker results. No TensorFlow here.
 
+The calls run on ``grpc.aio``, on one event loop: the collector's threads stay a handful
+whatever the pod's size (the synchronous client held a polling thread per channel through the
+window: 289 threads at 256 agents), and at most ``MAX_CONCURRENT`` Hellos and transfers run at
+once.
+
 Statuses: ok, empty (no events in the window), unreachable (never answered), timeout
 (deadline passed), crashed (answered, then went away mid-capture), busy (another capture is
 running there), failed (the profiler returned another error), transfer_failed (captured but
@@ -21,13 +26,14 @@ the file could not be brought back).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import grpc
 
@@ -174,8 +180,8 @@ def _metadata(token: str | None) -> tuple[tuple[str, str], ...]:
     return ((TOKEN_HEADER, token),) if token else ()
 
 
-def _hello(
-    channel: grpc.Channel, opts: CaptureOptions, result: WorkerResult
+async def _hello(
+    channel: grpc.aio.Channel, opts: CaptureOptions, result: WorkerResult
 ) -> pb.HelloResponse | None:
     """Agent info, with retries and backoff while the worker does not answer.
 
@@ -189,7 +195,7 @@ def _hello(
     for attempt in range(opts.retries + 1):
         result.attempts = attempt + 1
         try:
-            return stub.Hello(pb.HelloRequest(), timeout=5, metadata=_metadata(opts.token))
+            return await stub.Hello(pb.HelloRequest(), timeout=5, metadata=_metadata(opts.token))
         except grpc.RpcError as e:
             code = e.code()
             if code == grpc.StatusCode.UNIMPLEMENTED:
@@ -199,7 +205,7 @@ def _hello(
             if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise CaptureError(f"{code.name}: {e.details()}") from None
             if attempt < opts.retries:
-                time.sleep(backoff)
+                await asyncio.sleep(backoff)
                 backoff *= 2
     raise CaptureError(
         f"no answer from {result.address} after {opts.retries + 1} attempts (is the worker running?)",
@@ -231,10 +237,15 @@ def _levels(opts: CaptureOptions, result: WorkerResult) -> tuple[int, int, int]:
 
 
 def _launch_trace(
-    channel: grpc.Channel, opts: CaptureOptions, result: WorkerResult, session: str, start_ns: int
+    channel: grpc.aio.Channel,
+    opts: CaptureOptions,
+    result: WorkerResult,
+    session: str,
+    start_ns: int,
 ) -> Pending:
-    """Sends the agent's ``Trace`` request without waiting for its answer (a gRPC future: a
-    pod's hundreds of requests are all out before the window opens, none holding a thread)."""
+    """Sends the agent's ``Trace`` request without waiting for its answer (an asynchronous
+    call: a pod's hundreds of requests are all out before the window opens, none holding a
+    thread)."""
     host, python, device = _levels(opts, result)
     request = pb.TraceRequest(
         session=session,
@@ -245,12 +256,11 @@ def _launch_trace(
         python_tracer_level=python,
         device_tracer_level=device,
     )
-    trace = pb_grpc.TraceExportStub(channel).Trace
-    return _launch(trace.future, request, opts)
+    return _launch(pb_grpc.TraceExportStub(channel).Trace, request, opts)
 
 
 def _launch_profile(
-    channel: grpc.Channel,
+    channel: grpc.aio.Channel,
     opts: CaptureOptions,
     result: WorkerResult,
     session: str,
@@ -262,26 +272,26 @@ def _launch_profile(
     request = tf_profiler.profile_request(
         root, session, result.label, opts.duration_ms, start_ns, TraceLevels(*_levels(opts, result))
     )
-    return _launch(tf_profiler.profile_method(channel).future, request, opts)
+    return _launch(tf_profiler.profile_method(channel), request, opts)
 
 
 class Pending(NamedTuple):
-    """A tracing call on its way: its future and when it was sent."""
+    """A tracing call on its way: the call (awaitable) and when it was sent."""
 
-    future: Any
+    call: Any
     sent: float
 
 
-def _launch(call_future: Callable[..., Any], request: Any, opts: CaptureOptions) -> Pending:
-    future = call_future(request, timeout=opts.deadline_s(), metadata=_metadata(opts.token))
-    return Pending(future, time.monotonic())
+def _launch(method: Callable[..., Any], request: Any, opts: CaptureOptions) -> Pending:
+    call = method(request, timeout=opts.deadline_s(), metadata=_metadata(opts.token))
+    return Pending(call, time.monotonic())
 
 
-def _outcome(pending: Pending, opts: CaptureOptions, result: WorkerResult) -> Any:
+async def _outcome(pending: Pending, opts: CaptureOptions, result: WorkerResult) -> Any:
     """The tracing call's response, or None with the result's status and reason set (an
     error, or an empty trace)."""
     try:
-        response = pending.future.result()
+        response = await pending.call
     except grpc.RpcError as e:
         result.profile_s = time.monotonic() - pending.sent
         result.status, result.reason = _classify(e, result.profile_s, opts)
@@ -322,8 +332,8 @@ def _classify(e: grpc.RpcError, elapsed_s: float, opts: CaptureOptions) -> tuple
     return Status.FAILED, f"{code.name}: {details}"
 
 
-def fetch_trace(
-    channel: grpc.Channel,
+async def fetch_trace(
+    channel: grpc.aio.Channel,
     opts: CaptureOptions,
     result: WorkerResult,
     session: str,
@@ -344,7 +354,7 @@ def fetch_trace(
     )
     try:
         with tmp.open("wb") as out:
-            for chunk in stream:
+            async for chunk in stream:
                 if chunk.offset != size:
                     raise CaptureError(f"chunk at offset {chunk.offset}, expected {size}")
                 if size + len(chunk.data) > declared:
@@ -410,47 +420,61 @@ def capture(
     results = [WorkerResult(t.worker_label, t.address) for t in targets]
     notify = on_update or (lambda r: None)
     _room_for_connections(len(targets))
-    channels = [grpc.insecure_channel(t.address, options=grpc_options()) for t in targets]
-    try:
-        # At most MAX_CONCURRENT Hellos and transfers at a time (threads and open files
-        # bounded); the tracing calls themselves all go out before the window opens.
-        with ThreadPoolExecutor(max_workers=min(len(targets), MAX_CONCURRENT)) as pool:
-            hellos = list(
-                pool.map(
-                    lambda i: _hello_or_fail(channels[i], opts, results[i], notify),
-                    range(len(targets)),
-                )
-            )
-            # One instant for every worker: after the slowest Hello, plus the delay.
-            start_ns = time.time_ns() + opts.delay_ms * 1_000_000
-            pending = [
-                _start_one(channels[i], opts, results[i], hellos[i], session, session_dir, start_ns)
-                for i in range(len(targets))
-            ]
-            for hello, result in zip(hellos, results, strict=True):
-                if hello is not None:  # tracing, or failed for want of an agent
-                    notify(result)
-            list(
-                pool.map(
-                    lambda i: _finish_one(
-                        channels[i], opts, results[i], pending[i], session, session_dir, notify
-                    ),
-                    range(len(targets)),
-                )
-            )
-    finally:
-        for ch in channels:
-            ch.close()
+    start_ns = run_async(
+        lambda: _capture_all(
+            [t.address for t in targets], opts, results, notify, session, session_dir
+        )
+    )
     out = CaptureResult(session, session_dir, opts, results, start_ns, watch)
     out.save()
     return out
 
 
+async def _capture_all(
+    addresses: Sequence[str],
+    opts: CaptureOptions,
+    results: Sequence[WorkerResult],
+    notify: Callable[[WorkerResult], None],
+    session: str,
+    session_dir: Path,
+) -> int:
+    """The capture on this thread's event loop; returns the common start (Unix ns). At most
+    ``MAX_CONCURRENT`` Hellos and transfers at a time (connections being read and files being
+    written are bounded); the tracing calls all go out before the window opens."""
+    gate = asyncio.Semaphore(MAX_CONCURRENT)
+    channels = [grpc.aio.insecure_channel(a, options=grpc_options()) for a in addresses]
+    try:
+
+        async def hello(i: int) -> object:
+            async with gate:
+                return await _hello_or_fail(channels[i], opts, results[i], notify)
+
+        hellos = await asyncio.gather(*(hello(i) for i in range(len(addresses))))
+        # One instant for every worker: after the slowest Hello, plus the delay.
+        start_ns = time.time_ns() + opts.delay_ms * 1_000_000
+        pending = [
+            _start_one(channels[i], opts, results[i], hellos[i], session, session_dir, start_ns)
+            for i in range(len(addresses))
+        ]
+        for h, result in zip(hellos, results, strict=True):
+            if h is not None:  # tracing, or failed for want of an agent
+                notify(result)
+        await asyncio.gather(
+            *(
+                _finish_one(channels[i], opts, results[i], pending[i], session_dir, notify, gate)
+                for i in range(len(addresses))
+            )
+        )
+    finally:
+        await asyncio.gather(*(ch.close() for ch in channels))
+    return start_ns
+
+
 _NO_AGENT = object()
 
 
-def _hello_or_fail(
-    channel: grpc.Channel,
+async def _hello_or_fail(
+    channel: grpc.aio.Channel,
     opts: CaptureOptions,
     result: WorkerResult,
     notify: Callable[[WorkerResult], None],
@@ -458,7 +482,7 @@ def _hello_or_fail(
     result.status = Status.CONNECTING
     notify(result)
     try:
-        hello = _hello(channel, opts, result)
+        hello = await _hello(channel, opts, result)
     except CaptureError as e:
         result.status, result.reason = e.status, str(e)
         notify(result)
@@ -471,7 +495,7 @@ def _hello_or_fail(
 
 
 def _start_one(
-    channel: grpc.Channel,
+    channel: grpc.aio.Channel,
     opts: CaptureOptions,
     result: WorkerResult,
     hello: object,
@@ -502,19 +526,20 @@ def _start_one(
     return _launch_trace(channel, opts, result, session, start_ns)
 
 
-def _finish_one(
-    channel: grpc.Channel,
+async def _finish_one(
+    channel: grpc.aio.Channel,
     opts: CaptureOptions,
     result: WorkerResult,
     pending: Pending | None,
-    session: str,
     session_dir: Path,
     notify: Callable[[WorkerResult], None],
+    gate: asyncio.Semaphore,
 ) -> None:
-    """Waits for the worker's tracing call, then brings its trace home."""
+    """Waits for the worker's tracing call (holding nothing), then brings its trace home
+    (one of ``gate``'s transfers)."""
     if pending is None:
         return
-    response = _outcome(pending, opts, result)
+    response = await _outcome(pending, opts, result)
     if response is None:
         notify(result)
         return
@@ -529,9 +554,10 @@ def _finish_one(
         result.status, result.reason = Status.FAILED, f"the agent named no trace of it: {e}"
         notify(result)
         return
-    result.status = Status.TRANSFERRING
-    notify(result)
-    fetch_trace(channel, opts, result, session, dest, int(response.size))
+    async with gate:
+        result.status = Status.TRANSFERRING
+        notify(result)
+        await fetch_trace(channel, opts, result, session_dir.name, dest, int(response.size))
     notify(result)
 
 
@@ -550,10 +576,40 @@ def _answered_name(label: str, name: str) -> str:
     return name
 
 
-#: Hellos and transfers at a time: threads, connections being read and files being written
-#: are bounded whatever the pod's size (the traces of 256 agents on one machine took 5.8 s
-#: to bring home at 16; more gained nothing there).
+#: Hellos and transfers at a time: connections being read and files being written are
+#: bounded whatever the pod's size (the traces of 256 agents on one machine took 5.8 s to
+#: bring home at 16; more gained nothing there).
 MAX_CONCURRENT = 32
+
+T = TypeVar("T")
+
+
+def run_async(make: Callable[[], Awaitable[T]]) -> T:
+    """``make()``'s coroutine run to its end on an event loop of its own: in this thread, or,
+    where this thread already runs one (a notebook's), in a thread of its own, so a capture is
+    a plain call from anywhere."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_awaited(make))
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = asyncio.run(_awaited(make))
+        except BaseException as e:  # handed to the caller's thread as it is
+            box["error"] = e
+
+    thread = threading.Thread(target=run, name="podscope-capture")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
+    return await make()
 
 
 def _room_for_connections(n: int) -> None:

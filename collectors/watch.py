@@ -26,6 +26,7 @@ captures). Standard library and gRPC only.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import csv
 import json
@@ -370,7 +371,10 @@ class Watcher:
         #: the steps in its window (the profiler starting, tracing, writing the trace)
         self._settled_ns = 0
         self._requests: deque[str] = deque()
-        self._channels: dict[str, grpc.Channel] = {}
+        #: The polls' channels, kept from poll to poll on the polls' own event loop (a
+        #: ``grpc.aio`` channel lives on the loop it was made on): one thread for every agent.
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._minutes = _MinuteLog(self.state / HEARTBEATS_CSV)
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -434,8 +438,11 @@ class Watcher:
         """Writes the heartbeats of the minute in progress, closes the channels and frees the
         logdir (``stop`` does it; a caller of ``step`` does it at the end)."""
         self._minutes.flush(before=float("inf"))
-        for channel in self._channels.values():
-            channel.close()
+        if self._loop is not None:
+            channels = list(self._channels.values())
+            self._loop.run_until_complete(_close_all(channels))
+            self._loop.close()
+            self._loop = None
         self._channels.clear()
         self._write_status()
         if self._lock_file is not None:
@@ -465,43 +472,56 @@ class Watcher:
         return watched
 
     def _poll(self, targets: Sequence[Target], now: float) -> None:
-        """Every agent's new beats, asked for at once (futures), each answer within 2 s."""
+        """Every agent's new beats, asked for at once on the polls' event loop, each answer
+        within 2 s."""
         wanted = {t.worker_label: t.address for t in targets}
         for label in list(self.workers):
             if label not in wanted:
                 self.workers[label].status = "gone"
-        for address in [a for a in self._channels if a not in wanted.values()]:
-            self._channels.pop(address).close()
-        calls = {}
-        metadata = ((TOKEN_HEADER, self.opts.capture.token),) if self.opts.capture.token else ()
         for label, address in wanted.items():
             state = self.workers.get(label)
             if state is None or state.address != address:
                 state = self.workers[label] = WorkerBeats(address)
                 state.reset(self.opts.triggers)
-            channel = self._channels.get(address)
-            if channel is None:
-                channel = self._channels[address] = grpc.insecure_channel(
-                    address, options=grpc_options()
-                )
-            calls[label] = pb_grpc.TraceExportStub(channel).Steps.future(
-                pb.StepsRequest(after_seq=state.cursor), timeout=2, metadata=metadata
-            )
-        for label, call in calls.items():
-            self._take(self.workers[label], label, call, now)
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        answers = self._loop.run_until_complete(self._ask(wanted))
+        for label, answer in answers.items():
+            self._take(self.workers[label], label, answer, now)
         self._minutes.flush(before=now - now % 60)
 
-    def _take(self, state: WorkerBeats, label: str, call: Any, now: float) -> None:
-        try:
-            response = call.result()
-        except grpc.RpcError as e:
-            code = e.code()
+    async def _ask(self, wanted: dict[str, str]) -> dict[str, object]:
+        """Each wanted worker's ``Steps`` answer (or its error), asked for at once."""
+        gone = [self._channels.pop(a) for a in list(self._channels) if a not in wanted.values()]
+        await _close_all(gone)
+        metadata = ((TOKEN_HEADER, self.opts.capture.token),) if self.opts.capture.token else ()
+        calls = {}
+        for label, address in wanted.items():
+            channel = self._channels.get(address)
+            if channel is None:
+                channel = self._channels[address] = grpc.aio.insecure_channel(
+                    address, options=grpc_options()
+                )
+            request = pb.StepsRequest(after_seq=self.workers[label].cursor)
+            calls[label] = pb_grpc.TraceExportStub(channel).Steps(
+                request, timeout=2, metadata=metadata
+            )
+        answers = await asyncio.gather(*calls.values(), return_exceptions=True)
+        return dict(zip(calls, answers, strict=True))
+
+    def _take(self, state: WorkerBeats, label: str, answer: object, now: float) -> None:
+        if isinstance(answer, BaseException):
+            if not isinstance(answer, grpc.RpcError):
+                raise answer
+            code = answer.code()
             state.status = (
                 "no heartbeats (an agent without Steps)"
                 if code == grpc.StatusCode.UNIMPLEMENTED
                 else f"unreachable ({code.name})"
             )
             return
+        response = answer
+        assert isinstance(response, pb.StepsResponse)
         state.last_poll_unix_s = now
         if response.last_seq < state.cursor:  # the process restarted: its count began again
             state.restarts += 1
@@ -652,6 +672,10 @@ class Watcher:
         with contextlib.suppress(OSError):
             self.state.mkdir(parents=True, exist_ok=True)
             _write_json(self.state / STATUS_JSON, status)
+
+
+async def _close_all(channels: Sequence[grpc.aio.Channel]) -> None:
+    await asyncio.gather(*(c.close() for c in channels))
 
 
 def request_capture(logdir: Path, reason: str = "") -> Path:

@@ -3,6 +3,7 @@ path outside its folder, and no way to starve Hello and captures with idle calls
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -334,8 +335,13 @@ def test_collector_stops_reading_at_the_declared_size(tmp_path: Path) -> None:
     server.start()
     try:
         result = WorkerResult("w", f"127.0.0.1:{port}")
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-            fetch_trace(ch, opts(tmp_path), result, "s", tmp_path / "w.xplane.pb", 3 << 20)
+
+        async def fetch() -> None:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+                dest = tmp_path / "w.xplane.pb"
+                await fetch_trace(ch, opts(tmp_path), result, "s", dest, 3 << 20)
+
+        asyncio.run(fetch())
     finally:
         server.stop(0)
     assert result.status == Status.TRANSFER_FAILED and "more than" in result.reason
