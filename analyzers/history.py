@@ -93,6 +93,8 @@ def summarize(
         "reason": str(watch.get("reason") or "manual"),
         "detail": str(trigger.get("detail") or ""),
         "trigger_workers": list(trigger.get("workers") or []),
+        # each step's heartbeat before the capture (a watcher's), at the steps' own resolution
+        "beats": _beats(watch.get("heartbeats")),
         "window": [trigger["window_start_ns"], trigger["window_end_ns"]]
         if trigger.get("window_start_ns")
         else None,
@@ -111,6 +113,34 @@ def summarize(
         "ops": {f"{t}|{n}": _num(v) for (t, n), v in ops["self_us"].items()},
         "per": per,
     }
+
+
+#: Heartbeats kept per worker in a summary (a watcher records its last 120 before a capture).
+MAX_BEATS = 1000
+
+
+def _beats(heartbeats: Any) -> dict[str, list[list[float]]]:
+    """A watched capture's heartbeats (``[seq, step, end_unix_ns, duration_ns]`` per worker,
+    ``collectors.watch``) as ``[end_unix_s, step_ms]`` pairs, the last ``MAX_BEATS`` of each
+    worker; none for a capture a person took, or beats that are not numbers."""
+    out: dict[str, list[list[float]]] = {}
+    if not isinstance(heartbeats, dict):
+        return out
+    for worker, beats in list(heartbeats.items())[:MAX_ITEMS]:
+        if not isinstance(beats, list):
+            continue
+        pairs = [
+            [b[2] / 1e9, b[3] / 1e6]
+            for b in beats[-MAX_BEATS:]
+            if isinstance(b, list)
+            and len(b) == 4
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in b)
+            and 0 < b[2] / 1e9 < MAX_START_S
+            and b[3] > 0
+        ]
+        if pairs:
+            out[str(worker)[:MAX_TEXT]] = pairs
+    return out
 
 
 #: What a summary line may hold: longest text, most items of a list or mapping.
@@ -135,6 +165,21 @@ def _mapping(value: Any, of: Any) -> dict[str, Any]:
     if not isinstance(value, dict) or len(value) > MAX_ITEMS:
         raise TypeError("not a mapping")
     return {_text(k): of(v) for k, v in value.items()}
+
+
+def _pairs(value: Any) -> list[list[float]]:
+    """A worker's ``[end_unix_s, step_ms]`` beats, each a finite number within bounds."""
+    if not isinstance(value, list) or len(value) > MAX_BEATS:
+        raise TypeError("not a list of beats")
+    out = []
+    for pair in value:
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise TypeError("not a beat")
+        t, ms = _number(pair[0]), _number(pair[1])
+        if t is None or ms is None or not 0 < t < MAX_START_S:
+            raise ValueError("a beat out of bounds")
+        out.append([t, ms])
+    return out
 
 
 def _number(value: Any) -> float | None:
@@ -177,6 +222,7 @@ def checked_summary(entry: Any) -> dict[str, Any] | None:
             "reason": _text(entry.get("reason", "manual")),
             "detail": _text(entry.get("detail", "")),
             "trigger_workers": _texts(entry.get("trigger_workers", [])),
+            "beats": _mapping(entry.get("beats", {}), _pairs),
             "window": window,
             "statuses": _mapping(entry.get("statuses", {}), _text),
             "step_ms": _mapping(entry.get("step_ms", {}), _number),

@@ -173,13 +173,14 @@ def watch_command(
         say(f"podscope: error: {e}", err=True)
         raise click.exceptions.Exit(2) from None
     try:
-        while not stop.wait(0.5):
+        while not stop.wait(0.5) and watcher.running:
             pass
     except KeyboardInterrupt:
         pass
     watcher.stop()
     historian.wait(120)
-    say(f"stopped; {len(watcher.captures)} capture(s) this run, sessions kept in {logdir}")
+    said = f" ({watcher.stopped_by} asked)" if watcher.stopped_by else ""
+    say(f"stopped{said}; {len(watcher.captures)} capture(s) this run, sessions kept in {logdir}")
 
 
 def _historian(logdir: Path) -> Any:

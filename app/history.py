@@ -32,6 +32,7 @@ from podscope.collectors.watch import (
     WatchOptions,
     read_status,
     request_capture,
+    request_stop,
 )
 from podscope.trace_parsers import TraceParseError, layout, load
 from podscope.trace_parsers.loader import resolve, session_folders
@@ -320,14 +321,19 @@ class Watching:
             watcher.start()
             self.watcher = watcher
 
-    def stop(self) -> bool:
-        """Stops this dashboard's watcher; False when it had none running."""
+    def stop(self, who: str = "") -> str:
+        """Stops this dashboard's watcher, or asks another process's (``podscope watch``) to
+        stop at its next poll; says which, or "" when no watcher runs on the logdir."""
         with self._lock:
             watcher, self.watcher = self.watcher, None
-        if watcher is None or not watcher.running:
-            return False
-        watcher.stop()
-        return True
+        if watcher is not None and watcher.running:
+            watcher.stop()
+            return "this dashboard's watcher"
+        status = self.status()
+        if status is None or not status["fresh"]:
+            return ""
+        request_stop(self.logdir, who)
+        return f"the watcher of pid {status.get('pid')}"
 
     def request(self, reason: str) -> str:
         """Asks whichever watcher owns the logdir to capture now; says who was asked."""

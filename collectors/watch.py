@@ -59,6 +59,8 @@ log = logging.getLogger("podscope.watch")
 HEARTBEATS_CSV = "heartbeats.csv"
 STATUS_JSON = "watch.json"
 REQUEST_FILE = "capture-now"
+#: ``request_stop``'s file: whoever asks (a dashboard) stops the watcher of another process.
+STOP_FILE = "stop-watching"
 #: The sessions the watcher captured, one name a line, oldest first: all retention deletes.
 LEDGER = "watched-sessions.txt"
 LOCK_FILE = "watch.lock"
@@ -380,6 +382,8 @@ class Watcher:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock_file: Any = None
+        #: who asked this watcher to stop from another process (``request_stop``), if anyone
+        self.stopped_by = ""
 
     @property
     def state(self) -> Path:
@@ -451,12 +455,28 @@ class Watcher:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            if self._stop_asked():
+                break
             try:
                 self.step()
             except Exception:  # a bug must not end a week-long watch silently
                 log.exception("watch step failed; going on")
             self._wake.wait(self.opts.poll_s)
             self._wake.clear()
+
+    def _stop_asked(self) -> bool:
+        """Whether another process asked this watcher to stop (``request_stop``): then it
+        stops, says who asked in ``stopped_by``, and its status says it is not running."""
+        path = self.state / STOP_FILE
+        if not path.exists():
+            return False
+        with contextlib.suppress(OSError):
+            self.stopped_by = path.read_text()[: layout.MAX_LABEL].strip() or "another process"
+            path.unlink()
+        log.warning("watch: stopped, as %s asked", self.stopped_by)
+        self._stop.set()
+        self._write_status()
+        return True
 
     # -- one poll ------------------------------------------------------------------------
 
@@ -683,6 +703,15 @@ def request_capture(logdir: Path, reason: str = "") -> Path:
     path = layout.state_dir(logdir) / REQUEST_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(layout.check_label(reason, layout.MAX_LABEL))
+    return path
+
+
+def request_stop(logdir: Path, who: str = "") -> Path:
+    """Asks the watcher of ``logdir`` (any process: ``podscope watch``) to stop at its next
+    poll; the sessions stay."""
+    path = layout.state_dir(logdir) / STOP_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(layout.check_label(who, layout.MAX_LABEL))
     return path
 
 

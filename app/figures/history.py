@@ -52,6 +52,7 @@ def history_figure(
         tasks = {w: t for e in entries for w, t in (e.get("tasks") or {}).items()}
         culprits = {w for e in entries for w in e.get("culprits") or ()}
         _heartbeat_lines(fig, heartbeats, tasks, culprits)
+    _step_beats(fig, entries)
     for e in entries:
         window = e.get("window")
         if window:
@@ -158,6 +159,31 @@ def _heartbeat_lines(
         fig.add_trace(_worker_line(hb, w, f"{name(w)}, slowest", {"width": 1, "dash": "dot"}))
     for w in sorted(culprits & set(workers)):
         fig.add_trace(_worker_line(hb, w, name(w), {"width": 3, "color": CULPRIT_RED}))
+
+
+def _step_beats(fig: go.Figure, entries: Sequence[Mapping[str, Any]]) -> None:
+    """Each watched capture's heartbeats before it, one point per step (the minute medians
+    made an onset a minute-long ramp): where a trigger fired, the step it began at. The
+    workers the capture names culprit (or its trigger names) in red, the others grey."""
+    for e in entries:
+        beats = e.get("beats") or {}
+        marked = set(e.get("culprits") or ()) | set(e.get("trigger_workers") or ())
+        for w in sorted(beats, key=lambda w: w in marked):  # the marked ones on top
+            pairs = beats[w]
+            name = named(e, w)
+            fig.add_trace(
+                go.Scatter(
+                    x=_time(pd.Series([t for t, _ in pairs], dtype="float64")),
+                    y=[ms for _, ms in pairs],
+                    mode="lines+markers",
+                    name=f"{name}: each step before {e['session']}",
+                    legendgroup=f"steps-{e['session']}",
+                    showlegend=w in marked,
+                    line={"width": 1, "color": CULPRIT_RED if w in marked else "#adb5bd"},
+                    marker={"size": 3},
+                    hovertemplate=f"{name}<br>%{{x}}: %{{y:.1f}} ms (one step)<extra></extra>",
+                )
+            )
 
 
 def _worker_line(hb: pd.DataFrame, worker: str, name: str, line: dict[str, Any]) -> go.Scatter:

@@ -396,11 +396,13 @@ def watch_control(
     watching = current().watching
     pressed = dash.ctx.triggered_id
     if pressed == ids.CAP_WATCH_STOP:
-        stopped = watching.stop()
+        stopped = watching.stop(f"the Capture page, by {current_user(current().settings.auth)}")
         return dbc.Alert(
             "Stopped watching; the sessions stay."
+            if stopped == "this dashboard's watcher"
+            else f"Asked {stopped} to stop at its next poll; the sessions stay."
             if stopped
-            else "This dashboard was not watching.",
+            else "No watcher runs on this logdir.",
             color="secondary",
         )
     if pressed == ids.CAP_WATCH_NOW:

@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from podscope.analyzers.history import SUMMARY_VERSION, summarize, what_changed, with_changes
@@ -173,6 +174,20 @@ def test_a_real_watched_run_reads_as_its_ground_truth(tmp_path: Path) -> None:
     assert triggered["window"][0] <= expected["onset_ns"] <= triggered["window"][1]
     changes = what_changed(entries[0], triggered)
     assert changes[0].kind == "culprit" and expected["culprit"] in changes[0].title
+    # each step's heartbeat before the trigger: the onset at one step, not a minute's ramp
+    beats = triggered["beats"][expected["culprit"]]
+    assert len(beats) == 120
+    onset_s = expected["onset_ns"] / 1e9
+    before = [ms for t, ms in beats if t < onset_s - 0.5]
+    after = [ms for t, ms in beats if t > onset_s + 0.5]
+    assert before and after and max(before) < 20 < 50 < min(after), (before[-3:], after[:3])
+    from podscope.app.figures.history import history_figure
+
+    fig = history_figure(entries, pd.DataFrame(), {})
+    steps = [t for t in fig.data if t.name and "each step before" in t.name]
+    assert len(steps) == 3 + 3  # every worker of both watched captures
+    culprit = next(t for t in steps if t.showlegend)
+    assert culprit.line.color == "#dc3545" and len(culprit.y) == 120
     assert changes[1].kind == "step_time" and changes[1].delta_ms > 40
 
 

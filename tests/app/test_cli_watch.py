@@ -103,3 +103,45 @@ def test_watch_asked_refused_and_stopped(tmp_path: Path) -> None:
     # no watcher now: --now says so instead of pretending
     late = podscope("watch", "--now", "--logdir", str(logdir))
     assert "no watcher has written there in the last minute" in " ".join(late.stdout.split())
+
+
+def test_a_dashboard_shows_and_stops_a_watcher_started_from_the_cli(tmp_path: Path) -> None:
+    """The Capture page's Watch card reads a CLI watcher's status and its Stop asks that
+    process to stop at its next poll (``Watching.stop``, what the card calls): it exits on its
+    own, saying who asked; the sessions stay."""
+    from podscope.app.history import Watching
+
+    logdir = tmp_path / "logdir"
+    with ExitStack() as stack:
+        agents = [
+            stack.enter_context(fake_agent(tmp_path / f"a{i}", index=i, beats=Beats()))[0]
+            for i in range(2)
+        ]
+        watcher = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "podscope", "watch", ",".join(agents)),
+                *("--logdir", str(logdir), "--every", "10m", "--duration-ms", "200"),
+                *("--poll-s", "0.2"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PODSCOPE_CACHE_DIR": str(tmp_path / "cache")},
+        )
+        try:
+            wait_for(lambda: bool((read_status(logdir) or {}).get("captures")), "a capture")
+            dashboard = Watching(logdir, cache_dir=tmp_path / "cache")
+            status = dashboard.status()
+            assert status is not None and status["fresh"] and not status["here"]
+            assert status["pid"] == watcher.pid
+            assert (
+                dashboard.stop("the Capture page, by alice") == f"the watcher of pid {watcher.pid}"
+            )
+            out, err = watcher.communicate(timeout=60)  # it stops by itself
+        finally:
+            watcher.kill()
+    assert watcher.returncode == 0, err
+    assert "stopped (the Capture page, by alice asked); 1 capture(s) this run" in out, out
+    assert (read_status(logdir) or {}).get("running") is False
+    assert not dashboard.status()["fresh"]  # type: ignore[index]
+    assert len(list((logdir / "plugins" / "profile").iterdir())) == 1
