@@ -549,6 +549,74 @@ def op_comparison(table: pd.DataFrame, top: int = 50) -> pd.DataFrame:
     return wide.join(stats).sort_values("spread_ps", ascending=False).head(top)
 
 
+ACROSS_COLUMNS = [
+    "device",
+    "op_type",
+    "op_name",
+    "workers",
+    "occurrences",
+    "total_ps",
+    "self_ps",
+    "self_per_worker_ps",
+    "self_per_step_ps",
+    "avg_ps",
+    "median_worker_ps",
+    "max_worker_ps",
+    "spread",
+    "slowest_worker",
+    "self_share",
+]
+
+
+def across_workers(table: pd.DataFrame) -> pd.DataFrame:
+    """A pod's op table: each op once, across the workers that ran it, instead of one row
+    per worker and op (512 hosts made 51,712 rows whose names looked alike, and a "top 20" of
+    one all-reduce twenty times).
+
+    Args:
+        table: ``op_stats`` rows per worker (``by`` op or type), with ``self_per_step_ps``
+            (``analyzers.compare.with_per_step``) when there are steps.
+
+    Returns:
+        Columns ``ACROSS_COLUMNS``, most self time first: ``workers`` that ran it; the sums of
+        ``occurrences``, ``total_ps``, ``self_ps``; ``self_per_worker_ps`` their mean per
+        worker; ``self_per_step_ps`` the workers' mean per step; ``avg_ps`` per occurrence;
+        the spread across workers of each one's self time (``median_worker_ps``,
+        ``max_worker_ps``, ``spread`` = max / median) and the ``slowest_worker``;
+        ``self_share`` of all self time.
+    """
+    keys = ["device", "op_type", "op_name"]
+    if table.empty:
+        return pd.DataFrame(columns=ACROSS_COLUMNS)
+    t = table.assign(**{k: table[k].astype(str) for k in [*keys, "worker"]})
+    per_worker = t.groupby([*keys, "worker"], sort=False, observed=True)["self_ps"].sum()
+    by_op = per_worker.groupby(level=keys, sort=False)
+    g = t.groupby(keys, sort=False, observed=True)
+    out = pd.DataFrame(
+        {
+            "workers": g["worker"].nunique(),
+            "occurrences": g["occurrences"].sum(),
+            "total_ps": g["total_ps"].sum(),
+            "self_ps": g["self_ps"].sum(),
+            "self_per_step_ps": g["self_per_step_ps"].mean()
+            if "self_per_step_ps" in t
+            else np.nan,
+            "median_worker_ps": by_op.median(),
+            "max_worker_ps": by_op.max(),
+            "slowest_worker": by_op.idxmax().map(lambda k: k[-1]),
+        }
+    )
+    out["self_per_worker_ps"] = out["self_ps"] / out["workers"]
+    out["avg_ps"] = out["total_ps"] / out["occurrences"].where(out["occurrences"] > 0)
+    out["spread"] = out["max_worker_ps"] / out["median_worker_ps"].where(
+        out["median_worker_ps"] > 0
+    )
+    total = float(out["self_ps"].sum())
+    out["self_share"] = out["self_ps"] / total if total > 0 else 0.0
+    out = out.reset_index()
+    return out.sort_values("self_ps", ascending=False, ignore_index=True)[ACROSS_COLUMNS]
+
+
 KERNEL_GROUP_COLUMNS = [
     "worker",
     "device",

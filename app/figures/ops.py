@@ -36,7 +36,9 @@ def ops_top_figure(table: pd.DataFrame, n: int = 20) -> go.Figure:
     names = [_label(r) for _, r in top.iterrows()]
     labels = _unique(
         [
-            f"{short_name(name)} · {r['worker']} {r['device']}"
+            f"{short_name(name)} · "
+            + (f"{r['worker']} " if "worker" in r else f"{r['workers']} workers ")
+            + str(r["device"])
             for name, (_, r) in zip(names, top.iterrows(), strict=True)
         ]
     )

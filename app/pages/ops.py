@@ -12,7 +12,7 @@ import pandas as pd
 from dash import Input, Output, State, dcc, html
 
 from podscope.analyzers.compare import with_per_step
-from podscope.analyzers.ops import kernel_groups, op_comparison
+from podscope.analyzers.ops import across_workers, kernel_groups, op_comparison
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app import ids
 from podscope.app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure, short_name
@@ -41,7 +41,11 @@ def grid_frame(table: pd.DataFrame) -> pd.DataFrame:
     for col in [c for c in view.columns if c.endswith("_ps")]:
         view[col.removesuffix("_ps") + "_ms"] = (view[col] / 1e9).round(4)
     view = view.drop(columns=[c for c in view.columns if c.endswith("_ps")])
-    lead = [c for c in (*NAME_COLUMNS, "ops", *COST_COLUMNS, "worker", "device") if c in view]
+    lead = [
+        c
+        for c in (*NAME_COLUMNS, "ops", *COST_COLUMNS, *ACROSS_LEAD, "worker", "device")
+        if c in view
+    ]
     view = view[lead + [c for c in view.columns if c not in lead]]
     return view.sort_values("self_ms", ascending=False, kind="stable")
 
@@ -55,10 +59,12 @@ def linked_records(view: pd.DataFrame, session: str) -> list[dict[str, Any]]:
         name = view["op_name"].where(view["op_name"] != "", view["op_type"])
     else:
         name = view["op_type"]
+    # a pod's row is the op across its workers: the link opens the slowest one's timeline
+    workers = view["worker"] if "worker" in view else view["slowest_worker"]
     view = view.assign(
         timeline=[
             f"[open](/timeline?{urlencode({'session': session, 'worker': w, 'q': q})})"
-            for w, q in zip(view["worker"], name, strict=True)
+            for w, q in zip(workers, name, strict=True)
         ]
     )
     return records(view)
@@ -80,6 +86,11 @@ COST_COLUMNS = (
     "self_share",
     "p95_ms",
 )
+#: A pod's all-workers table (``across_workers``): after the costs, how the workers differ.
+ACROSS_LEAD = ("workers", "self_per_worker_ms", "median_worker_ms", "max_worker_ms", "spread")
+#: More workers than this, the all-workers table has each op once, across the workers
+#: (``analyzers.ops.across_workers``), not a row per worker and op.
+ACROSS_WORKERS = 16
 
 
 def rows_name(columns: Any) -> str | None:
@@ -111,6 +122,7 @@ class View(NamedTuple):
     device: str | None
     devices: list[str]
     table: pd.DataFrame  # the op_stats rows shown (kernel × op in the kernel view)
+    per_worker: pd.DataFrame  # the same rows per worker (``table`` of a pod is across them)
     groups: pd.DataFrame | None  # kernel_groups of ``table`` in the kernel view
     kernel: str | None
     children: pd.DataFrame | None  # the ops that launched ``kernel``
@@ -131,11 +143,13 @@ def view_of(
     device = device if device in devices else None
     table = whole[whole["device"].astype(str) == device] if device else whole
     if by != "kernel":
-        return View(by, chosen, device, devices, table, None, None, None)
+        many = chosen is None and table["worker"].nunique() > ACROSS_WORKERS
+        shown = across_workers(table) if many else table
+        return View(by, chosen, device, devices, shown, table, None, None, None)
     groups = with_per_step(kernel_groups(table), analysis.capture_steps)
     kernel = kernel if kernel in set(groups["kernel"].astype(str)) else None
     children = table[table["kernel"].astype(str) == kernel] if kernel else None
-    return View(by, chosen, device, devices, table, groups, kernel, children)
+    return View(by, chosen, device, devices, table, table, groups, kernel, children)
 
 
 def _accelerators(analysis: SessionAnalysis, worker: str | None) -> list[str]:
@@ -180,8 +194,8 @@ def layout(
     columns = [*head.columns, "timeline"] if len(shown) else []
     note = None if len(shown) else dbc.Alert(_why_empty(analysis, view), color="secondary")
     comparison = (
-        op_comparison(view.table)
-        if view.by == "op" and view.table["worker"].nunique() > 1
+        op_comparison(view.per_worker)
+        if view.by == "op" and view.per_worker["worker"].nunique() > 1
         else None
     )
     return html.Div(
@@ -314,6 +328,12 @@ def _title(view: View) -> str:
         return (
             f"{plural(len(view.groups), 'kernel')} by self time ({where}); click a kernel for "
             "the ops that launched it"
+        )
+    if "workers" in view.table:
+        return (
+            f"{plural(len(view.table), 'op')} across "
+            f"{plural(view.per_worker['worker'].nunique(), 'worker')} by self time ({where}): "
+            "each op once, its spread across the workers and the slowest one"
         )
     return f"{plural(len(view.table), 'row')} by self time ({where})"
 

@@ -462,3 +462,32 @@ def test_op_tables_state_one_unit_never_an_average_above_the_maximum(path: objec
         bad = t[t[lo] > t[hi] + 1]  # + 1 ps: the average is rounded
         assert bad.empty, (lo, hi, bad[["op_name", lo, hi]].head())
     assert (t["occurrences"] * t["avg_ps"] - t["total_ps"]).abs().le(t["occurrences"]).all()
+
+
+def test_a_pods_ops_are_each_op_once_with_its_spread_across_workers() -> None:
+    """512 hosts made 51,712 rows (a row per host and op) whose names looked alike: across
+    the workers, each op is one row with its sums, its median and slowest worker."""
+    from podscope.analyzers.ops import ACROSS_COLUMNS, across_workers
+
+    rows = [
+        {"worker": w, "device": "/host:CPU", "op_type": t, "op_name": n, "occurrences": 10}
+        | {"total_ps": ps, "self_ps": ps, "self_per_step_ps": ps / 10}
+        for w, t, n, ps in [
+            ("h0", "MatMul", "dense/MatMul", 100),
+            ("h1", "MatMul", "dense/MatMul", 100),
+            ("h2", "MatMul", "dense/MatMul", 300),  # the slow host
+            ("h0", "AllReduce", "allreduce", 500),
+            ("h1", "AllReduce", "allreduce", 500),
+        ]
+    ]
+    across = across_workers(pd.DataFrame(rows))
+    assert list(across.columns) == ACROSS_COLUMNS
+    out = across.set_index("op_name")
+    assert list(out.index) == ["allreduce", "dense/MatMul"]  # most self time first
+    mm = out.loc["dense/MatMul"]
+    assert (mm["workers"], mm["occurrences"], mm["self_ps"]) == (3, 30, 500)
+    assert mm["median_worker_ps"] == 100 and mm["max_worker_ps"] == 300 and mm["spread"] == 3
+    assert mm["slowest_worker"] == "h2" and mm["self_per_worker_ps"] == pytest.approx(500 / 3)
+    assert mm["avg_ps"] == pytest.approx(500 / 30)
+    assert out["self_share"].sum() == pytest.approx(1.0)
+    assert across_workers(pd.DataFrame(rows).head(0)).empty

@@ -221,6 +221,13 @@ def test_every_page_is_usable_at_pod_size(page, server, path: str) -> None:  # t
         ]
         assert [f.strip() for f in first] == [pod_host(CULPRIT), pod_host(SLOWER)], first
     if name == "ops":
+        # each op once across the hosts (not 512 rows of each): its spread and slowest host
+        page.get_by_text(f"ops across {HOSTS} workers by self time").wait_for()
+        first = page.locator("#ops-table .ag-center-cols-container .ag-row[row-index='0']")
+        assert first.locator("[col-id=workers]").inner_text() == str(HOSTS)
+        labels = page.evaluate("document.querySelector('#ops-top .js-plotly-plot').data[0].y")
+        assert len(labels) == 20 and len(set(labels)) == 20, labels  # 20 different ops
+        assert all(f"· {HOSTS} workers" in label for label in labels), labels[:3]
         # workers compared per op by their spread, not in 512 columns; the slowest named
         heads = page.locator("#ops-compare th").all_inner_texts()
         assert heads[-6:] == ["median", "min", "max", "slowest", "spread", "ratio"], heads
