@@ -51,9 +51,9 @@ def profile_request(
     )
 
 
-def profile_method(channel: grpc.Channel) -> Any:
-    """TensorFlow's ``ProfilerService.Profile`` on ``channel`` (a gRPC multicallable: call it,
-    or ``.future(...)`` it)."""
+def profile_method(channel: grpc.Channel | grpc.aio.Channel) -> Any:
+    """TensorFlow's ``ProfilerService.Profile`` on ``channel`` (a gRPC multicallable: call it;
+    on a ``grpc.aio`` channel, await the call)."""
     return channel.unary_unary(
         PROFILE_METHOD,
         request_serializer=tsl.ProfileRequest.SerializeToString,

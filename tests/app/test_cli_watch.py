@@ -49,34 +49,33 @@ def wait_for(check, what: str, timeout_s: float = 90) -> None:  # type: ignore[n
     pytest.fail(f"never happened: {what}")
 
 
+def cli_watcher(
+    stack: ExitStack, tmp_path: Path, logdir: Path
+) -> tuple[list[str], subprocess.Popen[str]]:
+    """Two agents sending heartbeats, and ``podscope watch`` on them in a process of its own
+    (a capture at once, then every 10 minutes; polls every 0.2 s)."""
+    agents = [
+        stack.enter_context(fake_agent(tmp_path / f"a{i}", index=i, beats=Beats()))[0]
+        for i in range(2)
+    ]
+    watcher = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "podscope", "watch", ",".join(agents)),
+            *("--logdir", str(logdir), "--every", "10m", "--duration-ms", "200"),
+            *("--poll-s", "0.2"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PODSCOPE_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    return agents, watcher
+
+
 def test_watch_asked_refused_and_stopped(tmp_path: Path) -> None:
     logdir = tmp_path / "logdir"
     with ExitStack() as stack:
-        agents = [
-            stack.enter_context(fake_agent(tmp_path / f"a{i}", index=i, beats=Beats()))[0]
-            for i in range(2)
-        ]
-        watcher = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "podscope",
-                "watch",
-                ",".join(agents),
-                "--logdir",
-                str(logdir),
-                "--every",
-                "10m",
-                "--duration-ms",
-                "200",
-                "--poll-s",
-                "0.2",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PODSCOPE_CACHE_DIR": str(tmp_path / "cache")},
-        )
+        agents, watcher = cli_watcher(stack, tmp_path, logdir)
         try:
             history = logdir / ".podscope" / "history.jsonl"
             wait_for(lambda: history.exists() and history.read_text().count("\n") >= 1, "summary")
@@ -113,21 +112,7 @@ def test_a_dashboard_shows_and_stops_a_watcher_started_from_the_cli(tmp_path: Pa
 
     logdir = tmp_path / "logdir"
     with ExitStack() as stack:
-        agents = [
-            stack.enter_context(fake_agent(tmp_path / f"a{i}", index=i, beats=Beats()))[0]
-            for i in range(2)
-        ]
-        watcher = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "podscope", "watch", ",".join(agents)),
-                *("--logdir", str(logdir), "--every", "10m", "--duration-ms", "200"),
-                *("--poll-s", "0.2"),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PODSCOPE_CACHE_DIR": str(tmp_path / "cache")},
-        )
+        _, watcher = cli_watcher(stack, tmp_path, logdir)
         try:
             wait_for(lambda: bool((read_status(logdir) or {}).get("captures")), "a capture")
             dashboard = Watching(logdir, cache_dir=tmp_path / "cache")
