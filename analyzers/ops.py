@@ -598,9 +598,7 @@ def across_workers(table: pd.DataFrame) -> pd.DataFrame:
             "occurrences": g["occurrences"].sum(),
             "total_ps": g["total_ps"].sum(),
             "self_ps": g["self_ps"].sum(),
-            "self_per_step_ps": g["self_per_step_ps"].mean()
-            if "self_per_step_ps" in t
-            else np.nan,
+            "self_per_step_ps": g["self_per_step_ps"].mean() if "self_per_step_ps" in t else np.nan,
             "median_worker_ps": by_op.median(),
             "max_worker_ps": by_op.max(),
             "slowest_worker": by_op.idxmax().map(lambda k: k[-1]),

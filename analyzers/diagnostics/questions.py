@@ -14,6 +14,7 @@ slow" beside "Input-bound: 0.1 %".
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -213,13 +214,30 @@ SYMPTOM_OF: dict[str, tuple[str, ...]] = {
 SAME_WORKER = frozenset({"step_gaps"})
 
 
+#: The others' unattributed share is their wait for a straggler when it is its lateness
+#: (a multiple of the step) within this fraction.
+WAIT_MATCH = 0.25
+
+
 def _explains(cause: Finding, symptom: Finding) -> bool:
     culprits = _named(cause, "straggler") | _named(cause, "culprit")
     if symptom.rule_id == "all_others" and cause.rule_id == "straggler":
         # a straggler's own Python in its step (Keras callbacks, a loop's work before the
-        # call) is unattributed time on it: the finding follows when the culprit holds most
+        # call) is unattributed time on it: the finding follows when the culprit holds most;
+        # or the others' wait for it, where they wait outside any op (a barrier the trace does
+        # not name): then they hold it, as much of their step as the culprit is late
         shares = symptom.evidence.get("share_by_worker") or {}
-        return bool(shares) and str(max(shares, key=shares.__getitem__)) in culprits
+        others = [float(v) for w, v in shares.items() if str(w) not in culprits]
+        mine = [float(v) for w, v in shares.items() if str(w) in culprits]
+        if mine and max(mine) > max(others, default=0.0):  # more than any other (not a tie)
+            return True
+        waited = statistics.median(others) if others else 0.0
+        late = float(cause.value or 0.0)
+        return (
+            late > 0
+            and abs(waited - late) <= WAIT_MATCH * late
+            and (not mine or max(mine) < waited / 2)
+        )
     if symptom.rule_id not in SAME_WORKER:
         return True
     if cause.rule_id == "straggler" and cause.evidence.get("mode") == "asynchronous":

@@ -222,6 +222,38 @@ def test_the_others_gaps_follow_an_asynchronous_straggler(mode: str) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("shares", "follows"),
+    [
+        ({"h0": 0.0, "h1": 0.167, "h2": 0.167, "h3": 0.16}, True),  # the others' wait for h0
+        ({"h0": 0.22, "h1": 0.22, "h2": 0.22, "h3": 0.22}, False),  # every host's own
+        ({"h0": 0.0, "h1": 0.4, "h2": 0.4, "h3": 0.4}, False),  # more than its lateness
+    ],
+)
+def test_unattributed_time_that_is_the_wait_for_a_straggler_follows_it(
+    shares: dict[str, float], follows: bool
+) -> None:
+    """At pod size, HIGH "unattributed 16.7 %" ranked above the MODERATE straggler late by
+    0.167 of a step: the others waited for it outside any op. When they hold the unattributed
+    time, as much of their step as the culprit is late, it is the straggler's symptom; an
+    unattributed share every host has alike (the 16-host synthetic pod's 22 %) is not."""
+    from podscope.analyzers.diagnostics.base import Finding, Severity
+    from podscope.analyzers.diagnostics.questions import rank
+
+    straggler = Finding(
+        "straggler",
+        "s",
+        severity=Severity.MODERATE,
+        value=0.167,
+        evidence={"straggler": ["h0"], "mode": "synchronous"},
+    )
+    others = Finding(
+        "all_others", "a", severity=Severity.HIGH, evidence={"share_by_worker": shares}
+    )
+    order = [f.rule_id for f in rank([others, straggler])]
+    assert order == (["straggler", "all_others"] if follows else ["all_others", "straggler"])
+
+
 @pytest.mark.parametrize("most", ["w0", "w1"])
 def test_unattributed_time_follows_the_straggler_whose_own_it_mostly_is(most: str) -> None:
     """A chief slowed in its Keras callbacks: the callback time is unattributed time on it, so
