@@ -630,8 +630,11 @@ def roles(
     about one run in eight), while the PS stragglers of make verify stand at z 6.9–9.2.
 
     Returns:
-        Columns ``worker, steps, late_steps, mean_wait_ms, wait_share, role`` (``culprit``,
-        ``victim`` when it waits for the culprit in ``majority`` of the steps, else empty).
+        Columns ``worker, steps, late_steps, mean_wait_ms, wait_share, role`` (``culprit``;
+        ``slow`` when it arrives after the others' median in nearly every step, by
+        ``STEADY_FLOOR`` of the step on average, though not the culprit: a second slowed host
+        that also waits for the first is slow itself, not its victim; ``victim`` when it waits
+        for the culprit in ``majority`` of the steps; else empty).
     """
     steps = arr.groupby(arr["worker"].astype(str)).agg(
         steps=("step", "size"), wait=("wait_ns", "mean"), time=("step_time_ns", "mean")
@@ -662,8 +665,31 @@ def roles(
     out["mean_wait_ms"] = out.pop("wait") / 1e6
     out["wait_share"] = out["mean_wait_ms"] * 1e6 / out.pop("time")
     is_victim = (victim_steps >= majority * steps["steps"]).reindex(out["worker"]).to_numpy()
-    out["role"] = np.where(out["worker"].isin(named), "culprit", np.where(is_victim, "victim", ""))
+    is_slow = out["worker"].isin(_late_itself(arr)).to_numpy()
+    out["role"] = np.where(
+        out["worker"].isin(named),
+        "culprit",
+        np.where(is_slow, "slow", np.where(is_victim, "victim", "")),
+    )
     return out[["worker", "steps", "late_steps", "mean_wait_ms", "wait_share", "role"]]
+
+
+def _late_itself(arr: pd.DataFrame) -> list[str]:
+    """The workers that arrive after the others' median in nearly every step
+    (``STEADY_SHARE``), where chance would not (``STEADY_CHANCE``: after the median half the
+    time), by ``STEADY_FLOOR`` of the median step or more on average."""
+    if arr.empty or "arrival_ns" not in arr:
+        return []
+    late = lateness(arr)
+    by = pd.DataFrame(
+        {"after": late > 0, "late": late / float(arr["step_time_ns"].median())}
+    ).groupby(arr["worker"].astype(str))
+    mean, after, steps = by.mean(), by["after"].sum(), by.size()
+    return [
+        str(w)
+        for w in mean.index[(mean["after"] >= STEADY_SHARE) & (mean["late"] >= STEADY_FLOOR)]
+        if _binomial_tail(int(after[w]), int(steps[w]), 0.5) <= STEADY_CHANCE
+    ]
 
 
 def ranked_roles(roles: pd.DataFrame, stragglers: pd.DataFrame) -> pd.DataFrame:

@@ -174,12 +174,22 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
                 f"{len(victims)} workers wait for it: {fmt_duration(wait.median())} per step "
                 f"(median; from {fmt_duration(wait.min())} to {fmt_duration(wait.max())})"
             )
+        slow = roles[roles["role"] == "slow"]["worker"].astype(str).tolist()
+        also = (
+            " Slow itself too, though less (late in nearly every step, and waiting for it): "
+            + ", ".join(a.named(x) for x in slow[:NAMED_VICTIMS])
+            + (f" and {len(slow) - NAMED_VICTIMS} more" if len(slow) > NAMED_VICTIMS else "")
+            + "."
+            if slow
+            else ""
+        )
         verdict = dbc.Alert(
             [
                 html.Strong(f"{a.named(w)} is the culprit"),
                 f" (late in {len(mine)} of {int(culprit['steps'].iloc[0])} steps, by "
                 f"{fmt_duration(float(mine['excess_ns'].mean()))} on average; cause: {cause}). ",
                 waits + "." if waits else "",
+                also,
             ],
             color="danger",
         )

@@ -463,3 +463,20 @@ def test_binomial_tail() -> None:
     assert _binomial_tail(0, 7, 0.3) == pytest.approx(1.0)
     assert _binomial_tail(9, 10, 1 / 3) == pytest.approx(20 / 3**10 + 1 / 3**10)
     assert _binomial_tail(4750, 5000, 0.5) == 0.0  # a pod's thousands of steps: no overflow
+
+
+def test_a_second_slowed_worker_is_slow_itself_not_a_victim() -> None:
+    """A pod with two slowed hosts labelled the second one "victim": it waits for the
+    culprit, but it is late itself in every step."""
+    a = analysis(
+        ("w_1", sync_worker(steps=12)),
+        ("w_2", sync_worker(steps=12, late_us=100)),  # 0.075 of the step, every step
+        ("w_3", sync_worker(steps=12, late_us=400)),
+        ("w_4", sync_worker(steps=12)),
+    )
+    assert a.roles.set_index("worker")["role"].to_dict() == {
+        "w_1": "victim",
+        "w_2": "slow",
+        "w_3": "culprit",
+        "w_4": "victim",
+    }
