@@ -197,6 +197,23 @@ def test_a_cause_ranks_with_the_symptom_it_explains() -> None:
     assert order == ["input_stage", "input_bound", "step_gaps", "slow_iterator", "eager"]
 
 
+def test_a_leak_ranks_first_among_findings_of_its_severity() -> None:
+    """make verify, seed 11: a HIGH leak (262 KB a step) ranked under HIGH step gaps of
+    2.9 ms a step: a leak has no time at stake, and it ends the job."""
+    from podscope.analyzers.diagnostics.base import Finding, Severity, rank_key
+
+    found = [
+        Finding("step_gaps", "g", severity=Severity.HIGH, at_stake_ns=2.9e6),
+        Finding("eager", "e", severity=Severity.MODERATE, at_stake_ns=0.9e6),
+        Finding("memory_leak", "m", severity=Severity.HIGH, at_stake_ns=0.0),
+        Finding("collectives", "c", severity=Severity.HIGH, at_stake_ns=6.9e6),
+    ]
+    order = [f.rule_id for f in sorted(found, key=rank_key)]
+    assert order == ["memory_leak", "collectives", "step_gaps", "eager"]
+    moderate = [Finding("memory_leak", "m", severity=Severity.MODERATE), found[0]]
+    assert [f.rule_id for f in sorted(moderate, key=rank_key)] == ["step_gaps", "memory_leak"]
+
+
 @pytest.mark.parametrize("mode", ["asynchronous", "synchronous"])
 def test_the_others_gaps_follow_an_asynchronous_straggler(mode: str) -> None:
     """make verify, seed 11: a PS straggler (29 ms) and HIGH gaps of 64-68 % on the other
