@@ -41,11 +41,8 @@ def grid_frame(table: pd.DataFrame) -> pd.DataFrame:
     for col in [c for c in view.columns if c.endswith("_ps")]:
         view[col.removesuffix("_ps") + "_ms"] = (view[col] / 1e9).round(4)
     view = view.drop(columns=[c for c in view.columns if c.endswith("_ps")])
-    lead = [
-        c
-        for c in (*NAME_COLUMNS, "ops", *COST_COLUMNS, *ACROSS_LEAD, "worker", "device")
-        if c in view
-    ]
+    costs = ACROSS_LEAD if "workers" in view else COST_COLUMNS
+    lead = [c for c in (*NAME_COLUMNS, "ops", *costs, "worker", "device") if c in view]
     view = view[lead + [c for c in view.columns if c not in lead]]
     return view.sort_values("self_ms", ascending=False, kind="stable")
 
@@ -86,8 +83,18 @@ COST_COLUMNS = (
     "self_share",
     "p95_ms",
 )
-#: A pod's all-workers table (``across_workers``): after the costs, how the workers differ.
-ACROSS_LEAD = ("workers", "self_per_worker_ms", "median_worker_ms", "max_worker_ms", "spread")
+#: A pod's all-workers table (``across_workers``): its costs, and how the workers differ.
+ACROSS_LEAD = (
+    "workers",
+    "self_ms",
+    "self_per_step_ms",
+    "spread",
+    "slowest_worker",
+    "median_worker_ms",
+    "max_worker_ms",
+    "self_per_worker_ms",
+    "occurrences",
+)
 #: More workers than this, the all-workers table has each op once, across the workers
 #: (``analyzers.ops.across_workers``), not a row per worker and op.
 ACROSS_WORKERS = 16

@@ -121,7 +121,7 @@ def test_watch_trigger_history_and_stop(pg, job) -> None:  # type: ignore[no-unt
     assert "against the capture before it" in pg.inner_text("#hist-changes") or (
         "nothing changed" in pg.inner_text("#hist-changes")
     )
-    points = pg.locator("#hist-graph .scatterlayer .trace:last-child .point")
+    points = pg.locator("#hist-graph .xy2 .scatterlayer .point")  # the captures' axis
     assert points.count() == 3
     # two axes: the loop's heartbeats and the captures' traces disagree by design
     axes = pg.evaluate(
