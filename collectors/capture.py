@@ -30,7 +30,7 @@ import asyncio
 import hashlib
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -584,19 +584,19 @@ MAX_CONCURRENT = 32
 T = TypeVar("T")
 
 
-def run_async(make: Callable[[], Awaitable[T]]) -> T:
+def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """``make()``'s coroutine run to its end on an event loop of its own: in this thread, or,
     where this thread already runs one (a notebook's), in a thread of its own, so a capture is
     a plain call from anywhere."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(_awaited(make))
+        return asyncio.run(make())
     box: dict[str, Any] = {}
 
     def run() -> None:
         try:
-            box["value"] = asyncio.run(_awaited(make))
+            box["value"] = asyncio.run(make())
         except BaseException as e:  # handed to the caller's thread as it is
             box["error"] = e
 
@@ -606,10 +606,6 @@ def run_async(make: Callable[[], Awaitable[T]]) -> T:
     if "error" in box:
         raise box["error"]
     return box["value"]
-
-
-async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
-    return await make()
 
 
 def _room_for_connections(n: int) -> None:

@@ -103,3 +103,17 @@ def test_retries_back_off_then_unreachable(tmp_path: Path) -> None:
     result = capture([Target("127.0.0.1:1")], opts(tmp_path, retries=2))
     assert result.workers[0].status == "unreachable" and result.workers[0].attempts == 3
     assert time.monotonic() - t >= 1.5  # 0.5 s + 1 s of backoff
+
+
+def test_a_capture_from_inside_a_running_event_loop(tmp_path: Path) -> None:
+    """A notebook runs an event loop: a capture called there runs on a loop of its own, in a
+    thread, and returns as a plain call does."""
+    import asyncio
+
+    with fake_agent(tmp_path / "w0") as (address, traced):
+
+        async def in_a_notebook() -> object:
+            return capture([Target(address)], opts(tmp_path))
+
+        result = asyncio.run(in_a_notebook())
+    assert result.exit_code() == EXIT_OK and len(traced) == 1  # type: ignore[attr-defined]
