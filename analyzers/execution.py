@@ -1051,10 +1051,16 @@ def _merged(
     def load_worker(worker: str) -> TraceFrames:  # the timeline reads one worker at a time
         return load(worker_files[worker], cache=config.cache, cache_dir=config.cache_dir)
 
-    analysis = merge_gathered(gathered, parts, load_events, load_worker)
-    tasks = layout.tasks_of(Path(file).parent for file in worker_files.values())
-    analysis.tasks = {w: tasks[w] for w in worker_files if w in tasks}
-    return analysis
+    return merge_gathered(gathered, parts, load_events, load_worker)
+
+
+def worker_tasks(workers: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """Worker → (task, address) from the manifests beside the workers' files (the ``file``
+    column of a ``workers`` frame; ``layout.tasks_of``): what ``SessionAnalysis.tasks``
+    names them by."""
+    files = workers["file"].astype(str).tolist() if "file" in workers else []
+    found = layout.tasks_of(Path(f).parent for f in files if f)
+    return {w: found[w] for w in workers["worker"].astype(str).unique() if w in found}
 
 
 def _no_events() -> TraceFrames:

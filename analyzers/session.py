@@ -209,10 +209,7 @@ class SessionAnalysis:
         self._op_tables: dict[tuple[str, str | None], pd.DataFrame] = {}
         self._op_tables_lock = threading.Lock()
         self._gpu_ranks: dict[int, pd.DataFrame] | None = None
-        #: Worker → (task, address) as the capture's manifest names them (``worker:1``,
-        #: ``rank 3``; ``layout.CaptureManifest.tasks``); empty for an upload or frames
-        #: built here.
-        self.tasks: dict[str, tuple[str, str]] = {}
+        self._tasks: dict[str, tuple[str, str]] | None = None
 
     @property
     def frames(self) -> TraceFrames:
@@ -262,6 +259,17 @@ class SessionAnalysis:
     def worker_names(self) -> list[str]:
         """The session's workers, sorted."""
         return sorted(str(w) for w in self.meta.workers["worker"].unique())
+
+    @property
+    def tasks(self) -> dict[str, tuple[str, str]]:
+        """Worker → (task, address) as the capture's manifest names them (``worker:1``,
+        ``rank 3``; ``layout.CaptureManifest.tasks``), read from the folders of the workers'
+        files; empty for an upload, a copied run or frames built by hand."""
+        if self._tasks is None:
+            from podscope.analyzers.execution import worker_tasks  # where files are read
+
+            self._tasks = worker_tasks(self.meta.workers)
+        return self._tasks
 
     def named(self, worker: str) -> str:
         """How pages and findings name a worker: its task with its address beside it

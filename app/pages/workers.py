@@ -174,13 +174,17 @@ def culprits_section(a: SessionAnalysis, session: str) -> Any:
                 f"{len(victims)} workers wait for it: {fmt_duration(wait.median())} per step "
                 f"(median; from {fmt_duration(wait.min())} to {fmt_duration(wait.max())})"
             )
-        slow = roles[roles["role"] == "slow"]["worker"].astype(str).tolist()
+        late_too = roles[roles["role"] == "slow"]["worker"].astype(str).tolist()
         also = (
             " Slow itself too, though less (late in nearly every step, and waiting for it): "
-            + ", ".join(a.named(x) for x in slow[:NAMED_VICTIMS])
-            + (f" and {len(slow) - NAMED_VICTIMS} more" if len(slow) > NAMED_VICTIMS else "")
+            + ", ".join(a.named(x) for x in late_too[:NAMED_VICTIMS])
+            + (
+                f" and {len(late_too) - NAMED_VICTIMS} more"
+                if len(late_too) > NAMED_VICTIMS
+                else ""
+            )
             + "."
-            if slow
+            if late_too
             else ""
         )
         verdict = dbc.Alert(

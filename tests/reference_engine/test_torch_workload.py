@@ -93,8 +93,9 @@ def test_ddp_ranks_steps_breakdown_and_culprit(cfg: TorchConfig, tmp_path: Path)
         text=True,
     )
     assert out.returncode == 0, out.stderr
-    row = next(line for line in out.stdout.splitlines() if line.split()[:1] == [slow])
-    assert "culprit" in row.split()
+    # the rank named by its task (the engine's ranks say "rank N"), its label beside it
+    row = next(line for line in out.stdout.splitlines() if slow in line.split())
+    assert row.split()[:3] == ["rank", str(cfg.slow_task), slow] and "culprit" in row.split()
 
 
 def test_an_impossible_pytorch_run_is_refused_before_it_starts(tmp_path: Path) -> None:
