@@ -189,9 +189,7 @@ def _tpu_occurrences(
     events: pd.DataFrame, stats: pd.DataFrame, metadata_stats: pd.DataFrame
 ) -> pd.DataFrame:
     """One row per XLA Ops event of a device plane, timed by its device span."""
-    ev = events[
-        isin(events["line"], {_XLA_OPS}) & matches(events["plane"], "/device:", how="startswith")
-    ]
+    ev = _tpu_op_events(events)
     if ev.empty:
         return pd.DataFrame(columns=OCCURRENCE_COLUMNS)
     rows = ev.index.to_numpy()
@@ -228,22 +226,54 @@ def _tpu_occurrences(
     ).dropna(subset=["program_id"])
 
 
-def _kernel_occurrences(events: pd.DataFrame, stats: pd.DataFrame, skip: set[str]) -> pd.DataFrame:
-    """Device kernels (else, on a worker without any, XLA:CPU thunks) of an HLO instruction:
-    one occurrence per event, or per run of consecutive events of one line with the same
-    instruction and the same step group (XProf: a kernel without a group is its own
-    occurrence)."""
+def _tpu_op_events(events: pd.DataFrame) -> pd.DataFrame:
+    """The XLA Ops events of the device planes (a TPU's ops)."""
+    return events[
+        isin(events["line"], {_XLA_OPS}) & matches(events["plane"], "/device:", how="startswith")
+    ]
+
+
+def _kernel_events(
+    events: pd.DataFrame, stats: pd.DataFrame, skip: set[str]
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """The device kernels of HLO instructions (else, on a worker without any, its XLA:CPU
+    thunks), off the planes in ``skip``, and each one's instruction."""
     ev = events.loc[_keyed_rows(events, stats, "hlo_op")]
     ev = ev[~isin(ev["line"], DERIVED_LINES) & ~ev["plane"].astype(str).isin(skip).to_numpy()]
     on_device = matches(ev["plane"], "/device:", how="startswith")
     with_device = set(ev.loc[on_device, "worker"].astype(str))
     ev = ev[on_device | ~ev["worker"].astype(str).isin(with_device).to_numpy()]
+    op = pd.Series(_event_stat(stats, "hlo_op", ev.index.to_numpy(), "str_value"), dtype="object")
+    return ev, op.astype(str).str.rsplit("::", n=1).str[-1].to_numpy()  # "a::b": the innermost
+
+
+def xla_op_events(
+    events: pd.DataFrame, stats: pd.DataFrame, metadata_stats: pd.DataFrame
+) -> pd.Series:
+    """The events the XLA op tables count (``xla_op_occurrences``: a TPU's XLA Ops events, a
+    GPU's kernels of an instruction, else XLA:CPU thunks), each one's instruction, indexed by
+    event row: what a table's link to the Timeline shows (``TimelineIndex.matching``'s
+    ``hlo:`` search)."""
+    tpu = _tpu_op_events(events)
+    tpu = tpu[pd.notna(pd.array(_tpu_program_ids(tpu, metadata_stats), dtype="Int64"))]
+    kernels, op = _kernel_events(events, stats, set(tpu["plane"].astype(str)))
+    return pd.concat(
+        [
+            pd.Series(_tpu_op_names(tpu), index=tpu.index, dtype=object),
+            pd.Series(op, index=kernels.index, dtype=object),
+        ]
+    )
+
+
+def _kernel_occurrences(events: pd.DataFrame, stats: pd.DataFrame, skip: set[str]) -> pd.DataFrame:
+    """Device kernels (else, on a worker without any, XLA:CPU thunks) of an HLO instruction:
+    one occurrence per event, or per run of consecutive events of one line with the same
+    instruction and the same step group (XProf: a kernel without a group is its own
+    occurrence)."""
+    ev, op = _kernel_events(events, stats, skip)
     if ev.empty:
         return pd.DataFrame(columns=OCCURRENCE_COLUMNS)
-    rows = ev.index.to_numpy()
-    op = pd.Series(_event_stat(stats, "hlo_op", rows, "str_value"), dtype="object")
-    op = op.astype(str).str.rsplit("::", n=1).str[-1].to_numpy()  # "a::b": the innermost
-    program = _event_stat(stats, "program_id", rows, "int_value")
+    program = _event_stat(stats, "program_id", ev.index.to_numpy(), "int_value")
     group = ev["group_id"].astype("Float64").fillna(-1).to_numpy()
     line = (
         ev["worker"].astype(str) + "\0" + ev["plane"].astype(str) + "\0" + ev["line_id"].astype(str)

@@ -51,7 +51,12 @@ from podscope.analyzers.breakdown import CATEGORIES, before_call_breakdown, step
 from podscope.analyzers.collectives import collective_events, collective_summary, match_collectives
 from podscope.analyzers.compare import traced_steps
 from podscope.analyzers.gpu_views import launch_summary
-from podscope.analyzers.hlo_stats import hlo_stats, with_executions, xla_op_occurrences
+from podscope.analyzers.hlo_stats import (
+    hlo_stats,
+    with_executions,
+    xla_op_events,
+    xla_op_occurrences,
+)
 from podscope.analyzers.input_pipeline import iterator_table, pipeline_summary
 from podscope.analyzers.memory import memory_summary
 from podscope.analyzers.ops import memory_timeline, op_events, op_stats
@@ -900,6 +905,8 @@ class SessionAnalysis:
                 stats=stats,
                 sched=f.sched[(f.sched["worker"] == worker).to_numpy()],
                 counters=f.counters[(f.counters["worker"] == worker).to_numpy()],
+                # a TPU op's program is stated by its event type (``hlo_stats``)
+                metadata_stats=f.metadata_stats[(f.metadata_stats["worker"] == worker).to_numpy()],
             )
         with self._frames_lock:
             self._worker_frames[worker] = hit
@@ -917,7 +924,13 @@ class SessionAnalysis:
             hit = self._timelines.get(worker)
         if hit is None:
             f = self.worker_frames(worker)
-            hit = TimelineIndex.build(f.events, worker, sched=f.sched, counters=f.counters)
+            hit = TimelineIndex.build(
+                f.events,
+                worker,
+                sched=f.sched,
+                counters=f.counters,
+                xla_ops=xla_op_events(f.events, f.stats, f.metadata_stats),
+            )
             with self._frames_lock:
                 self._timelines[worker] = hit
                 while len(self._timelines) > WORKERS_KEPT:

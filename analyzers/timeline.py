@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 
 _DIGITS, _ID_SEPARATORS = "0123456789", "/ _:#-"
+#: A search for an XLA instruction's own events (``TimelineIndex.matching``).
+XLA_OP_SEARCH = "hlo:"
 
 
 def _without_long_id(line: str) -> str:
@@ -126,6 +128,9 @@ class TimelineIndex:
     categories: list[str]
     rows: np.ndarray
     counters: Counters
+    #: The events the XLA op tables count, by row label, with their instruction
+    #: (``hlo_stats.op_events``): what an ``hlo:NAME`` search finds.
+    xla_ops: pd.Series | None = None
 
     @classmethod
     def build(
@@ -134,13 +139,17 @@ class TimelineIndex:
         worker: str,
         sched: pd.DataFrame | None = None,
         counters: pd.DataFrame | None = None,
+        xla_ops: pd.Series | None = None,
     ) -> TimelineIndex:
         """The index of ``events`` (one worker's rows; their index labels are kept in
-        ``rows`` for ``event_details``), with the worker's scheduling slices and counters."""
-        ev = cls._of_events(events, worker)
+        ``rows`` for ``event_details``), with the worker's scheduling slices and counters,
+        and its XLA ops' events (``xla_ops``)."""
+        ev = replace(cls._of_events(events, worker), xla_ops=xla_ops)
         if sched is None or sched.empty:
             return replace(ev, counters=Counters.build(counters, worker))
-        return _with_sched(ev, sched, worker, Counters.build(counters, worker))
+        return replace(
+            _with_sched(ev, sched, worker, Counters.build(counters, worker)), xla_ops=xla_ops
+        )
 
     @classmethod
     def _of_events(cls, events: pd.DataFrame, worker: str) -> TimelineIndex:
@@ -240,7 +249,13 @@ class TimelineIndex:
 
     def matching(self, text: str) -> np.ndarray:
         """Row mask of events whose name contains ``text``, case-insensitive (tested per
-        distinct name)."""
+        distinct name); for ``hlo:NAME``, the events an XLA op table counts for instruction
+        ``NAME`` exactly (its kernels or TPU ops, not a host thunk of the same name nor
+        ``NAME0``): what a table's link shows."""
+        if text.startswith(XLA_OP_SEARCH):
+            ops = self.xla_ops if self.xla_ops is not None else pd.Series(dtype=object)
+            wanted = ops.index[(ops == text.removeprefix(XLA_OP_SEARCH)).to_numpy()]
+            return np.isin(self.rows, wanted.to_numpy())
         hit = self.names.str.contains(text, case=False, regex=False)
         return np.append(np.asarray(hit, dtype=bool), False)[self.name]
 

@@ -182,7 +182,7 @@ def layout(
                             "Search",
                             dbc.Input(
                                 id=ids.TL_SEARCH,
-                                placeholder="event name contains…",
+                                placeholder="event name contains… (hlo:NAME: an XLA op's own events)",
                                 value=q or "",
                                 debounce=True,
                             ),

@@ -14,6 +14,7 @@ from dash import Input, Output, State, dcc, html
 
 from podscope.analyzers.hlo_stats import op_profile
 from podscope.analyzers.session import SessionAnalysis
+from podscope.analyzers.timeline import XLA_OP_SEARCH
 from podscope.app import ids
 from podscope.app.figures.xla import op_profile_figure, roofline_figure
 from podscope.app.grid_source import BLOCK, column_filters, records, rows_response
@@ -121,10 +122,12 @@ def grid_frame(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def linked_records(view: pd.DataFrame, session: str) -> list[dict[str, Any]]:
-    """Grid rows, each with a link to the op's events on the Timeline."""
+    """Grid rows, each with a link to the op's events on the Timeline: the events the row
+    counted, its kernels or TPU ops (an ``hlo:`` search; a name search also found the host
+    thunks of that name, and ``cudnn-conv.10`` for ``cudnn-conv.1``)."""
     view = view.assign(
         timeline=[
-            f"[events](/timeline?{urlencode({'session': session, 'worker': w, 'q': q})})"
+            f"[events](/timeline?{urlencode({'session': session, 'worker': w, 'q': f'{XLA_OP_SEARCH}{q}'})})"
             for w, q in zip(view["worker"], view["hlo_op_name"], strict=True)
         ]
     )
@@ -373,7 +376,8 @@ def _details(view: View, op: str | None, session: str) -> Any:
         return html.P(f"{name} did not run in this view.", className="podscope-muted")
     r = rows.iloc[0]
     stack = [html.Li(line) for line in str(r["source_stack"]).splitlines() if line]
-    link = f"/timeline?{urlencode({'session': session, 'worker': r['worker'], 'q': name})}"
+    query = {"session": session, "worker": r["worker"], "q": f"{XLA_OP_SEARCH}{name}"}
+    link = f"/timeline?{urlencode(query)}"
     return html.Div(
         [
             html.H5(f"{name} · {r['program']} (program {program_id})"),

@@ -237,3 +237,19 @@ def test_compare_names_the_op_that_got_slower() -> None:
     assert c.loc["dot.2", "change"] == pytest.approx(0.6)
     assert c.loc["fusion.1", "status"] == "same"
     assert (c.loc["gone.3", "status"], c.loc["added.4", "status"]) == ("gone", "new")
+
+
+@pytest.mark.parametrize("sample", XLA_SAMPLES, ids=ids)
+def test_each_ops_timeline_link_shows_the_events_the_table_counted(sample: Path) -> None:
+    """A table row's link opens the Timeline on ``hlo:NAME``: exactly the events counted as
+    that op's occurrences. A name search found 40 host thunks for conv's ``cudnn-conv.1`` (79
+    GPU occurrences) and twice the TPU's ``copy-done.4``."""
+    a = SessionAnalysis(load(sample, cache=False))
+    table = a.hlo_table()
+    table = table[table["hlo_op_name"].astype(str) != "IDLE"]
+    counted = table.groupby(["worker", "hlo_op_name"], observed=True)["occurrences"].sum()
+    assert len(counted)
+    shown = {
+        (w, op): int(a.timeline(str(w)).matching(f"hlo:{op}").sum()) for w, op in counted.index
+    }
+    assert shown == counted.astype(int).to_dict()

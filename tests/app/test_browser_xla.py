@@ -136,7 +136,17 @@ def test_a_grid_row_picks_its_op_and_a_gpu_roofline_has_its_roof(page, xla_serve
     details = page.inner_text("#xla-details")
     assert name in details and "bf16" in details and "generate_attention_trace.py" in details
     link = page.get_by_role("link", name="Its events on the Timeline")
-    assert f"q={name}" in (link.get_attribute("href") or "")
+    assert f"q=hlo%3A{name}" in (link.get_attribute("href") or "")
+    # the Timeline finds the op's own events (their count equals the table's occurrences on
+    # every sample: tests/analyzers/test_xla_ops.py) and says how many
+    link.click()
+    page.wait_for_url(re.compile(r"/timeline\?"))
+    settle(page)
+    page.wait_for_function(
+        f"/[1-9][0-9,]* events match 'hlo:{re.escape(name)}'/.test("
+        "document.querySelector('#tl-stats')?.innerText || '')",
+        timeout=60_000,
+    )
     assert page.errors == []
 
 
