@@ -259,21 +259,25 @@ def steady_last(arr: pd.DataFrame, late: pd.Series | None = None) -> list[str]:
     (``STEADY_SHARE``) where chance would not (``STEADY_CHANCE``: a binomial tail, each of
     the n workers last with probability 1/n), late on average by ``STEADY_FLOOR`` of the
     median step or more. ``late``: ``lateness(arr)``, when the caller has it."""
-    if arr.empty:
+    if arr.empty or arr["worker"].nunique() < 2:
         return []
     late = lateness(arr) if late is None else late
-    worker = arr["worker"].astype(str)
-    n_workers = worker.nunique()
-    if n_workers < 2:
-        return []
     last = late.eq(late.groupby(arr["step"]).transform("max")) & (late > 0)
-    median_step = float(arr["step_time_ns"].median())
-    by = pd.DataFrame({"last": last, "late": late / median_step}).groupby(worker)
-    steps, lasts, mean = by.size(), by["last"].sum(), by["late"].mean()
+    return _steadily(arr, late, last, 1 / arr["worker"].nunique())
+
+
+def _steadily(arr: pd.DataFrame, late: pd.Series, hit: pd.Series, chance: float) -> list[str]:
+    """The workers whose steps are ``hit`` in ``STEADY_SHARE`` of them or more, where
+    ``chance`` per step would make that rarer than ``STEADY_CHANCE`` (a binomial tail), and
+    whose ``late`` averages ``STEADY_FLOOR`` of the median step or more."""
+    by = pd.DataFrame({"hit": hit, "late": late / float(arr["step_time_ns"].median())}).groupby(
+        arr["worker"].astype(str)
+    )
+    steps, hits, mean = by.size(), by["hit"].sum(), by["late"].mean()
     return [
         str(w)
-        for w in steps.index[(lasts >= STEADY_SHARE * steps) & (mean >= STEADY_FLOOR)]
-        if _binomial_tail(int(lasts[w]), int(steps[w]), 1 / n_workers) <= STEADY_CHANCE
+        for w in steps.index[(hits >= STEADY_SHARE * steps) & (mean >= STEADY_FLOOR)]
+        if _binomial_tail(int(hits[w]), int(steps[w]), chance) <= STEADY_CHANCE
     ]
 
 
@@ -681,15 +685,7 @@ def _late_itself(arr: pd.DataFrame) -> list[str]:
     if arr.empty or "arrival_ns" not in arr:
         return []
     late = lateness(arr)
-    by = pd.DataFrame(
-        {"after": late > 0, "late": late / float(arr["step_time_ns"].median())}
-    ).groupby(arr["worker"].astype(str))
-    mean, after, steps = by.mean(), by["after"].sum(), by.size()
-    return [
-        str(w)
-        for w in mean.index[(mean["after"] >= STEADY_SHARE) & (mean["late"] >= STEADY_FLOOR)]
-        if _binomial_tail(int(after[w]), int(steps[w]), 0.5) <= STEADY_CHANCE
-    ]
+    return _steadily(arr, late, late > 0, 0.5)
 
 
 def ranked_roles(roles: pd.DataFrame, stragglers: pd.DataFrame) -> pd.DataFrame:

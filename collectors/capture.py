@@ -466,8 +466,13 @@ async def _capture_all(
             )
         )
     finally:
-        await asyncio.gather(*(ch.close() for ch in channels))
+        await close_all(channels)
     return start_ns
+
+
+async def close_all(channels: Sequence[grpc.aio.Channel]) -> None:
+    """Closes ``channels`` at once (on the loop they were made on)."""
+    await asyncio.gather(*(c.close() for c in channels))
 
 
 _NO_AGENT = object()

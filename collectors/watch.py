@@ -45,7 +45,13 @@ from typing import Any, NamedTuple
 import grpc
 
 from podscope.collectors import heartbeat
-from podscope.collectors.capture import CaptureOptions, CaptureResult, Target, capture
+from podscope.collectors.capture import (
+    CaptureOptions,
+    CaptureResult,
+    Target,
+    capture,
+    close_all,
+)
 from podscope.collectors.errors import CaptureError
 from podscope.collectors.export_service import TOKEN_HEADER, grpc_options
 from podscope.collectors.heartbeat import Beat
@@ -444,7 +450,7 @@ class Watcher:
         self._minutes.flush(before=float("inf"))
         if self._loop is not None:
             channels = list(self._channels.values())
-            self._loop.run_until_complete(_close_all(channels))
+            self._loop.run_until_complete(close_all(channels))
             self._loop.close()
             self._loop = None
         self._channels.clear()
@@ -513,7 +519,7 @@ class Watcher:
     async def _ask(self, wanted: dict[str, str]) -> dict[str, object]:
         """Each wanted worker's ``Steps`` answer (or its error), asked for at once."""
         gone = [self._channels.pop(a) for a in list(self._channels) if a not in wanted.values()]
-        await _close_all(gone)
+        await close_all(gone)
         metadata = ((TOKEN_HEADER, self.opts.capture.token),) if self.opts.capture.token else ()
         calls = {}
         for label, address in wanted.items():
@@ -692,10 +698,6 @@ class Watcher:
         with contextlib.suppress(OSError):
             self.state.mkdir(parents=True, exist_ok=True)
             _write_json(self.state / STATUS_JSON, status)
-
-
-async def _close_all(channels: Sequence[grpc.aio.Channel]) -> None:
-    await asyncio.gather(*(c.close() for c in channels))
 
 
 def request_capture(logdir: Path, reason: str = "") -> Path:

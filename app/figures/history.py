@@ -134,7 +134,7 @@ def _heartbeat_lines(
     workers = hb["worker"].astype(str).unique()
 
     def name(w: str) -> str:
-        return (f"{tasks[w]} ({w})" if w in tasks else w) + (", culprit" if w in culprits else "")
+        return named({"tasks": tasks}, w) + (", culprit" if w in culprits else "")
 
     if len(workers) <= LINES_PER_WORKER:
         for w in sorted(workers, key=lambda w: (w in culprits, name(w))):
