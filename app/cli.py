@@ -36,7 +36,7 @@ from podscope.app.cli_workers import (
     ps_command,
     stragglers_command,
 )
-from podscope.app.cli_xla import hlo_command, roofline_command
+from podscope.app.cli_xla import hlo_command, hlo_memory_command, roofline_command
 from podscope.app.terminal import say, say_session
 
 
@@ -53,6 +53,7 @@ for command in (
     steps_command,
     ops_command,
     hlo_command,
+    hlo_memory_command,
     roofline_command,
     gpu_command,
     memory_command,

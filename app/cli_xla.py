@@ -167,3 +167,111 @@ def roofline_command(
         " (0: the trace does not say, e.g. no vendor on the GPU plane)" if unknown.any() else ""
     )
     show_table(shown.assign(device=shown["device"].str.removeprefix("/device:")), title, wide=wide)
+
+
+@click.command("hlo-memory")
+@csv_option
+@wide_option
+@click.option("--program", help="Only this program: its id or name (jit_step).")
+@click.option(
+    "--memory-space",
+    type=click.IntRange(0, None),
+    default=0,
+    show_default=True,
+    help="XLA's memory space (buffer color): 0 is the device's main memory (HBM).",
+)
+@click.option(
+    "--view",
+    type=click.Choice(["buffers", "heap", "programs"]),
+    default="buffers",
+    show_default=True,
+    help="buffers: each program's buffers alive at its peak; heap: its heap over program "
+    "order; programs: one row per program.",
+)
+@click.option("--top", type=int, default=20, help="Rows in the table view.")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--session", help="Session of a logdir (default: newest).")
+def hlo_memory_command(
+    path: Path,
+    csv: bool,
+    wide: bool,
+    program: str | None,
+    memory_space: int,
+    view: str,
+    top: int,
+    session: str | None,
+) -> None:
+    """XProf's memory viewer for the XLA programs of PATH (a trace file, a run folder or a
+    logdir): each program's peak heap, the buffers alive at the peak (instruction, size,
+    shape, opcode, kind, source line) and the heap over the program's order, from the buffer
+    assignment XLA compiled into the capture."""
+    from podscope.app.cli import fail
+    from podscope.trace_parsers.errors import TraceParseError
+    from podscope.trace_parsers.hlo_memory import memory_views_of
+
+    try:
+        views = memory_views_of(path, session, memory_space)
+    except TraceParseError as e:
+        raise fail(f"podscope: error: {e}") from None
+    programs = views.programs
+    if program is not None:
+        chosen = (programs["program"] == program) | (programs["program_id"].astype(str) == program)
+        if not chosen.any():
+            known = ", ".join(sorted(set(programs["program"]))) or "none: no XLA programs"
+            raise click.BadParameter(
+                f"no program {program}; known: {known}", param_hint="'--program'"
+            )
+        ids = set(programs.loc[chosen, "program_id"])
+        views = type(views)(*(f[f["program_id"].isin(ids)] for f in views))
+        programs = views.programs
+    if programs.empty:
+        say(
+            "podscope: this capture carries no XLA program (no HLO module in its metadata "
+            "plane: a TensorFlow graph without jit_compile, PyTorch or Android); nothing to show.",
+            err=True,
+        )
+    frame = {"buffers": views.buffers, "heap": views.heap, "programs": programs}[view]
+    if csv:
+        frame.to_csv(sys.stdout, index=False)
+        return
+    if programs.empty:
+        return
+    refused = programs[programs["error"] != ""]
+    for r in refused.itertuples():
+        say(f"podscope: {r.program} ({r.program_id}) of {r.worker}: not replayed: {r.error}")
+    if view == "programs":
+        cols = ["worker"] if programs["worker"].nunique() > 1 else []
+        cols += ["program", "program_id", "peak_heap_mib", "buffers_at_peak"]
+        shown = programs.sort_values("peak_heap_mib", ascending=False).head(top)[cols]
+        shown = shown.astype({"program_id": str}).rename(
+            columns={"program_id": "id", "peak_heap_mib": "peak MiB", "buffers_at_peak": "buffers"}
+        )
+        show_table(shown, f"XLA programs by peak heap (memory space {memory_space})", wide=wide)
+        return
+    # One program: the chosen one, else the largest peak (its name says which).
+    peak = programs.dropna(subset=["peak_heap_mib"]).sort_values("peak_heap_mib").tail(1)
+    if peak.empty:
+        return
+    one = peak.iloc[0]
+    rows = frame[(frame["program_id"] == one["program_id"]) & (frame["worker"] == one["worker"])]
+    title = (
+        f"{one['program']}: peak {one['peak_heap_mib']:,.1f} MiB at heap position "
+        f"{one['peak_position']}"
+    )
+    if view == "heap":
+        shown = rows[["position", "instruction", "heap_mib"]].head(top)
+        show_table(
+            shown.rename(columns={"heap_mib": "heap MiB after"}),
+            f"{title} · heap over program order",
+            wide=wide,
+            cut="instruction",
+        )
+        return
+    rows = rows.sort_values("size_mib", ascending=False, kind="stable")
+    shown = rows[["instruction", "size_mib", "kind", "shape", "source"]].head(top)
+    shown = shown.assign(  # the file's name and line: its folder is in --csv
+        source=shown["source"].fillna("").str.rsplit("/", n=1).str[-1]
+    ).rename(columns={"size_mib": "MiB"})
+    show_table(shown, f"{title} · buffers alive there", wide=wide, cut="instruction")
+    if len(programs) > 1 and program is None:
+        say(f"{len(programs)} programs; --program NAME for another, --view programs for all.")

@@ -110,11 +110,12 @@ def program_id_of(meta: Any, metadata_id: int) -> int:
     return int(found.group(1)) if found else metadata_id
 
 
-def modules(data: bytes, budget: Budget) -> Iterator[Module]:
-    """Every HLO module of the capture's metadata planes.
+def hlo_protos(data: bytes, budget: Budget) -> Iterator[tuple[int, bytes]]:
+    """``(program id, serialized HloProto)`` of every XLA program the capture's metadata
+    planes carry, each charged to ``budget`` by the instructions it could hold.
 
     Raises:
-        ValueError: a metadata plane or module is corrupt.
+        ValueError: a metadata plane is corrupt.
         TraceParseError: over the file's row budget.
     """
     from google.protobuf.message import DecodeError
@@ -131,7 +132,18 @@ def modules(data: bytes, budget: Budget) -> Iterator[Module]:
             for stat in meta.stats:
                 if stat.metadata_id in key and stat.WhichOneof("value") == "bytes_value":
                     budget.charge_rows(len(stat.bytes_value) // MIN_INSTRUCTION_BYTES)
-                    yield decode_module(stat.bytes_value, program_id_of(meta, metadata_id))
+                    yield program_id_of(meta, metadata_id), stat.bytes_value
+
+
+def modules(data: bytes, budget: Budget) -> Iterator[Module]:
+    """Every HLO module of the capture's metadata planes.
+
+    Raises:
+        ValueError: a metadata plane or module is corrupt.
+        TraceParseError: over the file's row budget.
+    """
+    for program_id, proto in hlo_protos(data, budget):
+        yield decode_module(proto, program_id)
 
 
 #: Cost analysis steps allowed per byte of a module, and to every module: the real GPU, ROCm and
@@ -166,11 +178,7 @@ def _rows(module: Module, rules: str, budget: Budget) -> list[tuple[object, ...]
                     category(i),
                     expression(i),
                     compute_dtype(i),
-                    f"{i.source_file}:{i.source_line}"
-                    if i.source_file
-                    else stack[0].rsplit(":", 1)[0]
-                    if stack
-                    else "",
+                    module.source_line(i, stack),
                     "\n".join(stack),
                     i.deduplicated_name,
                     None if cost is None else cost.flops,

@@ -36,8 +36,15 @@ POINTER_BYTES = 8
 #: message name, "[Name]" for a repeated message.
 _FIELDS: dict[str, list[tuple[str, int, str]]] = {
     "HloProto": [("hlo_module", 1, "HloModuleProto")],
+    # The same message with its buffer assignment (``hlo_memory``): only the memory viewer
+    # decodes it.
+    "HloProtoWithBuffers": [
+        ("hlo_module", 1, "HloModuleProto"),
+        ("buffer_assignment", 3, "BufferAssignmentProto"),
+    ],
     "HloModuleProto": [
         ("name", 1, "string"),
+        ("entry_computation_name", 2, "string"),
         ("computations", 3, "[HloComputationProto]"),
         ("entry_computation_id", 6, "int64"),
         ("stack_frame_index", 17, "StackFrameIndexProto"),
@@ -124,13 +131,44 @@ _FIELDS: dict[str, list[tuple[str, int, str]]] = {
     ],
     "FileLocation": [("file_name_id", 1, "int32"), ("line", 3, "int32"), ("column", 4, "int32")],
     "StackFrame": [("file_location_id", 1, "int32"), ("parent_frame_id", 2, "int32")],
+    "BufferAssignmentProto": [
+        ("logical_buffers", 1, "[LogicalBufferProto]"),
+        ("buffer_allocations", 3, "[BufferAllocationProto]"),
+        ("heap_simulator_traces", 4, "[HeapSimulatorTrace]"),
+    ],
+    "LogicalBufferProto": [
+        ("id", 1, "int64"),
+        ("size", 2, "int64"),
+        ("defined_at", 3, "BufferLocation"),
+        ("color", 4, "int64"),
+    ],
+    "BufferLocation": [("instruction_id", 4, "int64"), ("shape_index", 3, "[int64]")],
+    "BufferAllocationProto": [
+        ("index", 1, "int64"),
+        ("size", 2, "int64"),
+        ("is_thread_local", 3, "bool"),
+        ("is_entry_computation_parameter", 5, "bool"),
+        ("maybe_live_out", 7, "bool"),
+        ("color", 8, "int64"),
+        ("assigned", 9, "[BufferAssigned]"),
+        ("is_tuple", 11, "bool"),
+        ("is_constant", 12, "bool"),
+    ],
+    "BufferAssigned": [("logical_buffer_id", 1, "int64"), ("offset", 2, "int64")],
+    "HeapSimulatorTrace": [("events", 1, "[HeapEvent]")],
+    "HeapEvent": [
+        ("kind", 1, "enum"),
+        ("buffer_id", 2, "int64"),
+        ("instruction_name", 4, "string"),
+        ("share_with_canonical_id", 5, "int64"),
+    ],
 }
 
 
 @functools.cache
-def hlo_proto_class() -> Any:
-    """The message class of the HloProto subset, built once. protobuf is imported here: only
-    captures of XLA programs pay its import."""
+def hlo_proto_class(root: str = "HloProto") -> Any:
+    """The message class of the HloProto subset (or another message of ``_FIELDS``), built
+    once. protobuf is imported here: only captures of XLA programs pay its import."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     F = descriptor_pb2.FieldDescriptorProto
@@ -158,7 +196,7 @@ def hlo_proto_class() -> Any:
                 f.type, f.type_name = F.TYPE_MESSAGE, f".podscope.hlo.{kind}"
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("podscope.hlo.HloProto"))
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"podscope.hlo.{root}"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +340,8 @@ class Module:
     frames: dict[int, tuple[str, int, int, int]] = field(default_factory=dict)
     #: bytes of the serialized module (what bounds the work spent on it)
     size: int = 0
+    #: the entry computation's name (``main.22_spmd``)
+    entry_name: str = ""
 
     def instructions(self) -> Iterator[Instruction]:
         for c in self.computations:
@@ -316,6 +356,15 @@ class Module:
             out.append(f"{file}:{line}:{column}")
             frame = parent
         return out
+
+    def source_line(self, instr: Instruction, stack: list[str] | None = None) -> str:
+        """``file:line`` of the instruction as XProf's tools give it: its metadata's source
+        file and line, else its innermost stack frame's (``stack``: ``source_stack`` when the
+        caller has it)."""
+        if instr.source_file:
+            return f"{instr.source_file}:{instr.source_line}"
+        stack = self.source_stack(instr) if stack is None else stack
+        return stack[0].rsplit(":", 1)[0] if stack else ""
 
 
 def _shape(p: Any) -> Shape:
@@ -396,6 +445,16 @@ def decode_module(data: bytes, program_id: int) -> Module:
         proto = hlo_proto_class().FromString(data).hlo_module
     except DecodeError as e:
         raise ValueError(f"program {program_id}: {e}") from e
+    return module_of(proto, program_id, len(data))
+
+
+def module_of(proto: Any, program_id: int, size: int) -> Module:
+    """A decoded ``HloModuleProto`` as a ``Module`` (``decode_module``; ``size``: the bytes
+    it came from).
+
+    Raises:
+        ValueError: its ids do not resolve (a corrupt module).
+    """
     comps: dict[int, Computation] = {}
     by_id: dict[int, Instruction] = {}
     for cp in proto.computations:
@@ -434,7 +493,15 @@ def decode_module(data: bytes, program_id: int) -> Module:
         if 0 < f.file_location_id <= len(locations):
             file, loc = locations[f.file_location_id - 1]
             frames[n] = (file, loc.line, loc.column, f.parent_frame_id)
-    return Module(proto.name, program_id, ordered, entry, frames, size=len(data))
+    return Module(
+        proto.name,
+        program_id,
+        ordered,
+        entry,
+        frames,
+        size=size,
+        entry_name=proto.entry_computation_name or entry.name,
+    )
 
 
 #: Opcodes XLA counts as elementwise (``HloInstruction::IsElementwise``; a fusion is not).
