@@ -168,6 +168,10 @@ XLA_PROFILE_GRAPH = "xla-profile-graph"
 XLA_NODE_TABLE = "xla-node-table"
 XLA_TABLE = "xla-table"
 XLA_DETAILS = "xla-details"
+XLA_MEMORY = "xla-memory"
+XLA_MEMORY_PROGRAM = "xla-memory-program"
+XLA_MEMORY_GRAPH = "xla-memory-graph"
+XLA_MEMORY_TABLE = "xla-memory-table"
 CMP_XLA = "cmp-xla"
 
 # GPU (PyTorch) page

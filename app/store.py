@@ -11,6 +11,7 @@ memory stays bounded.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -31,6 +32,7 @@ from podscope.analyzers.execution import (
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app.uploads import UploadBudget, Verdict, read_uploads
 from podscope.trace_parsers import TraceParseError, layout, load
+from podscope.trace_parsers.hlo_memory import MemoryViews, memory_views_of
 from podscope.trace_parsers.loader import (
     PARSERS,
     scan,
@@ -463,6 +465,19 @@ class SessionStore:
             for job in self._jobs.values():
                 job.cancel_requested.set()
 
+    def memory(self, session: str, worker: str | None = None) -> MemoryViews:
+        """XProf's memory viewer of the XLA programs in one worker's file (``worker``, else
+        the session's first): read once per version of that file (a few kept).
+
+        Raises:
+            SessionError: a bad or unknown session.
+            TraceParseError: the file is unreadable or its programs corrupt.
+        """
+        _, _, files = self._key(session)
+        chosen = [f for f in files if worker_label(f) == worker] or files[:1]
+        st = chosen[0].stat()
+        return _memory_views(str(chosen[0]), st.st_size, st.st_mtime_ns)
+
     def failures(self, session: str) -> tuple[str, ...]:
         """Files of the session's last analysis that were not read (``trace_parsers.scan``:
         links out, FIFOs, files past the limit…) or could not be parsed."""
@@ -557,6 +572,12 @@ class SessionStore:
 #: ``capture.json`` with forged ``watch`` and start fields made retention delete real watched
 #: sessions and /history fail for everyone; a ``cluster.json`` sent the agents' token elsewhere.
 RESERVED_NAMES = (layout.MANIFEST_NAME, "cluster.json")
+
+
+@functools.lru_cache(maxsize=8)
+def _memory_views(file: str, _size: int, _mtime_ns: int) -> MemoryViews:
+    """``memory_views_of`` a file, keyed by its version (a rewritten file is read again)."""
+    return memory_views_of(file)
 
 
 def _unwritable(logdir: Path, e: Exception) -> str:

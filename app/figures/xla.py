@@ -219,3 +219,48 @@ def op_profile_figure(profile: pd.DataFrame, node: str = "", color: str = "flops
         uirevision=node,
     )
     return fig
+
+
+def memory_figure(heap: pd.DataFrame, program: pd.Series) -> go.Figure:
+    """A program's heap after each event of XLA's heap simulation (``hlo_memory``'s heap
+    rows, one program), its peak marked with the instruction that reached it."""
+    fig = go.Figure(
+        go.Scatter(
+            x=heap["position"],
+            y=heap["heap_mib"],
+            mode="lines+markers" if len(heap) <= 200 else "lines",
+            line={"shape": "hv", "color": _PALETTE[0]},
+            customdata=heap[["instruction"]],
+            hovertemplate="event %{x}: %{customdata[0]}<br>%{y:,.1f} MiB<extra></extra>",
+            name="heap",
+        )
+    )
+    at = heap[heap["position"] == program["peak_position"]]
+    if len(at):
+        fig.add_trace(
+            go.Scatter(
+                x=at["position"],
+                y=at["heap_mib"],
+                mode="markers",
+                marker={"size": 12, "color": _PALETTE[3], "symbol": "diamond"},
+                name=f"peak {program['peak_heap_mib']:,.1f} MiB",
+                hovertemplate=f"peak at {at['instruction'].iloc[0]}: %{{y:,.1f}} MiB<extra></extra>",
+            )
+        )
+    if program["indefinite_mib"] >= 0.01 * program["peak_heap_mib"]:  # a floor worth a line
+        fig.add_hline(
+            y=program["indefinite_mib"],
+            line_dash="dot",
+            line_color="grey",
+            annotation_text="parameters, outputs, constants",
+        )
+    fig.update_layout(
+        title=f"{program['program']}: heap over its order of execution",
+        xaxis_title="heap simulator event",
+        yaxis_title="MiB (memory space 0)",
+        yaxis_rangemode="tozero",
+        height=340,
+        margin={"t": 40, "b": 40, "l": 60, "r": 10},
+        legend={"orientation": "h", "y": -0.25},
+    )
+    return fig

@@ -16,7 +16,8 @@ from podscope.analyzers.hlo_stats import op_profile
 from podscope.analyzers.session import SessionAnalysis
 from podscope.analyzers.timeline import XLA_OP_SEARCH
 from podscope.app import ids
-from podscope.app.figures.xla import op_profile_figure, roofline_figure
+from podscope.app.context import current
+from podscope.app.figures.xla import memory_figure, op_profile_figure, roofline_figure
 from podscope.app.grid_source import BLOCK, column_filters, records, rows_response
 from podscope.app.pages._common import (
     ALL_WORKERS,
@@ -30,7 +31,9 @@ from podscope.app.pages._common import (
     with_query,
     worker_picker,
 )
+from podscope.app.store import SessionError
 from podscope.app.units import grid_columns, plural
+from podscope.trace_parsers import TraceParseError
 
 dash.register_page(__name__, path="/xla", name="XLA", order=3)
 
@@ -195,6 +198,7 @@ def layout(
     node: str | None = None,
     op: str | None = None,
     q: str | None = None,
+    memory: str | None = None,
     **_: str,
 ) -> Any:
     session, analysis, alert = load_session(session)
@@ -288,7 +292,92 @@ def layout(
                 ),
             ),
             card(_details(view, op, session), id=ids.XLA_DETAILS),
+            _memory(session, view.worker, memory),
         ]
+    )
+
+
+#: The memory viewer's table: what a buffer alive at the peak is (the rest is in the CLI's CSV).
+MEMORY_COLUMNS = {
+    "instruction": "buffer",
+    "size_mib": "MiB",
+    "kind": "kind",
+    "opcode": "opcode",
+    "shape": "shape",
+    "op_name": "framework op",
+    "source": "source",
+}
+
+
+def _memory(session: str, worker: str | None, chosen: str | None) -> Any:
+    """XProf's memory viewer of one worker's programs (``SessionStore.memory``): a program
+    (the URL's ``memory``, else the largest peak), its heap over its order of execution and
+    the buffers alive at its peak, largest first."""
+    try:
+        views = current().store.memory(session, worker)
+    except (SessionError, TraceParseError) as e:
+        return card(dbc.Alert(f"Memory viewer: {e}", color="warning"), id=ids.XLA_MEMORY)
+    programs = views.programs.sort_values("peak_heap_mib", ascending=False)
+    refused = programs[programs["error"] != ""]
+    programs = programs[programs["error"] == ""]
+    notes = [
+        html.P(f"{r.program} ({r.program_id}): not replayed: {r.error}", className="text-danger")
+        for r in refused.itertuples()
+    ]
+    if programs.empty:
+        return card(
+            html.H6("Memory"),
+            html.P(
+                "This worker's capture carries no XLA program with a buffer assignment: "
+                "nothing to show.",
+                className="podscope-muted",
+            ),
+            *notes,
+            id=ids.XLA_MEMORY,
+        )
+    keys = programs["program_id"].astype(str)
+    one = programs[keys == chosen].iloc[0] if chosen in set(keys) else programs.iloc[0]
+    pid = one["program_id"]
+    heap = views.heap[views.heap["program_id"] == pid]
+    buffers = views.buffers[views.buffers["program_id"] == pid].sort_values(
+        "size_mib", ascending=False, kind="stable"
+    )
+    table = buffers[list(MEMORY_COLUMNS)].rename(columns=MEMORY_COLUMNS).fillna("")
+    table["MiB"] = table["MiB"].map("{:,.3f}".format)
+    table["source"] = table["source"].str.rsplit("/", n=1).str[-1]  # its file and line
+    graph = (
+        dcc.Graph(id=ids.XLA_MEMORY_GRAPH, figure=memory_figure(heap, one))
+        if len(heap)
+        else html.P(
+            "No temporary buffer: the whole peak is the program's parameters, outputs and "
+            "constants, alive from its start to its end.",
+            className="podscope-muted mt-2",
+            id=ids.XLA_MEMORY_GRAPH,
+        )
+    )
+    return card(
+        html.H6(
+            f"Memory · {one['program']}: peak {one['peak_heap_mib']:,.1f} MiB, "
+            f"{plural(len(buffers), 'buffer')} alive there"
+        ),
+        dcc.Dropdown(
+            id=ids.XLA_MEMORY_PROGRAM,
+            value=str(pid),
+            clearable=False,
+            options=[
+                {
+                    "label": f"{r.program} ({r.program_id}) · peak {r.peak_heap_mib:,.1f} MiB",
+                    "value": str(r.program_id),
+                }
+                for r in programs.itertuples()
+            ],
+        ),
+        graph,
+        dbc.Table.from_dataframe(
+            table, id=ids.XLA_MEMORY_TABLE, size="sm", striped=True, hover=True, responsive=True
+        ),
+        *notes,
+        id=ids.XLA_MEMORY,
     )
 
 
@@ -497,6 +586,17 @@ def pick_op(
         row = (selected or [{}])[0]
         op = f"{row.get('program_id')}/{row.get('hlo_op_name')}" if row.get("hlo_op_name") else None
     return with_query(search, op=op) if op else dash.no_update
+
+
+@dash.callback(
+    Output(ids.URL, "search", allow_duplicate=True),
+    Input(ids.XLA_MEMORY_PROGRAM, "value"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def pick_memory_program(program: str | None, search: str | None) -> Any:
+    """The memory viewer's program goes into the URL."""
+    return with_query(search, memory=program) if program else dash.no_update
 
 
 @dash.callback(

@@ -173,3 +173,36 @@ def test_each_session_offers_the_tables_and_words_its_framework_has(page, xla_se
     text = page.inner_text("body")
     assert "No tf.data input pipeline: JAX feeds its programs from Python" in text
     assert "host_tracer_level" not in text and "tf.data iterator events" not in text
+
+
+def test_the_memory_viewer_shows_a_programs_peak_and_its_buffers(page, xla_server) -> None:  # type: ignore[no-untyped-def]
+    """XProf's memory viewer on the TPU sample (its numbers equal XProf's:
+    tests/trace_parsers/test_hlo_memory.py): the largest peak first, then another program
+    picked, kept in the URL and after a reload."""
+    page.goto(xla_server + "/xla?session=2026_03_01_tpu")
+    settle(page)
+    memory = page.locator("#xla-memory")
+    assert "Memory · jit_f: peak 20,480.0 MiB, 5 buffers alive there" in memory.inner_text()
+    rows = page.locator("#xla-memory-table tbody tr")
+    assert rows.count() == 5
+    first = rows.first.inner_text()
+    assert "5,120.000" in first and "f32[5,1024,1024,256]" in first
+    peak = page.evaluate("document.querySelector('#xla-memory-graph .js-plotly-plot').data[1].name")
+    assert peak == "peak 20,480.0 MiB"
+
+    pick(page, "xla-memory-program", "jit__psum (9646411105960254074) · peak 10,240.0 MiB")
+    assert query(page)["memory"] == "9646411105960254074"
+    page.wait_for_timeout(2000)  # still there, not a transient state
+    assert "jit__psum: peak 10,240.0 MiB, 2 buffers" in memory.inner_text()
+    table = page.inner_text("#xla-memory-table")
+    assert "all-reduce" in table and "Output" in table and "Parameter" in table
+    # no temporary buffer: its peak is its parameter and output, said in words, not a flat line
+    assert "No temporary buffer" in page.inner_text("#xla-memory-graph")
+    page.reload()
+    settle(page)
+    assert "jit__psum: peak 10,240.0 MiB" in page.inner_text("#xla-memory")
+    assert "jit__psum" in page.inner_text("#xla-memory-program")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    pick(page, "xla-memory-program", "jit_f (12190760917235803885) · peak 20,480.0 MiB")
+    memory.screenshot(path=str(ARTIFACTS / "xla_memory.png"))
+    assert page.errors == []
