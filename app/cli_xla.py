@@ -166,7 +166,15 @@ def roofline_command(
     title = "device peaks" + (
         " (0: the trace does not say, e.g. no vendor on the GPU plane)" if unknown.any() else ""
     )
-    show_table(shown.assign(device=shown["device"].str.removeprefix("/device:")), title, wide=wide)
+    shown = shown.assign(
+        device=shown["device"].str.removeprefix("/device:"),
+        device_type=peaks["product"].where(peaks["product"] != "", peaks["device_type"]),
+    )
+    show_table(shown, title, wide=wide)
+    for source, devices in peaks.groupby("peak_source", sort=False)["device"]:
+        one = devices.iloc[0].removeprefix("/device:")
+        where = one if len(devices) == 1 else f"{one} and {len(devices) - 1} more"
+        say(f"{where}: {source}.")
 
 
 @click.command("hlo-memory")

@@ -390,9 +390,10 @@ def _peaks_line(view: View) -> Any:
             className="podscope-muted mt-2",
         )
     flops = float(p["peak_flop_rate_gflops"])
+    name = p["product"] or p["device_type"]
     text = (
-        f"{p['device_type']}: peak {flops / 1000:,.1f} TFLOP/s, HBM {p['peak_hbm_bw_gibs']:,.1f} GiB/s, "
-        f"ridge {p['ridge_point']:,.1f} FLOP/byte (read from the device plane)"
+        f"{name}: peak {flops / 1000:,.1f} TFLOP/s, HBM {p['peak_hbm_bw_gibs']:,.1f} GiB/s, "
+        f"ridge {p['ridge_point']:,.1f} FLOP/byte ({p['peak_source']})"
         if flops > 0
         else f"{p['device_type']}: HBM {p['peak_hbm_bw_gibs']:,.1f} GiB/s; the trace states no peak FLOP "
         "rate (no vendor on the device plane), so compute utilization is not judged"

@@ -126,7 +126,9 @@ def test_every_control_of_the_xla_page_stays_in_the_url(page, xla_server) -> Non
 def test_a_grid_row_picks_its_op_and_a_gpu_roofline_has_its_roof(page, xla_server) -> None:  # type: ignore[no-untyped-def]
     page.goto(xla_server + "/xla?session=2026_03_02_rocm")
     settle(page)
-    assert "AMD GPU - gfx942: peak 1,307.4 TFLOP/s" in page.inner_text("#xla-peaks")
+    peaks = page.inner_text("#xla-peaks")
+    assert "AMD Instinct MI300X: peak 1,307.4 TFLOP/s, HBM 4,936.0 GiB/s" in peaks
+    assert "5.3 TB/s from the AMD Instinct MI300X data sheet: the trace states 2.66" in peaks
     roof = page.evaluate("document.querySelector('#xla-roofline .js-plotly-plot').data[0].name")
     assert roof.startswith("roof: 1,307 TFLOP/s")
     page.locator("#xla-table .ag-center-cols-container .ag-row").nth(3).click()
