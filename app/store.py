@@ -32,7 +32,9 @@ from podscope.analyzers.execution import (
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app.uploads import UploadBudget, Verdict, read_uploads
 from podscope.trace_parsers import TraceParseError, layout, load
+from podscope.trace_parsers.hlo_graph import modules_in
 from podscope.trace_parsers.hlo_memory import MemoryViews, memory_views_of
+from podscope.trace_parsers.hlo_module import Module
 from podscope.trace_parsers.loader import (
     PARSERS,
     scan,
@@ -473,10 +475,24 @@ class SessionStore:
             SessionError: a bad or unknown session.
             TraceParseError: the file is unreadable or its programs corrupt.
         """
+        return _memory_views(*self._worker_file(session, worker))
+
+    def modules(self, session: str, worker: str | None = None) -> dict[int, Module]:
+        """The XLA programs (by program id) in one worker's file (``worker``, else the
+        session's first), decoded once per version of that file (a few kept).
+
+        Raises:
+            SessionError: a bad or unknown session.
+            TraceParseError: the file is unreadable or its programs corrupt.
+        """
+        return _modules(*self._worker_file(session, worker))
+
+    def _worker_file(self, session: str, worker: str | None) -> tuple[str, int, int]:
+        """The worker's file (else the session's first) and its version: size, mtime."""
         _, _, files = self._key(session)
         chosen = [f for f in files if worker_label(f) == worker] or files[:1]
         st = chosen[0].stat()
-        return _memory_views(str(chosen[0]), st.st_size, st.st_mtime_ns)
+        return str(chosen[0]), st.st_size, st.st_mtime_ns
 
     def failures(self, session: str) -> tuple[str, ...]:
         """Files of the session's last analysis that were not read (``trace_parsers.scan``:
@@ -578,6 +594,12 @@ RESERVED_NAMES = (layout.MANIFEST_NAME, "cluster.json")
 def _memory_views(file: str, _size: int, _mtime_ns: int) -> MemoryViews:
     """``memory_views_of`` a file, keyed by its version (a rewritten file is read again)."""
     return memory_views_of(file)
+
+
+@functools.lru_cache(maxsize=8)
+def _modules(file: str, _size: int, _mtime_ns: int) -> dict[int, Module]:
+    """``modules_in`` a file, keyed by its version."""
+    return modules_in(file)
 
 
 def _unwritable(logdir: Path, e: Exception) -> str:

@@ -264,3 +264,53 @@ def memory_figure(heap: pd.DataFrame, program: pd.Series) -> go.Figure:
         legend={"orientation": "h", "y": -0.25},
     )
     return fig
+
+
+def hlo_graph_figure(nodes: pd.DataFrame, edges: list[tuple[str, str]]) -> go.Figure:
+    """The instructions around an op (``trace_parsers.hlo_graph.neighbourhood``) in data-flow
+    order, left to right: each a point coloured by category, the op ringed, a fusion a square
+    (a click opens or closes it), the instructions of an open fusion small and shaded; each
+    edge an arrow from operand to user."""
+    colors = category_colors(sorted(nodes["category"].astype(str)))
+    at = {r.name: (r.layer, -r.row) for r in nodes.itertuples()}
+    fig = go.Figure()
+    for a, b in edges:
+        (x0, y0), (x1, y1) = at[a], at[b]
+        fig.add_annotation(
+            x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y",
+            showarrow=True, arrowhead=2, arrowsize=1, arrowwidth=1, arrowcolor="#9aa0a6",
+            standoff=9, startstandoff=9, text="",
+        )  # fmt: skip
+    inside = nodes["inside"] != ""
+    fig.add_trace(
+        go.Scatter(
+            x=nodes["layer"],
+            y=-nodes["row"],
+            mode="markers+text",
+            text=nodes["name"],
+            textposition="top center",
+            textfont={"size": 10},
+            customdata=nodes[["name", "opcode", "shape", "fusion", "inside"]],
+            hovertemplate="%{customdata[0]} = %{customdata[2]} %{customdata[1]}"
+            "<extra>%{customdata[4]}</extra>",
+            marker={
+                "size": [9 if i else 16 for i in inside],
+                "color": [colors[c] for c in nodes["category"].astype(str)],
+                "symbol": ["square" if f else "circle" for f in nodes["fusion"]],
+                "opacity": [0.6 if i else 1.0 for i in inside],
+                "line": {
+                    "width": [3 if o else 0 for o in nodes["is_op"]],
+                    "color": "#d62728",
+                },
+            },
+            showlegend=False,
+        )
+    )
+    fig.update_layout(
+        height=max(260, 70 * (int(nodes["row"].max()) + 1 if len(nodes) else 1) + 60),
+        margin={"t": 20, "b": 20, "l": 20, "r": 20},
+        xaxis={"visible": False},
+        yaxis={"visible": False},
+        plot_bgcolor="white",
+    )
+    return fig

@@ -10,14 +10,19 @@ import dash
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 import pandas as pd
-from dash import Input, Output, State, dcc, html
+from dash import ClientsideFunction, Input, Output, State, dcc, html
 
 from podscope.analyzers.hlo_stats import op_profile
 from podscope.analyzers.session import SessionAnalysis
 from podscope.analyzers.timeline import XLA_OP_SEARCH
 from podscope.app import ids
 from podscope.app.context import current
-from podscope.app.figures.xla import memory_figure, op_profile_figure, roofline_figure
+from podscope.app.figures.xla import (
+    hlo_graph_figure,
+    memory_figure,
+    op_profile_figure,
+    roofline_figure,
+)
 from podscope.app.grid_source import BLOCK, column_filters, records, rows_response
 from podscope.app.pages._common import (
     ALL_WORKERS,
@@ -34,6 +39,7 @@ from podscope.app.pages._common import (
 from podscope.app.store import SessionError
 from podscope.app.units import grid_columns, plural
 from podscope.trace_parsers import TraceParseError
+from podscope.trace_parsers.hlo_graph import MAX_HOPS, module_text, neighbourhood
 
 dash.register_page(__name__, path="/xla", name="XLA", order=3)
 
@@ -199,6 +205,8 @@ def layout(
     op: str | None = None,
     q: str | None = None,
     memory: str | None = None,
+    hops: str | None = None,
+    expand: str | None = None,
     **_: str,
 ) -> Any:
     session, analysis, alert = load_session(session)
@@ -291,7 +299,7 @@ def layout(
                     style={"height": "560px"},
                 ),
             ),
-            card(_details(view, op, session), id=ids.XLA_DETAILS),
+            card(_details(view, op, session, hops, expand), id=ids.XLA_DETAILS),
             _memory(session, view.worker, memory),
         ]
     )
@@ -454,7 +462,9 @@ def _node_table(tree: pd.DataFrame, node: str) -> Any:
     )
 
 
-def _details(view: View, op: str | None, session: str) -> Any:
+def _details(
+    view: View, op: str | None, session: str, hops: str | None = None, expand: str | None = None
+) -> Any:
     if not op or "/" not in op:
         return html.P(
             "Click an op in the table or on the roofline to see it here.",
@@ -486,8 +496,69 @@ def _details(view: View, op: str | None, session: str) -> Any:
             html.Div([html.Strong("Source: "), html.Code(str(r["source"]) or "not in the trace")]),
             html.Ul(stack) if stack else None,
             dcc.Link("Its events on the Timeline", href=link),
+            *_program_around(session, str(r["worker"]), program_id, name, hops, expand),
         ]
     )
+
+
+#: Hops of the graph around an op unless the URL says (``hops``).
+DEFAULT_HOPS = 2
+
+
+def _program_around(
+    session: str, worker: str, program_id: str, name: str, hops: str | None, expand: str | None
+) -> list[Any]:
+    """The op in its program: the graph of instructions within a few hops (fusions a click
+    opens: the URL's ``expand``) and the module's HLO text with the op's line marked."""
+    try:
+        module = current().store.modules(session, worker).get(int(program_id))
+    except (SessionError, TraceParseError, ValueError) as e:
+        return [dbc.Alert(f"Its program: {e}", color="warning")]
+    if module is None:
+        return [
+            html.P("The capture holds no HLO module for this program.", className="podscope-muted")
+        ]
+    n = index_of(hops)
+    n = DEFAULT_HOPS if n is None else max(1, min(n, MAX_HOPS))
+    opened = {e for e in (expand or "").split(",") if e}
+    try:
+        graph = neighbourhood(module, name, n, opened)
+    except KeyError:
+        return [html.P(f"{name} is not in its program's module.", className="podscope-muted")]
+    left = (
+        f"; {plural(graph.left_out, 'instruction')} further out not drawn" if graph.left_out else ""
+    )
+    lines = [
+        html.Mark(text + "\n", id=ids.XLA_MODULE + "-op") if hit else text + "\n"
+        for text, hit in module_text(module, name)
+    ]
+    return [
+        html.H6(f"Around {name} in {module.name}", className="mt-3"),
+        dbc.RadioItems(
+            id=ids.XLA_GRAPH_HOPS,
+            value=n,
+            inline=True,
+            options=[{"label": plural(k, "hop"), "value": k} for k in range(1, MAX_HOPS + 1)],
+        ),
+        html.P(
+            f"{plural(len(graph.nodes), 'instruction')}, operands to the left of their users"
+            f"{left}; a click on a fusion (a square) opens or closes its computation.",
+            className="podscope-muted",
+        ),
+        dcc.Graph(id=ids.XLA_GRAPH, figure=hlo_graph_figure(graph.nodes, graph.edges)),
+        html.Details(
+            [
+                html.Summary(f"Module text ({plural(len(lines), 'line')}; {name} marked)"),
+                html.Pre(
+                    lines,
+                    className="podscope-code",
+                    style={"maxHeight": "420px", "overflow": "auto"},
+                    id=ids.XLA_MODULE,
+                ),
+            ],
+            open=True,
+        ),
+    ]
 
 
 def _why_empty(analysis: SessionAnalysis, view: View) -> str:
@@ -586,7 +657,35 @@ def pick_op(
     else:
         row = (selected or [{}])[0]
         op = f"{row.get('program_id')}/{row.get('hlo_op_name')}" if row.get("hlo_op_name") else None
-    return with_query(search, op=op) if op else dash.no_update
+    return with_query(search, op=op, expand=None) if op else dash.no_update
+
+
+# The module text scrolls to the op's line once drawn (assets/shell.js).
+dash.clientside_callback(
+    ClientsideFunction("podscopeShell", "showMark"),
+    Output(ids.XLA_MODULE, "title"),
+    Input(ids.XLA_MODULE, "children"),
+)
+
+
+@dash.callback(
+    Output(ids.URL, "search", allow_duplicate=True),
+    Input(ids.XLA_GRAPH_HOPS, "value"),
+    Input(ids.XLA_GRAPH, "clickData"),
+    State(ids.URL, "search"),
+    prevent_initial_call=True,
+)
+def explore_graph(hops: int | None, click: dict[str, Any] | None, search: str | None) -> Any:
+    """The graph's hops, and a fusion clicked: opened, or closed when it was open."""
+    if dash.ctx.triggered_id == ids.XLA_GRAPH_HOPS:
+        return with_query(search, hops=None if hops == DEFAULT_HOPS else str(hops))
+    data = (click or {}).get("points", [{}])[0].get("customdata") or []
+    if len(data) < 4 or not data[3]:  # not a fusion
+        return dash.no_update
+    opened = [e for e in (query_of(search).get("expand") or "").split(",") if e]
+    name = str(data[0])
+    opened = [e for e in opened if e != name] if name in opened else [*opened, name]
+    return with_query(search, expand=",".join(opened) or None)
 
 
 @dash.callback(

@@ -208,3 +208,57 @@ def test_the_memory_viewer_shows_a_programs_peak_and_its_buffers(page, xla_serve
     pick(page, "xla-memory-program", "jit_f (12190760917235803885) · peak 20,480.0 MiB")
     memory.screenshot(path=str(ARTIFACTS / "xla_memory.png"))
     assert page.errors == []
+
+
+def graph_nodes(page) -> list[str]:  # type: ignore[no-untyped-def]
+    return list(page.evaluate("document.querySelector('#xla-graph .js-plotly-plot').data[0].text"))
+
+
+def test_an_ops_graph_opens_its_fusions_and_its_module_text_shows_it(page, xla_server) -> None:  # type: ignore[no-untyped-def]
+    """A fusion picked in the grid: the instructions two hops around it, its module's HLO text
+    scrolled to its marked line; a click on it opens its fused computation (its instructions
+    join the graph), another closes it; the hops and the open fusion stay in the URL."""
+    page.goto(xla_server + "/xla?session=2026_03_02_rocm")
+    settle(page)
+    page.fill("#xla-filter", "fusion")
+    page.press("#xla-filter", "Enter")
+    settle(page)
+    page.locator("#xla-table .ag-center-cols-container .ag-row").first.click()
+    settle(page)
+    name = query(page)["op"].split("/", 1)[1]
+    assert "fusion" in name
+    closed = graph_nodes(page)
+    assert closed[0] == name and len(closed) >= 2
+    mark = page.locator("#xla-module-op")
+    assert f"%{name} = " in mark.inner_text()
+    box = page.locator("#xla-module")
+    page.wait_for_function(  # scrolled so that the marked line is in the box's view
+        "() => { const m = document.getElementById('xla-module-op');"
+        " const b = m.closest('pre').getBoundingClientRect(), r = m.getBoundingClientRect();"
+        " return r.top >= b.top && r.bottom <= b.bottom; }"
+    )
+    assert box.inner_text().startswith("HloModule ")
+
+    page.locator("#xla-graph .scatterlayer .points path").first.click(force=True)
+    settle(page)
+    assert query(page)["expand"] == name
+    page.wait_for_timeout(2000)  # still open, not a transient state
+    opened = graph_nodes(page)
+    assert len(opened) > len(closed) and set(closed) <= set(opened)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#xla-details").screenshot(path=str(ARTIFACTS / "xla_graph.png"))
+
+    page.get_by_role("radio", name="1 hop", exact=True).check()
+    settle(page)
+    assert query(page)["hops"] == "1"
+    one_hop = graph_nodes(page)
+    assert len(one_hop) <= len(opened)
+    page.reload()
+    settle(page)
+    assert graph_nodes(page) == one_hop
+    assert page.get_by_role("radio", name="1 hop", exact=True).is_checked()
+
+    page.locator("#xla-graph .scatterlayer .points path").first.click(force=True)
+    settle(page)
+    assert "expand" not in query(page)  # closed again
+    assert page.errors == []
