@@ -32,25 +32,30 @@ def category_colors(categories: list[str]) -> dict[str, str]:
 def program_points(table: pd.DataFrame) -> pd.DataFrame:
     """Each program's own point, as XProf's roofline has one: all its ops' measured FLOPs
     over their bytes and over their time (``program, operational_intensity,
-    measured_flop_rate_gflops, total_time_us``); programs without FLOPs or bytes left out."""
+    measured_flop_rate_gflops, total_time_us``), per ``execution`` too where the table has
+    one (``hlo_stats`` by execution: XProf's per-step rows); programs without FLOPs or bytes
+    left out."""
     ops = table[table["category"].astype(str) != "IDLE"]
     time_us = ops["total_time_us"].astype(float)
+    keys = ["program", "execution"] if "execution" in ops else ["program"]
     g = (
         pd.DataFrame(
             {
                 "program": ops["program"].astype(str),
+                **({"execution": ops["execution"].to_numpy()} if "execution" in ops else {}),
                 "flops": ops["measured_flop_rate_gflops"].astype(float) * time_us * 1e3,
                 "bytes": ops["bytes_accessed"].astype(float),
                 "time_us": time_us,
             }
         )
-        .groupby("program", sort=False)[["flops", "bytes", "time_us"]]
+        .groupby(keys, sort=False)[["flops", "bytes", "time_us"]]
         .sum()
+        .reset_index()
     )
     g = g[(g["flops"] > 0) & (g["bytes"] > 0) & (g["time_us"] > 0)]
     return pd.DataFrame(
         {
-            "program": g.index,
+            **{k: g[k].to_numpy() for k in keys},
             "operational_intensity": (g["flops"] / g["bytes"]).to_numpy(),
             "measured_flop_rate_gflops": (g["flops"] / g["time_us"] / 1e3).to_numpy(),
             "total_time_us": g["time_us"].to_numpy(),
@@ -58,8 +63,28 @@ def program_points(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _program_points(fig: go.Figure, table: pd.DataFrame) -> None:
-    """A star per program, beside its ops' points."""
+#: Per-step program points drawn at most (a long loop's steps: the first ones).
+MAX_STEP_POINTS = 2000
+
+
+def _program_points(fig: go.Figure, table: pd.DataFrame, steps: pd.DataFrame | None) -> None:
+    """A star per program, beside its ops' points; with ``steps`` (the table by execution), a
+    small hollow star per program per step, whose spread is the steps' variation."""
+    if steps is not None and len(steps):
+        each = program_points(steps).head(MAX_STEP_POINTS)
+        if len(each):
+            fig.add_trace(
+                go.Scatter(
+                    x=each["operational_intensity"],
+                    y=each["measured_flop_rate_gflops"],
+                    mode="markers",
+                    name="program, per step",
+                    marker={"symbol": "star-open", "size": 9, "color": "#555"},
+                    customdata=np.column_stack([each["program"], each["execution"]]),
+                    hovertemplate="program %{customdata[0]}, execution %{customdata[1]}<br>"
+                    "%{x:.3g} FLOP/B · %{y:,.1f} GFLOP/s<extra></extra>",
+                )
+            )
     points = program_points(table)
     if points.empty:
         return
@@ -78,7 +103,10 @@ def _program_points(fig: go.Figure, table: pd.DataFrame) -> None:
 
 
 def roofline_figure(
-    table: pd.DataFrame, peaks: pd.Series | None, selected: str | None = None
+    table: pd.DataFrame,
+    peaks: pd.Series | None,
+    selected: str | None = None,
+    steps: pd.DataFrame | None = None,
 ) -> go.Figure:
     """Log-log roofline: operational intensity (FLOP/byte) against the measured FLOP rate
     (GFLOP/s), one point per op sized by its self time and coloured by category; the device's
@@ -90,6 +118,8 @@ def roofline_figure(
             click reports).
         peaks: the device's ``device_peaks`` row, None when unknown.
         selected: ``program_id/hlo_op_name`` of the op to ring.
+        steps: the same ops by execution (``hlo_stats`` with an ``execution`` column): each
+            program's point per step beside its overall one.
     """
     flops = table["measured_flop_rate_gflops"].astype(float)
     oi = table["operational_intensity"].astype(float)
@@ -158,7 +188,7 @@ def roofline_figure(
                 "self %{customdata[3]} µs<extra>%{fullData.name}</extra>",
             )
         )
-    _program_points(fig, table)
+    _program_points(fig, table, steps)
     note = f" ({left_out} ops without FLOPs or bytes not plotted)" if left_out else ""
     roof = "" if peak_flops > 0 and peak_bw > 0 else " — no roof: the trace states no peaks here"
     fig.update_layout(

@@ -82,6 +82,9 @@ class View(NamedTuple):
     executions: int
     table: pd.DataFrame  # hlo_stats, with its IDLE row (``ops`` has none)
     peaks: pd.Series | None
+    #: hlo_stats by execution (the roofline's per-step program points): all executions
+    #: shown and more than one, else None
+    steps: pd.DataFrame | None = None
 
     @property
     def ops(self) -> pd.DataFrame:
@@ -90,9 +93,14 @@ class View(NamedTuple):
 
 
 def view_of(
-    analysis: SessionAnalysis, worker: str | None, device: str | None, execution: str | None
+    analysis: SessionAnalysis,
+    worker: str | None,
+    device: str | None,
+    execution: str | None,
+    with_steps: bool = False,
 ) -> View:
-    """The view a URL names; unknown values fall back to the defaults (all of them)."""
+    """The view a URL names; unknown values fall back to the defaults (all of them).
+    ``with_steps``: the table by execution too (the roofline's per-step points)."""
     chosen = chosen_worker(worker) if worker in analysis.worker_names else None
     occ = analysis.xla_ops
     if chosen:
@@ -110,6 +118,11 @@ def view_of(
         occ = occ[(occ["execution"] == k).fillna(False).to_numpy(bool)]
     from podscope.analyzers.hlo_stats import hlo_stats
 
+    steps = (
+        hlo_stats(occ, analysis.device_peaks, per_device=device is not None, device=device)
+        if with_steps and k is None and n_exec > 1
+        else None
+    )
     occ = occ.drop(columns=["execution"], errors="ignore")
     table = hlo_stats(
         occ,
@@ -123,7 +136,9 @@ def view_of(
     mine = peaks[peaks["worker"] == chosen] if chosen else peaks
     if device:
         mine = mine[mine["device"] == device]
-    return View(chosen, device, devices, k, n_exec, table, mine.iloc[0] if len(mine) else None)
+    return View(
+        chosen, device, devices, k, n_exec, table, mine.iloc[0] if len(mine) else None, steps
+    )
 
 
 def grid_frame(table: pd.DataFrame) -> pd.DataFrame:
@@ -212,7 +227,7 @@ def layout(
     session, analysis, alert = load_session(session)
     if analysis is None or session is None:
         return alert
-    view = view_of(analysis, worker, device, execution)
+    view = view_of(analysis, worker, device, execution, with_steps=True)
     if view.ops.empty:
         return card(
             _controls(analysis, view, q),
@@ -235,7 +250,7 @@ def layout(
                         card(
                             dcc.Graph(
                                 id=ids.XLA_ROOFLINE,
-                                figure=roofline_figure(view.ops, view.peaks, op),
+                                figure=roofline_figure(view.ops, view.peaks, op, view.steps),
                             )
                         ),
                         md=6,

@@ -54,6 +54,16 @@ def pick(page, dropdown: str, label: str) -> None:  # type: ignore[no-untyped-de
     settle(page)
 
 
+def per_step_points(page) -> int:  # type: ignore[no-untyped-def]
+    """The roofline's per-step program points (XProf's per-step rows)."""
+    return int(
+        page.evaluate(
+            "(document.querySelector('#xla-roofline .js-plotly-plot')._fullData"
+            ".find((t) => t.name === 'program, per step') || {x: []}).x.length"
+        )
+    )
+
+
 def title(page) -> str:  # type: ignore[no-untyped-def]
     return str(page.inner_text("h6:has-text('XLA op')"))
 
@@ -63,6 +73,7 @@ def test_every_control_of_the_xla_page_stays_in_the_url(page, xla_server) -> Non
     settle(page)
     assert "TPU v6 Lite: peak 918.0 TFLOP/s" in page.inner_text("#xla-peaks")
     assert title(page).startswith("17 XLA ops")
+    assert per_step_points(page) >= 100  # jit_f's 100 executions, each a program point
 
     pick(page, "xla-device", "TPU:1")
     assert query(page)["device"] == "/device:TPU:1"
@@ -70,6 +81,7 @@ def test_every_control_of_the_xla_page_stays_in_the_url(page, xla_server) -> Non
     assert query(page)["execution"] == "5"
     page.wait_for_timeout(2000)  # still there, not a transient state
     assert "TPU:1" in title(page) and "execution 5" in title(page)
+    assert per_step_points(page) == 0  # one execution shown: no steps to spread
     # one execution of jit_f on one core: each of its ops once
     first = page.locator("#xla-table .ag-center-cols-container .ag-row").first
     assert first.locator("[col-id='occurrences']").inner_text() == "1"

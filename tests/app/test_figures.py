@@ -315,3 +315,29 @@ def test_the_roofline_has_each_programs_own_point() -> None:
     fig = roofline_figure(table, None)
     star = next(t for t in fig.data if t.name == "program (all its ops)")
     assert list(star.x) == [pytest.approx(5.0)] and list(star.y) == [pytest.approx(50.0)]
+
+
+def test_the_roofline_has_each_programs_point_per_step() -> None:
+    """Two executions of one program: a hollow star for each (the slower step lower), the
+    program's overall star between them."""
+    from podscope.app.figures.xla import program_points, roofline_figure
+
+    def rows(execution: int | None, time_us: float) -> dict[str, object]:
+        row: dict[str, object] = {
+            "program_id": "7", "program": "jit_step", "hlo_op_name": "dot.1",
+            "category": "convolution", "measured_flop_rate_gflops": 1e6 / time_us,
+            "operational_intensity": 10.0, "bytes_accessed": 1e5, "total_time_us": time_us,
+            "total_self_time_us": time_us, "bound_by": "Compute", "roofline_efficiency": 0.5,
+        }  # fmt: skip
+        if execution is not None:
+            row["execution"] = execution
+        return row
+
+    steps = pd.DataFrame([rows(0, 100.0), rows(1, 300.0)])
+    whole = pd.DataFrame([rows(None, 400.0)])
+    whole["measured_flop_rate_gflops"] = 2e6 / 400.0  # both executions' FLOPs over their time
+    fig = roofline_figure(whole, None, steps=steps)
+    per_step = next(t for t in fig.data if t.name == "program, per step")
+    assert list(per_step.y) == pytest.approx([1e4, 1e6 / 300.0])
+    overall = program_points(whole)["measured_flop_rate_gflops"].iloc[0]
+    assert min(per_step.y) < overall < max(per_step.y)
