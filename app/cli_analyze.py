@@ -367,6 +367,7 @@ def _no_ops(a: SessionAnalysis, by: str, worker: str | None) -> str:
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
 @click.option("--csv", help="steps, ops or xla: that comparison as CSV on stdout.")
+@wide_option
 @click.option("--top", type=int, default=15, help="Op rows in the table view.")
 @click.option("--base-session", help="Session of BASE's logdir.")
 @click.option("--new-session", help="Session of NEW's logdir.")
@@ -376,6 +377,7 @@ def compare_command(
     base: Path,
     new: Path,
     csv: str | None,
+    wide: bool,
     top: int,
     base_session: str | None,
     new_session: str | None,
@@ -404,48 +406,58 @@ def compare_command(
     if csv:
         {"steps": steps, "ops": ops, "xla": xla}[csv].to_csv(sys.stdout, index=False)
         return
-    from rich.console import Console
-    from rich.table import Table
 
-    def fmt(v: float, pct: bool = False) -> str:
-        return "" if pd.isna(v) else f"{v:+.1%}" if pct else f"{v:,.3f}"
+    def signed(change: pd.Series) -> pd.Series:  # +12.3 %: a change has its sign
+        return change.map(lambda v: "" if pd.isna(v) else f"{v:+.1%}")
 
-    view = Table(title="ms per traced worker-step (its busiest device)")
-    for col in ("metric", "base", "new", "delta", "change"):
-        view.add_column(col, justify="left" if col == "metric" else "right")
-    for r in steps.itertuples(index=False):
-        view.add_row(r.metric, fmt(r.base_ms), fmt(r.new_ms), fmt(r.delta), fmt(r.change, True))
+    show_table(
+        pd.DataFrame(
+            {
+                "metric": steps["metric"],
+                "base ms": steps["base_ms"],
+                "new ms": steps["new_ms"],
+                "delta ms": steps["delta"],
+                "change": signed(steps["change"]),
+            }
+        ),
+        "ms per traced worker-step (its busiest device)",
+        wide=wide,
+    )
     unit = "traced worker-step" if (ops["per"] == "step").all() else "worker (whole capture)"
-    changed = Table(title=f"top {top} ops by change in self time (µs per {unit})")
-    for col in ("op_type", "op_name", "base", "new", "delta", "change", "status"):
-        changed.add_column(col, justify="left" if col in ("op_type", "op_name") else "right")
-    for r in ops.head(top).itertuples(index=False):
-        changed.add_row(
-            str(r.op_type),
-            str(r.op_name)[:60],
-            fmt(r.base_us),
-            fmt(r.new_us),
-            fmt(r.delta),
-            fmt(r.change, True),
-            r.status,
-        )
-    console = Console()
-    console.print(view)
-    console.print(changed)
+    head = ops.head(top)
+    show_table(
+        pd.DataFrame(
+            {
+                "op_type": head["op_type"].astype(str),
+                "op_name": head["op_name"].astype(str),
+                "base µs": head["base_us"],
+                "new µs": head["new_us"],
+                "delta µs": head["delta"],
+                "change": signed(head["change"]),
+                "status": head["status"],
+            }
+        ),
+        f"top {top} ops by change in self time (per {unit})",
+        wide=wide,
+        cut="op_name",
+    )
     if len(xla):
-        hlo = Table(title=f"top {top} XLA ops by change in time per occurrence (µs)")
-        for col in ("program", "XLA op", "base", "new", "change", "status"):
-            hlo.add_column(col, justify="left" if col in ("program", "XLA op") else "right")
-        for r in xla.head(top).itertuples(index=False):
-            hlo.add_row(
-                str(r.program),
-                str(r.hlo_op_name)[:40],
-                fmt(r.base_avg_us),
-                fmt(r.new_avg_us),
-                fmt(r.change, True),
-                r.status,
-            )
-        console.print(hlo)
+        head = xla.head(top)
+        show_table(
+            pd.DataFrame(
+                {
+                    "program": head["program"].astype(str),
+                    "XLA op": head["hlo_op_name"].astype(str),
+                    "base µs": head["base_avg_us"],
+                    "new µs": head["new_avg_us"],
+                    "change": signed(head["change"]),
+                    "status": head["status"],
+                }
+            ),
+            f"top {top} XLA ops by change in time per occurrence",
+            wide=wide,
+            cut="XLA op",
+        )
 
 
 @click.command("memory")
