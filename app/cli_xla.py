@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+import pandas as pd
 
 from podscope.app.cli_analyze import _analysis_or_exit, analysis_options, csv_option
 from podscope.app.cli_table import show_table, wide_option
@@ -80,11 +81,16 @@ def hlo_command(
     cols += ["hlo_op_name", "occurrences", "total_self_time_us", "device_share"]
     # An instruction's name is unique in its program only, and a program's name in a capture
     # only per compilation: repeated names get their program, with its id where needed.
-    repeated = table["hlo_op_name"].duplicated(keep=False) & (table["program"] != "")
-    program = table["program"].where(
-        ~table.duplicated(["program", "hlo_op_name"], keep=False),
-        table["program"] + "(" + table["program_id"] + ")",
+    # (Counted over distinct ops: --by-execution repeats each op once per execution.)
+    ops = table[["program_id", "program", "hlo_op_name"]].drop_duplicates()
+    programs_of = ops.groupby("hlo_op_name")["program_id"].nunique()
+    repeated = (table["hlo_op_name"].map(programs_of) > 1) & (table["program"] != "")
+    ids_of = ops.groupby(["program", "hlo_op_name"])["program_id"].nunique()
+    same_name = pd.Series(
+        ids_of.reindex(pd.MultiIndex.from_frame(table[["program", "hlo_op_name"]])).to_numpy() > 1,
+        index=table.index,
     )
+    program = table["program"].where(~same_name, table["program"] + "(" + table["program_id"] + ")")
     table = table.assign(
         # a rate above the device's peak is flagged where it is shown, never read as a use
         bound_by=table["bound_by"].where(

@@ -161,3 +161,15 @@ def test_kernels_show_their_launch_geometry(tmp_path: Path) -> None:
     assert said["regs"] == str(int(top["regs"])) and said["shm"] == str(int(top["shm"]))
     assert said["grid"] == f"{int(top['grid_x'])},{int(top['grid_y'])},{int(top['grid_z'])}"
     assert said["block"] == f"{int(top['block_x'])},{int(top['block_y'])},{int(top['block_z'])}"
+
+
+@pytest.mark.skipif(not TPU.exists(), reason="the TPU sample is absent")
+def test_by_execution_names_an_op_by_its_program_only_when_two_programs_share_it(
+    tmp_path: Path,
+) -> None:
+    """Each op of the TPU's jit_f repeats once per execution, in one program: its rows read
+    ``copy-done.4`` (they read ``jit_f(12190760917235803885)/copy-done.4``, cut to
+    ``jit_f(121907609…y-done.4``)."""
+    out = podscope("hlo", str(TPU), "--by-execution", "--top", "4", cache=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "copy-done" in out.stdout and "jit_f(" not in out.stdout
