@@ -175,15 +175,15 @@ class DerivedCache:
         key = self.frames.key(path) if hash_now else self.frames.key_if_hashed(path)
         return f"{key}-{self.VERSION}" if key else None
 
-    def entry(
-        self, files: Sequence[str], names: Sequence[str], hash_now: bool = True
-    ) -> Path | None:
+    def entry(self, files: Sequence[str], hash_now: bool = True) -> Path | None:
         """The entry of some files' gathered parts (a task's batch, or the whole session):
-        named by every file's key (so by the files' contents, places and the code) and the
-        frames, so that a changed, added or removed file is a miss. None when a file cannot
-        be keyed (gone, unreadable), or, without ``hash_now``, when a file's content was never
-        hashed (no entry can hold it: ``run_session`` leaves the hashing to the tasks, in
-        parallel, where the driver read a pod's 255 MB alone first)."""
+        named by every file's key (so by the files' contents, places and the code), so that a
+        changed, added or removed file is a miss; each frame is a shard of it, whichever run
+        made it (the dashboard's whole analysis serves the CLI's stragglers, and the CLI's
+        rules serve the Pod Viewer's part). None when a file cannot be keyed (gone,
+        unreadable), or, without ``hash_now``, when a file's content was never hashed (no
+        entry can hold it: ``run_session`` leaves the hashing to the tasks, in parallel,
+        where the driver read a pod's 255 MB alone first)."""
         import hashlib
 
         try:
@@ -193,12 +193,23 @@ class DerivedCache:
         known = [k for k in keys if k is not None]
         if len(known) < len(keys):
             return None
-        text = "\n".join([*known, ",".join(names)])
+        text = "\n".join(known)
         return self.root / f"session-{hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}"
+
+    def held(self, entry: Path) -> frozenset[str]:
+        """The frames the entry holds (none when it is unreadable or another's)."""
+        try:
+            meta = json.loads((entry / "part.json").read_text())
+        except (OSError, ValueError):
+            return frozenset()
+        names = meta.get("names") if meta.get("entry") == entry.name else None
+        return frozenset(map(str, names)) if isinstance(names, list) else frozenset()
 
     def get(self, entry: Path, names: Sequence[str]) -> Gathered | None:
         """The gathered parts (``gather``) at ``entry``, when every frame in ``names`` is
         there."""
+        if not set(names) <= self.held(entry):
+            return None
         found = self._read(entry, names)
         if found is None:
             return None
@@ -213,10 +224,12 @@ class DerivedCache:
             return None
 
     def put(self, entry: Path, gathered: Gathered) -> None:
-        """Writes gathered parts (a cache that cannot be written only warns)."""
+        """Writes gathered parts beside those the entry holds (a cache that cannot be
+        written only warns)."""
         meta = {
             "workers": [list(w) for w in gathered.workers],
             "failures": [[p.worker, p.file, p.error] for p in gathered.failures],
+            "names": sorted(self.held(entry) | set(gathered.frames)),
         }
         self._write(entry, gathered.frames, meta)
 
@@ -302,7 +315,7 @@ def analyze_files(
     # worker alone is kept under its own entry too (a big worker, found again wherever it is
     # analysed); a batch of small ones is not: the session's entry holds them, and a session
     # whose files change is cut into other batches (writing them was 8 % of a pod's task).
-    entry = store.entry(files, names) if store else None
+    entry = store.entry(files) if store else None
     own = entry if len(files) == 1 else None
     if store and own and (hit := store.get(own, names)) is not None:
         return hit
@@ -991,11 +1004,16 @@ def run_session(
         parts = parts | RULE_PARTS
     parts = frozenset(parts)
     # Warm: the session's gathered parts in one read (its size follows the steps and ops, not
-    # the file count), without starting a task; else a task per batch of files, then gathered.
+    # the file count), without starting a task; else a task per batch of files for the parts
+    # the cache does not hold (another run, the CLI's or the dashboard's, may hold some),
+    # then gathered with those it holds.
     store = DerivedCache(config.cache_dir) if config.cache else None
     names = _frame_names(parts)
-    entry = store.entry([str(f) for f in files], names, hash_now=False) if store else None
-    gathered = store.get(entry, names) if store and entry else None
+    files_ = [str(f) for f in files]
+    entry = store.entry(files_, hash_now=False) if store else None
+    held = store.held(entry) if store and entry else frozenset()
+    todo = frozenset(p for p in parts if not set(_frame_names(frozenset({p}))) <= held)
+    gathered = store.get(entry, names) if store and entry and not todo else None
     where = FROM_CACHE
     if gathered is not None:
         if on_start:
@@ -1003,9 +1021,20 @@ def run_session(
         if progress:
             progress(len(files), len(files))
     else:
+        todo = todo or parts  # held, yet unreadable: all again
         units = batches(files, _batch_processes(config, len(files)))
-        if first is None or parts <= HEAD_PARTS or not small_units(units):
-            gathered, where = _gathered(units, config, parts, progress, on_start)
+        head = (
+            store.get(entry, _frame_names(HEAD_PARTS))
+            if store and entry and first is not None and not todo & HEAD_PARTS
+            else None
+        )
+        if head is not None and first is not None:  # the Pod Viewer's part from the cache
+            first(
+                SessionRun(_merged(head, HEAD_PARTS, config, _no_events), head.failures, FROM_CACHE)
+            )
+            computed, where = _gathered(units, config, todo, progress, on_start, background=True)
+        elif first is None or todo <= HEAD_PARTS or not small_units(units):
+            computed, where = _gathered(units, config, todo, progress, on_start)
         else:
             # The Pod Viewer's parts first, handed over, then the rest at a low priority: the
             # page being drawn keeps the cores (and this process's lock: the session's entry
@@ -1015,12 +1044,19 @@ def run_session(
             first(
                 SessionRun(_merged(head, HEAD_PARTS, config, _no_events), head.failures, head_where)
             )
-            rest = parts - HEAD_PARTS
+            rest = todo - HEAD_PARTS
             tail, where = _gathered(units, config, rest, progress, on_start, background=True)
-            gathered = Gathered({**head.frames, **tail.frames}, tail.workers, tail.failures)
-        entry = entry or (store.entry([str(f) for f in files], names) if store else None)
+            computed = Gathered({**head.frames, **tail.frames}, tail.workers, tail.failures)
+        kept = [n for n in names if n not in computed.frames]
+        cached = store.get(entry, kept) if store and entry and kept else None
+        if kept and cached is None:  # gone since it was listed: computed too
+            more, where = _gathered(units, config, parts - todo, progress, on_start)
+            computed = Gathered({**more.frames, **computed.frames}, more.workers, more.failures)
+        frames = {**(cached.frames if cached else {}), **computed.frames}
+        gathered = Gathered({n: frames[n] for n in names}, computed.workers, computed.failures)
+        entry = entry or (store.entry(files_) if store else None)
         if store and entry:
-            store.put(entry, gathered)
+            store.put(entry, computed)  # beside the frames the entry holds
     return SessionRun(_merged(gathered, parts, config, load_events), gathered.failures, where)
 
 

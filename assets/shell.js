@@ -49,6 +49,26 @@
       // An uploaded mapping's key (``map:<digest>``), once the server holds the mapping.
       mapping: (key, search) => (key ? withQuery(search, { group: key, hz: null }) : noUpdate()),
     },
+    podscopeOps: {
+      // The op table's controls go into the URL (the defaults stay out of it): a new view; a
+      // row picked in the kernel table names its kernel.
+      choose: function (worker, device, by, q, selected, search) {
+        const ctx = window.dash_clientside.callback_context;
+        const one = ctx && ctx.triggered && ctx.triggered.length === 1 ? ctx.triggered[0].prop_id : "";
+        if (one.startsWith("ops-table.")) {
+          const kernel = by === "kernel" ? ((selected || [])[0] || {}).kernel : null;
+          if (!kernel || kernel === new URLSearchParams(search || "").get("kernel")) return noUpdate();
+          return withQuery(search, { kernel: kernel });
+        }
+        return withQuery(search, {
+          worker: worker === "all" ? null : worker,
+          device: device === "all" ? null : device,
+          by: by === "op" ? null : by,
+          q: q,
+          kernel: null,
+        });
+      },
+    },
     podscopeShell: {
       // Moving between pages keeps the session, worker, step and device the user is looking
       // at (what each page's own view means stays with that page); the page shown is marked.

@@ -9,7 +9,7 @@ import dash
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 import pandas as pd
-from dash import Input, Output, State, dcc, html
+from dash import ClientsideFunction, Input, Output, State, dcc, html
 
 from podscope.analyzers.compare import with_per_step
 from podscope.analyzers.ops import across_workers, kernel_groups, op_comparison
@@ -18,7 +18,6 @@ from podscope.app import ids
 from podscope.app.figures.ops import memory_figure, ops_top_figure, ops_treemap_figure, short_name
 from podscope.app.grid_source import BLOCK, column_filters, records, rows_response
 from podscope.app.pages._common import (
-    ALL_WORKERS,
     card,
     chosen_worker,
     device_summary,
@@ -26,7 +25,6 @@ from podscope.app.pages._common import (
     download_frame,
     load_session,
     query_of,
-    with_query,
     worker_picker,
 )
 from podscope.app.units import grid_columns, plural
@@ -424,7 +422,11 @@ def table_rows(request: dict[str, Any] | None, search: str | None) -> Any:
     )
 
 
-@dash.callback(
+# The controls' URL writer runs in the browser (``assets/shell.js``): its inputs are new on
+# every view drawn, and Dash calls such a callback (its output, the URL, is outside the page)
+# whatever ``prevent_initial_call`` says: on the server, a round trip before the grid's rows.
+dash.clientside_callback(
+    ClientsideFunction("podscopeOps", "choose"),
     Output(ids.URL, "search", allow_duplicate=True),
     Input(ids.OPS_WORKER, "value"),
     Input(ids.OPS_DEVICE, "value"),
@@ -434,29 +436,6 @@ def table_rows(request: dict[str, Any] | None, search: str | None) -> Any:
     State(ids.URL, "search"),
     prevent_initial_call=True,
 )
-def choose(
-    worker: str | None,
-    device: str | None,
-    by: str | None,
-    q: str | None,
-    selected: list[dict[str, Any]] | None,
-    search: str | None,
-) -> Any:
-    """The controls' values go into the URL; the page is drawn from it (``layout``)."""
-    trigger = dash.ctx.triggered_id
-    if trigger == ids.OPS_TABLE:
-        kernel = (selected or [{}])[0].get("kernel") if by == "kernel" else None
-        if not kernel or kernel == query_of(search).get("kernel"):
-            return dash.no_update
-        return with_query(search, kernel=kernel)
-    return with_query(
-        search,
-        worker=None if worker == ALL_WORKERS else worker,
-        device=None if device == ALL_DEVICES else device,
-        by=None if by == "op" else by,
-        q=q,
-        kernel=None,
-    )
 
 
 def _why_empty(analysis: SessionAnalysis, view: View) -> str:

@@ -187,6 +187,49 @@ def test_a_fresh_session_is_hashed_by_its_tasks(
     assert_same(first.analysis, second.analysis)
 
 
+def test_the_cli_and_the_dashboard_share_one_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whichever runs first serves the other: the dashboard's whole analysis answers the
+    CLI's rules (``podscope stragglers``) without a task; the CLI's rules first, the
+    dashboard's Pod Viewer part comes from the cache at once and only the parts the CLI did
+    not compute (the op tables by op and by type) are run, the rules' frames read."""
+    folder = mixed_session(tmp_path / "s")
+    files = resolve(folder)
+    config = ExecConfig(cache_dir=str(tmp_path / "cache"), processes=1)
+    run_tasks = execution.run_tasks
+    asked: list[frozenset[str]] = []
+
+    def counted(
+        task: object, units: object, config_: object, args: tuple, *a: object, **k: object
+    ) -> object:
+        asked.append(args[0])
+        return run_tasks(task, units, config_, args, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(execution, "run_tasks", counted)
+    whole = run_session(files, config)  # the dashboard's
+    rules = run_session(files, config, frozenset({"rules"}))  # the CLI's
+    assert rules.where == execution.FROM_CACHE and len(asked) == 1
+    for name in RULE_VIEWS:
+        pd.testing.assert_frame_equal(
+            _text_as_str(getattr(rules.analysis, name)),
+            _text_as_str(getattr(whole.analysis, name)),
+            check_categorical=False,
+            obj=name,
+        )
+
+    other = ExecConfig(cache_dir=str(tmp_path / "cache2"), processes=1)
+    asked.clear()
+    run_session(files, other, frozenset({"rules"}))  # the CLI first
+    heads: list[execution.SessionRun] = []
+    dashboard = run_session(files, other, first=heads.append)
+    (head,) = heads
+    assert head.where == execution.FROM_CACHE
+    assert asked[1] == {"ops:op", "ops:type"}  # only what the CLI's rules did not hold
+    assert_same(whole.analysis, dashboard.analysis)
+    assert run_session(files, other).where == execution.FROM_CACHE  # whole now
+
+
 #: Sessions whose workers differ: synthetic ones (``mixed``: GPU, late, Python-traced only), a
 #: real ParameterServerStrategy capture (workers, parameter servers, a coordinator), a real TPU
 #: and a real ROCm sample side by side, and (make verify: a minute and a half more) every real
