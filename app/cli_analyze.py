@@ -407,57 +407,34 @@ def compare_command(
         {"steps": steps, "ops": ops, "xla": xla}[csv].to_csv(sys.stdout, index=False)
         return
 
-    def signed(change: pd.Series) -> pd.Series:  # +12.3 %: a change has its sign
-        return change.map(lambda v: "" if pd.isna(v) else f"{v:+.1%}")
+    def changes(frame: pd.DataFrame, columns: dict[str, str], title: str, cut: str = "") -> None:
+        """``frame``'s ``columns`` under their headers, a change with its sign (+12.3%)."""
+        shown = frame[list(columns)].rename(columns=columns)
+        shown["change"] = frame["change"].map(lambda v: "" if pd.isna(v) else f"{v:+.1%}")
+        show_table(shown, title, wide=wide, cut=cut or None)
 
-    show_table(
-        pd.DataFrame(
-            {
-                "metric": steps["metric"],
-                "base ms": steps["base_ms"],
-                "new ms": steps["new_ms"],
-                "delta ms": steps["delta"],
-                "change": signed(steps["change"]),
-            }
-        ),
+    changes(
+        steps,
+        {"metric": "metric", "base_ms": "base ms", "new_ms": "new ms", "delta": "delta ms",
+         "change": "change"},
         "ms per traced worker-step (its busiest device)",
-        wide=wide,
-    )
+    )  # fmt: skip
     unit = "traced worker-step" if (ops["per"] == "step").all() else "worker (whole capture)"
-    head = ops.head(top)
-    show_table(
-        pd.DataFrame(
-            {
-                "op_type": head["op_type"].astype(str),
-                "op_name": head["op_name"].astype(str),
-                "base µs": head["base_us"],
-                "new µs": head["new_us"],
-                "delta µs": head["delta"],
-                "change": signed(head["change"]),
-                "status": head["status"],
-            }
-        ),
+    changes(
+        ops.head(top).astype({"op_type": str, "op_name": str}),
+        {"op_type": "op_type", "op_name": "op_name", "base_us": "base µs", "new_us": "new µs",
+         "delta": "delta µs", "change": "change", "status": "status"},
         f"top {top} ops by change in self time (per {unit})",
-        wide=wide,
         cut="op_name",
-    )
+    )  # fmt: skip
     if len(xla):
-        head = xla.head(top)
-        show_table(
-            pd.DataFrame(
-                {
-                    "program": head["program"].astype(str),
-                    "XLA op": head["hlo_op_name"].astype(str),
-                    "base µs": head["base_avg_us"],
-                    "new µs": head["new_avg_us"],
-                    "change": signed(head["change"]),
-                    "status": head["status"],
-                }
-            ),
+        changes(
+            xla.head(top).astype({"program": str, "hlo_op_name": str}),
+            {"program": "program", "hlo_op_name": "XLA op", "base_avg_us": "base µs",
+             "new_avg_us": "new µs", "change": "change", "status": "status"},
             f"top {top} XLA ops by change in time per occurrence",
-            wide=wide,
             cut="XLA op",
-        )
+        )  # fmt: skip
 
 
 @click.command("memory")

@@ -200,11 +200,13 @@ def main() -> None:
         default=[16, 64, 128, 256, 512],
         help="pod sessions of N hosts x 18 k events (bench.pod_scale); none skips",
     )
-    ap.add_argument("--pod-once", type=int, nargs="*", default=[1024], help="pod sizes run once")
+    ap.add_argument(
+        "--pod-once", type=int, nargs="*", default=[1024, 2048], help="pod sizes run once"
+    )
     ap.add_argument(
         "--pod-dashboard",
         nargs="*",
-        default=["512", "1024x8"],
+        default=["512", "1024x8", "2048"],
         help="the dashboard on pods of HOSTS[xGPUS] (bench.pod_dashboard); none skips",
     )
     ap.add_argument(
