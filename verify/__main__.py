@@ -30,7 +30,7 @@ from podscope.trace_parsers import load
 from verify.jax_matrix import draw_jax, run_jax
 from verify.matrix import EXPECTED, Run, draw, target_rows
 from verify.run import capture_scenario
-from verify.torch_matrix import draw_torch, run_torch, torch_report
+from verify.torch_matrix import draw_torch, rejudge_torch, run_torch, torch_report
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 TARGETS = {
@@ -420,8 +420,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--torch-runs", type=int, default=24, help="runs of the PyTorch matrix")
     p.add_argument("--torch-report", type=Path, default=Path("verify/TORCH_REPORT.md"))
     p.add_argument("--torch-only", action="store_true", help="only the PyTorch matrix")
+    p.add_argument(
+        "--torch-from-csv",
+        type=Path,
+        help="judge an earlier PyTorch matrix's kept captures again (its torch_runs.csv)",
+    )
     args = p.parse_args(argv)
     _unwind_on_sigterm()
+    if args.torch_from_csv:
+        rows = rejudge_torch(args.torch_from_csv)
+        args.torch_report.write_text(torch_report(rows, args.seed, markdown, rejudged=True))
+        return 0
     if args.from_csv:
         rows = pd.read_csv(args.from_csv, dtype={"error": str, "session": str})
         rows = rows.fillna({"error": "", "session": ""})

@@ -99,29 +99,9 @@ def run_torch(r: TorchRun, root: Path) -> dict[str, Any]:
     """One run, captured and judged; a failed run is a row with its error."""
     row: dict[str, Any] = asdict(r)
     t0 = time.monotonic()
-    tops, cause_wanted = EXPECTED[r.scenario]
     try:
         session = capture_torch(r.config(), root / "run", root / "logdir", label=r.scenario)
-        analysis = SessionAnalysis.from_path(session)
-        fired = [f.rule_id for f in diagnose(analysis) if f.applies and f.severity != "none"]
-        roles = analysis.roles
-        named = sorted(roles.loc[roles["role"] == "culprit", "worker"].astype(str))
-        slow = analysis.slow_steps
-        late = slow[slow["role"] == "late"]
-        causes = worker_causes(late[late["worker"].isin(named)]) if named else None
-        cause = ",".join(str(causes.loc[w, "cause"]) for w in named) if causes is not None else ""
-        expect = f"{PREFIX}{r.slow_task}" if r.scenario in ONE_RANK else "—"
-        top = fired[0] if fired else "—"
-        row.update(
-            steps_found=int(analysis.aligned["step"].nunique()),
-            top=top,
-            culprits=",".join(named) or "—",
-            cause=cause or "—",
-            culprit_ok=(",".join(named) or "—") == expect,
-            cause_ok=None if cause_wanted is None else cause == cause_wanted,
-            top_ok=None if r.scenario == "baseline" else top in tops,
-            error="",
-        )
+        row.update(judge_torch(r.scenario, r.slow_task, session))
     except Exception as e:  # a failed run is reported, never dropped
         row.update(steps_found=0, top="", culprits="", cause="", culprit_ok=False)
         row.update(cause_ok=False, top_ok=False, error=f"{type(e).__name__}: {e}"[:300])
@@ -129,8 +109,46 @@ def run_torch(r: TorchRun, root: Path) -> dict[str, Any]:
     return row
 
 
-def torch_report(rows: pd.DataFrame, seed: int, markdown: Any) -> str:
-    """The PyTorch matrix's report: targets, accuracy per scenario, every run."""
+def judge_torch(scenario: str, slow_task: int, session: Path) -> dict[str, Any]:
+    """A run's verdict columns from its capture (a session, or a logdir: its newest)."""
+    tops, cause_wanted = EXPECTED[scenario]
+    analysis = SessionAnalysis.from_path(session)
+    fired = [f.rule_id for f in diagnose(analysis) if f.applies and f.severity != "none"]
+    roles = analysis.roles
+    named = sorted(roles.loc[roles["role"] == "culprit", "worker"].astype(str))
+    slow = analysis.slow_steps
+    late = slow[slow["role"] == "late"]
+    causes = worker_causes(late[late["worker"].isin(named)]) if named else None
+    cause = ",".join(str(causes.loc[w, "cause"]) for w in named) if causes is not None else ""
+    expect = f"{PREFIX}{slow_task}" if scenario in ONE_RANK else "—"
+    top = fired[0] if fired else "—"
+    return {
+        "steps_found": int(analysis.aligned["step"].nunique()),
+        "top": top,
+        "culprits": ",".join(named) or "—",
+        "cause": cause or "—",
+        "culprit_ok": (",".join(named) or "—") == expect,
+        "cause_ok": None if cause_wanted is None else cause == cause_wanted,
+        "top_ok": None if scenario == "baseline" else top in tops,
+        "error": "",
+    }
+
+
+def rejudge_torch(runs_csv: Path) -> pd.DataFrame:
+    """An earlier PyTorch matrix's rows (``torch_runs.csv``), each judged again from the
+    capture kept beside it (``torchNN-<scenario>/logdir``); a run that failed stays as it was."""
+    rows = pd.read_csv(runs_csv, dtype={"error": str}).fillna({"error": ""})
+    for i, r in rows.iterrows():
+        logdir = runs_csv.parent / f"torch{int(str(i)):02d}-{r['scenario']}" / "logdir"
+        if r["error"] == "" and logdir.is_dir():
+            for key, value in judge_torch(str(r["scenario"]), int(r["slow_task"]), logdir).items():
+                rows.at[i, key] = value
+    return rows
+
+
+def torch_report(rows: pd.DataFrame, seed: int, markdown: Any, rejudged: bool = False) -> str:
+    """The PyTorch matrix's report: targets, accuracy per scenario, every run (``rejudged``:
+    the verdicts made again from the kept captures by today's code)."""
     ok = rows[rows["error"].fillna("") == ""]
     # a failed run is a wrong verdict in its subset (its row says False everywhere)
     one = rows[rows["scenario"].isin(ONE_RANK)]
@@ -155,7 +173,13 @@ def torch_report(rows: pd.DataFrame, seed: int, markdown: Any) -> str:
         f"{rows['seconds'].sum() / 60:.1f} min. Each run: the engine's PyTorch job "
         "(`reference_engine.torch_workload`: DistributedDataParallel over gloo on loopback), "
         "every rank traced by its PodScope agent with torch.profiler in one window, analysed "
-        "as `podscope diagnose` does. A failed run counts against every target it is in.",
+        "as `podscope diagnose` does. A failed run counts against every target it is in."
+        + (
+            " The verdicts were made again from the kept captures by the current code "
+            "(`python -m verify --torch-from-csv`); the seconds are the original runs'."
+            if rejudged
+            else ""
+        ),
         "",
         *target_rows(TARGETS, measured),
     ]
