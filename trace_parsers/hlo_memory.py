@@ -34,6 +34,7 @@ from podscope.trace_parsers.budget import Budget
 from podscope.trace_parsers.errors import TraceParseError
 from podscope.trace_parsers.hlo import hlo_protos
 from podscope.trace_parsers.hlo_module import (
+    OPAQUE,
     POINTER_BYTES,
     PRIMITIVE,
     Instruction,
@@ -144,7 +145,7 @@ class _Buffer:
         if s.is_tuple:
             return POINTER_BYTES * len(s.tuple_shapes)
         if not s.is_array:
-            return POINTER_BYTES if s.element_type == 14 else 0
+            return POINTER_BYTES if s.element_type == OPAQUE else 0
         return s.elements * max(8, PRIMITIVE.get(s.element_type, ("", 8))[1]) // 8
 
     def name(self) -> str:
