@@ -33,11 +33,13 @@ KEPT_OPS = 40
 MIN_SHARE = 0.05
 #: Step time must change at least this much to be said.
 MIN_STEP_CHANGE = 0.10
-#: Summaries of this format; older lines are analysed again (3: a PyTorch session's metrics in
-#: its own categories, ``SessionAnalysis.own_pod``; 2: a culprit's cause is read from its late
-#: steps' summed excess, ``worker_causes``; 1 said the most common label, and a "cause
-#: changed" between the two would be the formula's, not the job's).
-SUMMARY_VERSION = 3
+#: Summaries of this format; older lines are analysed again (4: each named worker's address,
+#: so History names it as the pages do, and a small unexplained lateness names no culprit; 3:
+#: a PyTorch session's metrics in its own categories, ``SessionAnalysis.own_pod``; 2: a
+#: culprit's cause is read from its late steps' summed excess, ``worker_causes``; 1 said the
+#: most common label, and a "cause changed" between the two would be the formula's, not the
+#: job's).
+SUMMARY_VERSION = 4
 
 
 def _num(value: Any) -> float | None:
@@ -104,6 +106,7 @@ def summarize(
         "culprits": culprits,
         # each worker's task as the capture names it (``worker:1``), where it does
         "tasks": {w: task for w, (task, _) in analysis.tasks.items()},
+        "addresses": {w: address for w, (_, address) in analysis.tasks.items()},
         # the cause of each culprit's late steps (``worker_causes``; "" when it has none)
         "causes": {w: str(causes["cause"].get(w, "")) for w in culprits},
         "top": None
@@ -229,6 +232,7 @@ def checked_summary(entry: Any) -> dict[str, Any] | None:
             "metrics": _mapping(entry.get("metrics", {}), _number),
             "culprits": _texts(entry.get("culprits", [])),
             "tasks": _mapping(entry.get("tasks", {}), _text),
+            "addresses": _mapping(entry.get("addresses", {}), _text),
             "causes": _mapping(entry.get("causes", {}), _text),
             "top": top,
             "fired": _texts(entry.get("fired", [])),
@@ -262,10 +266,12 @@ def task_of(entry: Mapping[str, Any], worker: str) -> str:
 
 
 def named(entry: Mapping[str, Any], worker: str) -> str:
-    """A worker of a ``summarize`` record as people read it: ``worker:1 (127.0.0.1_6001)``,
-    or its label where the capture named no task."""
+    """A worker of a ``summarize`` record as pages and findings name it: ``worker:1
+    (127.0.0.1:6001)`` (its label in the address's place in records written before
+    addresses were kept), or its label where the capture named no task."""
     task = (entry.get("tasks") or {}).get(worker)
-    return f"{task} ({worker})" if task else worker
+    address = (entry.get("addresses") or {}).get(worker) or worker
+    return f"{task} ({address})" if task else worker
 
 
 def what_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:

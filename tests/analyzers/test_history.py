@@ -9,7 +9,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from podscope.analyzers.history import SUMMARY_VERSION, summarize, what_changed, with_changes
+from podscope.analyzers.history import (
+    SUMMARY_VERSION,
+    named,
+    summarize,
+    what_changed,
+    with_changes,
+)
 from podscope.analyzers.session import SessionAnalysis
 from podscope.app.history import SLACK, HistoryIndex
 from podscope.trace_parsers import layout, load
@@ -173,7 +179,9 @@ def test_a_real_watched_run_reads_as_its_ground_truth(tmp_path: Path) -> None:
     assert triggered["top"]["rule_id"] == "straggler"
     assert triggered["window"][0] <= expected["onset_ns"] <= triggered["window"][1]
     changes = what_changed(entries[0], triggered)
-    assert changes[0].kind == "culprit" and expected["culprit"] in changes[0].title
+    assert (
+        changes[0].kind == "culprit" and named(triggered, expected["culprit"]) in changes[0].title
+    )
     # each step's heartbeat before the trigger: the onset at one step, not a minute's ramp
     beats = triggered["beats"][expected["culprit"]]
     assert len(beats) == 120

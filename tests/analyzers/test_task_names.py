@@ -124,7 +124,9 @@ def test_history_follows_a_task_across_a_restart(analysis: SessionAnalysis) -> N
     before = checked_summary(json.loads(json.dumps(summarize(analysis, "s1"))))
     assert before is not None and before["culprits"] == [CULPRIT]
     assert before["tasks"][CULPRIT] == "worker:1"
-    assert named(before, CULPRIT) == f"worker:1 ({CULPRIT})"
+    # as the pages and findings name it (its address, not its file label)
+    assert named(before, CULPRIT) == f"worker:1 ({ADDRESS})" == analysis.named(CULPRIT)
+    assert named({**before, "addresses": {}}, CULPRIT) == f"worker:1 ({CULPRIT})"  # older
     moved = {
         **before,
         "session": "s2",
@@ -136,4 +138,4 @@ def test_history_follows_a_task_across_a_restart(analysis: SessionAnalysis) -> N
     other = {**moved, "tasks": {"127.0.0.1_6001": "worker:2"}}
     titles = [c.title for c in what_changed(before, other)]
     assert "New straggler worker:2 (127.0.0.1_6001): host_compute" in titles
-    assert f"worker:1 ({CULPRIT}) is no longer a straggler" in titles
+    assert f"worker:1 ({ADDRESS}) is no longer a straggler" in titles
