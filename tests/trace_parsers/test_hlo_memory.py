@@ -5,6 +5,7 @@ traces it must refuse, and its cost on a long trace)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import resource
 import shutil
@@ -155,17 +156,28 @@ def test_a_trace_that_cannot_be_replayed_is_refused_for_its_program_only(
 
 def test_a_long_trace_costs_linear_time() -> None:
     """Each of n buffers allocated after the others is a new peak: a copy of the live list per
-    peak (XProf's way) would be quadratic. 4× the events stays within 6× the CPU time."""
+    peak (XProf's way) would be quadratic. 4× the events stays within 6× the CPU time (the
+    best of two runs each, the garbage collector off while timed: in a test process that
+    holds other tests' objects, each of its full passes walks them all, and the larger run
+    makes more of them — a CI run measured 6.4×)."""
 
     def cpu(n: int) -> float:
         t = Assignment(n)
         for k in range(n):
             t.event(ALLOC, t.buffer(f"op.{k}", 1 << 20))
         data = t.capture()
-        start = resource.getrusage(resource.RUSAGE_SELF).ru_utime
-        v = memory_views(data, worker="w")
-        assert v.programs["buffers_at_peak"].iloc[0] == n
-        return resource.getrusage(resource.RUSAGE_SELF).ru_utime - start
+        best = float("inf")
+        for _ in range(2):
+            gc.collect()
+            gc.disable()
+            try:
+                start = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+                v = memory_views(data, worker="w")
+                best = min(best, resource.getrusage(resource.RUSAGE_SELF).ru_utime - start)
+            finally:
+                gc.enable()
+            assert v.programs["buffers_at_peak"].iloc[0] == n
+        return best
 
     small, big = cpu(5_000), cpu(20_000)
     assert big < 6 * max(small, 0.01), (small, big)
