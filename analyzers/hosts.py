@@ -187,11 +187,13 @@ def _category_excess(pod: pd.DataFrame) -> pd.Series:
     if pod.empty:
         return pd.Series(dtype="string")
     cats = _host_means(pod).drop(columns="step_time").fillna(0.0)
-    over = cats - cats.median()
-    best = over.idxmax(axis=1)
+    over = (cats - cats.median()).to_numpy()
+    col = over.argmax(axis=1)  # the first largest, as ``idxmax``
+    most = over[np.arange(len(over)), col]
+    names = cats.columns.to_numpy()[col]
     return pd.Series(
-        [f"{c} +{over.loc[w, c]:.3f} ms" if over.loc[w, c] > 0 else "" for w, c in best.items()],
-        index=best.index,
+        [f"{c} +{v:.3f} ms" if v > 0 else "" for c, v in zip(names, most, strict=True)],
+        index=cats.index,
         dtype="string",
     )
 
@@ -201,7 +203,6 @@ def outliers(
     stragglers: pd.DataFrame,
     roles: pd.DataFrame,
     slow_steps: pd.DataFrame,
-    groups: pd.Series | None = None,
     top: int = 10,
 ) -> pd.DataFrame:
     """The hosts that matter, worst first: per host its lateness (the straggler analysis'
@@ -239,8 +240,6 @@ def outliers(
     excess = _category_excess(pod)
     blank = (out["cause"] == "") & out.index.isin(excess.index)
     out.loc[blank, "cause"] = excess.reindex(out.index[blank])
-    if groups is not None:
-        out.insert(0, "group", groups.reindex(out.index).fillna(""))
     keep = (out["role"] == "culprit") | (out["late_ms"] > 0.05 * median_step)
     out = out[keep].sort_values(["late_ms", "step_ms"], ascending=False).head(top)
     return out.reset_index(names="worker")

@@ -295,6 +295,13 @@ class PodView(NamedTuple):
     metric: str
     zoom: tuple[float, ...] | None
     lost_map: bool
+    every: bool  # every host is chosen
+
+    def pick(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The rows of ``frame`` of the chosen hosts (by its ``worker``)."""
+        if self.every:  # a filter of 9,216 names by 1,024 costs 0.01 s a frame
+            return frame
+        return frame[frame["worker"].astype(str).isin(set(self.chosen)).to_numpy()]
 
     @classmethod
     def of(
@@ -327,7 +334,8 @@ class PodView(NamedTuple):
         except ValueError:
             pass
         chosen = pod_hosts.select_hosts(workers, hosts)
-        return cls(chosen, hosts or "", group, groups, levels, metric, zoom, lost)
+        every = len(chosen) == len(workers)
+        return cls(chosen, hosts or "", group, groups, levels, metric, zoom, lost, every)
 
 
 def pod_body(
@@ -346,17 +354,15 @@ def pod_body(
                 ),
             )
         ]
-    chosen = set(view.chosen)
-    pod = analysis.pod[analysis.pod["worker"].astype(str).isin(chosen)]
-    late = analysis.lateness[analysis.lateness["worker"].astype(str).isin(chosen)]
+    pod, late = view.pick(analysis.pod), view.pick(analysis.lateness)
     grid = pod_hosts.host_step_matrix(pod, late, view.metric)
     rows_are = "host"
     if view.groups is not None:
         grid, rows_are = pod_hosts.grouped_matrix(grid, view.groups), "group"
-    out = pod_hosts.outliers(
-        analysis.pod, analysis.stragglers, analysis.roles, analysis.slow_steps, view.groups
-    )
-    out = out[out["worker"].isin(chosen)] if len(out) else out
+    out = analysis.outliers
+    if len(out) and view.groups is not None:
+        out.insert(0, "group", view.groups.reindex(out["worker"]).fillna("").to_numpy())
+    out = view.pick(out) if len(out) else out
     n_groups = view.groups[view.chosen].nunique() if view.groups is not None else 0
     summary = (
         f"{len(workers)} hosts · {len(view.chosen)} selected"
@@ -526,7 +532,7 @@ def _pod_bars(analysis: SessionAnalysis, selected: int | None, view: PodView) ->
     """Each selected host's bars when few enough to read, else each group's (their means),
     else what to do to see them."""
     rows, title = analysis.step_rows(selected), step_title(analysis, selected)
-    rows = rows[rows["worker"].astype(str).isin(set(view.chosen))]
+    rows = view.pick(rows)
     if len(view.chosen) <= POD_HOSTS:
         return _bars(analysis.shown(rows), title)
     if view.groups is not None and view.groups[view.chosen].nunique() <= POD_HOSTS:
@@ -569,7 +575,7 @@ def _host_rows(analysis: SessionAnalysis, view: PodView) -> pd.DataFrame:
     """The per-host table's rows: each selected host's devices (``pod_summary``), with their
     group when the hosts are grouped; the lateness beside the names, where the eye starts."""
     table = analysis.pod_summary
-    table = table[table["worker"].astype(str).isin(set(view.chosen))]
+    table = view.pick(table)
     if view.groups is not None:
         table = table.assign(group=view.groups.reindex(table["worker"].astype(str)).to_numpy())
     table = analysis.with_task(table)

@@ -24,7 +24,6 @@ import dash_bootstrap_components as dbc
 import numpy as np
 from dash import Input, Output, State, dcc, html
 
-from podscope.analyzers.hosts import outliers
 from podscope.analyzers.session import WORKERS_KEPT, SessionAnalysis
 from podscope.analyzers.timeline import COUNTER_PLANE, SCHED_PLANE, TimelineIndex, short_line
 from podscope.app import ids
@@ -71,9 +70,7 @@ def _outlier_pick(analysis: SessionAnalysis, session: str | None) -> Any:
     Workers box's search, never from hundreds of checkboxes."""
     if len(analysis.worker_names) < 3 or analysis.breakdown.empty:
         return None
-    out = outliers(
-        analysis.pod, analysis.stragglers, analysis.roles, analysis.slow_steps, top=OUTLIERS_SHOWN
-    )
+    out = analysis.outliers.head(OUTLIERS_SHOWN)
     if out.empty:
         return None
     picked = ",".join(out["worker"])
