@@ -14,7 +14,7 @@ not-applicable finding itself when a requirement (``DEVICE``, ``SPLIT``…) does
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any
 
@@ -263,7 +263,11 @@ class Rule:
                 analysis, {"rule_id": self.rule_id, "title": self.title, "reason": reason}
             )
             return Finding(self.rule_id, texts["title"], applies=False, reason=texts["reason"])
-        verdict = asdict(self.judge(analysis, thresholds))
+        judged = self.judge(analysis, thresholds)
+        # a shallow copy: ``plain`` rebuilds the evidence (``asdict``'s deep copy of a pod's
+        # evidence, 45,000 objects, took 0.3 s at 2,048 hosts)
+        verdict = {f.name: getattr(judged, f.name) for f in fields(judged)}
+        verdict["evidence"] = dict(verdict["evidence"])
         verdict["title"] = verdict["title"] or self.title
         if self.levels and verdict["applies"]:
             limit = getattr(thresholds, self.levels)
@@ -288,6 +292,8 @@ def plain(value: Any) -> Any:
     """Evidence as JSON-ready Python: mapping keys as text (a ``(worker, allocator)`` pair of a
     grouped frame becomes ``"worker · allocator"``), numpy scalars as Python numbers, tuples
     and arrays as lists; every writer of findings (CLI ``--json``, pages, CSV) reads this."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return plain(asdict(value))
     if isinstance(value, dict):
         return {
             " · ".join(map(str, k)) if isinstance(k, tuple) else str(k): plain(v)
