@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from podscope.app.figures.margins import reserve
 from podscope.app.figures.pod import COLORS, LABELS, step_time_line
 
 #: What the heat map can show, as the picker names it.
@@ -44,7 +45,7 @@ def host_heatmap_figure(
     if zoom is not None and len(zoom) == 4:
         fig.update_xaxes(range=[zoom[0], zoom[1]])
         fig.update_yaxes(range=[zoom[2], zoom[3]], autorange=False)
-    return fig
+    return reserve(fig)
 
 
 def distribution_figure(dist: pd.DataFrame) -> go.Figure:
@@ -99,7 +100,7 @@ def distribution_figure(dist: pd.DataFrame) -> go.Figure:
         legend={"orientation": "h", "x": 0, "y": -0.25},
     )
     fig.update_yaxes(autorange="reversed")
-    return fig
+    return reserve(fig)
 
 
 def median_band(
@@ -170,4 +171,4 @@ def step_spread_figure(pod: pd.DataFrame, shown: list[str]) -> go.Figure:
         height=320,
         margin={"l": 10, "r": 10, "t": 50, "b": 40},
     )
-    return fig
+    return reserve(fig)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from podscope.app.figures.margins import reserve
+
 
 def _label(row: pd.Series) -> str:
     return str(row.get("kernel") or row.get("op_name") or row["op_type"])
@@ -60,7 +62,7 @@ def ops_top_figure(table: pd.DataFrame, n: int = 20) -> go.Figure:
         margin={"l": 10, "r": 10, "t": 50, "b": 40},
     )
     fig.update_yaxes(autorange="reversed")
-    return fig
+    return reserve(fig)
 
 
 def ops_treemap_figure(table: pd.DataFrame, max_ops: int = 50) -> go.Figure:

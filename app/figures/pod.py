@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from podscope.analyzers.breakdown import CATEGORIES
 from podscope.analyzers.torch_view import TORCH_CATEGORIES
+from podscope.app.figures.margins import reserve
 from podscope.app.units import fmt_duration, fmt_share
 
 COLORS = {
@@ -117,7 +118,7 @@ def breakdown_bars_figure(rows: pd.DataFrame, title: str) -> go.Figure:
         legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
     )
     fig.update_yaxes(autorange="reversed")
-    return fig
+    return reserve(fig)
 
 
 #: Up to this many steps per worker, each step is a marker on its line: plotly.js draws a

@@ -269,3 +269,31 @@ def test_a_view_drawn_sends_no_url_writer_to_the_server(page, server) -> None:  
     assert any("_pages_content" in o for o in outputs)  # the view was drawn by the server
     assert not [o for o in outputs if "shell-url.search" in o], outputs
     assert page.errors == []
+
+
+#: Per figure of the page, the margins plotly.js laid it out with against those the figure
+#: asked for (``app.figures.margins.reserve``): where they differ, automargin found labels,
+#: a legend or a colour bar without room and laid the figure out a second time.
+GROWN = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(gd => {
+  const want = gd.layout.margin || {}, got = gd._fullLayout._size;
+  return ['l', 'r', 't', 'b'].filter(k => Math.round(got[k]) > Math.round(want[k] ?? 80))
+    .map(k => `${gd.parentElement.id || gd.id} ${k}: ${want[k]} -> ${got[k]}`);
+})"""
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/pod?session=pod",
+        "/pod?session=pod&group=2",
+        "/pod?session=pod&hosts=s0-r00-*",
+        "/ops?session=pod",
+    ],
+)
+def test_each_figure_is_laid_out_once(page, server, path: str) -> None:  # type: ignore[no-untyped-def]
+    """Every figure of the pod's views has the room for its labels, legend and colour bar
+    before plotly.js draws it: none is laid out a second time with wider margins (half of
+    their drawing time on a 1,024-host pod)."""
+    opened(page, server + path)
+    assert page.locator(".js-plotly-plot").count() >= 2
+    assert page.evaluate(GROWN) == []

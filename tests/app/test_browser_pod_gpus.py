@@ -12,7 +12,7 @@ import pytest
 from bench.synth import pod_host, pod_session
 from tests.app import test_browser_pod
 from tests.app.test_browser import ARTIFACTS, serving, settle
-from tests.app.test_browser_pod import opened, rows_of_heatmap
+from tests.app.test_browser_pod import GROWN, opened, rows_of_heatmap
 
 pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.slow]
 
@@ -47,6 +47,7 @@ def test_a_gpu_pod_is_said_by_its_hosts_and_its_devices_spread(page, server) -> 
     bars = page.evaluate("document.querySelector('#pod-bars .js-plotly-plot').data")
     names = {str(y) for trace in bars for y in trace["y"]}
     assert sum(f"GPU:{d}" in " ".join(names) for d in range(GPUS)) == GPUS, names
+    assert page.evaluate(GROWN) == []  # a host's GPU rows have their room: drawn once
     # a rack of 32 hosts: 256 rows of bars were 10,390 px and over a second to draw; each
     # host's GPUs are one bar now, their mean
     page.fill("#pod-hosts", "s0-r00-*")

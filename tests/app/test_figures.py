@@ -341,3 +341,35 @@ def test_the_roofline_has_each_programs_point_per_step() -> None:
     assert list(per_step.y) == pytest.approx([1e4, 1e6 / 300.0])
     overall = program_points(whole)["measured_flop_rate_gflops"].iloc[0]
     assert min(per_step.y) < overall < max(per_step.y)
+
+
+def test_margins_are_reserved_for_labels_legends_and_colour_bars() -> None:
+    """``reserve`` widens the margins to what automargin would grow them to (the browser
+    test ``test_each_figure_is_laid_out_once`` checks that in plotly.js), never narrows them,
+    and leaves turned long category names on x to automargin."""
+    import plotly.graph_objects as go
+
+    from podscope.app.figures.margins import CHAR_PX, reserve
+
+    def margins(fig: go.Figure) -> dict[str, int]:
+        return {k: getattr(fig.layout.margin, k) for k in "lrtb"}
+
+    given = {"l": 10, "r": 10, "t": 50, "b": 40}
+    names = ["host-a", "a-much-longer-host-name"]
+    bars = go.Figure(go.Bar(y=names, x=[1.0, 2.0], orientation="h"))
+    bars.update_layout(margin=given, xaxis_title="ms")
+    got = margins(reserve(bars))
+    assert got["l"] >= len(names[1]) * CHAR_PX and got["t"] == 50 and got["b"] > 40
+    assert got["r"] == 10  # one trace: no legend
+    lines = go.Figure([go.Scatter(y=[0.5, 2.25], name=n) for n in names])
+    lines.update_layout(margin=given, yaxis_title="ms")
+    assert margins(reserve(lines))["r"] >= len(names[1]) * CHAR_PX  # the legend on the right
+    heat = go.Figure(go.Heatmap(z=[[1.0, 250.0]], y=names[:1], colorbar={"title": "ms"}))
+    heat.update_layout(margin=given)
+    assert margins(reserve(heat))["r"] > 60  # the colour bar
+    wide = go.Figure(go.Bar(y=[1.0], x=["x"]))
+    wide.update_layout(margin={"l": 500, "r": 300, "t": 50, "b": 200})
+    assert margins(reserve(wide)) == {"l": 500, "r": 300, "t": 50, "b": 200}  # a floor
+    turned = go.Figure(go.Bar(x=["a category name longer than twelve"], y=[1.0]))
+    turned.update_layout(margin=given)
+    assert margins(reserve(turned))["b"] == 40
