@@ -36,12 +36,23 @@ LEGEND_ROW_PX = 30
 COLORBAR_PX = 80
 
 
+def labels_px(texts: Iterable[object]) -> int:
+    """The margin beside an axis of tick labels ``texts`` (a flame chart's track names)."""
+    return math.ceil(_width(texts) + TICK_PX)
+
+
+def edge_px(texts: Iterable[object]) -> int:
+    """The margin at the end of a numeric axis of tick labels ``texts``: its last label is
+    centred on the plot's edge."""
+    return math.ceil(_width(texts) / 2 + TICK_PX)
+
+
 def _width(texts: Iterable[object]) -> float:
     """The widest of ``texts`` in pixels (``CHAR_PX`` per character)."""
     return max((len(str(t)) for t in texts), default=0) * CHAR_PX
 
 
-def _ticks(values: Sequence[Any] | np.ndarray | None) -> list[str]:
+def ticks(values: Sequence[Any] | np.ndarray | None) -> list[str]:
     """Texts as wide as a tick of an axis over ``values`` may be: the values themselves when
     they are names (a category axis), else a number of the range's integer digits and of as
     many decimals as a tick step of an eighth of the range needs (plotly.js' steps are 1, 2
@@ -92,12 +103,16 @@ def reserve(fig: go.Figure) -> go.Figure:
     traces = list(fig.data)
     if not traces:
         return fig
-    y_texts = [t for tr in traces for t in _ticks(_values(tr, "y"))]
-    x_texts = [t for tr in traces for t in _ticks(_values(tr, "x"))]
+    y_texts = _axis_texts(layout.yaxis, [_values(tr, "y") for tr in traces])
+    x_values = [_values(tr, "x") for tr in traces]
+    x_texts = _axis_texts(layout.xaxis, x_values)
     left = max(left, _width(y_texts) + TICK_PX + (TITLE_PX if layout.yaxis.title.text else 0))
-    if any(isinstance(t, str) and len(t) > 12 for t in x_texts) and not _numeric(x_texts):
+    names = any(any(isinstance(v, str) for v in list(x)[:50]) for x in x_values if x is not None)
+    if names and _width(x_texts) > 12 * CHAR_PX:
         return fig  # long category names on x are turned by plotly.js: not foreseen here
     bottom = max(bottom, TICK_ROW_PX + (TITLE_PX if layout.xaxis.title.text else 0))
+    if not names:  # the last tick's label is centred on the plot's right edge
+        right = max(right, edge_px(x_texts))
     named = [tr for tr in traces if tr.showlegend is not False and tr.name]
     if layout.showlegend is not False and len(named) > 1:
         legend = layout.legend
@@ -108,18 +123,20 @@ def reserve(fig: go.Figure) -> go.Figure:
             right = max(right, _width(tr.name for tr in named) + LEGEND_PX)
     for tr in traces:
         if tr.type in ("heatmap", "contour") and tr.showscale is not False:
-            right = max(right, _width(_ticks(_z(tr))) + COLORBAR_PX)
+            right = max(right, _width(ticks(_z(tr))) + COLORBAR_PX)
     margin = {"l": left, "r": right, "t": top, "b": bottom}
     fig.update_layout(margin={k: math.ceil(v) for k, v in margin.items()})
     return fig
 
 
-def _numeric(texts: Sequence[object]) -> bool:
-    try:
-        [float(str(t).replace(",", "")) for t in texts]
-    except ValueError:
-        return False
-    return True
+def _axis_texts(axis: Any, values: Sequence[Sequence[Any] | np.ndarray | None]) -> list[str]:
+    """The tick texts an axis over the traces' ``values`` may show: its ``ticktext`` when it
+    names its ticks, else ``ticks`` of each trace with the axis' suffix (a percent format
+    writes ``100%``)."""
+    if axis.ticktext is not None:
+        return [str(t) for t in axis.ticktext]
+    suffix = (axis.ticksuffix or "") + ("%" if str(axis.tickformat or "").endswith("%") else "")
+    return [t + suffix for v in values for t in ticks(v)]
 
 
 def _z(trace: Any) -> np.ndarray | None:

@@ -24,6 +24,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from podscope.analyzers.timeline import COUNTER_PLANE, TimelineIndex
+from podscope.app.figures.margins import edge_px, labels_px, ticks
 
 PIXELS = 1600
 MAX_SHAPES = 20_000
@@ -180,7 +181,13 @@ def timeline_figure(
             "automargin": True,
         },
         shapes=shapes,
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        # the track names' room before plotly.js lays it out (``figures.margins``)
+        margin={
+            "l": max(10, labels_px(rows.labels)),
+            "r": max(10, edge_px(ticks([(t0 - base) / 1e6, (t1 - base) / 1e6]))),
+            "t": 40,
+            "b": 10,
+        },
         plot_bgcolor="#f8f9fb",
         # the window is the server's to set: a new window wins over what Plotly kept (an
         # autorange after a double click would range over what is drawn, not the capture)

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from dash import dcc, html
 
 from podscope.analyzers.diagnostics import Finding
+from podscope.app.figures.margins import reserve
 from podscope.app.pages._common import card, device_summary, load_session
 from podscope.app.units import fmt_evidence, fmt_value
 
@@ -55,7 +56,7 @@ def evidence_figure(f: Finding) -> go.Figure | None:
                 height=100 + 24 * len(value),
                 margin={"l": 10, "r": 10, "t": 40, "b": 20},
             )
-            return fig
+            return reserve(fig)
     return None
 
 
