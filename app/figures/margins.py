@@ -62,7 +62,10 @@ def ticks(values: Sequence[Any] | np.ndarray | None) -> list[str]:
     arr = np.asarray(values, dtype=object)
     if any(isinstance(v, str) for v in arr[:50]):
         return [str(v) for v in arr]
-    nums = np.asarray(values, dtype=np.float64)
+    try:
+        nums = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):  # dates and the like: not foreseen here
+        return []
     nums = nums[np.isfinite(nums)]
     if not len(nums):
         return []
