@@ -137,20 +137,27 @@ def report(r: dict[str, Any]) -> None:
     t = targets(r["hosts"])
     first = next(s for v, s in r["times"].items() if v.startswith("first open"))
     whole = r["times"]["the whole analysis in: Diagnostics drawn"]
+
+    def aim(key: str) -> str:
+        return f"target <= {t[key]:g}" if key in t else "no target"
+
     print(
-        f"first open {first:.1f} s (target <= {t['first']:g}); every page in {whole:.1f} s "
-        f"(target <= {t['whole']:g}); warm views: at most {max(warm, default=0):.2f} s as new "
-        f"pages, {max(inside, default=0):.2f} s within the page (target <= {t['warm']:g}); "
-        f"server RSS {r['server_rss_mb']:.0f} MB (target < {t['rss_mb']:,})"
+        f"first open {first:.1f} s ({aim('first')}); every page in {whole:.1f} s "
+        f"({aim('whole')}); warm views: at most {max(warm, default=0):.2f} s as new "
+        f"pages, {max(inside, default=0):.2f} s within the page ({aim('warm')}); "
+        f"server RSS {r['server_rss_mb']:.0f} MB (target < {t['rss_mb']:,g})"
     )
 
 
 def targets(hosts: int) -> dict[str, float]:
-    """#62's targets for a pod of this size: up to 1,024 hosts, the Pod Viewer within 10 s
-    and warm views within 1.5 s; 2,048 hosts, the Pod Viewer within 20 s, every page within
-    30 s, warm views within 2 s and the server under 4 GB."""
+    """#62's targets for a pod of this size: up to 512 hosts, the Pod Viewer within 10 s;
+    every warm view within 1.5 s (1,024 hosts × 8 GPUs included); 2,048 hosts, the Pod Viewer
+    within 20 s, every page within 30 s, warm views within 2 s and the server under 4 GB. The
+    issue sets no first-open or every-page target between 512 and 2,048 hosts."""
     if hosts >= 2048:
         return {"first": 20, "whole": 30, "warm": 2, "rss_mb": 4096}
+    if hosts > 512:
+        return {"warm": 1.5, "rss_mb": 2048}
     return {"first": 10, "whole": 30, "warm": 1.5, "rss_mb": 2048}
 
 
