@@ -57,6 +57,9 @@ TL_DETAILS = "tl-details"
 TL_STATS = "tl-stats"
 TL_PLANES = "tl-planes"
 TL_STEP = "tl-step"
+#: The controls' values the Timeline was drawn with, and those a user changed them to.
+TL_DRAWN = "tl-drawn"
+TL_CHOSEN = "tl-chosen"
 TL_WINDOW = "tl-window"
 #: the window shown (the canvas zooms in the browser; the URL and the controls keep it)
 TL_VIEW = "tl-view"

@@ -202,6 +202,9 @@ def create_app(config: AppSettings) -> dash.Dash:
             [
                 dcc.Location(id=ids.URL, refresh="callback-nav", **_page_url()),
                 dcc.Store(id=ids.PAGE_RENDER),
+                # the Timeline's controls changed (``pages.timeline``): in the shell, so that a
+                # view drawn, whose components are new, does not call its server callback
+                dcc.Store(id=ids.TL_CHOSEN),
                 _navbar(config.auth.enabled, session_options(context.store)),
                 dbc.Container([html.Div(id=ids.SESSION_ALERT), dash.page_container], fluid=True),
             ]

@@ -69,6 +69,16 @@
         });
       },
     },
+    podscopeTimeline: {
+      // The Timeline's controls' values (workers, search, step, planes) when they differ from
+      // those the view was drawn with (Dash reports them back on every view drawn): only a
+      // change goes to the server's URL writer.
+      changed: function (workers, q, step, planes, drawn) {
+        const as = (v) => [v[0] || [], v[1] || "", v[2] === undefined ? null : v[2], v[3] || []];
+        const now = as([workers, q, step, planes]);
+        return JSON.stringify(now) === JSON.stringify(as(drawn || [])) ? noUpdate() : now;
+      },
+    },
     podscopeShell: {
       // Moving between pages keeps the session, worker, step and device the user is looking
       // at (what each page's own view means stays with that page); the page shown is marked.

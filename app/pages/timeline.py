@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 import dash
 import dash_bootstrap_components as dbc
 import numpy as np
-from dash import Input, Output, State, dcc, html
+from dash import ClientsideFunction, Input, Output, State, dcc, html
 
 from podscope.analyzers.session import WORKERS_KEPT, SessionAnalysis
 from podscope.analyzers.timeline import COUNTER_PLANE, SCHED_PLANE, TimelineIndex, short_line
@@ -217,6 +217,7 @@ def layout(
             # epoch ns as text: the browser's numbers are doubles, exact only to 2**53
             dcc.Store(id=ids.TL_WINDOW),  # what the browser asks for past the bars it has
             dcc.Store(id=ids.TL_VIEW, data=_as_text(window)),
+            dcc.Store(id=ids.TL_DRAWN, data=[workers, q or "", chosen, shown]),
             dcc.Store(id=ids.TL_CLICK),
             card(
                 dcc.Loading(
@@ -260,26 +261,45 @@ def index_of_ns(value: str | None) -> int | None:
     )
 
 
-@dash.callback(
-    Output(ids.URL, "search", allow_duplicate=True),
+# Dash reports the controls' values back on every view drawn (their inputs are new, whatever
+# ``prevent_initial_call`` says); the browser passes on only values that differ from those the
+# view was drawn with (``assets/shell.js``) to a store of the shell (``TL_CHOSEN``: not new on
+# a view drawn), so a view drawn costs no round trip to the URL writer, which needs the
+# analysis' defaults and runs on the server.
+dash.clientside_callback(
+    ClientsideFunction("podscopeTimeline", "changed"),
+    Output(ids.TL_CHOSEN, "data"),
     Input(ids.TL_WORKER, "value"),
     Input(ids.TL_SEARCH, "value"),
     Input(ids.TL_STEP, "value"),
     Input(ids.TL_PLANES, "value"),
+    State(ids.TL_DRAWN, "data"),
+    prevent_initial_call=True,
+)
+
+
+@dash.callback(
+    Output(ids.URL, "search", allow_duplicate=True),
+    Input(ids.TL_CHOSEN, "data"),
+    State(ids.TL_DRAWN, "data"),
     State(ids.TL_VIEW, "data"),
     State(ids.URL, "search"),
     prevent_initial_call=True,
 )
 def choose(
-    workers: list[str] | None,
-    query: str | None,
-    step: int | None,
-    planes: list[str] | None,
+    chosen: list[Any] | None,
+    drawn: list[Any] | None,
     window: dict[str, Any] | None,
     search: str | None,
 ) -> Any:
-    """The controls' values go into the URL (a new history entry); the page is drawn from it.
-    A new step opens on that step's window; any other change keeps the window."""
+    """The controls' values (``TL_CHOSEN``: workers, search, step, planes) go into the URL (a
+    new history entry); the page is drawn from it. A new step opens on that step's window;
+    any other change keeps the window."""
+    if not isinstance(chosen, list) or len(chosen) != 4:
+        return dash.no_update
+    workers, query, step, planes = chosen
+    if not isinstance(workers, list) or not isinstance(planes, list):
+        return dash.no_update
     _, analysis, _ = load_session(session_of(search))
     if analysis is None:
         return dash.no_update
@@ -290,7 +310,8 @@ def choose(
     hidden = [p for p in _planes(analysis) if p not in shown]
     default_shown = _planes_shown(analysis, workers or default)
     view = _stored_window(window)
-    keep = view if dash.ctx.triggered_id != ids.TL_STEP and view else {}
+    new_step = not drawn or len(drawn) != 4 or step != drawn[2]
+    keep = view if not new_step and view else {}
     return with_query(
         search,
         worker=None if (workers or default) == default else ",".join(workers or []),

@@ -268,6 +268,19 @@ def test_a_view_drawn_sends_no_url_writer_to_the_server(page, server) -> None:  
     assert "32 selected" in page.inner_text("#pod-summary")
     assert any("_pages_content" in o for o in outputs)  # the view was drawn by the server
     assert not [o for o in outputs if "shell-url.search" in o], outputs
+    # the Timeline's URL writer needs the analysis' defaults and stays on the server: a view
+    # drawn (a new page, a link to the outliers) asks nothing of it, a control changed does
+    outputs.clear()
+    opened(page, server + "/timeline?session=pod")
+    page.click("#tl-outliers")
+    page.wait_for_function("() => window.location.search.includes('worker=')")
+    settle(page)
+    assert not [o for o in outputs if "shell-url.search" in o], outputs
+    page.fill("#tl-search", "MatMul")
+    page.press("#tl-search", "Enter")
+    page.wait_for_function("() => window.location.search.includes('q=MatMul')")
+    assert [o for o in outputs if "shell-url.search" in o], outputs
+    assert "worker=" in page.evaluate("window.location.search")  # the outliers kept
     assert page.errors == []
 
 
