@@ -8,67 +8,62 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib import import_module
 from pathlib import Path
 
 import click
 
-from podscope.app.cli_analyze import (
-    analysis_options,
-    compare_command,
-    diagnose_command,
-    memory_command,
-    ops_command,
-    steps_command,
-)
-from podscope.app.cli_capture import capture_command
-from podscope.app.cli_cluster import cluster_cli
-from podscope.app.cli_gpu import gpu_command
-from podscope.app.cli_serve import (
-    demo_command,
-    export_command,
-    hash_password_command,
-    serve_command,
-)
-from podscope.app.cli_watch import watch_command
-from podscope.app.cli_workers import (
-    collectives_command,
-    input_command,
-    ps_command,
-    stragglers_command,
-)
-from podscope.app.cli_xla import hlo_command, hlo_memory_command, roofline_command
+from podscope.app.cli_options import analysis_options
 from podscope.app.terminal import say, say_session
 
+#: Each command's module and name. A command's module is imported when the command runs (or
+#: shows its help): one command does not pay for the others' imports (pandas, grpc, Dash),
+#: and ``podscope ops --no-cache`` starts its workers before pandas is imported.
+COMMANDS = {
+    "capture": "podscope.app.cli_capture:capture_command",
+    "cluster": "podscope.app.cli_cluster:cluster_cli",
+    "collectives": "podscope.app.cli_workers:collectives_command",
+    "compare": "podscope.app.cli_analyze:compare_command",
+    "demo": "podscope.app.cli_serve:demo_command",
+    "diagnose": "podscope.app.cli_analyze:diagnose_command",
+    "export": "podscope.app.cli_serve:export_command",
+    "gpu": "podscope.app.cli_gpu:gpu_command",
+    "hash-password": "podscope.app.cli_serve:hash_password_command",
+    "hlo": "podscope.app.cli_xla:hlo_command",
+    "hlo-memory": "podscope.app.cli_xla:hlo_memory_command",
+    "input": "podscope.app.cli_workers:input_command",
+    "memory": "podscope.app.cli_analyze:memory_command",
+    "ops": "podscope.app.cli_ops:ops_command",
+    "ps": "podscope.app.cli_workers:ps_command",
+    "roofline": "podscope.app.cli_xla:roofline_command",
+    "serve": "podscope.app.cli_serve:serve_command",
+    "steps": "podscope.app.cli_analyze:steps_command",
+    "stragglers": "podscope.app.cli_workers:stragglers_command",
+    "watch": "podscope.app.cli_watch:watch_command",
+}
 
-@click.group(no_args_is_help=True, context_settings={"show_default": True})
+
+class _LazyGroup(click.Group):
+    """A group whose ``COMMANDS`` load on first use (click's documented pattern for lazily
+    loaded subcommands)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return super().get_command(ctx, cmd_name)
+        module, name = where.split(":")
+        command = getattr(import_module(module), name)
+        assert isinstance(command, click.Command), where
+        return command
+
+
+@click.group(cls=_LazyGroup, no_args_is_help=True, context_settings={"show_default": True})
 @click.version_option(package_name="podscope", message="podscope %(version)s")
 def cli() -> None:
     """PodScope: capture, parse and explain TensorFlow, JAX, PyTorch and TFLite traces."""
-
-
-for command in (
-    cluster_cli,
-    capture_command,
-    watch_command,
-    steps_command,
-    ops_command,
-    hlo_command,
-    hlo_memory_command,
-    roofline_command,
-    gpu_command,
-    memory_command,
-    diagnose_command,
-    compare_command,
-    collectives_command,
-    stragglers_command,
-    input_command,
-    ps_command,
-    serve_command,
-    demo_command,
-    export_command,
-    hash_password_command,
-):
-    cli.add_command(command)
 
 
 EXIT_BAD_INPUT = 2

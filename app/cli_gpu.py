@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from podscope.app.cli_analyze import no_cache_option, path_argument, session_option
-from podscope.app.cli_table import show_table, wide_option
+from podscope.app.cli_options import no_cache_option, path_argument, session_option, wide_option
+from podscope.app.cli_table import show_table
 from podscope.app.terminal import say, say_session
 
 #: What each view shows, for the table's title.

@@ -13,7 +13,6 @@ import itertools
 import textwrap
 from typing import TYPE_CHECKING, Any
 
-import click
 import pandas as pd
 
 from podscope.app.units import fmt_number
@@ -21,12 +20,6 @@ from podscope.app.units import fmt_number
 if TYPE_CHECKING:  # rich loads when a table is printed, not for CSV on stdout
     from rich.console import Console
     from rich.table import Table
-
-wide_option = click.option(
-    "--wide",
-    is_flag=True,
-    help="Every column on one line, however wide (default: fit the terminal).",
-)
 
 #: Worker labels longer than this are abbreviated when the table would not fit.
 SHORT_LABEL = 12

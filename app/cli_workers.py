@@ -12,8 +12,9 @@ import click
 import numpy as np
 import pandas as pd
 
-from podscope.app.cli_analyze import _analysis_or_exit, analysis_options, csv_option
-from podscope.app.cli_table import show_table, wide_option
+from podscope.app.cli_analyze import _analysis_or_exit
+from podscope.app.cli_options import analysis_options, csv_option, wide_option
+from podscope.app.cli_table import show_table
 from podscope.app.terminal import say
 from podscope.app.units import in_ms
 

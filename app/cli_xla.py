@@ -9,8 +9,9 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from podscope.app.cli_analyze import _analysis_or_exit, analysis_options, csv_option
-from podscope.app.cli_table import show_table, wide_option
+from podscope.app.cli_analyze import _analysis_or_exit
+from podscope.app.cli_options import analysis_options, csv_option, wide_option
+from podscope.app.cli_table import show_table
 from podscope.app.terminal import say
 
 

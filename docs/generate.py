@@ -41,8 +41,9 @@ REPO = DOCS.parent
 def commands(
     group: click.Group, parent: click.Context
 ) -> Iterator[tuple[str, click.Command, click.Context]]:
-    for name in sorted(group.commands):
-        command = group.commands[name]
+    for name in group.list_commands(parent):  # sorted; loads each command (lazy groups)
+        command = group.get_command(parent, name)
+        assert command is not None, name
         ctx = click.Context(
             command, info_name=name, parent=parent, terminal_width=100, show_default=True
         )
