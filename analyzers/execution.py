@@ -52,7 +52,7 @@ from podscope.analyzers.ops import BY, OP_STATS_KEYS
 from podscope.analyzers.session import RULE_FRAMES, SessionAnalysis
 from podscope.analyzers.steps import align_steps, own_steps, whole_steps
 from podscope.analyzers.summary import summarize
-from podscope.trace_parsers import TraceParseError, layout, load
+from podscope.trace_parsers import TraceParseError, compiled, layout, load
 from podscope.trace_parsers.cache import FrameCache
 from podscope.trace_parsers.loader import Parsed, parse_files, resolve, worker_label, worker_of
 from podscope.trace_parsers.schema import (
@@ -874,6 +874,7 @@ def run_tasks(
     Raises:
         ExecutionError: the scheduler is unreachable or lost mid-run.
     """
+    compiled.require()  # here, not as every task's failure
     sizes = [len(u) if isinstance(u, tuple) else 1 for u in units]
     total = sum(sizes)
     done = 0

@@ -36,19 +36,6 @@ _KV = re.compile(r"(\w+)=(\S+)")
 _MARKER_EVENTS = frozenset({"tracing_mark_write", "0", "print"})
 
 
-def looks_like_atrace(head: bytes) -> bool:
-    """Content sniffing: ftrace text, ``TRACE:`` + zlib, or systrace HTML."""
-    text = head[:4096].lstrip()
-    return (
-        text.startswith((b"# tracer:", b"TRACE:"))
-        or b"tracing_mark_write" in text
-        or (
-            text[:15].lower().startswith((b"<!doctype html", b"<html"))
-            and (b"linuxPerfData" in head or b"trace-data" in head)
-        )
-    )
-
-
 def extract_text(
     data: bytes, source: str, budget: Budget | None = None
 ) -> tuple[list[str | bytes], list[Any]]:

@@ -28,13 +28,6 @@ from podscope.trace_parsers.schema import TraceFrames, validate
 FORMAT = "chrome_json"
 
 
-def looks_like_chrome_json(head: bytes) -> bool:
-    text = head.lstrip()[:4096]
-    return text.startswith(b"[") or (
-        text.startswith(b"{") and (b'"traceEvents"' in head or b'"systemTraceEvents"' in head)
-    )
-
-
 def load_json(data: bytes, source: str) -> Any:
     """``json.loads`` with the repairs Chrome traces need (unterminated array, trailing comma).
 

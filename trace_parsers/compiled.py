@@ -27,10 +27,31 @@ class _Missing:
         self._cause = cause
 
     def __getattr__(self, name: str) -> NoReturn:
-        detail = " ".join(str(self._cause).split())[:300]
-        raise CompiledReadersMissing(f"{INSTALL} ({detail})")
+        raise _one_line(self._cause)
+
+
+def _one_line(cause: ImportError) -> CompiledReadersMissing:
+    detail = " ".join(str(cause).split())[:300]
+    return CompiledReadersMissing(f"{INSTALL} ({detail})")
 
 
 def missing(cause: ImportError) -> Any:
     """The stand-in for a compiled module whose import raised ``cause``."""
     return _Missing(cause)
+
+
+def require() -> None:
+    """Raises ``CompiledReadersMissing`` now if a compiled reader is missing: called before
+    tasks start in other processes, where the one line would come back as a task's failure
+    (and a pool of forked workers be left to wind down) instead of stopping the command.
+
+    Raises:
+        CompiledReadersMissing: a compiled reader is not installed.
+    """
+    import importlib
+
+    for name in ("_column_kernels", "_xplane_fast", "_kineto_fast", "_ftrace_fast"):
+        try:
+            importlib.import_module(f"podscope.trace_parsers.{name}")
+        except ImportError as e:
+            raise _one_line(e) from None

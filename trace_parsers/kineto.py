@@ -62,6 +62,7 @@ from podscope.trace_parsers.schema import (
     TraceFrames,
     validate,
 )
+from podscope.trace_parsers.sniff import looks_like_kineto
 
 try:
     from podscope.trace_parsers import _kineto_fast
@@ -78,12 +79,6 @@ _STEP = re.compile(r"^ProfilerStep\s*#\s*(\d+)")
 _INT64 = 1 << 63
 #: Stat text longer than this is cut (a ``Input Dims`` of a thousand tensors).
 MAX_STAT_TEXT = 4096
-
-
-def looks_like_kineto(head: bytes) -> bool:
-    """A JSON object whose first keys are Kineto's (``schemaVersion`` leads its header)."""
-    text = head.lstrip()[:2048]
-    return text.startswith(b"{") and b'"schemaVersion"' in text
 
 
 def _stat(value: Any) -> tuple[str, int | None, float | None, str | None]:

@@ -22,76 +22,47 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import re
 import stat
-import zlib
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from podscope.trace_parsers import layout
-from podscope.trace_parsers.atrace import looks_like_atrace, parse_atrace
-from podscope.trace_parsers.cache import FrameCache
-from podscope.trace_parsers.chrome_json import looks_like_chrome_json, parse_chrome_json
 from podscope.trace_parsers.errors import TraceNotFound, TraceParseError
-from podscope.trace_parsers.kineto import looks_like_kineto, parse_kineto
-from podscope.trace_parsers.perfetto import parse_perfetto
-from podscope.trace_parsers.schema import SCHEMA, TraceFrames, concat_frames, validate
-from podscope.trace_parsers.xplane import Decoded, build_frames, decode, parse_xplane
+from podscope.trace_parsers.sniff import (
+    looks_like_atrace,
+    looks_like_chrome_json,
+    looks_like_kineto,
+    looks_like_perfetto,
+    looks_like_xplane,
+    plain,
+)
 
-Parser = Callable[..., TraceFrames]
+if TYPE_CHECKING:  # the parsers (pandas) load when a file is parsed, not to find the files
+    from podscope.trace_parsers.cache import FrameCache
+    from podscope.trace_parsers.schema import TraceFrames
+
+Parser = Callable[..., "TraceFrames"]
 
 
 @dataclass(frozen=True)
 class Format:
-    """A trace format: its file suffixes, how to recognise its content, how to parse it."""
+    """A trace format: its file suffixes, how to recognise its content, how to parse it
+    (``parser``: ``module:function``, imported on first use)."""
 
     name: str
     suffixes: tuple[str, ...]
-    parse: Parser
+    parser: str
     sniff: Callable[[bytes], bool]
 
-
-def _plain(head: bytes) -> bytes | None:
-    """A file's first bytes, gunzipped when they are gzip's (None: broken gzip)."""
-    if head[:2] != b"\x1f\x8b":
-        return head
-    try:
-        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 65536)
-    except zlib.error:
-        return None
-
-
-#: JSON text's start: an object or array whose first member begins (a protobuf stream that
-#: begins with field 1 has 0x0a, a newline, first: a JSON file may too).
-_JSON_START = re.compile(rb"\s*[\[{]\s*[\"{\[\]}]")
-
-
-def _proto_kind(head: bytes) -> str | None:
-    """``xplane`` or ``perfetto`` for a protobuf stream (either may be gzip-compressed): an
-    XSpace's first plane names itself ("/host:CPU", "/device:…", "Task Environment"), a
-    Perfetto trace's first packet does not."""
-    plain = _plain(head)
-    if plain is None or plain[:1] != b"\x0a" or _JSON_START.match(plain):
-        return None
-    head = plain
-    window = head[:4096]
-    for marker in (b"/host:", b"/device:", b"Task Environment", b"/host:metadata"):
-        k = window.find(marker)
-        if 0 < k < 64 and window[k - 2 : k - 1] == b"\x12":
-            return "xplane"
-    return "perfetto"
-
-
-def _looks_like_xplane(head: bytes) -> bool:
-    return _proto_kind(head) == "xplane"
-
-
-def _looks_like_perfetto(head: bytes) -> bool:
-    return _proto_kind(head) == "perfetto" or head[:4] == b"\x28\xb5\x2f\xfd"
+    @property
+    def parse(self) -> Parser:
+        module, name = self.parser.split(":")
+        parse: Parser = getattr(import_module(f"podscope.trace_parsers.{module}"), name)
+        return parse
 
 
 #: Parsers by format name, tried in this order when sniffing content.
@@ -99,24 +70,29 @@ PARSERS: Mapping[str, Format] = {
     "kineto": Format(
         "kineto",
         (*layout.KINETO_SUFFIXES, ".json", ".json.gz"),
-        parse_kineto,
-        lambda head: looks_like_kineto(_plain(head) or b""),
+        "kineto:parse_kineto",
+        lambda head: looks_like_kineto(plain(head) or b""),
     ),
     "atrace": Format(
-        "atrace", (".systrace", ".ctrace", ".atrace", ".html"), parse_atrace, looks_like_atrace
+        "atrace",
+        (".systrace", ".ctrace", ".atrace", ".html"),
+        "atrace:parse_atrace",
+        looks_like_atrace,
     ),
     "chrome_json": Format(
         "chrome_json",
         (".json", ".json.gz"),
-        parse_chrome_json,
-        lambda head: looks_like_chrome_json(_plain(head) or b""),
+        "chrome_json:parse_chrome_json",
+        lambda head: looks_like_chrome_json(plain(head) or b""),
     ),
-    "xplane": Format("xplane", (".xplane.pb", ".xplane.pb.gz"), parse_xplane, _looks_like_xplane),
+    "xplane": Format(
+        "xplane", (".xplane.pb", ".xplane.pb.gz"), "xplane:parse_xplane", looks_like_xplane
+    ),
     "perfetto": Format(
         "perfetto",
         (".perfetto-trace", ".pftrace", ".perfetto"),
-        parse_perfetto,
-        _looks_like_perfetto,
+        "perfetto:parse_perfetto",
+        looks_like_perfetto,
     ),
 }
 
@@ -473,6 +449,9 @@ def load(
         return format_of(Path("<bytes>"), data[:65536]).parse(
             data, worker="worker0", source="<bytes>"
         )
+    from podscope.trace_parsers.cache import FrameCache
+    from podscope.trace_parsers.schema import TraceFrames
+
     if stats_keys is not None and cache:
         raise ValueError("stats_keys gives partial frames: load them with cache=False")
     files = resolve(path, session)
@@ -534,6 +513,8 @@ def parse_files(
     hundred pandas calls whatever the rows, so a pod's many small workers pay it once, not
     per file; other formats are parsed each. One file that fails is a failure with its
     reason, and the others are kept."""
+    from podscope.trace_parsers.xplane import Decoded, build_frames, decode
+
     decoded: list[tuple[Path, Decoded]] = []
     others: list[tuple[Path, TraceFrames]] = []
     failures: list[TraceParseError] = []
@@ -543,7 +524,7 @@ def parse_files(
         label = worker_label(f)
         try:
             fmt = format_of(f, _read(f, 65536))
-            if fmt.parse is parse_xplane:
+            if fmt.name == "xplane":
                 decoded.append((f, decode(_read(f), worker=label, source=str(f))))
             else:
                 others.append((f, fmt.parse(_read(f), worker=label, source=str(f))))
@@ -606,9 +587,7 @@ def _load_file(
     fmt = format_of(path, _read(path, 65536))
     # The bytes are handed over with no reference kept here, so a parser can free them once
     # decoded (the XPlane builder's memory peaks after its decode).
-    some = (
-        {"stats_keys": stats_keys} if stats_keys is not None and fmt.parse is parse_xplane else {}
-    )
+    some = {"stats_keys": stats_keys} if stats_keys is not None and fmt.name == "xplane" else {}
     frames = fmt.parse(_read(path), worker=label, source=str(path), **some)
     if store and key:
         store.put(key, frames)
@@ -633,6 +612,10 @@ def merge(parts: Sequence[TraceFrames]) -> TraceFrames:
 
     ``events.parent`` and ``stats.event_row`` refer to rows of the merged ``events``.
     """
+    import numpy as np
+
+    from podscope.trace_parsers.schema import SCHEMA, TraceFrames, concat_frames, validate
+
     offsets = np.cumsum([0] + [len(p.events) for p in parts[:-1]]).tolist()
     out = {name: concat_frames(name, [getattr(p, name) for p in parts], offsets) for name in SCHEMA}
     return validate(TraceFrames(**out), "<merge>")

@@ -10,10 +10,14 @@ typed events, which type is on top at each instant (``top_type_times``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from podscope.trace_parsers import compiled
+
+if TYPE_CHECKING:  # the frame helpers' callers have pandas loaded; the column kernels need none
+    import pandas as pd
 
 try:
     from podscope.trace_parsers import _column_kernels
@@ -97,6 +101,8 @@ def _in_order(events: pd.DataFrame) -> _InOrder:
 
 def _nested(events: pd.DataFrame, pre: _InOrder) -> pd.DataFrame:
     """``nest_events`` from ``_in_order(events)``: sorted into timeline order only if needed."""
+    import pandas as pd
+
     group, start_ps, end_ps, nested = pre
     labels = events.index.to_numpy()
     if nested is not None:
@@ -136,6 +142,8 @@ def self_times(events: pd.DataFrame) -> np.ndarray:
 def _line_runs(events: pd.DataFrame) -> np.ndarray | None:
     """Timeline id per row when the rows of each (worker, plane, line_id) are contiguous (as
     in a parsed frame), else None. Found from row-to-row changes: no hashing of the rows."""
+    import pandas as pd
+
     n = len(events)
     if not n:
         return np.zeros(0, dtype=np.int64)

@@ -18,11 +18,12 @@ categories), never per row.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
-from podscope.trace_parsers._columns import cat
+if TYPE_CHECKING:  # pandas loads with split_tf_op's caller: parse_tf_op alone needs none
+    import pandas as pd
 
 _NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>\-]*\Z")
 _TYPE = re.compile(r"[A-Z_][A-Za-z0-9_]*\Z")
@@ -66,6 +67,8 @@ def split_tf_op(
     Returns:
         ``(op_name, op_type)`` categoricals, missing for events that are not TF ops.
     """
+    from podscope.trace_parsers._columns import cat
+
     names: list[str | None] = []
     types: list[str | None] = []
     for col in (tf_op, name):

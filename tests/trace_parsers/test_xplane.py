@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from podscope.trace_parsers import TraceParseError, load, loader, validate
+from podscope.trace_parsers import TraceParseError, load, validate, xplane
 from podscope.trace_parsers.loader import merge, parse_files, worker_label
 from podscope.trace_parsers.nesting import nest_columns, nest_events
 from podscope.trace_parsers.proto import xplane_pb2 as xp
@@ -377,7 +377,8 @@ def test_decoder_is_a_parameter_and_its_tables_are_named() -> None:
     """A test can wrap or replace the wire decoder; the builder reads the tables by name."""
     from podscope.trace_parsers import _xplane_fast
     from podscope.trace_parsers.errors import TraceParseError
-    from podscope.trace_parsers.xplane import LineTable, _named_tables
+    from podscope.trace_parsers.xplane import LineTable
+    from podscope.trace_parsers.xplane_wire import _named_tables
 
     b = SpaceBuilder()
     p = b.plane("/host:CPU")
@@ -473,14 +474,14 @@ def test_files_built_together_equal_each_file_merged(
     assert [Path(e.path).name for e in got.failures] == ["10.0.0.9_6000.xplane.pb"]
     assert "10.0.0.9_6000.xplane.pb" in str(got.failures[0])
     # a set that does not validate is parsed file by file, and gives the same frames
-    built = loader.build_frames
+    built = xplane.build_frames
 
     def refused(decoded, *args):  # type: ignore[no-untyped-def]
         if len(decoded) > 1:
             raise TraceParseError("<batch>", "xplane", "refused")
         return built(decoded, *args)
 
-    monkeypatch.setattr(loader, "build_frames", refused)
+    monkeypatch.setattr(xplane, "build_frames", refused)
     again = parse_files(files)
     assert again.frames is not None and again.workers == got.workers
     for name, frame in _by_value(expected).items():
