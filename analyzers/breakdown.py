@@ -28,7 +28,7 @@ import pandas as pd
 
 from podscope.analyzers._match import isin, matches, rows_by
 from podscope.analyzers.collectives import TORCH_GLOO
-from podscope.analyzers.groups import DERIVED_LINES, device_spans, step_groups
+from podscope.analyzers.groups import device_spans, step_groups
 from podscope.analyzers.hlo_stats import host_copies
 from podscope.analyzers.xla_programs import (
     XLA_COLLECTIVE,
@@ -37,6 +37,7 @@ from podscope.analyzers.xla_programs import (
     program_executions,
 )
 from podscope.trace_parsers.nesting import top_type_times
+from podscope.trace_parsers.xplane_wire import DERIVED_LINES
 
 # Event types, low → high priority (XProf generic model).
 PRIORITY = (

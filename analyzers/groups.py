@@ -21,22 +21,6 @@ import pandas as pd
 from podscope.analyzers._match import isin, matches
 
 _MAX_ROUNDS = 8
-#: Device lines that repeat other lines' events (TF/XLA derived lines): not counted twice.
-DERIVED_LINES = frozenset(
-    {
-        "Steps",
-        "TensorFlow Ops",
-        "TensorFlow Name Scope",
-        "XLA Ops",
-        "XLA Modules",
-        "Framework Ops",
-        "Framework Name Scope",
-        "Launch Stats",
-        "Source code",
-        "XLA TraceMe",
-        "Async XLA Ops",
-    }
-)
 
 
 def device_spans(device: pd.DataFrame) -> pd.DataFrame:

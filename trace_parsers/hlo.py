@@ -37,8 +37,8 @@ from podscope.trace_parsers.hlo_module import (
     expression,
 )
 from podscope.trace_parsers.schema import SCHEMA, empty_frame
+from podscope.trace_parsers.xplane_wire import METADATA_PLANE
 
-METADATA_PLANE = "/host:metadata"
 HLO_PROTO_STAT = "Hlo Proto"
 _XPLANE_NAME = 2  # XPlane.name
 _XSPACE_PLANES = 1  # XSpace.planes

@@ -35,7 +35,7 @@ from podscope.trace_parsers._columns import (
     missing,
 )
 from podscope.trace_parsers.errors import TraceParseError
-from podscope.trace_parsers.hlo import METADATA_PLANE, breakdown_stats, hlo_ops
+from podscope.trace_parsers.hlo import breakdown_stats, hlo_ops
 from podscope.trace_parsers.nesting import depth_column, nest_columns, nest_if_sorted
 from podscope.trace_parsers.schema import (
     CAT,
@@ -49,12 +49,16 @@ from podscope.trace_parsers.tfop import split_tf_op
 from podscope.trace_parsers.xplane_wire import (
     _TABLES,
     FORMAT,
+    METADATA_PLANE,
     Decoder,
     EventMetadataTable,
     LineTable,
     PlaneTable,
     StatMetadataTable,
     decode_wire,
+)
+from podscope.trace_parsers.xplane_wire import (
+    lookup as _lookup,
 )
 
 
@@ -269,33 +273,6 @@ def _joined(
             for p, s in zip(parts, shift, strict=True)
         ]
     return np.concatenate(parts).astype(dtype, copy=False)
-
-
-def _lookup(
-    plane_of: np.ndarray,
-    ids: np.ndarray,
-    table_plane: np.ndarray,
-    table_ids: np.ndarray,
-    owner: np.ndarray | None = None,
-) -> np.ndarray:
-    """Row (int32) of each (plane, id) in a (table_plane, table_ids) table, -1 where absent; the
-    plane is ``plane_of[owner]`` when ``owner`` is given (a stat's plane is its owner's), else
-    ``plane_of``. One pass in C over a hash of the table (of duplicate keys the last row wins,
-    as in a protobuf map).
-
-    Raises:
-        ValueError: an owner is not a row of ``plane_of``.
-    """
-    out = np.empty(len(ids), dtype=np.int32)
-    _column_kernels.lookup(
-        np.ascontiguousarray(plane_of, dtype=np.int32),
-        np.ascontiguousarray(ids, dtype=np.int64),
-        np.ascontiguousarray(table_plane, dtype=np.int64),
-        np.ascontiguousarray(table_ids, dtype=np.int64),
-        None if owner is None else np.ascontiguousarray(owner, dtype=np.int32),
-        out,
-    )
-    return out
 
 
 class _Builder:

@@ -1,7 +1,7 @@
 """The XPlane wire decode, before any frame is built: the C decoder's columns and its small
-tables as named tuples of columns, within the input's budget. No pandas and no numpy here:
-``xplane`` builds the frames from this, ``analyzers.host_ops`` the op tables of host traces
-without frames.
+tables as named tuples of columns, within the input's budget, and the names XProf gives
+planes and lines. No pandas here: ``xplane`` builds the frames from this, ``analyzers.host_ops``
+the op tables of host captures without frames.
 """
 
 from __future__ import annotations
@@ -9,10 +9,36 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
+
+from podscope.trace_parsers import compiled
 from podscope.trace_parsers.budget import Budget, rows_error
 from podscope.trace_parsers.errors import TraceParseError
 
+try:
+    from podscope.trace_parsers import _column_kernels
+except ImportError as e:  # installed without a C compiler
+    _column_kernels = compiled.missing(e)
+
 FORMAT = "xplane"
+#: The plane of XLA's HLO modules (program metadata, not timed events).
+METADATA_PLANE = "/host:metadata"
+#: Device lines that repeat other lines' events (TF/XLA derived lines): not counted twice.
+DERIVED_LINES = frozenset(
+    {
+        "Steps",
+        "TensorFlow Ops",
+        "TensorFlow Name Scope",
+        "XLA Ops",
+        "XLA Modules",
+        "Framework Ops",
+        "Framework Name Scope",
+        "Launch Stats",
+        "Source code",
+        "XLA TraceMe",
+        "Async XLA Ops",
+    }
+)
 
 
 class PlaneTable(NamedTuple):
@@ -98,3 +124,30 @@ def decode_wire(data: bytes, source: str, decoder: Decoder) -> tuple[dict[str, A
     if not raw["planes"].id:
         raise TraceParseError(source, FORMAT, "no XPlane in the data (not an XSpace capture)")
     return raw, data, budget
+
+
+def lookup(
+    plane_of: np.ndarray,
+    ids: np.ndarray,
+    table_plane: np.ndarray,
+    table_ids: np.ndarray,
+    owner: np.ndarray | None = None,
+) -> np.ndarray:
+    """Row (int32) of each (plane, id) in a (table_plane, table_ids) table, -1 where absent; the
+    plane is ``plane_of[owner]`` when ``owner`` is given (a stat's plane is its owner's), else
+    ``plane_of``. One pass in C over a hash of the table (of duplicate keys the last row wins,
+    as in a protobuf map).
+
+    Raises:
+        ValueError: an owner is not a row of ``plane_of``.
+    """
+    out = np.empty(len(ids), dtype=np.int32)
+    _column_kernels.lookup(
+        np.ascontiguousarray(plane_of, dtype=np.int32),
+        np.ascontiguousarray(ids, dtype=np.int64),
+        np.ascontiguousarray(table_plane, dtype=np.int64),
+        np.ascontiguousarray(table_ids, dtype=np.int64),
+        None if owner is None else np.ascontiguousarray(owner, dtype=np.int32),
+        out,
+    )
+    return out
