@@ -484,8 +484,18 @@ def merge_gathered(
     derived.update((name, g[name]) for name in _frame_names(wanted) if name in RULE_FRAMES)
     for by in BY:
         if f"ops:{by}" in wanted:
-            derived[f"ops:{by}"] = g[f"ops:{by}"]
+            derived[f"ops:{by}"] = _by_worker(g[f"ops:{by}"])
     return SessionAnalysis.from_parts(small, derived, load_events, load_worker, alignment)
+
+
+def _by_worker(table: pd.DataFrame) -> pd.DataFrame:
+    """A session's op table by worker name, as ``op_stats`` of the whole session sorts it
+    (each batch's is sorted so; the batches come in file order, which a worker's label can
+    sort against: ``w-1.xplane.pb`` before ``w.xplane.pb``)."""
+    if "worker" not in table or table["worker"].is_monotonic_increasing:
+        return table
+    order = np.argsort(table["worker"].astype(str).to_numpy(), kind="stable")
+    return table.iloc[order].reset_index(drop=True)
 
 
 def _categorical_concat(frames: list[pd.DataFrame]) -> pd.DataFrame:

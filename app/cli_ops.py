@@ -75,13 +75,16 @@ def ops_command(
 ) -> None:
     """Per-op time per worker and device of PATH (a trace file, a run folder or a logdir):
     occurrences, total and self time, percentiles."""
-    from podscope.analyzers.ops import BY
-    from podscope.app.cli_analyze import _analysis_or_exit
-    from podscope.app.cli_table import show_table
+    from podscope.analyzers.host_ops import BY
 
     if by not in BY:
         say(f"podscope: error: --by must be one of {', '.join(BY)}", err=True)
         raise click.exceptions.Exit(2)
+    if csv and no_cache and _host_ops_csv(path, session, by, worker, scheduler):
+        return
+    from podscope.app.cli_analyze import _analysis_or_exit
+    from podscope.app.cli_table import show_table
+
     analysis = _analysis_or_exit(path, session, no_cache, frozenset({f"ops:{by}"}), scheduler)
     table = ops_table(analysis.op_table_for(by, worker))
     if csv:
@@ -106,6 +109,48 @@ def ops_command(
     if by == "kernel" and launch:  # the launch geometry, as XProf's kernel stats show it
         shown = shown.assign(**_launch_geometry(top_rows)).drop(columns=["total_us"])
     show_table(shown, f"top {top} by self time, per worker and device", wide=wide, cut=name_col)
+
+
+def _host_ops_csv(
+    path: Path, session: str | None, by: str, worker: str | None, scheduler: str | None
+) -> bool:
+    """``--csv --no-cache`` of a session of host captures (``analyzers.host_ops``): each file's
+    op table from its decoder's columns, in processes forked before pandas is imported. False
+    (nothing written) where that path does not apply: another table (kernels), a Dask
+    scheduler asked for, a file that is not a host XPlane capture or does not parse, a worker
+    not in the session; the frames' path then answers, and reports as every command does."""
+    import os
+    import threading
+
+    from podscope.analyzers.host_ops import KEYS, session_op_table, write_csv
+    from podscope.app.terminal import say_session
+    from podscope.trace_parsers import TraceParseError
+    from podscope.trace_parsers.loader import PARSERS, resolve, worker_label
+
+    if by not in KEYS or scheduler or os.environ.get("PODSCOPE_DASK_SCHEDULER"):
+        return False
+    try:
+        files = resolve(path, session)
+    except TraceParseError:
+        return False
+    if not files or not all(f.name.endswith(PARSERS["xplane"].suffixes) for f in files):
+        return False
+    cores = int(os.environ.get("PODSCOPE_DASK_PROCESSES") or len(os.sched_getaffinity(0)))
+    # forked while this process runs one thread (a forked child inherits no other thread)
+    processes = cores if threading.active_count() == 1 else 1
+    table = session_op_table([(f, worker_label(f)) for f in files], by, processes)
+    if table is None:
+        return False
+    if worker is not None:
+        keep = [i for i, w in enumerate(table["worker"]) if w == worker]
+        if not keep:
+            return False
+        table = {
+            c: [v[i] for i in keep] if isinstance(v, list) else v[keep] for c, v in table.items()
+        }
+    say_session(path, session)
+    write_csv(table, sys.stdout)
+    return True
 
 
 def _launch_geometry(kernels: pd.DataFrame) -> dict[str, pd.Series]:
