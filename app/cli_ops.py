@@ -18,6 +18,7 @@ from podscope.app.terminal import say
 if TYPE_CHECKING:
     import pandas as pd
 
+    from podscope.analyzers.host_ops import Table
     from podscope.analyzers.session import SessionAnalysis
 
 
@@ -80,19 +81,28 @@ def ops_command(
     if by not in BY:
         say(f"podscope: error: --by must be one of {', '.join(BY)}", err=True)
         raise click.exceptions.Exit(2)
-    if csv and no_cache and _host_ops_csv(path, session, by, worker, scheduler):
+    host = _host_op_table(path, session, by, worker, scheduler) if no_cache else None
+    if host is not None and csv:
+        from podscope.analyzers.host_ops import write_csv
+
+        write_csv(host, sys.stdout)
         return
+    import pandas as pd
+
     from podscope.app.cli_analyze import _analysis_or_exit
     from podscope.app.cli_table import show_table
 
-    analysis = _analysis_or_exit(path, session, no_cache, frozenset({f"ops:{by}"}), scheduler)
-    table = ops_table(analysis.op_table_for(by, worker))
-    if csv:
-        table.to_csv(sys.stdout, index=False)
-        return
-    if table.empty:
-        say(f"podscope: no ops to show ({_no_ops(analysis, by, worker)})", err=True)
-        return
+    if host is not None:  # never empty: a session without ops is the frames' path's
+        table = ops_table(pd.DataFrame(host))
+    else:
+        analysis = _analysis_or_exit(path, session, no_cache, frozenset({f"ops:{by}"}), scheduler)
+        table = ops_table(analysis.op_table_for(by, worker))
+        if csv:
+            table.to_csv(sys.stdout, index=False)
+            return
+        if table.empty:
+            say(f"podscope: no ops to show ({_no_ops(analysis, by, worker)})", err=True)
+            return
     name_col = {"op": "op_name", "type": "op_type", "kernel": "kernel"}[by]
     cols = ["worker", "device", name_col, "occurrences", "self_time_us", "total_time_us"]
     top_rows = table.sort_values("self_time_us", ascending=False).head(top)
@@ -111,46 +121,46 @@ def ops_command(
     show_table(shown, f"top {top} by self time, per worker and device", wide=wide, cut=name_col)
 
 
-def _host_ops_csv(
+def _host_op_table(
     path: Path, session: str | None, by: str, worker: str | None, scheduler: str | None
-) -> bool:
-    """``--csv --no-cache`` of a session of host captures (``analyzers.host_ops``): each file's
-    op table from its decoder's columns, in processes forked before pandas is imported. False
-    (nothing written) where that path does not apply: another table (kernels), a Dask
-    scheduler asked for, a file that is not a host XPlane capture or does not parse, a worker
-    not in the session; the frames' path then answers, and reports as every command does."""
+) -> Table | None:
+    """``--no-cache`` on a session of host captures (``analyzers.host_ops``): the op table
+    (``op_stats``' columns) from each file's decoder columns, in processes forked before pandas
+    is imported; the session's line said. None where that path does not apply: another table
+    (kernels), a Dask scheduler asked for, a file that is not a host XPlane capture or does not
+    parse, no op, a worker not in the session; the frames' path then answers, and reports as
+    every command does."""
     import os
     import threading
 
-    from podscope.analyzers.host_ops import KEYS, session_op_table, write_csv
+    from podscope.analyzers.host_ops import KEYS, session_op_table
     from podscope.app.terminal import say_session
     from podscope.trace_parsers import TraceParseError
     from podscope.trace_parsers.loader import PARSERS, resolve, worker_label
 
     if by not in KEYS or scheduler or os.environ.get("PODSCOPE_DASK_SCHEDULER"):
-        return False
+        return None
     try:
         files = resolve(path, session)
     except TraceParseError:
-        return False
+        return None
     if not files or not all(f.name.endswith(PARSERS["xplane"].suffixes) for f in files):
-        return False
+        return None
     cores = int(os.environ.get("PODSCOPE_DASK_PROCESSES") or len(os.sched_getaffinity(0)))
     # forked while this process runs one thread (a forked child inherits no other thread)
     processes = cores if threading.active_count() == 1 else 1
     table = session_op_table([(f, worker_label(f)) for f in files], by, processes)
     if table is None:
-        return False
+        return None
     if worker is not None:
         keep = [i for i, w in enumerate(table["worker"]) if w == worker]
         if not keep:
-            return False
+            return None
         table = {
             c: [v[i] for i in keep] if isinstance(v, list) else v[keep] for c, v in table.items()
         }
     say_session(path, session)
-    write_csv(table, sys.stdout)
-    return True
+    return table
 
 
 def _launch_geometry(kernels: pd.DataFrame) -> dict[str, pd.Series]:

@@ -6,6 +6,7 @@ refused and answered by the frames."""
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -133,8 +134,9 @@ def test_what_the_host_path_does_not_read_is_refused(tmp_path: Path) -> None:
     assert host_op_table(f, "w", "op") is None
 
 
-def _cli(*args: str) -> tuple[str, bool]:
-    """``podscope ops …`` in a fresh process: its stdout, and whether it imported pandas."""
+def _cli(*args: str, cache: Path | None = None) -> tuple[str, bool]:
+    """``podscope ops …`` in a fresh process (its cache in ``cache``): its stdout, and whether
+    it imported pandas."""
     script = (
         "import sys\nfrom podscope.app.cli import cli\n"
         "try:\n    cli(sys.argv[1:], standalone_mode=False)\n"
@@ -147,6 +149,8 @@ def _cli(*args: str) -> tuple[str, bool]:
         check=True,
         timeout=300,
         cwd=ROOT,
+        env={**os.environ, "COLUMNS": "100"}
+        | ({"PODSCOPE_CACHE_DIR": str(cache)} if cache else {}),
     )
     return out.stdout, out.stderr.strip().splitlines()[-1] == "True"
 
@@ -160,6 +164,10 @@ def test_the_cli_reads_host_sessions_without_pandas_and_others_with_frames(
     one, _ = _cli(str(session), "--no-cache", "--csv", "--worker", "127.0.0.1_45131")
     assert one.splitlines()[0] == csv.splitlines()[0]
     assert one.splitlines()[1:] == [r for r in csv.splitlines() if r.startswith("127.0.0.1_45131,")]
+    # the table view: as the frames' path (the cache's) shows it
+    shown, pandas = _cli(str(session), "--no-cache", "--top", "30")
+    assert pandas and shown == _cli(str(session), "--top", "30", cache=tmp_path / "cache")[0]
+    assert "EagerService" in shown
     mixed = tmp_path / "mixed"
     mixed.mkdir()
     (mixed / "cpu.xplane.pb").write_bytes(_space())
