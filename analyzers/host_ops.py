@@ -46,8 +46,8 @@ EAGER = "EagerLocalExecute: "
 BY = ("op", "type", "kernel")
 #: The key columns of the tables read here (not kernels: they are on devices).
 KEYS = {"op": ["worker", "device", "op_type", "op_name"], "type": ["worker", "device", "op_type"]}
-#: ``op_stats``' columns after the keys, in its order.
-STAT_COLUMNS = [
+#: ``op_stats``' columns after the keys, in its order: these lead, its cost columns follow.
+LEAD_COLUMNS = [
     "occurrences",
     "total_ps",
     "self_ps",
@@ -59,6 +59,9 @@ STAT_COLUMNS = [
     "self_share",
     "cumulative_share",
     "eager_share",
+]
+STAT_COLUMNS = [
+    *LEAD_COLUMNS,
     "flops",
     "bytes_accessed",
     "flops_per_s",

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from podscope.analyzers._match import group_ids, isin, matches
-from podscope.analyzers.host_ops import BY
+from podscope.analyzers.host_ops import BY, LEAD_COLUMNS
 from podscope.analyzers.rule_inputs import op_counts, per_aligned_step
 from podscope.trace_parsers.nesting import _column_kernels as kernels
 from podscope.trace_parsers.nesting import self_times
@@ -504,20 +504,7 @@ def op_stats(
         out = out.merge(dims.reset_index().astype(dict.fromkeys(keys, str)), on=keys, how="left")
         out["tensor_core"] = out["kernel"].str.contains(TENSOR_CORE_KERNEL, regex=True)
         out["tc_eligible"] = out["op_type"].isin(TENSOR_CORE_ELIGIBLE)
-    lead = [
-        *keys,
-        "occurrences",
-        "total_ps",
-        "self_ps",
-        "avg_ps",
-        "min_ps",
-        "max_ps",
-        "p50_ps",
-        "p95_ps",
-        "self_share",
-        "cumulative_share",
-        "eager_share",
-    ]
+    lead = [*keys, *LEAD_COLUMNS]
     return out[lead + [c for c in out.columns if c not in lead]]
 
 
