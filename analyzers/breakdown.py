@@ -30,6 +30,7 @@ from podscope.analyzers._match import isin, matches, rows_by
 from podscope.analyzers.collectives import TORCH_GLOO
 from podscope.analyzers.groups import device_spans, step_groups
 from podscope.analyzers.hlo_stats import host_copies
+from podscope.analyzers.lines import DERIVED_LINES
 from podscope.analyzers.xla_programs import (
     XLA_COLLECTIVE,
     XLA_DEVICE_COPY,
@@ -37,7 +38,6 @@ from podscope.analyzers.xla_programs import (
     program_executions,
 )
 from podscope.trace_parsers.nesting import top_type_times
-from podscope.trace_parsers.xplane_wire import DERIVED_LINES
 
 # Event types, low → high priority (XProf generic model).
 PRIORITY = (

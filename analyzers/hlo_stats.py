@@ -30,10 +30,10 @@ import numpy as np
 import pandas as pd
 
 from podscope.analyzers._match import isin, matches
+from podscope.analyzers.lines import DERIVED_LINES
 from podscope.analyzers.roofline import GIB
 from podscope.trace_parsers.nesting import self_times
 from podscope.trace_parsers.schema import COSTED_BEYOND_XPROF, HOST_MEMORY_SPACE
-from podscope.trace_parsers.xplane_wire import DERIVED_LINES
 
 OCCURRENCE_COLUMNS = [
     "worker",

@@ -21,16 +21,12 @@ from typing import IO, Any
 
 import numpy as np
 
+from podscope.analyzers.lines import DERIVED_LINES
 from podscope.trace_parsers import compiled
 from podscope.trace_parsers.errors import TraceParseError
 from podscope.trace_parsers.nesting import nest_columns, nest_if_sorted
 from podscope.trace_parsers.tfop import parse_tf_op
-from podscope.trace_parsers.xplane_wire import (
-    DERIVED_LINES,
-    METADATA_PLANE,
-    decode_wire,
-    lookup,
-)
+from podscope.trace_parsers.xplane_wire import METADATA_PLANE, decode_wire, lookup
 
 try:
     from podscope.trace_parsers import _column_kernels, _xplane_fast

@@ -18,11 +18,11 @@ import pandas as pd
 
 from podscope.analyzers._match import group_ids, isin, matches
 from podscope.analyzers.host_ops import BY, LEAD_COLUMNS
+from podscope.analyzers.lines import DERIVED_LINES
 from podscope.analyzers.rule_inputs import op_counts, per_aligned_step
 from podscope.trace_parsers.nesting import _column_kernels as kernels
 from podscope.trace_parsers.nesting import self_times
 from podscope.trace_parsers.tfop import parse_tf_op
-from podscope.trace_parsers.xplane_wire import DERIVED_LINES
 
 #: Kernel names that use Tensor Cores (NVIDIA naming: mma shapes and generators).
 TENSOR_CORE_KERNEL = r"(?i)(?:h884|s884|h1688|s1688|i8816|hmma|xmma_gemm|16816|tensorop|wmma|_tc_|cutlass.*(?:1688|16816|884))"

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from podscope.analyzers._match import group_ids, isin, matches, worker_time_keys
-from podscope.trace_parsers.xplane_wire import DERIVED_LINES
+from podscope.analyzers.lines import DERIVED_LINES
 
 #: An op execution shorter than this is tiny (the ``tiny_ops`` rule's short-op share).
 TINY_OP_PS = 20_000_000

@@ -55,8 +55,8 @@ import pandas as pd
 from podscope.analyzers._match import isin, matches, rows_by, worker_time_keys
 from podscope.analyzers.collectives import DEVICE_COLLECTIVE, HOST_COLLECTIVE, TORCH_GLOO
 from podscope.analyzers.groups import device_spans
+from podscope.analyzers.lines import DERIVED_LINES
 from podscope.analyzers.xla_programs import XLA_COLLECTIVE, xla_steps
-from podscope.trace_parsers.xplane_wire import DERIVED_LINES
 
 METHODS = ("marker", "group_id", "function", "python_call", "xla_program")
 _FUNCTION = r"^EagerLocalExecute: __inference_\w*train\w*"

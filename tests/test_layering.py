@@ -36,6 +36,9 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     # (GUIDE: scale-out lives below app/, callable by a library user). Deviation from the
     # GUIDE's "schema only", kept to this module.
     "analyzers.execution": ("analyzers", "trace_parsers"),
+    # The op tables of host captures read from the wire decoder's columns, without frames
+    # (``podscope ops --no-cache``): files again, and the decode, kept to this module.
+    "analyzers.host_ops": ("analyzers", "trace_parsers"),
     # The capture layout (stdlib only) is the one contract collectors and parsers share.
     "collectors": ("collectors", "trace_parsers.layout"),
     "reference_engine": ("reference_engine", "collectors.agent"),

@@ -1,6 +1,5 @@
 """The XPlane wire decode, before any frame is built: the C decoder's columns and its small
-tables as named tuples of columns, within the input's budget, and the names XProf gives
-planes and lines. No pandas here: ``xplane`` builds the frames from this, ``analyzers.host_ops``
+tables as named tuples of columns, within the input's budget. No pandas here: ``xplane`` builds the frames from this, ``analyzers.host_ops``
 the op tables of host captures without frames.
 """
 
@@ -23,22 +22,6 @@ except ImportError as e:  # installed without a C compiler
 FORMAT = "xplane"
 #: The plane of XLA's HLO modules (program metadata, not timed events).
 METADATA_PLANE = "/host:metadata"
-#: Device lines that repeat other lines' events (TF/XLA derived lines): not counted twice.
-DERIVED_LINES = frozenset(
-    {
-        "Steps",
-        "TensorFlow Ops",
-        "TensorFlow Name Scope",
-        "XLA Ops",
-        "XLA Modules",
-        "Framework Ops",
-        "Framework Name Scope",
-        "Launch Stats",
-        "Source code",
-        "XLA TraceMe",
-        "Async XLA Ops",
-    }
-)
 
 
 class PlaneTable(NamedTuple):
