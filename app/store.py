@@ -429,6 +429,7 @@ class SessionStore:
         except Exception as e:  # the thread's edge: any failure must reach the page, not vanish
             self._end(key, job, f"{type(e).__name__}: {e}")
             return
+        _warm_pod_view(run.analysis)
         self._keep(key, run.analysis)
         with self._lock:
             self._jobs.pop(key, None)
@@ -629,6 +630,24 @@ def _distinct(name: str, suffix: str, taken: set[str]) -> str:
         n += 1
         candidate = f"{stem}_{n}{suffix}"
     return candidate
+
+
+#: What the Pod Viewer's every view reads of an analysis, each computed once and kept on it.
+POD_VIEW_FRAMES = ("pod", "pod_summary", "mean_step_rows", "outliers", "step_time_text")
+
+
+def _warm_pod_view(analysis: SessionAnalysis) -> None:
+    """Computes ``POD_VIEW_FRAMES`` of a session analysed in the background, in its job's
+    thread before the pages may read it: the first Pod Viewer view after the whole analysis
+    came in (the first open drew the Pod Viewer's part) computed them in the request, 0.22 s
+    of its 0.25 s at 1,024 hosts × 8 GPUs. Diagnostics' own frames are left to its request. A
+    frame that fails here fails again in the page, which says why: nothing is lost by passing
+    over it."""
+    for name in POD_VIEW_FRAMES:
+        try:
+            getattr(analysis, name)
+        except Exception:  # the page computes it again and reports why
+            continue
 
 
 __all__ = [

@@ -384,7 +384,7 @@ def test_a_pods_viewer_comes_first_and_the_other_pages_wait_for_the_rest(
     """A pod's job started by the Pod Viewer hands it its part first; the other pages show
     the rest's progress, with a link to the Pod Viewer, until the whole analysis is in."""
     from podscope.app.pages._common import preparing
-    from podscope.app.store import SessionPreparing, SessionStore
+    from podscope.app.store import POD_VIEW_FRAMES, SessionPreparing, SessionStore
     from tests.analyzers.test_breakdown import worker_trace
 
     folder = tmp_path / "plugins" / "profile" / "pod"
@@ -409,6 +409,8 @@ def test_a_pods_viewer_comes_first_and_the_other_pages_wait_for_the_rest(
     assert job.finished.wait(120) and job.error is None
     whole = store.get("pod")
     assert whole is not head and store.get("pod", head=True) is whole
+    # the Pod Viewer's frames of the whole analysis came with it (its first view computes none)
+    assert all(name in vars(whole) for name in POD_VIEW_FRAMES)
     assert any(f.rule_id == "straggler" and f.applies for f in whole.findings)
 
 
