@@ -199,12 +199,7 @@ def _table(rows: dict[str, Any], worker: str, plane_names: list[str], by: str) -
         floats,
     )
     count, total, self_ps = ints[0], ints[1], ints[2]
-    percentiles = []
-    for low, high, frac in ((ints[6], ints[7], floats[2]), (ints[8], ints[9], floats[3])):
-        lo, hi = low.astype(np.float64), high.astype(np.float64)
-        percentiles.append(
-            np.round(np.where(frac == 0, lo, lo + (hi - lo) * frac)).astype(np.int64)
-        )
+    percentiles = group_percentiles(ints, floats)
     # by device (its name), then self time, largest first; ties in order of first appearance
     device_of = device[first]
     device_name = np.array([devices[d] for d in device_of.tolist()], dtype=object)
@@ -244,6 +239,16 @@ def _table(rows: dict[str, Any], worker: str, plane_names: list[str], by: str) -
         "intensity": nothing,
     }
     return table
+
+
+def group_percentiles(ints: np.ndarray, floats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each group's p50 and p95 (ps) from ``group_stats``' ranks and fractions: linear
+    interpolation between the two ranks, as pandas' ``quantile``."""
+    out = []
+    for low, high, frac in ((ints[6], ints[7], floats[2]), (ints[8], ints[9], floats[3])):
+        lo, hi = low.astype(np.float64), high.astype(np.float64)
+        out.append(np.round(np.where(frac == 0, lo, lo + (hi - lo) * frac)).astype(np.int64))
+    return out[0], out[1]
 
 
 def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -288,18 +293,21 @@ def csv_rows(table: Table) -> tuple[list[str], list[list[Any]]]:
     times = [c for c in STAT_COLUMNS if c.endswith("_ps")]
     shown = {
         "occurrences": table["occurrences"],
-        **{
-            {"total_ps": "total_time_us", "self_ps": "self_time_us"}.get(c, c[:-3] + "_us"): (
-                np.round(np.asarray(table[c]) / 1e6, 3)
-            )
-            for c in times
-        },
+        **{us_name(c): np.round(np.asarray(table[c]) / 1e6, 3) for c in times},
     }
     rest = [c for c in STAT_COLUMNS if c not in times and c != "occurrences"]
     header = [*names, *shown, *rest]
     columns = [table[c] for c in names] + list(shown.values()) + [table[c] for c in rest]
     rows = [[_cell(v) for v in row] for row in zip(*(_as_list(c) for c in columns), strict=True)]
     return header, rows
+
+
+def us_name(column: str) -> str:
+    """A ``*_ps`` column's name in the CLI's µs: ``total_time_us``, ``self_time_us``,
+    ``avg_us``…"""
+    return {"total_ps": "total_time_us", "self_ps": "self_time_us"}.get(
+        column, column.removesuffix("_ps") + "_us"
+    )
 
 
 def _as_list(column: Any) -> list[Any]:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from podscope.analyzers._match import group_ids, isin, matches
-from podscope.analyzers.host_ops import BY, LEAD_COLUMNS
+from podscope.analyzers.host_ops import BY, LEAD_COLUMNS, group_percentiles
 from podscope.analyzers.lines import DERIVED_LINES
 from podscope.analyzers.rule_inputs import op_counts, per_aligned_step
 from podscope.trace_parsers.nesting import _column_kernels as kernels
@@ -368,12 +368,7 @@ def _aggregate(frame: pd.DataFrame, gid: np.ndarray, groups: int) -> pd.DataFram
             "bytes_accessed": floats[1],
         }
     )
-    for col, low, high, frac in (
-        ("p50_ps", ints[6], ints[7], floats[2]),
-        ("p95_ps", ints[8], ints[9], floats[3]),
-    ):
-        lo, hi = low.astype(np.float64), high.astype(np.float64)
-        out[col] = np.round(np.where(frac == 0, lo, lo + (hi - lo) * frac)).astype(np.int64)
+    out["p50_ps"], out["p95_ps"] = group_percentiles(ints, floats)
     return out
 
 

@@ -23,30 +23,14 @@ if TYPE_CHECKING:
 
 
 def ops_table(table: pd.DataFrame) -> pd.DataFrame:
-    """``op_stats`` in the CLI's units: ``*_ps`` → ``*_time_us`` / ``*_us`` (3 decimals)."""
-    out = table.rename(columns={"total_ps": "total_time_ps", "self_ps": "self_time_ps"})
-    for col in [c for c in out.columns if c.endswith("_ps")]:
-        out[col.removesuffix("_ps") + "_us"] = (out[col] / 1e6).round(3)
-    out = out.drop(columns=[c for c in out.columns if c.endswith("_ps")])
-    lead = [
-        c
-        for c in (
-            "worker",
-            "device",
-            "kernel",
-            "op_name",
-            "op_type",
-            "occurrences",
-            "total_time_us",
-            "self_time_us",
-            "avg_us",
-            "min_us",
-            "max_us",
-            "p50_us",
-            "p95_us",
-        )
-        if c in out
-    ]
+    """``op_stats`` in the CLI's units: ``*_ps`` → ``*_time_us`` / ``*_us`` (3 decimals,
+    ``host_ops.us_name``), the names and the times first."""
+    from podscope.analyzers.host_ops import LEAD_COLUMNS, us_name
+
+    times = [c for c in table.columns if c.endswith("_ps")]
+    out = table.assign(**{us_name(c): (table[c] / 1e6).round(3) for c in times}).drop(columns=times)
+    names = ("worker", "device", "kernel", "op_name", "op_type", "occurrences")
+    lead = [c for c in (*names, *map(us_name, LEAD_COLUMNS[1:8])) if c in out]
     return out[lead + [c for c in out.columns if c not in lead]]
 
 
