@@ -5,10 +5,14 @@ process on the same files, cold (no cache), several times; medians and ratios.
 Two times per side: the load itself (``load(folder)`` against ``TraceAnalysis(trace_dir=…)``,
 each library already imported: the issue's target, 10×), and the whole process as a user's
 script waits for it (imports included: pandas alone is a few tenths of a second on both
-sides, so this ratio is bounded well below the load's)."""
+sides, so this ratio is bounded well below the load's). PodScope's loader imports a parser
+on first use; its PyTorch parser is imported with the library here, as HTA's import holds
+its own parser (else the load would count pandas' import on one side only)."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import shutil
 import statistics
 import subprocess
@@ -23,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _PODSCOPE = """
 import sys, time
 t = time.perf_counter()
-from podscope.trace_parsers import load
+from podscope.trace_parsers import kineto, load
 loaded = time.perf_counter()
 frames = load(sys.argv[1], cache=False)
 done = time.perf_counter()
@@ -56,28 +60,60 @@ def _run(script: str, folder: Path) -> tuple[float, float, int]:
     return float(whole), float(load), int(rows)
 
 
+#: The job of many ranks: the 128-rank job's sampled pair, repeated with their ranks renumbered.
+MANY_RANKS = 16
+
+
+def _many_ranks(into: Path, n: int) -> str | None:
+    """``n`` ranks of one job from the shared pair of a 128-rank job (rank ``i`` is the pair's
+    ``i % 2`` with ``distributedInfo.rank`` set to ``i``, so HTA keys each apart); the case's
+    name, or None when the pair is absent."""
+    pair = sorted((SHARED / "gpu_sampled_2of128").glob("*.json.gz"))
+    if not pair:
+        return None
+    docs = [json.loads(gzip.decompress(f.read_bytes())) for f in pair]
+    into.mkdir()
+    for i in range(n):
+        doc = docs[i % len(docs)]
+        doc["distributedInfo"]["rank"] = i
+        (into / f"rank-{i}.pt.trace.json.gz").write_bytes(
+            gzip.compress(json.dumps(doc).encode(), compresslevel=6)
+        )
+    return f"gpu_sampled x{n // len(docs)} ({n} ranks)"
+
+
 def bench_kineto(repeat: int) -> list[dict[str, Any]]:
-    """Per shared trace folder: the medians of the load and of the whole process, each side."""
+    """Per shared trace folder, and a job of ``MANY_RANKS`` ranks: the medians of the load and
+    of the whole process, each side."""
     results = []
+    work = Path(tempfile.mkdtemp())
+    cases = []
     for folder in sorted(p for p in SHARED.iterdir() if p.is_dir()) if SHARED.is_dir() else []:
-        alone = Path(tempfile.mkdtemp()) / folder.name  # HTA reads every file of its folder
+        alone = work / folder.name  # HTA reads every file of its folder
         alone.mkdir()
         for f in folder.glob("*.json.gz"):
             shutil.copy(f, alone / f.name)
-        ours = [_run(_PODSCOPE, alone) for _ in range(repeat)]
-        theirs = [_run(_HTA, alone) for _ in range(repeat)]
-        shutil.rmtree(alone.parent, ignore_errors=True)
-        results.append(
-            {
-                "trace": folder.name,
-                "mb": sum(f.stat().st_size for f in folder.glob("*.json.gz")) / 2**20,
-                "events": ours[0][2],
-                "podscope_s": statistics.median(r[1] for r in ours),
-                "hta_s": statistics.median(r[1] for r in theirs),
-                "podscope_process_s": statistics.median(r[0] for r in ours),
-                "hta_process_s": statistics.median(r[0] for r in theirs),
-            }
-        )
+        cases.append((folder.name, alone))
+    many = _many_ranks(work / "many", MANY_RANKS) if SHARED.is_dir() else None
+    if many:
+        cases.append((many, work / "many"))
+    try:
+        for name, folder in cases:
+            ours = [_run(_PODSCOPE, folder) for _ in range(repeat)]
+            theirs = [_run(_HTA, folder) for _ in range(repeat)]
+            results.append(
+                {
+                    "trace": name,
+                    "mb": sum(f.stat().st_size for f in folder.glob("*.json.gz")) / 2**20,
+                    "events": ours[0][2],
+                    "podscope_s": statistics.median(r[1] for r in ours),
+                    "hta_s": statistics.median(r[1] for r in theirs),
+                    "podscope_process_s": statistics.median(r[0] for r in ours),
+                    "hta_process_s": statistics.median(r[0] for r in theirs),
+                }
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return results
 
 
@@ -87,12 +123,12 @@ def report(results: list[dict[str, Any]]) -> None:
         print("   ../shared/traces/kineto absent: skipped")
         return
     print(
-        f"   {'trace':<22} {'gz MB':>6} {'events':>8} {'load s':>7} {'HTA s':>6} {'ratio':>6}"
+        f"   {'trace':<28} {'gz MB':>6} {'events':>8} {'load s':>7} {'HTA s':>6} {'ratio':>6}"
         f" {'process s':>10} {'HTA s':>6} {'ratio':>6}"
     )
     for r in results:
         print(
-            f"   {r['trace']:<22} {r['mb']:>6.1f} {r['events']:>8,} {r['podscope_s']:>7.3f} "
+            f"   {r['trace']:<28} {r['mb']:>6.1f} {r['events']:>8,} {r['podscope_s']:>7.3f} "
             f"{r['hta_s']:>6.2f} {r['hta_s'] / r['podscope_s']:>5.1f}x "
             f"{r['podscope_process_s']:>10.2f} {r['hta_process_s']:>6.2f} "
             f"{r['hta_process_s'] / r['podscope_process_s']:>5.1f}x"

@@ -1,9 +1,12 @@
-"""Column builders shared by the parsers: categoricals from codes, all-missing columns, and a
-gather that does not widen its index."""
+"""Column builders shared by the parsers: categoricals from codes, all-missing columns, a
+gather that does not widen its index, and columns given in parts (one per file of a batch)
+joined end to end."""
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -14,25 +17,54 @@ def cat(codes: np.ndarray, labels: Any) -> pd.Categorical:
 
     Labels are factorized once (their count, not the rows', sets the cost); code -1 is missing.
     """
+    labels = list(labels)
+    if len(labels) <= _FEW_LABELS:
+        position: dict[Any, int] = {}
+        label_codes = [-1 if x is None else position.setdefault(x, len(position)) for x in labels]
+        return cat_of(codes, np.array(label_codes, dtype=np.int64), few_dtype(tuple(position)))
     return cat_of(codes, *factorize_labels(labels))
 
 
+#: Up to this many labels are factorized by a dict (pandas' factorize costs ~60 µs more on
+#: a few labels: a worker's name, its planes, per frame of every file), and their dtype
+#: is built once per process (``few_dtype``).
+_FEW_LABELS = 256
+
+
+@functools.lru_cache(maxsize=1024)
+def few_dtype(labels: tuple[Any, ...], ids: bool = False) -> pd.CategoricalDtype:
+    """The categorical dtype of a few distinct ``str`` labels (int64 ``ids``), built once: a
+    dtype checks its categories are distinct (~80 µs on Arrow-backed strings), and the same
+    few (a worker, its planes, the kinds of a stat, no category) come in every frame of every
+    file. Dtypes are immutable, so frames share them as pandas' own operations do."""
+    return pd.CategoricalDtype(pd.Index(list(labels), dtype="int64" if ids else "str"))
+
+
 def factorize_labels(labels: Any) -> tuple[np.ndarray, pd.Index]:
-    """Per label its category code (-1 for None), and the categories (unique, ``str``)."""
+    """Per label its category code (-1 for None), and the categories (unique, ``str``, in the
+    order they first come)."""
     label_codes, uniques = pd.factorize(pd.Index(list(labels), dtype=object), use_na_sentinel=True)
     return label_codes, pd.Index(np.asarray(uniques, dtype=object).tolist(), dtype="str")
 
 
-def cat_of(codes: np.ndarray, label_codes: np.ndarray, categories: pd.Index) -> pd.Categorical:
+def cat_of(
+    codes: np.ndarray, label_codes: np.ndarray, categories: pd.Index | pd.CategoricalDtype
+) -> pd.Categorical:
     """``cat`` with the labels already factorized (labels shared by several columns)."""
+    dtype = categories if isinstance(categories, pd.CategoricalDtype) else None
     codes = np.asarray(codes)
     if not len(label_codes):
         return pd.Categorical.from_codes(
-            np.full(len(codes), -1, dtype=np.int8), categories=categories
+            np.full(len(codes), -1, dtype=np.int8),
+            categories=None if dtype else categories,
+            dtype=dtype,
         )
+    n = len(dtype.categories if dtype else categories)
     # Appending -1 makes code -1 (and a -1 label code) read as missing.
-    lookup = np.append(label_codes, -1).astype(code_dtype(len(categories)))
-    return pd.Categorical.from_codes(gather(lookup, codes), categories=categories, validate=False)
+    lookup = np.append(label_codes, -1).astype(code_dtype(n))
+    if dtype is None:
+        dtype = pd.CategoricalDtype(categories)
+    return pd.Categorical.from_codes(gather(lookup, codes), dtype=dtype, validate=False)
 
 
 def id_cat(codes: np.ndarray, ids: np.ndarray) -> pd.Categorical:
@@ -70,10 +102,86 @@ def code_dtype(n: int) -> type[np.signedinteger]:
 def missing(n: int, dtype: str) -> Any:
     """An all-missing column of ``n`` rows (zeros are calloc'd lazily, so this is cheap)."""
     if dtype == "category":
-        return pd.Categorical.from_codes(
-            np.full(n, -1, dtype=np.int8), categories=pd.Index([], dtype="str")
-        )
+        return pd.Categorical.from_codes(np.full(n, -1, dtype=np.int8), dtype=few_dtype(()))
     mask = np.ones(n, dtype=bool)
     if dtype == "boolean":
         return pd.arrays.BooleanArray(np.zeros(n, dtype=bool), mask)
     return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), mask)
+
+
+class Labels(NamedTuple):
+    """A categorical column's part: codes (-1: missing) into labels, which may repeat or be
+    None (``str`` labels; int64 ids for an id column)."""
+
+    codes: np.ndarray
+    labels: Sequence[Any] | np.ndarray
+
+
+class Masked(NamedTuple):
+    """A nullable Int64 or Float64 column's part: values, and True where missing."""
+
+    values: np.ndarray
+    mask: np.ndarray
+
+
+def sorted_labels(values: Sequence[Any]) -> Labels:
+    """``values`` (str or None) as ``pd.Categorical(values)`` has them: codes into the sorted
+    distinct values."""
+    categories = sorted({v for v in values if v is not None})
+    position = {v: i for i, v in enumerate(categories)}
+    codes = np.array([-1 if v is None else position[v] for v in values], dtype=np.int64)
+    return Labels(codes, categories)
+
+
+def id_labels(codes: np.ndarray, ids: np.ndarray) -> Labels:
+    """``ids[codes]`` as ``id_cat`` has them: codes into the sorted distinct ids."""
+    uniques, inverse = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
+    return Labels(np.append(inverse, -1)[codes], uniques)
+
+
+def masked(values: Sequence[Any], dtype: Any) -> Masked:
+    """A list with None (missing) as a ``Masked`` part of ``dtype`` values."""
+    return Masked(
+        np.array([0 if v is None else v for v in values], dtype=dtype),
+        np.array([v is None for v in values], dtype=bool),
+    )
+
+
+def join_column(dtype: str, parts: Sequence[Any]) -> Any:
+    """One column of a ``SCHEMA`` dtype from its parts end to end, as ``schema.concat_frames``
+    of the parts' frames has it: a categorical's categories in the order they first come
+    (``Labels``), nullable numbers from ``Masked`` parts, ``string`` from lists, other dtypes
+    from arrays."""
+    if dtype in ("category", "category[int64]"):
+        first = len(parts[0].labels)
+        offsets = np.cumsum([0, *(len(p.labels) for p in parts)])[:-1]
+        codes = (
+            np.asarray(parts[0].codes)
+            if len(parts) == 1
+            else np.concatenate(
+                [
+                    np.where(p.codes >= 0, p.codes + off, -1)
+                    for p, off in zip(parts, offsets.tolist(), strict=True)
+                ]
+            )
+        )
+        if dtype == "category":
+            return cat(codes, [x for p in parts for x in p.labels])
+        ids = np.concatenate([np.asarray(p.labels, dtype=np.int64) for p in parts])
+        label_codes, uniques = pd.factorize(ids) if len(parts) > 1 else (np.arange(first), ids)
+        lookup = np.append(label_codes, -1).astype(code_dtype(len(uniques)))
+        dtype = (
+            few_dtype(tuple(uniques.tolist()), ids=True)
+            if len(uniques) <= _FEW_LABELS
+            else pd.CategoricalDtype(pd.Index(uniques, dtype="int64"))
+        )
+        return pd.Categorical.from_codes(gather(lookup, codes), dtype=dtype, validate=False)
+    if dtype in ("Int64", "Float64"):
+        values = np.concatenate([p.values for p in parts])
+        mask = np.concatenate([p.mask for p in parts])
+        if dtype == "Int64":
+            return pd.arrays.IntegerArray(values.astype(np.int64, copy=False), mask)
+        return pd.arrays.FloatingArray(values.astype(np.float64, copy=False), mask)
+    if dtype == "string":
+        return pd.array([x for p in parts for x in p], dtype="string")
+    return (np.concatenate(parts) if len(parts) > 1 else parts[0]).astype(dtype, copy=False)

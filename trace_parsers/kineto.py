@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,13 +51,22 @@ import numpy as np
 import pandas as pd
 
 from podscope.trace_parsers import compiled
-from podscope.trace_parsers._columns import cat, code_dtype, id_cat, missing
+from podscope.trace_parsers._columns import (
+    Labels,
+    Masked,
+    id_labels,
+    join_column,
+    masked,
+    missing,
+    sorted_labels,
+)
 from podscope.trace_parsers.budget import Budget, rows_error
 from podscope.trace_parsers.errors import TraceParseError
 from podscope.trace_parsers.nesting import depth_column, nest_columns
 from podscope.trace_parsers.schema import (
     HOST_PLANE,
     KINETO_MARK,
+    ROW_COLUMNS,
     SCHEMA,
     TRACE_ORDER,
     TraceFrames,
@@ -76,6 +86,8 @@ ANNOTATION_LINES = 1 << 32
 #: user annotations).
 _GPU_CATEGORY = re.compile(r"(.*kernel)|(^gpu_)|(^mtia_ccp_events)|(^cuda_sync)")
 _STEP = re.compile(r"^ProfilerStep\s*#\s*(\d+)")
+#: A list of small whole numbers without leading zeros, as Kineto writes a grid or block.
+_DIMS = re.compile(r"\[ *(0|[1-9]\d{0,8}) *(, *(0|[1-9]\d{0,8}) *)*\]")
 _INT64 = 1 << 63
 #: Stat text longer than this is cut (a ``Input Dims`` of a thousand tensors).
 MAX_STAT_TEXT = 4096
@@ -179,7 +191,7 @@ class _Read:
         out = values.copy()
         text = np.flatnonzero(strings >= 0)
         if len(text):
-            out[text] = [_digits(s) for s in np.array(self.strings)[self._codes(strings[text])]]
+            out[text] = [_digits(self.strings[c]) for c in self._codes(strings[text]).tolist()]
         return out
 
     def is_string(self, codes: np.ndarray, text: str) -> np.ndarray:
@@ -219,7 +231,8 @@ class _Events:
     line_id: np.ndarray
     name: np.ndarray  #: codes into the read's strings
     op: np.ndarray  #: the CPU op's name code (-1: none)
-    details: np.ndarray  #: kernel_details text or None (object)
+    details: np.ndarray  #: codes into ``detail_texts`` (-1: none)
+    detail_texts: list[str]
     correlation: np.ndarray  #: -1: none
     line_names: dict[tuple[str, int], str]
     threads: dict[int, str]
@@ -261,9 +274,10 @@ def _events(rd: _Read, base: int) -> _Events:
     fractional = bool((good & (rd.ts_kind == _T_DECIMAL)).any())
     keep = np.flatnonzero(good & ~rd.is_string(rd.cat, "Trace"))
     cat = rd.cat[keep]
-    cat_codes, cat_inverse = np.unique(cat, return_inverse=True)
-    gpu_cat = np.array([bool(_GPU_CATEGORY.match(rd.strings[c])) for c in cat_codes], bool)
-    gpu = gpu_cat[cat_inverse] if len(keep) else np.zeros(0, bool)
+    gpu_cat = np.zeros(len(rd.strings), bool)  # per string code: a GPU event's category
+    for c in np.flatnonzero(np.bincount(cat, minlength=len(rd.strings))).tolist():
+        gpu_cat[c] = bool(_GPU_CATEGORY.match(rd.strings[c]))
+    gpu = gpu_cat[cat]
     # GPU events: plane per device, line per stream (annotations on a line of their own)
     stream = rd.arg_ints("stream", rd.tid)[keep]
     device = rd.arg_ints("device", rd.pid)[keep]
@@ -284,6 +298,7 @@ def _events(rd: _Read, base: int) -> _Events:
         set(zip(plane[gpu].tolist(), line_id[gpu].tolist(), stream[gpu].tolist(), strict=True))
     ):
         line_names[(planes[p], lid)] = f"Stream #{s}" + (" annotations" if lid != s else "")
+    details, detail_texts = _kernel_details(rd, keep)
     return _Events(
         index=keep,
         start=start_all[keep],
@@ -293,7 +308,8 @@ def _events(rd: _Read, base: int) -> _Events:
         line_id=line_id,
         name=rd.name[keep],
         op=_ops(rd, keep),
-        details=_kernel_details(rd, keep),
+        details=details,
+        detail_texts=detail_texts,
         correlation=_correlation(rd, keep),
         line_names=line_names,
         threads=_threads(rd, meta),
@@ -350,15 +366,16 @@ def _correlation(rd: _Read, keep: np.ndarray) -> np.ndarray:
     return out[keep]
 
 
-def _kernel_details(rd: _Read, keep: np.ndarray) -> np.ndarray:
+def _kernel_details(rd: _Read, keep: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Per kept event, a kernel's launch dimensions as XPlane's ``kernel_details`` says them
     (``regs:32 shm:0 occ_pct:25 grid:80,1,1 block:128,1,1``), from Kineto's args, only whole
-    numbers; None for other events. Launches repeat their shapes: each distinct one is
-    written once."""
-    out = np.full(len(keep), None, dtype=object)
-    kernels = keep[rd.is_string(rd.cat[keep], "kernel")]
+    numbers: codes into the texts (-1: none, and other events). Launches repeat their
+    shapes: each distinct one is written once."""
+    is_kernel = rd.is_string(rd.cat[keep], "kernel")
+    out = np.full(len(keep), -1, dtype=np.int64)
+    kernels = keep[is_kernel]
     if not len(kernels):
-        return out
+        return out, []
     # per kernel, a column per part: the number, or the code of the grid/block text (-1: none)
     parts = np.full((len(kernels), len(_DETAILS) + 2), -1, dtype=np.int64)
     at = np.full(rd.n, -1, np.int64)
@@ -369,31 +386,38 @@ def _kernel_details(rd: _Read, keep: np.ndarray) -> np.ndarray:
         rows = rows[(rd.ag_kind[rows] == _A_INT) & (value >= 0) & (value < 1 << 31)]
         k = at[rd.ag_event[rows]]
         parts[k[k >= 0], j] = rd.ag_int[rows][k >= 0]
+    # grid and block by their x,y,z text (one list is written in several ways, or stored
+    # once per kernel): codes into ``dims``, -1 where not whole numbers
+    dim_code: dict[str, int] = {}
     for j, key in enumerate(("grid", "block"), start=len(_DETAILS)):
         rows = rd.arg_rows(key)
         rows = rows[rd.ag_kind[rows] == _A_JSON]
         k = at[rd.ag_event[rows]]
-        parts[k[k >= 0], j] = rd.ag_code[rows][k >= 0]
+        raw_codes, inverse = np.unique(rd.ag_code[rows][k >= 0], return_inverse=True)
+        found = [_dims(rd.raw[c]) for c in raw_codes.tolist()]
+        dim_codes = [dim_code.setdefault(t, len(dim_code)) if t else -1 for t in found]
+        parts[k[k >= 0], j] = np.array(dim_codes, dtype=np.int64)[inverse]
+    dims = list(dim_code)
     shape = np.zeros(len(kernels), np.int64)  # each distinct row of parts: one code
     for j in range(parts.shape[1]):
         codes, uniques = pd.factorize(parts[:, j])
         shape = pd.factorize(shape * len(uniques) + codes)[0]
     firsts = np.unique(shape, return_index=True)[1]
     names = [key for key, _ in _DETAILS] + ["grid", "block"]
-    dims = {c: _dims(rd.raw[c]) for c in set(parts[:, 3:].ravel().tolist()) - {-1}}
     texts = []
     for row in parts[firsts].tolist():
         words = [f"{n}:{v}" for n, v in zip(names[:3], row[:3], strict=True) if v >= 0]
-        words += [
-            f"{n}:{dims[c]}" for n, c in zip(names[3:], row[3:], strict=True) if c >= 0 and dims[c]
-        ]
-        texts.append(" ".join(words) or None)
-    out[np.flatnonzero(rd.is_string(rd.cat[keep], "kernel"))] = np.array(texts, dtype=object)[shape]
-    return out
+        words += [f"{n}:{dims[c]}" for n, c in zip(names[3:], row[3:], strict=True) if c >= 0]
+        texts.append(" ".join(words))
+    code = np.array([i if t else -1 for i, t in enumerate(texts)], dtype=np.int64)
+    out[is_kernel] = code[shape]
+    return out, texts
 
 
 def _dims(text: str) -> str:
     """A ``grid`` or ``block`` list of whole numbers as ``x,y,z`` ("" if not one)."""
+    if _DIMS.fullmatch(text):  # as Kineto writes them: "[80, 1, 1]"
+        return ",".join(d.strip() for d in text[1:-1].split(",")[:3])
     dims = json.loads(text)
     if isinstance(dims, list) and dims and all(type(d) is int and 0 <= d < 1 << 31 for d in dims):
         return ",".join(map(str, dims[:3]))
@@ -406,6 +430,35 @@ def parse_kineto(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceF
     Raises:
         TraceParseError: not JSON, not an object with a ``traceEvents`` list, no timed
             event in it, or over the input's budget.
+    """
+    return build_frames([decode(data, worker=worker, source=source)], source)
+
+
+#: A table's columns in parts (``_columns.join_column``), by column name.
+Table = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """One rank's trace, read into its tables' columns (``decode``); ``build_frames`` makes
+    the frames of one or several."""
+
+    worker: str
+    source: str
+    #: Per frame name, its columns as parts (absent: all missing) and its rows.
+    tables: dict[str, tuple[Table, int]]
+
+    @property
+    def n_events(self) -> int:
+        return self.tables["events"][1]
+
+
+def decode(data: bytes, *, worker: str, source: str = "<bytes>") -> Decoded:
+    """The first half of ``parse_kineto``: one rank's trace read, within its budget, into
+    column parts.
+
+    Raises:
+        TraceParseError: as ``parse_kineto``.
     """
     budget = Budget.for_input(len(data), source, FORMAT)
     raw = budget.inflate(data)
@@ -434,23 +487,64 @@ def parse_kineto(data: bytes, *, worker: str, source: str = "<bytes>") -> TraceF
     # the events' order in the frames: by plane, line, start, longest first
     order = np.lexsort((ev.start - ev.end, ev.start, ev.line_id, ev.plane))
     stats = _stats(rd, ev, order)
-    budget.charge_rows(len(stats))
-    return validate(_frames(rd, ev, order, stats, header, worker, source, base), source)
+    budget.charge_rows(stats[1])
+    return Decoded(worker, source, _tables(rd, ev, order, stats, header, worker, source, base))
+
+
+def build_frames(ranks: Sequence[Decoded], source: str = "<batch>") -> TraceFrames:
+    """The frames of decoded ranks, side by side as ``loader.merge`` of each rank's frames
+    gives them: their tables are put end to end and each frame built once (building a frame
+    costs the same few pandas calls whatever its rows, so ranks pay it once, not each).
+
+    Raises:
+        TraceParseError: the frames do not validate (named ``source``).
+    """
+    offsets = np.cumsum([0, *(r.n_events for r in ranks)])[:-1].tolist()
+    frames = {}
+    for name in {n for r in ranks for n in r.tables}:
+        kept = [(r.tables[name], off) for r, off in zip(ranks, offsets, strict=True)]
+        kept = [(t, off) for t, off in kept if t[1]]  # an empty table adds no category
+        if kept:
+            frames[name] = _frame(name, kept)
+    return validate(TraceFrames(**frames), source)
+
+
+def _frame(name: str, tables: list[tuple[tuple[Table, int], int]]) -> pd.DataFrame:
+    """One frame from its tables (each with the events before its rank's): the columns that
+    count event rows shifted, missing columns all missing, a column given twice built once."""
+    row_col = ROW_COLUMNS.get(name)
+    built: dict[tuple[int, ...], Any] = {}
+    cols = {}
+    for col, dtype in SCHEMA[name].items():
+        if col not in tables[0][0][0]:
+            cols[col] = missing(sum(rows for (_, rows), _ in tables), dtype)
+            continue
+        parts = [t[col] for (t, _), _ in tables]
+        if col == row_col:
+            parts = [
+                np.where(p >= 0, p + off, -1).astype(p.dtype) if off else p
+                for p, (_, off) in zip(parts, tables, strict=True)
+            ]
+        key = tuple(map(id, parts))
+        if key not in built:
+            built[key] = join_column(dtype, parts)
+        cols[col] = built[key]
+    return pd.DataFrame(cols, copy=False)
 
 
 _NOT_KINETO = "not a PyTorch profiler trace (no traceEvents list)"
 
 
-def _frames(
+def _tables(
     rd: _Read,
     ev: _Events,
     order: np.ndarray,
-    stats: pd.DataFrame,
+    stats: tuple[Table, int],
     doc: dict[str, Any],
     worker: str,
     source: str,
     base: int | None,
-) -> TraceFrames:
+) -> dict[str, tuple[Table, int]]:
     start, end, plane_codes, line_ids = ev.start, ev.end, ev.plane, ev.line_id
     planes = ev.planes
     plane_codes, line_ids, start, end = (
@@ -466,71 +560,62 @@ def _frames(
     n = len(order)
     name_codes, name_uniques = pd.factorize(ev.name[order])
     name_labels = [rd.strings[c] for c in name_uniques.tolist()]
-    name_cat = cat(name_codes, name_labels)
+    names = Labels(name_codes, name_labels)
+    first_plane, first_line = _first_of_each(plane_codes, line_ids, key_codes)
     line_label = [
         ev.line_names.get((planes[pc], int(lid)))
         or (ev.threads.get(int(lid)) or "thread") + f" ({int(lid)})"
-        for pc, lid in zip(*_first_of_each(plane_codes, line_ids, key_codes), strict=True)
+        for pc, lid in zip(first_plane, first_line, strict=True)
     ]
     steps = np.array([_step_of(u) for u in name_labels], dtype=np.int64)
     step = steps[name_codes] if len(steps) else np.zeros(0, np.int64)
     corr = ev.correlation[order]
-    cols: dict[str, Any] = {
-        "worker": cat(np.zeros(n, dtype=np.int64), [worker]),
-        "plane": cat(plane_codes, planes),
-        "line_id": id_cat(key_codes, _first_of_each(plane_codes, line_ids, key_codes)[1]),
-        "line": cat(key_codes, line_label),
-        "metadata_id": id_cat(np.zeros(n, dtype=np.int8), np.zeros(1, dtype=np.int64)),
-        "name": name_cat,
-        "display_name": name_cat,
+    ops = _sorted_cat(ev.op[order], rd.strings)
+    events = {
+        "worker": _one(worker, n),
+        "plane": Labels(plane_codes, planes),
+        "line_id": id_labels(key_codes, first_line),
+        "line": Labels(key_codes, line_label),
+        "metadata_id": Labels(np.zeros(n, dtype=np.int64), np.zeros(1, dtype=np.int64)),
+        "name": names,
+        "display_name": names,
         "start_ns": start,
         "dur_ps": (end - start) * 1000,
         "depth": depth_column(depth),
         "parent": parent.astype(np.int32),
         "self_ps": self_ns * 1000,
-        "step_num": pd.arrays.IntegerArray(step, step < 0),
-        "correlation_id": pd.arrays.IntegerArray(corr, corr < 0),
-        "op_name": (ops := _sorted_cat(ev.op[order], rd.strings)),
+        "step_num": Masked(step, step < 0),
+        "correlation_id": Masked(corr, corr < 0),
+        "op_name": ops,
         "op_type": ops,
-        "kernel_details": pd.Categorical(ev.details[order]),
+        "kernel_details": _sorted_cat(ev.details[order], ev.detail_texts),
     }
-    events = pd.DataFrame(
-        {c: cols[c] if c in cols else missing(n, t) for c, t in SCHEMA["events"].items()}
-    )
-    return TraceFrames(
-        events=events,
-        stats=stats,
-        plane_stats=_plane_stats(ev, doc, worker),
-        planes=pd.DataFrame(
-            {
-                "worker": cat(np.zeros(len(planes), dtype=np.int64), [worker]),
-                "plane_id": np.arange(len(planes), dtype=np.int64),
-                "plane": pd.Categorical(planes),
-                "n_lines": np.bincount(
-                    _first_of_each(plane_codes, line_ids, key_codes)[0], minlength=len(planes)
-                ).astype(np.int64),
-                "n_events": np.bincount(plane_codes, minlength=len(planes)).astype(np.int64),
-            }
-        ),
-        lines=_lines(
-            worker,
-            planes,
-            plane_codes,
-            line_ids,
-            key_codes,
-            line_label,
-            start,
-            end,
-        ),
-        parse_notes=pd.DataFrame(
-            {
-                "worker": cat(np.zeros(len(ev.notes), dtype=np.int64), [worker]),
-                "key": pd.Categorical(list(ev.notes)),
-                "value": np.array(list(ev.notes.values()), dtype=np.int64),
-            }
-        ),
-        workers=_workers(ev, doc, worker, source, base, int(start.min()), int(end.max())),
-    )
+    plane_table = {
+        "worker": _one(worker, len(planes)),
+        "plane_id": np.arange(len(planes), dtype=np.int64),
+        "plane": sorted_labels(planes),
+        "n_lines": np.bincount(first_plane, minlength=len(planes)).astype(np.int64),
+        "n_events": np.bincount(plane_codes, minlength=len(planes)).astype(np.int64),
+    }
+    notes = {
+        "worker": _one(worker, len(ev.notes)),
+        "key": sorted_labels(list(ev.notes)),
+        "value": np.array(list(ev.notes.values()), dtype=np.int64),
+    }
+    return {
+        "events": (events, n),
+        "stats": stats,
+        "plane_stats": _plane_stats(ev, doc, worker),
+        "planes": (plane_table, len(planes)),
+        "lines": _lines(worker, planes, plane_codes, line_ids, key_codes, line_label, start, end),
+        "parse_notes": (notes, len(ev.notes)),
+        "workers": (_workers(ev, doc, worker, source, base, int(start.min()), int(end.max())), 1),
+    }
+
+
+def _one(label: str, n: int) -> Labels:
+    """A column of ``n`` rows of one label (a rank's worker)."""
+    return Labels(np.zeros(n, dtype=np.int64), [label])
 
 
 def _lines(
@@ -542,24 +627,23 @@ def _lines(
     labels: list[str],
     start: np.ndarray,
     end: np.ndarray,
-) -> pd.DataFrame:
+) -> tuple[Table, int]:
     """One row per line: its first event's start, its span and its events."""
     firsts = np.unique(key_codes, return_index=True)[1]
     n = len(firsts)
     last = np.full(n, np.iinfo(np.int64).min)
     np.maximum.at(last, key_codes, end)
-    return pd.DataFrame(
-        {
-            "worker": cat(np.zeros(n, dtype=np.int64), [worker]),
-            "plane": cat(plane_codes[firsts], planes),
-            "line_id": line_ids[firsts],
-            "display_id": line_ids[firsts],
-            "line": pd.Categorical(labels),
-            "timestamp_ns": start[firsts],
-            "duration_ps": (last - start[firsts]) * 1000,
-            "n_events": np.bincount(key_codes, minlength=n).astype(np.int64),
-        }
-    )
+    table = {
+        "worker": _one(worker, n),
+        "plane": Labels(plane_codes[firsts], planes),
+        "line_id": line_ids[firsts],
+        "display_id": line_ids[firsts],
+        "line": sorted_labels(labels),
+        "timestamp_ns": start[firsts],
+        "duration_ps": (last - start[firsts]) * 1000,
+        "n_events": np.bincount(key_codes, minlength=n).astype(np.int64),
+    }
+    return table, n
 
 
 def _first_of_each(
@@ -570,21 +654,19 @@ def _first_of_each(
     return plane_codes[first], line_ids[first]
 
 
-def _sorted_cat(codes: np.ndarray, labels: list[str]) -> pd.Categorical:
-    """``labels[codes]`` (-1: missing) as a categorical of the labels used, sorted (as
-    ``pd.Categorical`` of the values would have them), built from the codes in linear time."""
+def _sorted_cat(codes: np.ndarray, labels: list[str]) -> Labels:
+    """``labels[codes]`` (-1: missing) as ``pd.Categorical`` of the values would have them:
+    codes into the labels used, sorted; in linear time."""
     used = np.flatnonzero(np.bincount(codes + 1, minlength=len(labels) + 1)[1:])
     texts = [labels[i] for i in used.tolist()]
     categories = sorted(set(texts))
     position = {t: i for i, t in enumerate(categories)}
-    lookup = np.full(len(labels) + 1, -1, dtype=code_dtype(len(categories)))
+    lookup = np.full(len(labels) + 1, -1, dtype=np.int64)
     lookup[used + 1] = [position[t] for t in texts]
-    return pd.Categorical.from_codes(
-        lookup[codes + 1], categories=pd.Index(categories, dtype="str"), validate=False
-    )
+    return Labels(lookup[codes + 1], categories)
 
 
-def _stats(rd: _Read, ev: _Events, order: np.ndarray) -> pd.DataFrame:
+def _stats(rd: _Read, ev: _Events, order: np.ndarray) -> tuple[Table, int]:
     """``stats`` rows of the kept events, by their rows in the sorted ``events`` (``order``):
     every arg but a numeric ``correlation`` (a column of its own), ``trace_order`` (the place
     in ``traceEvents``) of GPU events and of launches (events with a correlation), and each
@@ -629,31 +711,30 @@ def _stats(rd: _Read, ev: _Events, order: np.ndarray) -> pd.DataFrame:
     is_int = (a_kind == _A_INT) | (a_kind == _A_BOOL)
     text = np.where(a_kind == _A_STR, a_code, np.where(a_kind == _A_JSON, n_str + a_code, -1))
     kind_code = np.array([1, 2, 1, 2, 0], dtype=np.int64)[a_kind]  # _KIND_LABELS
-    return pd.DataFrame(
-        {
-            "event_row": column(np.int32, new_row[arg_event], new_row[ordered], new_row),
-            "key": _sorted_cat(
-                column(np.int64, rd.ag_key[args], n_str, n_str + 1),
-                [*rd.strings, TRACE_ORDER, "cat"],
-            ),
-            "kind": _sorted_cat(column(np.int64, kind_code, 1, 2), _KIND_LABELS),
-            "int_value": pd.arrays.IntegerArray(
-                column(np.int64, np.where(is_int, rd.ag_int[args], 0), ev.index[ordered], 0),
-                column(bool, ~is_int, False, True),
-            ),
-            "float_value": pd.arrays.FloatingArray(
-                column(np.float64, np.where(a_kind == _A_DOUBLE, rd.ag_float[args], 0.0), 0, 0),
-                column(bool, a_kind != _A_DOUBLE, True, True),
-            ),
-            "str_value": _sorted_cat(
-                column(np.int64, text, -1, rd.cat[ev.index]),
-                [s[:MAX_STAT_TEXT] for s in [*rd.strings, *rd.raw]],
-            ),
-        }
-    )
+    table = {
+        "event_row": column(np.int32, new_row[arg_event], new_row[ordered], new_row),
+        "key": _sorted_cat(
+            column(np.int64, rd.ag_key[args], n_str, n_str + 1),
+            [*rd.strings, TRACE_ORDER, "cat"],
+        ),
+        "kind": _sorted_cat(column(np.int64, kind_code, 1, 2), _KIND_LABELS),
+        "int_value": Masked(
+            column(np.int64, np.where(is_int, rd.ag_int[args], 0), ev.index[ordered], 0),
+            column(bool, ~is_int, False, True),
+        ),
+        "float_value": Masked(
+            column(np.float64, np.where(a_kind == _A_DOUBLE, rd.ag_float[args], 0.0), 0, 0),
+            column(bool, a_kind != _A_DOUBLE, True, True),
+        ),
+        "str_value": _sorted_cat(
+            column(np.int64, text, -1, rd.cat[ev.index]),
+            [s[:MAX_STAT_TEXT] for s in [*rd.strings, *rd.raw]],
+        ),
+    }
+    return table, total
 
 
-def _plane_stats(ev: _Events, doc: dict[str, Any], worker: str) -> pd.DataFrame:
+def _plane_stats(ev: _Events, doc: dict[str, Any], worker: str) -> tuple[Table, int]:
     """Each GPU's ``deviceProperties`` on its plane; the trace's header on the host's."""
     rows: list[tuple[str, str, Any]] = []
     for device in doc.get("deviceProperties") or []:
@@ -669,17 +750,16 @@ def _plane_stats(ev: _Events, doc: dict[str, Any], worker: str) -> pd.DataFrame:
             rows.append((HOST_PLANE, key, _number(doc[key])))
     rows.append((HOST_PLANE, KINETO_MARK, int(ev.fractional)))
     stats = [_stat(v) for _, _, v in rows]
-    return pd.DataFrame(
-        {
-            "worker": cat(np.zeros(len(rows), dtype=np.int64), [worker]),
-            "plane": pd.Categorical([p for p, _, _ in rows]),
-            "key": pd.Categorical([k for _, k, _ in rows]),
-            "kind": pd.Categorical([s[0] for s in stats]),
-            "int_value": pd.array([s[1] for s in stats], dtype="Int64"),
-            "float_value": pd.array([s[2] for s in stats], dtype="Float64"),
-            "str_value": pd.Categorical([s[3] for s in stats]),
-        }
-    )
+    table = {
+        "worker": _one(worker, len(rows)),
+        "plane": sorted_labels([p for p, _, _ in rows]),
+        "key": sorted_labels([k for _, k, _ in rows]),
+        "kind": sorted_labels([s[0] for s in stats]),
+        "int_value": masked([s[1] for s in stats], np.int64),
+        "float_value": masked([s[2] for s in stats], np.float64),
+        "str_value": sorted_labels([s[3] for s in stats]),
+    }
+    return table, len(rows)
 
 
 def _workers(
@@ -690,25 +770,24 @@ def _workers(
     base: int | None,
     first: int,
     last: int,
-) -> pd.DataFrame:
+) -> Table:
+    """The rank's one ``workers`` row."""
     lo, hi = ev.span if ev.span is not None else (first, last)
     host = doc.get("host_name")
     # an epoch time: relative to baseTimeNanoseconds, or µs since 1970 past 2001
     epoch = base is not None or first > 10**18
-    return pd.DataFrame(
-        {
-            "worker": pd.Categorical([worker]),
-            "host": pd.array([str(host) if isinstance(host, str) else worker], dtype="string"),
-            "port": pd.array([None], dtype="Int64"),
-            "file": pd.array([source], dtype="string"),
-            "capture_start_ns": pd.array([lo], dtype="Int64"),
-            "capture_stop_ns": pd.array([hi], dtype="Int64"),
-            "time_base": pd.array(["epoch" if epoch else "relative"], dtype="string"),
-            "hostnames": pd.array([str(host) if isinstance(host, str) else ""], dtype="string"),
-            "errors": pd.array([""], dtype="string"),
-            "warnings": pd.array([""], dtype="string"),
-        }
-    )
+    return {
+        "worker": _one(worker, 1),
+        "host": [str(host) if isinstance(host, str) else worker],
+        "port": masked([None], np.int64),
+        "file": [source],
+        "capture_start_ns": masked([lo], np.int64),
+        "capture_stop_ns": masked([hi], np.int64),
+        "time_base": ["epoch" if epoch else "relative"],
+        "hostnames": [str(host) if isinstance(host, str) else ""],
+        "errors": [""],
+        "warnings": [""],
+    }
 
 
-__all__ = ["FORMAT", "looks_like_kineto", "parse_kineto"]
+__all__ = ["FORMAT", "Decoded", "build_frames", "decode", "looks_like_kineto", "parse_kineto"]

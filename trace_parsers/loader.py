@@ -28,7 +28,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from podscope.trace_parsers import layout
 from podscope.trace_parsers.errors import TraceNotFound, TraceParseError
@@ -51,18 +51,24 @@ Parser = Callable[..., "TraceFrames"]
 @dataclass(frozen=True)
 class Format:
     """A trace format: its file suffixes, how to recognise its content, how to parse it
-    (``parser``: ``module:function``, imported on first use)."""
+    (``parser``: ``module:function``, imported on first use), and whether several files of it
+    are built into frames at once (``batched``: the parser's module has ``decode`` and
+    ``build_frames``)."""
 
     name: str
     suffixes: tuple[str, ...]
     parser: str
     sniff: Callable[[bytes], bool]
+    batched: bool = False
 
     @property
     def parse(self) -> Parser:
-        module, name = self.parser.split(":")
-        parse: Parser = getattr(import_module(f"podscope.trace_parsers.{module}"), name)
+        parse: Parser = getattr(self.module, self.parser.split(":")[1])
         return parse
+
+    @property
+    def module(self) -> Any:
+        return import_module(f"podscope.trace_parsers.{self.parser.split(':')[0]}")
 
 
 #: Parsers by format name, tried in this order when sniffing content.
@@ -72,6 +78,7 @@ PARSERS: Mapping[str, Format] = {
         (*layout.KINETO_SUFFIXES, ".json", ".json.gz"),
         "kineto:parse_kineto",
         lambda head: looks_like_kineto(plain(head) or b""),
+        batched=True,
     ),
     "atrace": Format(
         "atrace",
@@ -86,7 +93,11 @@ PARSERS: Mapping[str, Format] = {
         lambda head: looks_like_chrome_json(plain(head) or b""),
     ),
     "xplane": Format(
-        "xplane", (".xplane.pb", ".xplane.pb.gz"), "xplane:parse_xplane", looks_like_xplane
+        "xplane",
+        (".xplane.pb", ".xplane.pb.gz"),
+        "xplane:parse_xplane",
+        looks_like_xplane,
+        batched=True,
     ),
     "perfetto": Format(
         "perfetto",
@@ -449,20 +460,19 @@ def load(
         return format_of(Path("<bytes>"), data[:65536]).parse(
             data, worker="worker0", source="<bytes>"
         )
-    from podscope.trace_parsers.cache import FrameCache
     from podscope.trace_parsers.schema import TraceFrames
 
     if stats_keys is not None and cache:
         raise ValueError("stats_keys gives partial frames: load them with cache=False")
     files = resolve(path, session)
-    store = (
-        FrameCache(
+    store = None
+    if cache:  # the cache (pyarrow's Feather, xxhash) loads only for a load that uses it
+        from podscope.trace_parsers.cache import FrameCache
+
+        store = FrameCache(
             Path(cache_dir) if cache_dir else FrameCache.default_dir(os.environ),
             FrameCache.default_max_bytes(os.environ),
         )
-        if cache
-        else None
-    )
     failures: list[TraceParseError] = [
         refusal
         for folder in sorted({f.parent for f in files} if Path(path).is_dir() else set())
@@ -508,14 +518,12 @@ def parse_files(
     stats_keys: Collection[str] | None = None,
     on_file: Callable[[Path], None] | None = None,
 ) -> Parsed:
-    """Several files' frames, without the parse cache. XPlane files are decoded one by one
-    and their frames built at once (``xplane.build_frames``): building frames costs a few
-    hundred pandas calls whatever the rows, so a pod's many small workers pay it once, not
-    per file; other formats are parsed each. One file that fails is a failure with its
-    reason, and the others are kept."""
-    from podscope.trace_parsers.xplane import Decoded, build_frames, decode
-
-    decoded: list[tuple[Path, Decoded]] = []
+    """Several files' frames, without the parse cache. Files of a batched format (XPlane,
+    PyTorch's) are decoded one by one and their frames built at once (the module's
+    ``build_frames``): building frames costs a few hundred pandas calls whatever the rows,
+    so a pod's many small workers pay it once, not per file; other formats are parsed each.
+    One file that fails is a failure with its reason, and the others are kept."""
+    decoded: dict[str, list[tuple[Path, Any]]] = {}
     others: list[tuple[Path, TraceFrames]] = []
     failures: list[TraceParseError] = []
     for f in files:
@@ -524,24 +532,27 @@ def parse_files(
         label = worker_label(f)
         try:
             fmt = format_of(f, _read(f, 65536))
-            if fmt.name == "xplane":
-                decoded.append((f, decode(_read(f), worker=label, source=str(f))))
+            if fmt.batched:
+                one = fmt.module.decode(_read(f), worker=label, source=str(f))
+                decoded.setdefault(fmt.name, []).append((f, one))
             else:
                 others.append((f, fmt.parse(_read(f), worker=label, source=str(f))))
         except TraceParseError as e:
             failures.append(e)
     # Frame sets and, per set, its files' (worker, file, events) in its order.
     sets: list[tuple[TraceFrames, tuple[tuple[str, str, int], ...]]] = []
-    if decoded:
-        rows = tuple((d.worker, str(f), len(d.raw["ev_duration_ps"]) // 8) for f, d in decoded)
-        source = str(decoded[0][0]) if len(decoded) == 1 else "<batch>"
+    for name, batch in decoded.items():
+        rows = tuple((d.worker, str(f), d.n_events) for f, d in batch)
+        source = str(batch[0][0]) if len(batch) == 1 else "<batch>"
+        some = {"stats_keys": stats_keys} if name == "xplane" else {}
         try:
-            sets.append((build_frames([d for _, d in decoded], stats_keys, source), rows))
+            built = PARSERS[name].module.build_frames([d for _, d in batch], source=source, **some)
+            sets.append((built, rows))
         except TraceParseError as e:
-            if len(decoded) == 1:
+            if len(batch) == 1:
                 failures.append(e)
             else:  # the set does not validate: each file alone names the culprit
-                others = [*_parsed_alone([f for f, _ in decoded], stats_keys, failures), *others]
+                others = [*_parsed_alone([f for f, _ in batch], stats_keys, failures), *others]
     for f, frames in others:
         sets.append((frames, ((worker_of(frames, f), str(f), len(frames.events)),)))
     each = [frames for frames, _ in sets]

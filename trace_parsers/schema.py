@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from podscope.trace_parsers._columns import code_dtype
+from podscope.trace_parsers._columns import code_dtype, few_dtype
 from podscope.trace_parsers.errors import SchemaError
 
 CAT = "category"
@@ -283,8 +283,9 @@ def _empty_column(dtype: str) -> Any:
     infers its way there: 3x the cost, paid on every warm load's empty frames)."""
     none = np.empty(0, dtype=bool)
     if dtype in (CAT, CAT_ID):  # categories are str (int64 ids), as parsed
-        cats = pd.Index([], dtype="int64" if dtype == CAT_ID else "str")
-        return pd.Categorical.from_codes(np.empty(0, dtype=np.int8), categories=cats)
+        return pd.Categorical.from_codes(
+            np.empty(0, dtype=np.int8), dtype=few_dtype((), ids=dtype == CAT_ID)
+        )
     if dtype == "Int64":
         return pd.arrays.IntegerArray(np.empty(0, dtype=np.int64), none)
     if dtype == "Float64":

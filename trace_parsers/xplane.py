@@ -126,6 +126,10 @@ class Decoded(NamedTuple):
     #: A TPU capture's per-op breakdown stats (``metadata_stats`` rows), else None.
     breakdowns: pd.DataFrame | None
 
+    @property
+    def n_events(self) -> int:
+        return len(self.raw["ev_duration_ps"]) // 8
+
 
 def decode(
     data: bytes,

@@ -4,6 +4,7 @@ hostile traces hold (decimal times, negative durations, missing headers, odd JSO
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import random
@@ -386,3 +387,102 @@ def test_the_last_member_of_a_name_wins_and_rows_are_bounded(
     many = trace([x(f"e{i}", i, 1) for i in range(200)])
     with pytest.raises(TraceParseError, match="PODSCOPE_MAX_ROWS"):
         parse_kineto(many, worker="w", source="dense.pt.trace.json")
+
+
+def _ranks(folder: Path) -> list[Path]:
+    """PyTorch ranks unlike each other: every real sample (A100, V100, MI250, the pair of a
+    128-rank job), a CPU-only rank without distributedInfo, a rank with skipped and flow
+    events (parse notes the others lack), one with a GPU of another id and decimal times, one
+    with no timed event (it fails), and a file that is not JSON."""
+    files = []
+    for i, path in enumerate(KINETO):
+        files.append(folder / f"sample{i}.pt.trace.json.gz")
+        files[-1].write_bytes(path.read_bytes())
+    synthetic = {
+        "cpu_only": trace(
+            [x("ProfilerStep#3", 10, 50, cat="user_annotation"), x("aten::add", 12, 5)]
+        ),
+        "notes": trace(
+            [x("a", 1, 2), {"ph": "s", "id": 1, "pid": 7, "tid": 1, "ts": 1}, 5],
+            distributedInfo={"rank": 3, "world_size": 4, "backend": "nccl"},
+        ),
+        "gpu3": trace(
+            [
+                x("aten::mm", 10.25, 20.5, **{"External id": 1}),
+                x(
+                    "k",
+                    40.125,
+                    3,
+                    cat="kernel",
+                    device=3,
+                    stream=20,
+                    correlation=4,
+                    grid=[2, 1, 1],
+                    **{"External id": 1},
+                ),
+            ],
+            deviceProperties=[{"id": 3, "name": "Other GPU", "numSms": 10}],
+        ),
+        "empty": trace(
+            [{"ph": "M", "name": "thread_name", "pid": 7, "tid": 1, "args": {"name": "m"}}]
+        ),
+    }
+    for name, data in synthetic.items():
+        files.append(folder / f"{name}.pt.trace.json")
+        files[-1].write_bytes(data)
+    files.append(folder / "cut.pt.trace.json")
+    files[-1].write_bytes(trace([x("a", 1, 2)])[:-9])
+    return files
+
+
+def test_ranks_built_together_equal_each_rank_merged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's ranks are read one by one and their frames built once (``kineto.build_frames``):
+    the frames equal ``merge`` of each rank's own, categories in the same order, rows
+    shifted; the ranks that fail are named and the others kept."""
+    from podscope.trace_parsers import kineto
+    from podscope.trace_parsers.loader import merge, parse_files, worker_label
+
+    files = _ranks(tmp_path)
+    each = []
+    for f in files:
+        with contextlib.suppress(TraceParseError):
+            each.append(parse_kineto(f.read_bytes(), worker=worker_label(f), source=str(f)))
+    expected = merge(each)
+    got = parse_files(files)
+    assert got.frames is not None
+    _same_frames(got.frames, expected)
+    assert sorted(Path(e.path).name for e in got.failures) == [
+        "cut.pt.trace.json",
+        "empty.pt.trace.json",
+    ]
+    assert [n for _, _, n in got.workers] == [len(f.events) for f in each]
+    # a set that does not validate is parsed rank by rank, and gives the same frames
+    built = kineto.build_frames
+
+    def refused(ranks, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if len(ranks) > 1:
+            raise TraceParseError("<batch>", "kineto", "refused")
+        return built(ranks, *args, **kwargs)
+
+    monkeypatch.setattr(kineto, "build_frames", refused)
+    again = parse_files(files)
+    assert again.frames is not None and again.workers == got.workers
+    _same_frames(again.frames, expected)
+
+
+def _same_frames(got: Any, expected: Any) -> None:
+    """Frame by frame, the same columns, dtypes and values; categoricals by their categories
+    and codes (``assert_frame_equal`` boxes every element of one: a minute on these ranks)."""
+    for name, frame in expected.frames():
+        mine = getattr(got, name)
+        assert list(mine.columns) == list(frame.columns) and len(mine) == len(frame), name
+        for col in frame.columns:
+            a, b = mine[col], frame[col]
+            assert a.dtype == b.dtype, (name, col, a.dtype, b.dtype)
+            if isinstance(b.dtype, pd.CategoricalDtype):
+                assert a.cat.categories.tolist() == b.cat.categories.tolist(), (name, col)
+                assert (a.cat.codes.to_numpy() == b.cat.codes.to_numpy()).all(), (name, col)
+            else:
+                pd.testing.assert_series_equal(a, b, obj=f"{name}.{col}")

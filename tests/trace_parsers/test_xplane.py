@@ -476,10 +476,10 @@ def test_files_built_together_equal_each_file_merged(
     # a set that does not validate is parsed file by file, and gives the same frames
     built = xplane.build_frames
 
-    def refused(decoded, *args):  # type: ignore[no-untyped-def]
+    def refused(decoded, *args, **kwargs):  # type: ignore[no-untyped-def]
         if len(decoded) > 1:
             raise TraceParseError("<batch>", "xplane", "refused")
-        return built(decoded, *args)
+        return built(decoded, *args, **kwargs)
 
     monkeypatch.setattr(xplane, "build_frames", refused)
     again = parse_files(files)
