@@ -147,7 +147,7 @@ def _int(value: Any) -> int:
 
 def _step_of(name: str) -> int:
     """N of a ``ProfilerStep#N`` (-1: another name)."""
-    m = _STEP.match(name)
+    m = _STEP.match(name) if name.startswith("ProfilerStep") else None
     return int(m.group(1)) if m and len(m.group(1)) < 18 else -1
 
 
@@ -348,11 +348,15 @@ def _ops(rd: _Read, keep: np.ndarray) -> np.ndarray:
     (-1: none): the op itself, its launches and its kernels. The last op of an id wins."""
     value, has = _external(rd)
     ops = keep[has[keep] & rd.is_string(rd.cat[keep], "cpu_op")]
-    by_id = pd.Series(rd.name[ops], index=value[ops])
-    by_id = by_id[~by_id.index.duplicated(keep="last")]
-    at = by_id.index.get_indexer(value[keep])
-    names = np.append(by_id.to_numpy(), -1)  # at -1 (no op of that id) reads -1
-    return np.where(has[keep], names[at], -1)
+    if not len(ops):
+        return np.full(len(keep), -1, dtype=np.int64)
+    # the ops by id, the last of an id kept; each event's id looked up among them
+    by_id = np.argsort(value[ops], kind="stable")
+    ids = value[ops][by_id]
+    last = np.append(ids[1:] != ids[:-1], True)
+    ids, names = ids[last], rd.name[ops][by_id][last]
+    at = np.minimum(np.searchsorted(ids, value[keep]), len(ids) - 1)
+    return np.where(has[keep] & (ids[at] == value[keep]), names[at], -1)
 
 
 def _correlation(rd: _Read, keep: np.ndarray) -> np.ndarray:
@@ -398,17 +402,21 @@ def _kernel_details(rd: _Read, keep: np.ndarray) -> tuple[np.ndarray, list[str]]
         dim_codes = [dim_code.setdefault(t, len(dim_code)) if t else -1 for t in found]
         parts[k[k >= 0], j] = np.array(dim_codes, dtype=np.int64)[inverse]
     dims = list(dim_code)
-    shape = np.zeros(len(kernels), np.int64)  # each distinct row of parts: one code
-    for j in range(parts.shape[1]):
+    # each distinct row of parts (a shape): one code; per part, its word per distinct value
+    shape = np.zeros(len(kernels), np.int64)
+    part_codes, words = [], []
+    for j, name in enumerate([key for key, _ in _DETAILS] + ["grid", "block"]):
         codes, uniques = pd.factorize(parts[:, j])
         shape = pd.factorize(shape * len(uniques) + codes)[0]
+        part_codes.append(codes)
+        values = uniques.tolist()
+        spelled = [
+            f"{name}:{dims[v] if j >= len(_DETAILS) else v}" if v >= 0 else "" for v in values
+        ]
+        words.append(np.array(spelled, dtype=object))
     firsts = np.unique(shape, return_index=True)[1]
-    names = [key for key, _ in _DETAILS] + ["grid", "block"]
-    texts = []
-    for row in parts[firsts].tolist():
-        words = [f"{n}:{v}" for n, v in zip(names[:3], row[:3], strict=True) if v >= 0]
-        words += [f"{n}:{dims[c]}" for n, c in zip(names[3:], row[3:], strict=True) if c >= 0]
-        texts.append(" ".join(words))
+    columns = [w[c[firsts]].tolist() for w, c in zip(words, part_codes, strict=True)]
+    texts = [" ".join(w for w in row if w) for row in zip(*columns, strict=True)]
     code = np.array([i if t else -1 for i, t in enumerate(texts)], dtype=np.int64)
     out[is_kernel] = code[shape]
     return out, texts
@@ -654,11 +662,12 @@ def _first_of_each(
     return plane_codes[first], line_ids[first]
 
 
-def _sorted_cat(codes: np.ndarray, labels: list[str]) -> Labels:
-    """``labels[codes]`` (-1: missing) as ``pd.Categorical`` of the values would have them:
-    codes into the labels used, sorted; in linear time."""
+def _sorted_cat(codes: np.ndarray, labels: list[str], cut: int | None = None) -> Labels:
+    """``labels[codes]`` (-1: missing), each label cut at ``cut`` characters, as
+    ``pd.Categorical`` of the values would have them: codes into the labels used, sorted; in
+    linear time."""
     used = np.flatnonzero(np.bincount(codes + 1, minlength=len(labels) + 1)[1:])
-    texts = [labels[i] for i in used.tolist()]
+    texts = [labels[i][:cut] for i in used.tolist()]
     categories = sorted(set(texts))
     position = {t: i for i, t in enumerate(categories)}
     lookup = np.full(len(labels) + 1, -1, dtype=np.int64)
@@ -728,7 +737,8 @@ def _stats(rd: _Read, ev: _Events, order: np.ndarray) -> tuple[Table, int]:
         ),
         "str_value": _sorted_cat(
             column(np.int64, text, -1, rd.cat[ev.index]),
-            [s[:MAX_STAT_TEXT] for s in [*rd.strings, *rd.raw]],
+            [*rd.strings, *rd.raw],
+            cut=MAX_STAT_TEXT,
         ),
     }
     return table, total
