@@ -425,7 +425,8 @@ def _kernel_details(rd: _Read, keep: np.ndarray) -> tuple[np.ndarray, list[str]]
 def _dims(text: str) -> str:
     """A ``grid`` or ``block`` list of whole numbers as ``x,y,z`` ("" if not one)."""
     if _DIMS.fullmatch(text):  # as Kineto writes them: "[80, 1, 1]"
-        return ",".join(d.strip() for d in text[1:-1].split(",")[:3])
+        dims = text[1:-1].replace(" ", "")
+        return dims if dims.count(",") < 3 else ",".join(dims.split(",")[:3])
     dims = json.loads(text)
     if isinstance(dims, list) and dims and all(type(d) is int and 0 <= d < 1 << 31 for d in dims):
         return ",".join(map(str, dims[:3]))

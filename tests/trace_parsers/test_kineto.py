@@ -243,6 +243,32 @@ def test_ops_and_kernels_are_named_as_pytorch_names_them() -> None:
     assert ev.loc["k2", "kernel_details"] == "block:1,2,3" and pd.isna(ev.loc["k2", "op_name"])
 
 
+@pytest.mark.parametrize(
+    ("grid", "details"),
+    [
+        ("[80, 1, 1]", "grid:80,1,1"),
+        ("[80,1,1]", "grid:80,1,1"),
+        ("[ 2 , 3 ]", "grid:2,3"),
+        ("[1, 2, 3, 4]", "grid:1,2,3"),
+        ("[\n5,\t6]", "grid:5,6"),
+        ("[2147483647]", "grid:2147483647"),
+        ("[2147483648, 1]", None),  # beyond int32: not a launch dimension
+        ("[1.0, 2]", None),
+        ("[-1, 2]", None),
+        ("[]", None),
+        ('["1"]', None),
+    ],
+)
+def test_a_grid_is_read_however_it_is_spelled(grid: str, details: str | None) -> None:
+    """A kernel's grid as the file spells it (Kineto writes "[80, 1, 1]"; other writers
+    differ): whole numbers below 2**31 are its launch dimensions, anything else none."""
+    event = json.dumps(x("k", 1, 2, cat="kernel", device=0, stream=7, grid="GRID"))
+    data = trace([]).replace(b"[]}", f"[{event}]}}".replace('"GRID"', grid).encode())
+    ev = parse_kineto(data, worker="w").events
+    got = ev["kernel_details"].iloc[0]
+    assert (None if pd.isna(got) else got) == details
+
+
 def _value(v: Any) -> tuple[str, Any]:
     """A JSON args value as ``stats`` holds it, from json.loads' reading: (kind, value); kind
     ``json``: its JSON text, as ``str``."""
