@@ -58,6 +58,7 @@ from podscope.trace_parsers._columns import (
     join_column,
     masked,
     missing,
+    sorted_codes,
     sorted_labels,
 )
 from podscope.trace_parsers.budget import Budget, rows_error
@@ -579,7 +580,7 @@ def _tables(
     steps = np.array([_step_of(u) for u in name_labels], dtype=np.int64)
     step = steps[name_codes] if len(steps) else np.zeros(0, np.int64)
     corr = ev.correlation[order]
-    ops = _sorted_cat(ev.op[order], rd.strings)
+    ops = sorted_codes(ev.op[order], rd.strings)
     events = {
         "worker": _one(worker, n),
         "plane": Labels(plane_codes, planes),
@@ -597,7 +598,7 @@ def _tables(
         "correlation_id": Masked(corr, corr < 0),
         "op_name": ops,
         "op_type": ops,
-        "kernel_details": _sorted_cat(ev.details[order], ev.detail_texts),
+        "kernel_details": sorted_codes(ev.details[order], ev.detail_texts),
     }
     plane_table = {
         "worker": _one(worker, len(planes)),
@@ -663,19 +664,6 @@ def _first_of_each(
     return plane_codes[first], line_ids[first]
 
 
-def _sorted_cat(codes: np.ndarray, labels: list[str], cut: int | None = None) -> Labels:
-    """``labels[codes]`` (-1: missing), each label cut at ``cut`` characters, as
-    ``pd.Categorical`` of the values would have them: codes into the labels used, sorted; in
-    linear time."""
-    used = np.flatnonzero(np.bincount(codes + 1, minlength=len(labels) + 1)[1:])
-    texts = [labels[i][:cut] for i in used.tolist()]
-    categories = sorted(set(texts))
-    position = {t: i for i, t in enumerate(categories)}
-    lookup = np.full(len(labels) + 1, -1, dtype=np.int64)
-    lookup[used + 1] = [position[t] for t in texts]
-    return Labels(lookup[codes + 1], categories)
-
-
 def _stats(rd: _Read, ev: _Events, order: np.ndarray) -> tuple[Table, int]:
     """``stats`` rows of the kept events, by their rows in the sorted ``events`` (``order``):
     every arg but a numeric ``correlation`` (a column of its own), ``trace_order`` (the place
@@ -723,11 +711,11 @@ def _stats(rd: _Read, ev: _Events, order: np.ndarray) -> tuple[Table, int]:
     kind_code = np.array([1, 2, 1, 2, 0], dtype=np.int64)[a_kind]  # _KIND_LABELS
     table = {
         "event_row": column(np.int32, new_row[arg_event], new_row[ordered], new_row),
-        "key": _sorted_cat(
+        "key": sorted_codes(
             column(np.int64, rd.ag_key[args], n_str, n_str + 1),
             [*rd.strings, TRACE_ORDER, "cat"],
         ),
-        "kind": _sorted_cat(column(np.int64, kind_code, 1, 2), _KIND_LABELS),
+        "kind": sorted_codes(column(np.int64, kind_code, 1, 2), _KIND_LABELS),
         "int_value": Masked(
             column(np.int64, np.where(is_int, rd.ag_int[args], 0), ev.index[ordered], 0),
             column(bool, ~is_int, False, True),
@@ -736,7 +724,7 @@ def _stats(rd: _Read, ev: _Events, order: np.ndarray) -> tuple[Table, int]:
             column(np.float64, np.where(a_kind == _A_DOUBLE, rd.ag_float[args], 0.0), 0, 0),
             column(bool, a_kind != _A_DOUBLE, True, True),
         ),
-        "str_value": _sorted_cat(
+        "str_value": sorted_codes(
             column(np.int64, text, -1, rd.cat[ev.index]),
             [*rd.strings, *rd.raw],
             cut=MAX_STAT_TEXT,
