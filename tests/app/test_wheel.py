@@ -82,11 +82,13 @@ def fresh_venv(root: Path, wheel: Path, *, leave_out: tuple[str, ...] = (), only
 
 
 def run(python: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python args`` in ``cwd`` with a cache of its own there: a session this machine's
+    cache holds whole is answered without starting a task (nor a scheduler)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
     return subprocess.run(
         [str(python), *args],
         cwd=cwd,
-        env={**env, **NO_COMPILER},
+        env={**env, **NO_COMPILER, "PODSCOPE_CACHE_DIR": str(cwd / "podscope-cache")},
         capture_output=True,
         text=True,
         timeout=300,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from podscope.analyzers.history import what_changed
+from podscope.analyzers.history import named, what_changed
 from podscope.reference_engine.config import EngineConfig
 from podscope.trace_parsers import layout
 from verify.watch_run import watch_scenario
@@ -43,7 +43,9 @@ def test_a_straggler_that_begins_mid_run_is_caught_by_its_heartbeats(tmp_path: P
     # What changed, from the scheduled capture before the onset to the triggered one.
     before = next(s for c, s in run.captures if c.trigger.kind == "scheduled")
     changes = what_changed(before, first_after)
-    assert changes[0].kind == "culprit" and run.expected_culprit in changes[0].title
+    culprit = named(first_after, run.expected_culprit)  # worker:2 (127.0.0.1:port)
+    assert changes[0].kind == "culprit" and culprit in changes[0].title, changes[0]
+    assert culprit.startswith("worker:2 (")
     assert any(c.kind == "step_time" and c.delta_ms > 0 for c in changes), changes
     # The watched logdir is TensorBoard's layout: XProf reads the triggered session's traces.
     convert = pytest.importorskip("xprof.convert.raw_to_tool_data", reason="xprof not installed")
