@@ -50,20 +50,18 @@ def factorize_labels(labels: Any) -> tuple[np.ndarray, pd.Index]:
 def cat_of(
     codes: np.ndarray, label_codes: np.ndarray, categories: pd.Index | pd.CategoricalDtype
 ) -> pd.Categorical:
-    """``cat`` with the labels already factorized (labels shared by several columns)."""
-    dtype = categories if isinstance(categories, pd.CategoricalDtype) else None
+    """``cat`` with the labels already factorized (labels shared by several columns), into
+    ``categories`` or a dtype of them."""
+    dtype = (
+        categories
+        if isinstance(categories, pd.CategoricalDtype)
+        else pd.CategoricalDtype(categories)
+    )
     codes = np.asarray(codes)
     if not len(label_codes):
-        return pd.Categorical.from_codes(
-            np.full(len(codes), -1, dtype=np.int8),
-            categories=None if dtype else categories,
-            dtype=dtype,
-        )
-    n = len(dtype.categories if dtype else categories)
+        return pd.Categorical.from_codes(np.full(len(codes), -1, dtype=np.int8), dtype=dtype)
     # Appending -1 makes code -1 (and a -1 label code) read as missing.
-    lookup = np.append(label_codes, -1).astype(code_dtype(n))
-    if dtype is None:
-        dtype = pd.CategoricalDtype(categories)
+    lookup = np.append(label_codes, -1).astype(code_dtype(len(dtype.categories)))
     return pd.Categorical.from_codes(gather(lookup, codes), dtype=dtype, validate=False)
 
 
